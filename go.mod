@@ -1,0 +1,8 @@
+module github.com/mcphandler/mcphandler
+
+go 1.26
+
+require (
+	github.com/google/jsonschema-go v0.4.3
+	go.uber.org/goleak v1.3.0
+)

@@ -1,0 +1,195 @@
+// Package jsonrpc holds the JSON-RPC 2.0 framing shared by the transports:
+// decoding one incoming message (or a batch) and encoding responses,
+// requests and notifications without reflection on the hot path.
+package jsonrpc
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"strconv"
+)
+
+// Standard JSON-RPC error codes.
+const (
+	CodeParseError     = -32700
+	CodeInvalidRequest = -32600
+	CodeMethodNotFound = -32601
+	CodeInvalidParams  = -32602
+	CodeInternalError  = -32603
+)
+
+// Message is one decoded JSON-RPC message: a request (ID and Method), a
+// notification (Method only) or a response (ID and Result or Error).
+type Message struct {
+	JSONRPC string          `json:"jsonrpc"`
+	ID      json.RawMessage `json:"id,omitempty"`
+	Method  string          `json:"method,omitempty"`
+	Params  json.RawMessage `json:"params,omitempty"`
+	Result  json.RawMessage `json:"result,omitempty"`
+	Error   *Error          `json:"error,omitempty"`
+}
+
+// Kind says what a valid message is.
+type Kind int
+
+const (
+	KindRequest Kind = iota + 1
+	KindNotification
+	KindResponse
+)
+
+// Error is a JSON-RPC error object.
+type Error struct {
+	Code    int             `json:"code"`
+	Message string          `json:"message"`
+	Data    json.RawMessage `json:"data,omitempty"`
+}
+
+func (e *Error) Error() string { return "jsonrpc: " + strconv.Itoa(e.Code) + " " + e.Message }
+
+// ErrNotObject reports a body that is valid JSON but neither an object nor
+// an array of objects.
+var ErrNotObject = errors.New("jsonrpc: message is not a JSON object")
+
+// IsBatch reports whether body (already known to be valid JSON) is an array.
+func IsBatch(body []byte) bool {
+	b := bytes.TrimLeft(body, " \t\r\n")
+	return len(b) > 0 && b[0] == '['
+}
+
+// Decode parses one message. A syntax error is reported as *json.SyntaxError
+// (or io.ErrUnexpectedEOF); any other failure means the JSON was well formed
+// but not a message.
+func Decode(body []byte, m *Message) error {
+	if err := json.Unmarshal(body, m); err != nil {
+		var syn *json.SyntaxError
+		if errors.As(err, &syn) {
+			return err
+		}
+		if !json.Valid(body) {
+			return &json.SyntaxError{}
+		}
+		return ErrNotObject
+	}
+	return nil
+}
+
+// DecodeBatch parses an array of messages. Each element is kept raw so that
+// one malformed element does not spoil the others.
+func DecodeBatch(body []byte) ([]json.RawMessage, error) {
+	var elems []json.RawMessage
+	if err := json.Unmarshal(body, &elems); err != nil {
+		return nil, err
+	}
+	return elems, nil
+}
+
+// Validate checks the envelope and returns its kind, or an Invalid Request
+// error describing what is wrong.
+func (m *Message) Validate() (Kind, *Error) {
+	if m.JSONRPC != "2.0" {
+		return 0, &Error{Code: CodeInvalidRequest, Message: `Invalid Request: "jsonrpc" must be "2.0"`}
+	}
+	hasID := len(m.ID) > 0
+	if hasID && !validID(m.ID) {
+		return 0, &Error{Code: CodeInvalidRequest, Message: "Invalid Request: id must be a string or an integer"}
+	}
+	switch {
+	case m.Method != "":
+		if m.Result != nil || m.Error != nil {
+			return 0, &Error{Code: CodeInvalidRequest, Message: "Invalid Request: a request carries no result or error"}
+		}
+		if len(m.Params) > 0 && m.Params[0] != '{' {
+			if !bytes.Equal(m.Params, []byte("null")) {
+				return 0, &Error{Code: CodeInvalidRequest, Message: "Invalid Request: params must be an object"}
+			}
+			m.Params = nil
+		}
+		if hasID {
+			return KindRequest, nil
+		}
+		return KindNotification, nil
+	case hasID && (m.Result != nil) != (m.Error != nil):
+		return KindResponse, nil
+	default:
+		return 0, &Error{Code: CodeInvalidRequest, Message: "Invalid Request: not a request, notification or response"}
+	}
+}
+
+// validID accepts a JSON string or an integer (MCP forbids null ids).
+func validID(id json.RawMessage) bool {
+	switch c := id[0]; {
+	case c == '"':
+		return true
+	case c == '-' || (c >= '0' && c <= '9'):
+		for _, b := range id[1:] {
+			if b < '0' || b > '9' {
+				return false
+			}
+		}
+		return len(id) > 1 || c != '-'
+	}
+	return false
+}
+
+// AppendResult appends a result response to dst.
+func AppendResult(dst []byte, id json.RawMessage, result []byte) []byte {
+	dst = append(dst, `{"jsonrpc":"2.0","id":`...)
+	dst = append(dst, id...)
+	dst = append(dst, `,"result":`...)
+	dst = append(dst, result...)
+	return append(dst, '}')
+}
+
+// AppendError appends an error response to dst. A nil id is written as
+// null, which the spec allows when the request id could not be read.
+func AppendError(dst []byte, id json.RawMessage, e *Error) []byte {
+	dst = append(dst, `{"jsonrpc":"2.0","id":`...)
+	if len(id) == 0 {
+		dst = append(dst, "null"...)
+	} else {
+		dst = append(dst, id...)
+	}
+	dst = append(dst, `,"error":{"code":`...)
+	dst = strconv.AppendInt(dst, int64(e.Code), 10)
+	dst = append(dst, `,"message":`...)
+	dst = appendString(dst, e.Message)
+	if len(e.Data) > 0 {
+		dst = append(dst, `,"data":`...)
+		dst = append(dst, e.Data...)
+	}
+	return append(dst, "}}"...)
+}
+
+// AppendRequest appends a request (or, with a nil id, a notification).
+func AppendRequest(dst []byte, id json.RawMessage, method string, params []byte) []byte {
+	dst = append(dst, `{"jsonrpc":"2.0",`...)
+	if len(id) > 0 {
+		dst = append(dst, `"id":`...)
+		dst = append(dst, id...)
+		dst = append(dst, ',')
+	}
+	dst = append(dst, `"method":`...)
+	dst = appendString(dst, method)
+	if len(params) > 0 {
+		dst = append(dst, `,"params":`...)
+		dst = append(dst, params...)
+	}
+	return append(dst, '}')
+}
+
+func appendString(dst []byte, s string) []byte {
+	for i := 0; i < len(s); i++ {
+		if c := s[i]; c < 0x20 || c == '"' || c == '\\' || c >= 0x80 || c == '<' || c == '>' || c == '&' {
+			b, _ := json.Marshal(s)
+			return append(dst, b...)
+		}
+	}
+	dst = append(dst, '"')
+	dst = append(dst, s...)
+	return append(dst, '"')
+}
+
+// AppendString appends s as a JSON string.
+func AppendString(dst []byte, s string) []byte { return appendString(dst, s) }

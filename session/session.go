@@ -1,0 +1,100 @@
+// Package session defines where the handler keeps what outlives one HTTP
+// request: the session records of the 2025 revisions and the channels that
+// carry a client's answers and the server's notifications to whichever
+// request is waiting for them.
+//
+// A [Store] may be local to the process ([NewMemory]) or shared by several
+// replicas (the Redis store), and every implementation must pass the suite
+// in package sessiontest.
+package session
+
+import (
+	"context"
+	"errors"
+	"time"
+)
+
+// ErrNotFound is returned by [Store.Get] and [Store.Update] for a session
+// that never existed, expired, or was deleted.
+var ErrNotFound = errors.New("session: not found")
+
+// ErrUnavailable wraps failures of a remote store (network, timeout), so the
+// handler can answer 503 instead of treating the session as unknown.
+var ErrUnavailable = errors.New("session: store unavailable")
+
+// Session is the record of one 2025-era MCP session.
+//
+// A Session returned by a Store is the caller's own copy: changing it has no
+// effect until it is passed to [Store.Update].
+type Session struct {
+	// ID is the Mcp-Session-Id: at least 128 random bits, visible ASCII.
+	ID string
+	// Owner binds the session to the identity that created it; a request
+	// whose identity maps to another owner must be treated as unknown.
+	Owner string
+	// ProtocolVersion is the revision negotiated at initialize.
+	ProtocolVersion string
+	// ClientName and ClientVersion are the client's self-reported info.
+	ClientName, ClientVersion string
+	// Capabilities are the client capabilities declared at initialize.
+	Capabilities Capabilities
+	// Initialized is set once notifications/initialized arrived.
+	Initialized bool
+	// LogLevel is the minimum level set by logging/setLevel ("" = none sent).
+	LogLevel string
+	// Subscriptions are the resource URIs the client subscribed to.
+	Subscriptions []string
+	// TTL is how long the session lives without being used; every Get
+	// extends it by this much. Zero means the store's default.
+	TTL time.Duration
+}
+
+// Capabilities is the set of client capabilities the handler acts on.
+type Capabilities uint16
+
+// Client capabilities.
+const (
+	CapElicitationForm Capabilities = 1 << iota
+	CapElicitationURL
+	CapSampling
+	CapSamplingTools
+	CapRoots
+	CapRootsListChanged
+)
+
+// Has reports whether every capability in c2 is in c.
+func (c Capabilities) Has(c2 Capabilities) bool { return c&c2 == c2 }
+
+// Store keeps session records and relays messages between requests, possibly
+// on different replicas. Implementations must be safe for concurrent use.
+type Store interface {
+	// Create stores a new session. It fails if the ID is already taken.
+	Create(ctx context.Context, s *Session) error
+	// Get returns a copy of the session and extends its idle lifetime.
+	// A missing or expired session is ErrNotFound.
+	Get(ctx context.Context, id string) (*Session, error)
+	// Update replaces the mutable fields of an existing session
+	// (Initialized, LogLevel, Subscriptions). A missing session is ErrNotFound.
+	Update(ctx context.Context, s *Session) error
+	// Delete removes the session; deleting a missing session is not an error.
+	Delete(ctx context.Context, id string) error
+
+	// Publish delivers msg to every current subscriber of channel and
+	// reports how many there were. Messages published with no subscriber
+	// are dropped.
+	Publish(ctx context.Context, channel string, msg []byte) (int, error)
+	// Subscribe starts receiving the messages published on channel from
+	// the moment it returns. The subscription must be closed.
+	Subscribe(ctx context.Context, channel string) (Subscription, error)
+}
+
+// Subscription receives the messages of one channel.
+type Subscription interface {
+	// C delivers messages in publication order. It is closed by Close.
+	C() <-chan []byte
+	// Close stops delivery. It is safe to call more than once.
+	Close() error
+}
+
+// DefaultTTL is the idle lifetime of a session whose TTL is zero.
+const DefaultTTL = 30 * time.Minute
