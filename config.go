@@ -1,0 +1,129 @@
+package mcphandler
+
+import (
+	"log/slog"
+	"time"
+
+	"github.com/mcphandler/mcphandler/session"
+)
+
+// Config configures a [Handler]. The zero value serves an endpoint with no
+// tools that accepts every caller; set the hooks to make it useful.
+//
+// [New] copies the Config: changing it afterwards has no effect. Every
+// hook may be called concurrently from many requests.
+type Config struct {
+	// Name and Version identify the server in initialize results when
+	// ServerInfo is nil. If Name is empty, "mcphandler" is used.
+	Name, Version string
+	// Instructions is sent in initialize results when ServerInfo is nil.
+	Instructions string
+	// ServerInfo, if set, decides per request (per tenant) the server's
+	// name, version and instructions. It sees the caller's identity.
+	ServerInfo ServerInfoFunc
+
+	// Authenticate decides who is calling. If nil, every request is served
+	// with the zero Identity.
+	Authenticate AuthenticateFunc
+	// Challenge returns the WWW-Authenticate value sent with a 401 when
+	// Authenticate fails. If nil, `Bearer realm="mcp"` is used.
+	Challenge ChallengeFunc
+
+	// Roles orders the role names from least to most privileged, e.g.
+	// {"viewer", "editor", "admin"}. A Tool's MinRole admits callers whose
+	// Identity.Role is at or above it. A MinRole missing from Roles admits
+	// nobody; a caller role missing from Roles passes only ungated entries.
+	Roles []string
+
+	// ListTools returns the caller's tools. It backs both tools/list and
+	// the tools/call lookup. If nil, the server has no tools capability.
+	ListTools ListToolsFunc
+	// BeforeCall decides whether a visible tool may run. If nil, every
+	// visible tool is allowed.
+	BeforeCall BeforeCallFunc
+	// OnCall receives an event after every tools/call. If nil, nothing is
+	// reported.
+	OnCall OnCallFunc
+
+	// ConfirmTimeout bounds how long a Confirm waits for the human's
+	// answer. If zero, 2 minutes.
+	ConfirmTimeout time.Duration
+
+	// Store keeps sessions. If nil, a [session.NewMemory] store is used,
+	// which is correct for a single replica only.
+	Store session.Store
+	// SessionTTL is how long a session lives without requests. If zero,
+	// 30 minutes.
+	SessionTTL time.Duration
+	// Stateless turns sessions off: no Mcp-Session-Id is issued or
+	// required, each POST stands alone, GET and DELETE answer 405, and
+	// the server cannot ask the client anything (confirms take their
+	// fallback).
+	Stateless bool
+
+	// AllowedOrigins lists the browser origins (scheme://host[:port]) that
+	// may call the endpoint; "*" allows any. Requests without an Origin
+	// header are always allowed. If empty, only origins whose host equals
+	// the request's Host are allowed. Independently, a request received on
+	// a loopback address must name a loopback Host (DNS rebinding
+	// protection).
+	AllowedOrigins []string
+	// MaxBodyBytes bounds a POST body. If zero, 4 MiB; larger bodies get
+	// 413.
+	MaxBodyBytes int64
+	// PageSize is the number of entries per page of a list result. If
+	// zero, 500.
+	PageSize int
+	// SSERetry is the reconnection delay sent in the `retry:` field of SSE
+	// streams to 2025-11-25 clients. If zero, 1 second.
+	SSERetry time.Duration
+	// KeepAlive is the interval of comment lines on an idle GET stream. If
+	// zero, 25 seconds.
+	KeepAlive time.Duration
+
+	// Logger receives the handler's own errors (a failing store, a
+	// panicking hook). If nil, [slog.Default] is used.
+	Logger *slog.Logger
+}
+
+// Defaults applied by New.
+const (
+	defaultName           = "mcphandler"
+	defaultConfirmTimeout = 2 * time.Minute
+	defaultMaxBodyBytes   = 4 << 20
+	defaultPageSize       = 500
+	defaultSSERetry       = time.Second
+	defaultKeepAlive      = 25 * time.Second
+)
+
+func (c *Config) applyDefaults() {
+	if c.Name == "" {
+		c.Name = defaultName
+	}
+	if c.ConfirmTimeout <= 0 {
+		c.ConfirmTimeout = defaultConfirmTimeout
+	}
+	if c.Store == nil {
+		c.Store = session.NewMemory()
+	}
+	if c.SessionTTL <= 0 {
+		c.SessionTTL = session.DefaultTTL
+	}
+	if c.MaxBodyBytes <= 0 {
+		c.MaxBodyBytes = defaultMaxBodyBytes
+	}
+	if c.PageSize <= 0 {
+		c.PageSize = defaultPageSize
+	}
+	if c.SSERetry <= 0 {
+		c.SSERetry = defaultSSERetry
+	}
+	if c.KeepAlive <= 0 {
+		c.KeepAlive = defaultKeepAlive
+	}
+	if c.Logger == nil {
+		c.Logger = slog.Default()
+	}
+	c.Roles = append([]string(nil), c.Roles...)
+	c.AllowedOrigins = append([]string(nil), c.AllowedOrigins...)
+}

@@ -1,0 +1,64 @@
+// Package mcphandler serves the Model Context Protocol (MCP) to many tenants
+// from one http.Handler, built from one [Config] of hooks.
+//
+//	h := mcphandler.New(mcphandler.Config{
+//		Authenticate: auth,      // who is calling
+//		Roles:        []string{"viewer", "editor", "admin"},
+//		ListTools:    listTools, // what this caller may see and call
+//		BeforeCall:   policy,    // allow, deny, or ask a human first
+//		OnCall:       audit,     // what happened
+//	})
+//	mux.Handle("/mcp", h)
+//
+// # Transport
+//
+// The handler speaks Streamable HTTP for the revisions 2025-03-26,
+// 2025-06-18 and 2025-11-25 on one endpoint: POST carries client messages,
+// GET opens the session's server-to-client stream, DELETE ends the session.
+// A request is answered with JSON, or with an SSE stream when something must
+// be sent before its result (progress, logs, a question for the human).
+//
+// # Tenants
+//
+// Nothing is global. [Config.Authenticate] maps each HTTP request to an
+// [Identity] (subject, tenant, role, scopes); [Config.ListTools] runs per
+// request with that identity in its context ([IdentityFrom]) and returns the
+// caller's tools. A tool that is not in the caller's list, or whose
+// [Tool.MinRole] is above the caller's role, does not exist for that caller:
+// tools/call answers it exactly as it answers an unknown name (-32602), and
+// it never runs.
+//
+// # Hooks
+//
+// Every hook is an optional field of [Config] with a documented default. For
+// a tools/call the handler runs them in this order:
+//
+//	Authenticate ──► ListTools (lookup + role gate) ──► argument validation
+//	      ──► BeforeCall ──► [confirm] ──► Tool.Handler ──► response ──► OnCall
+//
+// Hooks are called concurrently from many requests and must be safe for
+// that. A hook's error never reaches the client verbatim unless it is an
+// [*Error] (protocol errors) or a [*ToolError] (tool failures): anything else
+// becomes an internal error whose text says nothing of the server or of other
+// tenants.
+//
+// # Sessions
+//
+// initialize opens a session bound to the caller's tenant and subject; its
+// id (Mcp-Session-Id) presented by any other identity is unknown (404). The
+// session record — negotiated version, client capabilities, log level —
+// lives in a [session.Store]: in memory by default, or shared by replicas.
+// Idle sessions expire after [Config.SessionTTL]. [Config.Stateless] turns
+// sessions off.
+//
+// # Confirms
+//
+// BeforeCall may return [Confirm]: if the session's client declared the
+// elicitation capability, the handler asks the human with an
+// elicitation/create on the call's own SSE stream and waits up to
+// [Config.ConfirmTimeout]. Only an accept with the box ticked runs the
+// tool; decline, cancel, timeout and a disconnect each end the call without
+// running it, with their own [Outcome]. A client that cannot be asked gets
+// the decision's fallback result, or a tool error: never an unconfirmed run.
+// Tool handlers ask the client through the same machinery ([Exchange]).
+package mcphandler

@@ -1,0 +1,79 @@
+package mcphandler
+
+import (
+	"encoding/json"
+	"errors"
+	"strconv"
+
+	"github.com/mcphandler/mcphandler/internal/jsonrpc"
+)
+
+// JSON-RPC error codes the handler sends.
+const (
+	CodeParseError     = jsonrpc.CodeParseError     // -32700: the body is not JSON
+	CodeInvalidRequest = jsonrpc.CodeInvalidRequest // -32600: not a valid JSON-RPC message
+	CodeMethodNotFound = jsonrpc.CodeMethodNotFound // -32601: unknown method
+	CodeInvalidParams  = jsonrpc.CodeInvalidParams  // -32602: bad params, unknown tool or prompt
+	CodeInternalError  = jsonrpc.CodeInternalError  // -32603: the server failed
+
+	// CodeRateLimited refuses a call for now: wait, then retry.
+	CodeRateLimited = -32000
+	// CodeForbidden refuses a call for good: never retry with this identity.
+	CodeForbidden = -32001
+	// CodeResourceNotFound is the 2025 revisions' "resource not found".
+	CodeResourceNotFound = -32002
+	// CodeStoreUnavailable reports that the session store cannot be
+	// reached; the HTTP status is 503.
+	CodeStoreUnavailable = -32010
+)
+
+// Error is a JSON-RPC error. A hook returns one (directly or wrapped) to
+// choose the code and message the client sees; any other error becomes
+// [CodeInternalError] with a message that reveals nothing of it.
+type Error struct {
+	Code    int
+	Message string
+	// Data, if non-nil, is marshalled into the error's data member.
+	Data any
+}
+
+// NewError returns an *Error with the given code and message.
+func NewError(code int, message string) *Error { return &Error{Code: code, Message: message} }
+
+func (e *Error) Error() string {
+	return "mcphandler: " + strconv.Itoa(e.Code) + " " + e.Message
+}
+
+// ErrForbidden, returned (wrapped) by [Config.Authenticate], answers 403
+// instead of 401: the caller is known but may not use this endpoint.
+var ErrForbidden = errors.New("mcphandler: forbidden")
+
+// wireError converts err to the JSON-RPC error object sent on the wire.
+func wireError(err error) *jsonrpc.Error {
+	var e *Error
+	if errors.As(err, &e) {
+		we := &jsonrpc.Error{Code: e.Code, Message: e.Message}
+		if e.Data != nil {
+			if b, merr := json.Marshal(e.Data); merr == nil {
+				we.Data = b
+			}
+		}
+		return we
+	}
+	var je *jsonrpc.Error
+	if errors.As(err, &je) {
+		return je
+	}
+	return &jsonrpc.Error{Code: CodeInternalError, Message: "Internal error"}
+}
+
+func invalidParams(msg string) *jsonrpc.Error {
+	return &jsonrpc.Error{Code: CodeInvalidParams, Message: msg}
+}
+
+// errUnknownTool is the one answer for a tool that does not exist, is
+// hidden from the caller, or is above the caller's role: the three must be
+// indistinguishable.
+func errUnknownTool(name string) *jsonrpc.Error {
+	return &jsonrpc.Error{Code: CodeInvalidParams, Message: "Unknown tool: " + strconv.Quote(name)}
+}

@@ -1,0 +1,271 @@
+package mcphandler
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/json"
+	"errors"
+	"strconv"
+
+	"github.com/mcphandler/mcphandler/elicitation"
+	"github.com/mcphandler/mcphandler/internal/jsonrpc"
+	"github.com/mcphandler/mcphandler/session"
+)
+
+// ErrCannotAsk is returned by the [Exchange] methods that ask the client
+// something when the client cannot be asked: it did not declare the
+// capability, the handler is stateless, or the request was part of a batch.
+var ErrCannotAsk = errors.New("mcphandler: the client cannot be asked")
+
+// ClientError is a JSON-RPC error the client answered a server request with.
+type ClientError struct {
+	Code    int
+	Message string
+}
+
+func (e *ClientError) Error() string {
+	return "mcphandler: client error " + strconv.Itoa(e.Code) + ": " + e.Message
+}
+
+// Exchange is the conversation with the client during one request: a
+// handler reports progress and logs through it, and asks the client for
+// input (elicitation, sampling, roots). Messages travel on the request's
+// own response stream, which then becomes an SSE stream.
+//
+// Its methods are safe for concurrent use, and must not be called after
+// the handler returned.
+type Exchange struct {
+	h             *Handler
+	st            *stream
+	sess          *session.Session // nil without a session
+	caps          session.Capabilities
+	version       string
+	progressToken json.RawMessage
+}
+
+// ClientCapabilities reports what the client declared it supports.
+func (x *Exchange) ClientCapabilities() session.Capabilities { return x.caps }
+
+// Progress reports progress of the request. It is sent only when the request
+// carried a progressToken (which it echoes exactly); otherwise it does
+// nothing. progress must increase from one call to the next; total may be
+// zero when unknown.
+func (x *Exchange) Progress(progress, total float64, message string) error {
+	if len(x.progressToken) == 0 {
+		return nil
+	}
+	b := make([]byte, 0, 128)
+	b = append(b, `{"progressToken":`...)
+	b = append(b, x.progressToken...)
+	b = append(b, `,"progress":`...)
+	b = strconv.AppendFloat(b, progress, 'g', -1, 64)
+	if total > 0 {
+		b = append(b, `,"total":`...)
+		b = strconv.AppendFloat(b, total, 'g', -1, 64)
+	}
+	if message != "" {
+		b = append(b, `,"message":`...)
+		b = jsonrpc.AppendString(b, message)
+	}
+	b = append(b, '}')
+	return x.st.send(jsonrpc.AppendRequest(nil, nil, "notifications/progress", b))
+}
+
+// LogLevel is a syslog severity, as used by MCP logging.
+type LogLevel string
+
+// The MCP log levels, from least to most severe.
+const (
+	LevelDebug     LogLevel = "debug"
+	LevelInfo      LogLevel = "info"
+	LevelNotice    LogLevel = "notice"
+	LevelWarning   LogLevel = "warning"
+	LevelError     LogLevel = "error"
+	LevelCritical  LogLevel = "critical"
+	LevelAlert     LogLevel = "alert"
+	LevelEmergency LogLevel = "emergency"
+)
+
+var logLevels = map[LogLevel]int{
+	LevelDebug: 0, LevelInfo: 1, LevelNotice: 2, LevelWarning: 3,
+	LevelError: 4, LevelCritical: 5, LevelAlert: 6, LevelEmergency: 7,
+}
+
+// Log sends a notifications/message to the client if the client asked for
+// messages at this level or above (logging/setLevel); otherwise it does
+// nothing. data is marshalled as JSON; it must not hold secrets.
+func (x *Exchange) Log(level LogLevel, logger string, data any) error {
+	if x.sess == nil || x.sess.LogLevel == "" {
+		return nil
+	}
+	want, ok1 := logLevels[LogLevel(x.sess.LogLevel)]
+	got, ok2 := logLevels[level]
+	if !ok1 || !ok2 || got < want {
+		return nil
+	}
+	d, err := json.Marshal(data)
+	if err != nil {
+		return err
+	}
+	b := make([]byte, 0, 64+len(d))
+	b = append(b, `{"level":`...)
+	b = jsonrpc.AppendString(b, string(level))
+	if logger != "" {
+		b = append(b, `,"logger":`...)
+		b = jsonrpc.AppendString(b, logger)
+	}
+	b = append(b, `,"data":`...)
+	b = append(b, d...)
+	b = append(b, '}')
+	return x.st.send(jsonrpc.AppendRequest(nil, nil, "notifications/message", b))
+}
+
+// ElicitRequest asks the human for input.
+type ElicitRequest struct {
+	// Message explains what is asked and why.
+	Message string
+	// Schema is the form (form mode). Required unless URL is set.
+	Schema *elicitation.Schema
+	// URL, for URL mode (2025-11-25), is the page the human must visit;
+	// ElicitationID identifies that flow.
+	URL, ElicitationID string
+}
+
+// Elicit asks the human through the client and waits for the answer or for
+// ctx to end. An accepted form answer is validated against the schema; an
+// invalid one is an error. It returns [ErrCannotAsk] if the client did not
+// declare the needed elicitation mode.
+func (x *Exchange) Elicit(ctx context.Context, req ElicitRequest) (elicitation.Result, error) {
+	var params []byte
+	modes := x.version >= "2025-11-25"
+	if req.URL != "" {
+		if !x.caps.Has(session.CapElicitationURL) {
+			return elicitation.Result{}, ErrCannotAsk
+		}
+		p := struct {
+			Mode          string `json:"mode"`
+			Message       string `json:"message"`
+			URL           string `json:"url"`
+			ElicitationID string `json:"elicitationId"`
+		}{"url", req.Message, req.URL, req.ElicitationID}
+		params, _ = json.Marshal(p)
+	} else {
+		if !x.caps.Has(session.CapElicitationForm) {
+			return elicitation.Result{}, ErrCannotAsk
+		}
+		if req.Schema == nil {
+			return elicitation.Result{}, errors.New("mcphandler: Elicit: a form needs a Schema")
+		}
+		schema, err := json.Marshal(req.Schema)
+		if err != nil {
+			return elicitation.Result{}, err
+		}
+		params = make([]byte, 0, 64+len(req.Message)+len(schema))
+		params = append(params, '{')
+		if modes {
+			params = append(params, `"mode":"form",`...)
+		}
+		params = append(params, `"message":`...)
+		params = jsonrpc.AppendString(params, req.Message)
+		params = append(params, `,"requestedSchema":`...)
+		params = append(params, schema...)
+		params = append(params, '}')
+	}
+	raw, err := x.request(ctx, "elicitation/create", params)
+	if err != nil {
+		return elicitation.Result{}, err
+	}
+	res, err := elicitation.ParseResult(raw)
+	if err != nil {
+		return elicitation.Result{}, err
+	}
+	if res.Action == elicitation.Accept && req.Schema != nil {
+		if err := req.Schema.Validate(res.Content); err != nil {
+			return res, err
+		}
+	}
+	return res, nil
+}
+
+// CreateMessage asks the client to sample its model (sampling/createMessage)
+// with params (a CreateMessageRequest's params) and returns the raw result.
+func (x *Exchange) CreateMessage(ctx context.Context, params any) (json.RawMessage, error) {
+	if !x.caps.Has(session.CapSampling) {
+		return nil, ErrCannotAsk
+	}
+	b, err := json.Marshal(params)
+	if err != nil {
+		return nil, err
+	}
+	return x.request(ctx, "sampling/createMessage", b)
+}
+
+// Root is a directory or file the client exposes.
+type Root struct {
+	URI  string `json:"uri"`
+	Name string `json:"name,omitempty"`
+}
+
+// ListRoots asks the client for its roots (roots/list).
+func (x *Exchange) ListRoots(ctx context.Context) ([]Root, error) {
+	if !x.caps.Has(session.CapRoots) {
+		return nil, ErrCannotAsk
+	}
+	raw, err := x.request(ctx, "roots/list", nil)
+	if err != nil {
+		return nil, err
+	}
+	var r struct {
+		Roots []Root `json:"roots"`
+	}
+	if err := json.Unmarshal(raw, &r); err != nil {
+		return nil, errors.New("mcphandler: malformed roots/list result")
+	}
+	return r.Roots, nil
+}
+
+// replyChannel names the store channel on which the client's answer to the
+// server request id of session sid is delivered, whichever replica gets it.
+func replyChannel(sid, id string) string { return "reply/" + sid + "/" + id }
+
+// newRequestID returns an unguessable id for a server-to-client request, so
+// that only the client that received the request can answer it.
+func newRequestID() string { return "mcph-" + rand.Text() }
+
+// request sends a server-to-client request on the stream and waits for the
+// client's answer, which arrives as a separate POST (see handleResponse).
+// If ctx ends first, the client is told the request is cancelled.
+func (x *Exchange) request(ctx context.Context, method string, params []byte) (json.RawMessage, error) {
+	if x.sess == nil || x.st == nil || x.st.noSSE {
+		return nil, ErrCannotAsk
+	}
+	id := newRequestID()
+	sub, err := x.h.cfg.Store.Subscribe(ctx, replyChannel(x.sess.ID, id))
+	if err != nil {
+		return nil, err
+	}
+	defer sub.Close()
+	qid := jsonrpc.AppendString(nil, id)
+	if err := x.st.send(jsonrpc.AppendRequest(nil, qid, method, params)); err != nil {
+		return nil, err
+	}
+	select {
+	case b, ok := <-sub.C():
+		if !ok {
+			return nil, errStreamClosed
+		}
+		var m jsonrpc.Message
+		if err := jsonrpc.Decode(b, &m); err != nil {
+			return nil, errors.New("mcphandler: malformed client response")
+		}
+		if m.Error != nil {
+			return nil, &ClientError{Code: m.Error.Code, Message: m.Error.Message}
+		}
+		return m.Result, nil
+	case <-ctx.Done():
+		p := append([]byte(`{"requestId":`), qid...)
+		p = append(p, `,"reason":"the server stopped waiting"}`...)
+		x.st.send(jsonrpc.AppendRequest(nil, nil, "notifications/cancelled", p))
+		return nil, ctx.Err()
+	}
+}

@@ -1,0 +1,586 @@
+package mcphandler
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"log/slog"
+	"mime"
+	"net"
+	"net/http"
+	"net/url"
+	"slices"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/mcphandler/mcphandler/internal/jsonrpc"
+	"github.com/mcphandler/mcphandler/session"
+)
+
+// Protocol revisions served over Streamable HTTP, newest first.
+const (
+	Version20251125 = "2025-11-25"
+	Version20250618 = "2025-06-18"
+	Version20250326 = "2025-03-26"
+)
+
+var supportedVersions = []string{Version20251125, Version20250618, Version20250326}
+
+func isSupported(v string) bool { return slices.Contains(supportedVersions, v) }
+
+// Handler serves MCP on one endpoint. Create it with [New]; it is safe for
+// concurrent use.
+type Handler struct {
+	cfg      Config
+	roleRank map[string]int
+	origins  map[string]bool
+	anyOrig  bool
+	caps     []byte // the initialize result's capabilities object
+
+	getMu      sync.Mutex          // guards getStreams
+	getStreams map[string]struct{} // sessions with an open GET stream here
+
+	bufPool sync.Pool // *bytes.Buffer for request bodies
+}
+
+// New returns a Handler for cfg. See [Config] for the defaults.
+func New(cfg Config) *Handler {
+	cfg.applyDefaults()
+	h := &Handler{
+		cfg:        cfg,
+		roleRank:   make(map[string]int, len(cfg.Roles)),
+		origins:    make(map[string]bool, len(cfg.AllowedOrigins)),
+		getStreams: make(map[string]struct{}),
+	}
+	for i, r := range cfg.Roles {
+		h.roleRank[r] = i
+	}
+	for _, o := range cfg.AllowedOrigins {
+		if o == "*" {
+			h.anyOrig = true
+		}
+		h.origins[strings.ToLower(strings.TrimSuffix(o, "/"))] = true
+	}
+	h.caps = h.capabilities()
+	return h
+}
+
+func (h *Handler) capabilities() []byte {
+	caps := map[string]any{"logging": struct{}{}}
+	if h.cfg.ListTools != nil {
+		caps["tools"] = struct{}{}
+	}
+	b, _ := json.Marshal(caps)
+	return b
+}
+
+func (h *Handler) logger() *slog.Logger { return h.cfg.Logger }
+
+// ServeHTTP implements [http.Handler] for the Streamable HTTP transport:
+// POST carries client messages, GET opens the session's server-to-client
+// stream, DELETE ends the session.
+//
+// See https://modelcontextprotocol.io/specification/2025-11-25/basic/transports.
+func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	if status, msg := h.checkOrigin(r); status != 0 {
+		writeHTTPError(w, status, jsonrpc.CodeInvalidRequest, msg)
+		return
+	}
+	switch r.Method {
+	case http.MethodPost:
+		h.servePOST(w, r)
+	case http.MethodGet:
+		h.serveGET(w, r)
+	case http.MethodDelete:
+		h.serveDELETE(w, r)
+	default:
+		w.Header().Set("Allow", "GET, POST, DELETE")
+		writeHTTPError(w, http.StatusMethodNotAllowed, jsonrpc.CodeInvalidRequest, "Method not allowed")
+	}
+}
+
+// checkOrigin guards against DNS rebinding: a request received on a
+// loopback address must name a loopback host, and a browser Origin must be
+// allowed (by default: the request's own host).
+func (h *Handler) checkOrigin(r *http.Request) (int, string) {
+	if la, ok := r.Context().Value(http.LocalAddrContextKey).(net.Addr); ok && isLoopbackAddr(la) {
+		if !isLoopbackHost(r.Host) {
+			return http.StatusForbidden, "Forbidden: Host is not a loopback name"
+		}
+	}
+	origin := r.Header.Get("Origin")
+	if origin == "" || h.anyOrig {
+		return 0, ""
+	}
+	if h.origins[strings.ToLower(origin)] {
+		return 0, ""
+	}
+	if len(h.origins) == 0 {
+		if u, err := url.Parse(origin); err == nil && u.Host != "" && strings.EqualFold(u.Host, r.Host) {
+			return 0, ""
+		}
+	}
+	return http.StatusForbidden, "Forbidden: Origin not allowed"
+}
+
+func isLoopbackAddr(a net.Addr) bool {
+	if ta, ok := a.(*net.TCPAddr); ok {
+		return ta.IP.IsLoopback()
+	}
+	return false
+}
+
+func isLoopbackHost(hostport string) bool {
+	host := hostport
+	if h, _, err := net.SplitHostPort(hostport); err == nil {
+		host = h
+	}
+	host = strings.Trim(host, "[]")
+	if strings.EqualFold(host, "localhost") {
+		return true
+	}
+	ip := net.ParseIP(host)
+	return ip != nil && ip.IsLoopback()
+}
+
+// authenticate runs Config.Authenticate and writes the 401/403 when it fails.
+func (h *Handler) authenticate(w http.ResponseWriter, r *http.Request) (Identity, bool) {
+	if h.cfg.Authenticate == nil {
+		return Identity{}, true
+	}
+	id, err := h.cfg.Authenticate(r)
+	if err == nil {
+		return id, true
+	}
+	status := http.StatusUnauthorized
+	if errors.Is(err, ErrForbidden) {
+		status = http.StatusForbidden
+	}
+	challenge := `Bearer realm="mcp"`
+	if h.cfg.Challenge != nil {
+		challenge = h.cfg.Challenge(r, err)
+	}
+	if challenge != "" {
+		w.Header().Set("WWW-Authenticate", challenge)
+	}
+	msg := "Unauthorized"
+	if status == http.StatusForbidden {
+		msg = "Forbidden"
+	}
+	writeHTTPError(w, status, jsonrpc.CodeInvalidRequest, msg)
+	return Identity{}, false
+}
+
+// writeHTTPError answers with an HTTP error status and a JSON-RPC error
+// without id, as the transport allows.
+func writeHTTPError(w http.ResponseWriter, status, code int, msg string) {
+	writeRPCError(w, status, nil, &jsonrpc.Error{Code: code, Message: msg})
+}
+
+func writeRPCError(w http.ResponseWriter, status int, id json.RawMessage, e *jsonrpc.Error) {
+	b := jsonrpc.AppendError(make([]byte, 0, 96), id, e)
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(status)
+	w.Write(b)
+}
+
+func acceptsAll(r *http.Request, types ...string) bool {
+	accept := strings.Join(r.Header.Values("Accept"), ",")
+	for _, t := range types {
+		if !acceptsType(accept, t) {
+			return false
+		}
+	}
+	return true
+}
+
+func acceptsType(accept, typ string) bool {
+	major, _, _ := strings.Cut(typ, "/")
+	for part := range strings.SplitSeq(accept, ",") {
+		mt, _, _ := strings.Cut(part, ";")
+		mt = strings.ToLower(strings.TrimSpace(mt))
+		if mt == typ || mt == "*/*" || mt == major+"/*" {
+			return true
+		}
+	}
+	return false
+}
+
+// readBody reads a POST body within MaxBodyBytes into a pooled buffer the
+// caller must release.
+func (h *Handler) readBody(w http.ResponseWriter, r *http.Request) (*bytes.Buffer, int) {
+	if r.ContentLength > h.cfg.MaxBodyBytes {
+		return nil, http.StatusRequestEntityTooLarge
+	}
+	buf, _ := h.bufPool.Get().(*bytes.Buffer)
+	if buf == nil {
+		buf = new(bytes.Buffer)
+	}
+	buf.Reset()
+	if r.ContentLength > 0 {
+		buf.Grow(int(r.ContentLength))
+	}
+	_, err := buf.ReadFrom(http.MaxBytesReader(w, r.Body, h.cfg.MaxBodyBytes))
+	if err != nil {
+		h.releaseBody(buf)
+		var mbe *http.MaxBytesError
+		if errors.As(err, &mbe) {
+			return nil, http.StatusRequestEntityTooLarge
+		}
+		return nil, http.StatusBadRequest
+	}
+	return buf, 0
+}
+
+func (h *Handler) releaseBody(buf *bytes.Buffer) {
+	if buf.Cap() <= 64<<10 {
+		h.bufPool.Put(buf)
+	}
+}
+
+// request is the state of one POSTed message being served.
+type request struct {
+	h       *Handler
+	r       *http.Request
+	ctx     context.Context
+	start   time.Time
+	id      Identity
+	info    *reqInfo
+	sess    *session.Session // nil for initialize and in stateless mode
+	version string
+	st      *stream
+}
+
+func (h *Handler) servePOST(w http.ResponseWriter, r *http.Request) {
+	start := time.Now()
+	id, ok := h.authenticate(w, r)
+	if !ok {
+		return
+	}
+	if mt, _, err := mime.ParseMediaType(r.Header.Get("Content-Type")); err != nil || mt != "application/json" {
+		writeHTTPError(w, http.StatusUnsupportedMediaType, jsonrpc.CodeInvalidRequest, "Unsupported Media Type: Content-Type must be application/json")
+		return
+	}
+	if !acceptsAll(r, "application/json", "text/event-stream") {
+		writeHTTPError(w, http.StatusNotAcceptable, jsonrpc.CodeInvalidRequest, "Not Acceptable: Accept must list application/json and text/event-stream")
+		return
+	}
+	hv := strings.TrimSpace(r.Header.Get("MCP-Protocol-Version"))
+	if hv != "" && !isSupported(hv) {
+		writeHTTPError(w, http.StatusBadRequest, jsonrpc.CodeInvalidRequest, "Bad Request: unsupported MCP-Protocol-Version "+hv)
+		return
+	}
+	buf, status := h.readBody(w, r)
+	if status != 0 {
+		msg := "Bad Request: could not read the body"
+		if status == http.StatusRequestEntityTooLarge {
+			msg = "Request Entity Too Large"
+		}
+		writeHTTPError(w, status, jsonrpc.CodeInvalidRequest, msg)
+		return
+	}
+	defer h.releaseBody(buf)
+	body := buf.Bytes()
+	rq := &request{h: h, r: r, start: start, id: id, version: hv}
+	if jsonrpc.IsBatch(body) {
+		h.serveBatch(w, rq, body)
+		return
+	}
+	var m jsonrpc.Message
+	if err := jsonrpc.Decode(body, &m); err != nil {
+		if errors.Is(err, jsonrpc.ErrNotObject) {
+			writeHTTPError(w, http.StatusBadRequest, jsonrpc.CodeInvalidRequest, "Invalid Request: the body must be a JSON-RPC message object")
+		} else {
+			writeHTTPError(w, http.StatusBadRequest, jsonrpc.CodeParseError, "Parse error")
+		}
+		return
+	}
+	kind, verr := m.Validate()
+	if verr != nil {
+		writeRPCError(w, http.StatusBadRequest, readableID(m.ID), verr)
+		return
+	}
+	if kind == jsonrpc.KindRequest && m.Method == "initialize" {
+		rq.st = newStream(w, false, 0)
+		h.initialize(rq, &m)
+		return
+	}
+	if !h.resolveSession(w, rq) {
+		return
+	}
+	switch kind {
+	case jsonrpc.KindNotification:
+		h.notification(rq, &m)
+		w.WriteHeader(http.StatusAccepted)
+	case jsonrpc.KindResponse:
+		if !h.deliverResponse(rq, &m) {
+			writeHTTPError(w, http.StatusBadRequest, jsonrpc.CodeInvalidRequest, "Bad Request: no request is waiting for this response")
+			return
+		}
+		w.WriteHeader(http.StatusAccepted)
+	default:
+		rq.st = newStream(w, rq.version >= Version20251125, h.cfg.SSERetry)
+		h.serveRequest(rq, &m)
+	}
+}
+
+// readableID returns id if it is a valid JSON-RPC id, so that an error
+// response can echo it, else nil (sent as null).
+func readableID(id json.RawMessage) json.RawMessage {
+	var m jsonrpc.Message
+	m.JSONRPC, m.ID, m.Method = "2.0", id, "x"
+	if len(id) == 0 {
+		return nil
+	}
+	if _, err := m.Validate(); err != nil {
+		return nil
+	}
+	return id
+}
+
+// resolveSession finds the request's session (or, in stateless mode, only
+// settles the protocol version). It writes 400, 404 or 503 and returns
+// false when the request cannot go on.
+func (h *Handler) resolveSession(w http.ResponseWriter, rq *request) bool {
+	if h.cfg.Stateless {
+		if rq.version == "" {
+			rq.version = Version20250326
+		}
+		return true
+	}
+	sid := rq.r.Header.Get("Mcp-Session-Id")
+	if sid == "" {
+		writeHTTPError(w, http.StatusBadRequest, jsonrpc.CodeInvalidRequest, "Bad Request: Mcp-Session-Id header is required")
+		return false
+	}
+	s, err := h.cfg.Store.Get(rq.r.Context(), sid)
+	if err == nil && s.Owner != rq.id.key() {
+		err = session.ErrNotFound
+	}
+	switch {
+	case errors.Is(err, session.ErrNotFound):
+		writeHTTPError(w, http.StatusNotFound, jsonrpc.CodeInvalidRequest, "Not Found: unknown or expired session")
+		return false
+	case err != nil:
+		h.logger().Error("mcphandler: session store", "err", err)
+		writeHTTPError(w, http.StatusServiceUnavailable, CodeStoreUnavailable, "Service Unavailable: the session store is unavailable")
+		return false
+	}
+	rq.sess = s
+	if rq.version == "" {
+		rq.version = s.ProtocolVersion
+	}
+	return true
+}
+
+// serveBatch answers a JSON-RPC batch, which only 2025-03-26 allows. Each
+// member is served in turn and the responses are sent as one JSON array;
+// members cannot ask the client anything.
+func (h *Handler) serveBatch(w http.ResponseWriter, rq *request, body []byte) {
+	elems, err := jsonrpc.DecodeBatch(body)
+	var syn *json.SyntaxError
+	if errors.As(err, &syn) {
+		writeHTTPError(w, http.StatusBadRequest, jsonrpc.CodeParseError, "Parse error")
+		return
+	}
+	if rq.r.Header.Get("Mcp-Session-Id") == "" && !h.cfg.Stateless {
+		writeHTTPError(w, http.StatusBadRequest, jsonrpc.CodeInvalidRequest, "Invalid Request: batches are not supported")
+		return
+	}
+	if !h.resolveSession(w, rq) {
+		return
+	}
+	if rq.version != Version20250326 {
+		writeHTTPError(w, http.StatusBadRequest, jsonrpc.CodeInvalidRequest, "Invalid Request: batches are only allowed in protocol version 2025-03-26")
+		return
+	}
+	if err != nil || len(elems) == 0 {
+		writeHTTPError(w, http.StatusBadRequest, jsonrpc.CodeInvalidRequest, "Invalid Request: empty or malformed batch")
+		return
+	}
+	out := []byte{'['}
+	n := 0
+	for _, e := range elems {
+		var m jsonrpc.Message
+		var resp []byte
+		if err := jsonrpc.Decode(e, &m); err != nil {
+			resp = jsonrpc.AppendError(nil, nil, &jsonrpc.Error{Code: CodeInvalidRequest, Message: "Invalid Request"})
+		} else if kind, verr := m.Validate(); verr != nil {
+			resp = jsonrpc.AppendError(nil, readableID(m.ID), verr)
+		} else {
+			switch kind {
+			case jsonrpc.KindNotification:
+				h.notification(rq, &m)
+			case jsonrpc.KindResponse:
+				h.deliverResponse(rq, &m)
+			default:
+				if m.Method == "initialize" {
+					resp = jsonrpc.AppendError(nil, m.ID, &jsonrpc.Error{Code: CodeInvalidRequest, Message: "Invalid Request: initialize cannot be batched"})
+					break
+				}
+				rec := &batchWriter{header: http.Header{}}
+				sub := *rq
+				sub.st = newStream(rec, false, 0)
+				sub.st.noSSE = true
+				h.serveRequest(&sub, &m)
+				resp = rec.body.Bytes()
+			}
+		}
+		if len(resp) > 0 {
+			if n > 0 {
+				out = append(out, ',')
+			}
+			out = append(out, resp...)
+			n++
+		}
+	}
+	if n == 0 {
+		w.WriteHeader(http.StatusAccepted)
+		return
+	}
+	out = append(out, ']')
+	w.Header().Set("Content-Type", "application/json")
+	w.Write(out)
+}
+
+// batchWriter collects one batch member's response.
+type batchWriter struct {
+	header http.Header
+	body   bytes.Buffer
+}
+
+func (b *batchWriter) Header() http.Header         { return b.header }
+func (b *batchWriter) Write(p []byte) (int, error) { return b.body.Write(p) }
+func (b *batchWriter) WriteHeader(int)             {}
+
+// deliverResponse hands a client's response to the server request waiting
+// for it, on whichever replica it waits. It reports false for a response
+// nobody waits for (unknown, answered, or timed-out id).
+func (h *Handler) deliverResponse(rq *request, m *jsonrpc.Message) bool {
+	if rq.sess == nil {
+		return false
+	}
+	var id string
+	if err := json.Unmarshal(m.ID, &id); err != nil || !strings.HasPrefix(id, "mcph-") {
+		return false
+	}
+	b := jsonrpc.AppendResult(nil, m.ID, m.Result)
+	if m.Error != nil {
+		b = jsonrpc.AppendError(nil, m.ID, m.Error)
+	}
+	n, err := h.cfg.Store.Publish(rq.r.Context(), replyChannel(rq.sess.ID, id), b)
+	if err != nil {
+		h.logger().Error("mcphandler: session store", "err", err)
+		return false
+	}
+	return n > 0
+}
+
+// serveGET opens the session's server-to-client SSE stream. One stream per
+// session is served at a time on a replica; a second one gets 409.
+func (h *Handler) serveGET(w http.ResponseWriter, r *http.Request) {
+	if h.cfg.Stateless {
+		w.Header().Set("Allow", "POST")
+		writeHTTPError(w, http.StatusMethodNotAllowed, jsonrpc.CodeInvalidRequest, "Method not allowed: the server is stateless")
+		return
+	}
+	id, ok := h.authenticate(w, r)
+	if !ok {
+		return
+	}
+	if !acceptsAll(r, "text/event-stream") {
+		writeHTTPError(w, http.StatusNotAcceptable, jsonrpc.CodeInvalidRequest, "Not Acceptable: Accept must list text/event-stream")
+		return
+	}
+	hv := strings.TrimSpace(r.Header.Get("MCP-Protocol-Version"))
+	if hv != "" && !isSupported(hv) {
+		writeHTTPError(w, http.StatusBadRequest, jsonrpc.CodeInvalidRequest, "Bad Request: unsupported MCP-Protocol-Version "+hv)
+		return
+	}
+	rq := &request{h: h, r: r, id: id, version: hv}
+	if !h.resolveSession(w, rq) {
+		return
+	}
+	sid := rq.sess.ID
+	h.getMu.Lock()
+	_, busy := h.getStreams[sid]
+	if !busy {
+		h.getStreams[sid] = struct{}{}
+	}
+	h.getMu.Unlock()
+	if busy {
+		writeHTTPError(w, http.StatusConflict, jsonrpc.CodeInvalidRequest, "Conflict: only one GET stream per session is allowed")
+		return
+	}
+	defer func() {
+		h.getMu.Lock()
+		delete(h.getStreams, sid)
+		h.getMu.Unlock()
+	}()
+	sub, err := h.cfg.Store.Subscribe(r.Context(), sessionChannel(sid))
+	if err != nil {
+		h.logger().Error("mcphandler: session store", "err", err)
+		writeHTTPError(w, http.StatusServiceUnavailable, CodeStoreUnavailable, "Service Unavailable: the session store is unavailable")
+		return
+	}
+	defer sub.Close()
+	st := newStream(w, rq.version >= Version20251125, h.cfg.SSERetry)
+	st.mu.Lock()
+	err = st.startSSELocked()
+	st.mu.Unlock()
+	if err != nil {
+		return
+	}
+	tick := time.NewTicker(h.cfg.KeepAlive)
+	defer tick.Stop()
+	for {
+		select {
+		case <-r.Context().Done():
+			return
+		case <-tick.C:
+			if st.comment() != nil {
+				return
+			}
+		case msg, ok := <-sub.C():
+			if !ok || bytes.Equal(msg, sessionEnded) {
+				return
+			}
+			if st.send(msg) != nil {
+				return
+			}
+		}
+	}
+}
+
+// sessionChannel carries messages for a session's GET stream.
+func sessionChannel(sid string) string { return "session/" + sid }
+
+// sessionEnded, published on a session's channel, closes its GET streams.
+var sessionEnded = []byte("\x00ended")
+
+// serveDELETE ends the session: later requests with its id get 404 on every
+// replica, and its open GET streams end.
+func (h *Handler) serveDELETE(w http.ResponseWriter, r *http.Request) {
+	if h.cfg.Stateless {
+		w.Header().Set("Allow", "POST")
+		writeHTTPError(w, http.StatusMethodNotAllowed, jsonrpc.CodeInvalidRequest, "Method not allowed: the server is stateless")
+		return
+	}
+	id, ok := h.authenticate(w, r)
+	if !ok {
+		return
+	}
+	rq := &request{h: h, r: r, id: id}
+	if !h.resolveSession(w, rq) {
+		return
+	}
+	if err := h.cfg.Store.Delete(r.Context(), rq.sess.ID); err != nil {
+		h.logger().Error("mcphandler: session store", "err", err)
+		writeHTTPError(w, http.StatusServiceUnavailable, CodeStoreUnavailable, "Service Unavailable: the session store is unavailable")
+		return
+	}
+	h.cfg.Store.Publish(r.Context(), sessionChannel(rq.sess.ID), sessionEnded)
+	w.WriteHeader(http.StatusNoContent)
+}

@@ -1,0 +1,162 @@
+package mcphandler
+
+import (
+	"context"
+	"encoding/json"
+	"net/http"
+	"strconv"
+	"time"
+)
+
+// Identity is who is calling, as decided by [Config.Authenticate].
+type Identity struct {
+	// Subject names the user or service account (an OIDC "sub").
+	Subject string
+	// Tenant names the workspace, organisation or customer the caller
+	// acts for. Sessions and confirms are bound to (Tenant, Subject).
+	Tenant string
+	// Role is matched against [Config.Roles] by role gates.
+	Role string
+	// Scopes are the OAuth scopes granted to the caller's token, if any.
+	Scopes []string
+	// Attributes carry anything else the host's hooks need.
+	Attributes map[string]any
+}
+
+// key is the binding of sessions and confirms: tenant and subject,
+// length-prefixed so that no two identities share a key.
+func (id Identity) key() string {
+	return strconv.Itoa(len(id.Tenant)) + ":" + id.Tenant + "/" + id.Subject
+}
+
+// AuthenticateFunc decides who sent r. It runs on every request (POST, GET
+// and DELETE). A non-nil error answers 401 with the challenge of
+// [Config.Challenge]; wrap [ErrForbidden] to answer 403 instead.
+type AuthenticateFunc func(r *http.Request) (Identity, error)
+
+// ChallengeFunc returns the WWW-Authenticate header value for a request
+// that failed authentication with err.
+type ChallengeFunc func(r *http.Request, err error) string
+
+// ServerInfo is what the server says about itself at initialize.
+type ServerInfo struct {
+	Name         string `json:"name"`
+	Title        string `json:"title,omitempty"`
+	Version      string `json:"version"`
+	Instructions string `json:"-"`
+}
+
+// ServerInfoFunc returns the server's description for the caller in ctx
+// (see [IdentityFrom]), e.g. a tenant-branded name and instructions.
+type ServerInfoFunc func(ctx context.Context) ServerInfo
+
+// ListToolsFunc returns the tools the caller in ctx may see, in display
+// order. It runs for every tools/list and tools/call, so it should be cheap
+// or cached by the host. Role gates ([Tool.MinRole]) are applied to its
+// result by the handler. An error fails the request with an internal error
+// whose text reveals nothing of err.
+type ListToolsFunc func(ctx context.Context) ([]Tool, error)
+
+// BeforeCallFunc decides whether call may run. It runs after the tool was
+// found visible and its arguments validated, before any confirm. An error
+// fails the call like a Deny with an internal reason.
+type BeforeCallFunc func(ctx context.Context, call *ToolCall) (Decision, error)
+
+// OnCallFunc receives one event after every tools/call, once the response
+// has been written and flushed. It runs on the request's goroutine, so it
+// should return quickly; a panic in it is recovered and logged.
+type OnCallFunc func(ev CallEvent)
+
+// DecisionKind is what [BeforeCallFunc] decided.
+type DecisionKind uint8
+
+const (
+	// DecisionAllow runs the tool. It is the zero value.
+	DecisionAllow DecisionKind = iota
+	// DecisionDeny refuses the call with a JSON-RPC error.
+	DecisionDeny
+	// DecisionConfirm asks a human first.
+	DecisionConfirm
+)
+
+// Decision is the verdict of [BeforeCallFunc]. The zero value allows the
+// call. Build one with [Allow], [Deny], [RateLimit] or [Confirm].
+type Decision struct {
+	Kind DecisionKind
+	// Message is the reason of a Deny (sent to the client) or the question
+	// of a Confirm (shown to the human).
+	Message string
+	// Code is the JSON-RPC error code of a Deny: [CodeForbidden] (the
+	// default: never retry with this identity) or [CodeRateLimited] (wait,
+	// then retry).
+	Code int
+	// RetryAfter, with CodeRateLimited, tells the client how long to wait.
+	RetryAfter time.Duration
+	// Fallback is returned instead of running the tool when a Confirm
+	// cannot be asked (the client declared no elicitation, or the handler
+	// is stateless). If nil, such a call fails closed with a tool error
+	// saying that confirmation is required.
+	Fallback *ToolResult
+}
+
+// Allow lets the call run.
+func Allow() Decision { return Decision{} }
+
+// Deny refuses the call with [CodeForbidden] and reason as the message.
+func Deny(reason string) Decision {
+	return Decision{Kind: DecisionDeny, Message: reason, Code: CodeForbidden}
+}
+
+// RateLimit refuses the call with [CodeRateLimited]: the client may retry
+// after the given delay.
+func RateLimit(reason string, retryAfter time.Duration) Decision {
+	return Decision{Kind: DecisionDeny, Message: reason, Code: CodeRateLimited, RetryAfter: retryAfter}
+}
+
+// Confirm asks the human to confirm the call with message before it runs.
+func Confirm(message string) Decision {
+	return Decision{Kind: DecisionConfirm, Message: message}
+}
+
+// WithFallback returns d with the result to send when a Confirm cannot be
+// asked.
+func (d Decision) WithFallback(r *ToolResult) Decision {
+	d.Fallback = r
+	return d
+}
+
+// Outcome says how a tools/call ended, in [CallEvent].
+type Outcome string
+
+// Outcomes of a tools/call.
+const (
+	OutcomeAllowed      Outcome = "allowed"      // ran without a confirm
+	OutcomeDenied       Outcome = "denied"       // BeforeCall denied or rate-limited it
+	OutcomeConfirmed    Outcome = "confirmed"    // the human accepted; it ran
+	OutcomeDeclined     Outcome = "declined"     // the human declined; it did not run
+	OutcomeCancelled    Outcome = "cancelled"    // the human dismissed the confirm; it did not run
+	OutcomeTimedOut     Outcome = "timed_out"    // no answer within ConfirmTimeout; it did not run
+	OutcomeDisconnected Outcome = "disconnected" // the client went away while asked; it did not run
+	OutcomeFallback     Outcome = "fallback"     // the client could not be asked; the fallback was sent
+	OutcomeNotFound     Outcome = "not_found"    // no such tool for this caller
+	OutcomeError        Outcome = "error"        // bad arguments or a failing hook; it did not run
+)
+
+// CallEvent describes one finished tools/call.
+type CallEvent struct {
+	Tool      string
+	Identity  Identity
+	SessionID string
+	Outcome   Outcome
+	// Arguments are the call's raw arguments. They are only valid during
+	// the OnCall callback.
+	Arguments json.RawMessage
+	// Duration is the time from receiving the request to writing the
+	// response, a confirm's wait included.
+	Duration time.Duration
+	// IsError reports a tool result with isError set.
+	IsError bool
+	// ErrorClass is the class of a failed call ("timeout",
+	// "backend_unavailable", "bad_args", "not_found", "internal"), or "".
+	ErrorClass string
+}

@@ -1,0 +1,338 @@
+package mcphandler
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/base64"
+	"encoding/json"
+	"errors"
+	"strconv"
+
+	"github.com/mcphandler/mcphandler/internal/jsonrpc"
+	"github.com/mcphandler/mcphandler/session"
+)
+
+// serveRequest answers one JSON-RPC request of an established session (or a
+// stateless POST).
+func (h *Handler) serveRequest(rq *request, m *jsonrpc.Message) {
+	rq.info = &reqInfo{identity: rq.id, request: rq.r, version: rq.version}
+	if rq.sess != nil {
+		rq.info.sessionID = rq.sess.ID
+	}
+	rq.ctx = context.WithValue(rq.r.Context(), ctxKey{}, rq.info)
+	switch m.Method {
+	case "ping":
+		rq.reply(m.ID, emptyResult)
+	case "logging/setLevel":
+		h.setLevel(rq, m)
+	case "tools/list":
+		if h.cfg.ListTools == nil {
+			rq.fail(m.ID, methodNotFound(m.Method))
+			return
+		}
+		h.listTools(rq, m)
+	case "tools/call":
+		if h.cfg.ListTools == nil {
+			rq.fail(m.ID, methodNotFound(m.Method))
+			return
+		}
+		h.callTool(rq, m)
+	default:
+		rq.fail(m.ID, methodNotFound(m.Method))
+	}
+}
+
+var emptyResult = []byte("{}")
+
+func methodNotFound(method string) *jsonrpc.Error {
+	return &jsonrpc.Error{Code: CodeMethodNotFound, Message: "Method not found: " + method}
+}
+
+// reply sends a result as the request's final message.
+func (rq *request) reply(id json.RawMessage, result []byte) {
+	rq.st.finish(jsonrpc.AppendResult(make([]byte, 0, len(result)+len(id)+32), id, result))
+}
+
+// fail sends an error as the request's final message.
+func (rq *request) fail(id json.RawMessage, e *jsonrpc.Error) {
+	rq.st.finish(jsonrpc.AppendError(nil, id, e))
+}
+
+type initializeParams struct {
+	ProtocolVersion string `json:"protocolVersion"`
+	Capabilities    struct {
+		Elicitation *struct {
+			Form *struct{} `json:"form"`
+			URL  *struct{} `json:"url"`
+		} `json:"elicitation"`
+		Sampling *struct {
+			Tools *struct{} `json:"tools"`
+		} `json:"sampling"`
+		Roots *struct {
+			ListChanged bool `json:"listChanged"`
+		} `json:"roots"`
+	} `json:"capabilities"`
+	ClientInfo struct {
+		Name    string `json:"name"`
+		Version string `json:"version"`
+	} `json:"clientInfo"`
+}
+
+func (p *initializeParams) caps() session.Capabilities {
+	var c session.Capabilities
+	pc := &p.Capabilities
+	if e := pc.Elicitation; e != nil {
+		if e.Form != nil || e.URL == nil {
+			c |= session.CapElicitationForm
+		}
+		if e.URL != nil {
+			c |= session.CapElicitationURL
+		}
+	}
+	if s := pc.Sampling; s != nil {
+		c |= session.CapSampling
+		if s.Tools != nil {
+			c |= session.CapSamplingTools
+		}
+	}
+	if r := pc.Roots; r != nil {
+		c |= session.CapRoots
+		if r.ListChanged {
+			c |= session.CapRootsListChanged
+		}
+	}
+	return c
+}
+
+// negotiate picks the revision to speak: the client's if supported, else
+// the newest supported.
+func negotiate(requested string) string {
+	if isSupported(requested) {
+		return requested
+	}
+	return supportedVersions[0]
+}
+
+// initialize answers the initialize request and, unless stateless, opens a
+// session bound to the caller and returns its id in Mcp-Session-Id.
+//
+// See https://modelcontextprotocol.io/specification/2025-11-25/basic/lifecycle.
+func (h *Handler) initialize(rq *request, m *jsonrpc.Message) {
+	var p initializeParams
+	if len(m.Params) > 0 {
+		if err := json.Unmarshal(m.Params, &p); err != nil {
+			rq.fail(m.ID, invalidParams("Invalid params: "+jsonError(err)))
+			return
+		}
+	}
+	if p.ProtocolVersion == "" {
+		rq.fail(m.ID, invalidParams("Invalid params: protocolVersion is required"))
+		return
+	}
+	version := negotiate(p.ProtocolVersion)
+	rq.version = version
+	rq.info = &reqInfo{identity: rq.id, request: rq.r, version: version}
+	rq.ctx = context.WithValue(rq.r.Context(), ctxKey{}, rq.info)
+	if !h.cfg.Stateless {
+		s := &session.Session{
+			ID:              rand.Text(),
+			Owner:           rq.id.key(),
+			ProtocolVersion: version,
+			ClientName:      p.ClientInfo.Name,
+			ClientVersion:   p.ClientInfo.Version,
+			Capabilities:    p.caps(),
+			TTL:             h.cfg.SessionTTL,
+		}
+		if err := h.cfg.Store.Create(rq.ctx, s); err != nil {
+			h.logger().Error("mcphandler: session store", "err", err)
+			rq.st.status = 503
+			rq.fail(m.ID, &jsonrpc.Error{Code: CodeStoreUnavailable, Message: "The session store is unavailable"})
+			return
+		}
+		rq.st.w.Header().Set("Mcp-Session-Id", s.ID)
+	}
+	info := ServerInfo{Name: h.cfg.Name, Version: h.cfg.Version, Instructions: h.cfg.Instructions}
+	if h.cfg.ServerInfo != nil {
+		info = h.cfg.ServerInfo(rq.ctx)
+	}
+	if info.Version == "" {
+		info.Version = "0.0.0"
+	}
+	si, _ := json.Marshal(info)
+	b := make([]byte, 0, 128+len(h.caps)+len(si)+len(info.Instructions))
+	b = append(b, `{"protocolVersion":`...)
+	b = jsonrpc.AppendString(b, version)
+	b = append(b, `,"capabilities":`...)
+	b = append(b, h.caps...)
+	b = append(b, `,"serverInfo":`...)
+	b = append(b, si...)
+	if info.Instructions != "" {
+		b = append(b, `,"instructions":`...)
+		b = jsonrpc.AppendString(b, info.Instructions)
+	}
+	b = append(b, '}')
+	rq.reply(m.ID, b)
+}
+
+// notification handles a client notification. Unknown ones are ignored,
+// as JSON-RPC requires.
+func (h *Handler) notification(rq *request, m *jsonrpc.Message) {
+	switch m.Method {
+	case "notifications/initialized":
+		if rq.sess != nil && !rq.sess.Initialized {
+			rq.sess.Initialized = true
+			if err := h.cfg.Store.Update(rq.r.Context(), rq.sess); err != nil {
+				h.logger().Error("mcphandler: session store", "err", err)
+			}
+		}
+	}
+}
+
+// setLevel sets the session's minimum log level.
+func (h *Handler) setLevel(rq *request, m *jsonrpc.Message) {
+	var p struct {
+		Level LogLevel `json:"level"`
+	}
+	if err := json.Unmarshal(m.Params, &p); err != nil || p.Level == "" {
+		rq.fail(m.ID, invalidParams("Invalid params: level is required"))
+		return
+	}
+	if _, ok := logLevels[p.Level]; !ok {
+		rq.fail(m.ID, invalidParams("Invalid params: unknown log level "+strconv.Quote(string(p.Level))))
+		return
+	}
+	if rq.sess != nil {
+		rq.sess.LogLevel = string(p.Level)
+		if err := h.cfg.Store.Update(rq.ctx, rq.sess); err != nil {
+			h.logger().Error("mcphandler: session store", "err", err)
+			rq.fail(m.ID, &jsonrpc.Error{Code: CodeStoreUnavailable, Message: "The session store is unavailable"})
+			return
+		}
+	}
+	rq.reply(m.ID, emptyResult)
+}
+
+// admits reports whether role passes the gate minRole.
+func (h *Handler) admits(minRole, role string) bool {
+	if minRole == "" {
+		return true
+	}
+	need, ok := h.roleRank[minRole]
+	if !ok {
+		return false
+	}
+	have, ok := h.roleRank[role]
+	return ok && have >= need
+}
+
+// visibleTools returns the caller's tools with role gates applied. The
+// host's slice is never modified.
+func (h *Handler) visibleTools(ctx context.Context, id Identity) ([]Tool, error) {
+	tools, err := h.cfg.ListTools(ctx)
+	if err != nil {
+		return nil, err
+	}
+	for i := range tools {
+		if !h.admits(tools[i].MinRole, id.Role) {
+			out := make([]Tool, i, len(tools))
+			copy(out, tools[:i])
+			for j := i + 1; j < len(tools); j++ {
+				if h.admits(tools[j].MinRole, id.Role) {
+					out = append(out, tools[j])
+				}
+			}
+			return out, nil
+		}
+	}
+	return tools, nil
+}
+
+// findTool returns the caller's tool called name, or false when it does not
+// exist for this caller (whatever the reason).
+func (h *Handler) findTool(ctx context.Context, id Identity, name string) (Tool, bool, error) {
+	tools, err := h.cfg.ListTools(ctx)
+	if err != nil {
+		return Tool{}, false, err
+	}
+	for i := range tools {
+		if tools[i].Name == name {
+			if h.admits(tools[i].MinRole, id.Role) {
+				return tools[i], true, nil
+			}
+			return Tool{}, false, nil
+		}
+	}
+	return Tool{}, false, nil
+}
+
+type listParams struct {
+	Cursor string `json:"cursor"`
+}
+
+// page decodes params' cursor and returns the bounds of the page of a list
+// of n entries, and the cursor of the next page ("" for the last).
+func (h *Handler) page(params json.RawMessage, n int) (lo, hi int, next string, e *jsonrpc.Error) {
+	var p listParams
+	if len(params) > 0 {
+		if err := json.Unmarshal(params, &p); err != nil {
+			return 0, 0, "", invalidParams("Invalid params: " + jsonError(err))
+		}
+	}
+	if p.Cursor != "" {
+		b, err := base64.RawURLEncoding.DecodeString(p.Cursor)
+		off, err2 := strconv.Atoi(string(b))
+		if err != nil || err2 != nil || off < 0 || off > n || len(b) == 0 || b[0] == '+' {
+			return 0, 0, "", invalidParams("Invalid params: invalid cursor")
+		}
+		lo = off
+	}
+	hi = min(lo+h.cfg.PageSize, n)
+	if hi < n {
+		next = base64.RawURLEncoding.EncodeToString(strconv.AppendInt(nil, int64(hi), 10))
+	}
+	return lo, hi, next, nil
+}
+
+func (h *Handler) listTools(rq *request, m *jsonrpc.Message) {
+	tools, err := h.visibleTools(rq.ctx, rq.id)
+	if err != nil {
+		h.logger().Error("mcphandler: ListTools", "err", err)
+		rq.fail(m.ID, wireError(err))
+		return
+	}
+	lo, hi, next, perr := h.page(m.Params, len(tools))
+	if perr != nil {
+		rq.fail(m.ID, perr)
+		return
+	}
+	b := make([]byte, 0, 64+len(m.ID)+256*(hi-lo))
+	b = append(b, `{"jsonrpc":"2.0","id":`...)
+	b = append(b, m.ID...)
+	b = append(b, `,"result":{"tools":[`...)
+	for i := lo; i < hi; i++ {
+		if i > lo {
+			b = append(b, ',')
+		}
+		if b, err = tools[i].appendJSON(b); err != nil {
+			h.logger().Error("mcphandler: encoding tool", "tool", tools[i].Name, "err", err)
+			rq.fail(m.ID, &jsonrpc.Error{Code: CodeInternalError, Message: "Internal error"})
+			return
+		}
+	}
+	b = append(b, ']')
+	if next != "" {
+		b = append(b, `,"nextCursor":`...)
+		b = jsonrpc.AppendString(b, next)
+	}
+	b = append(b, "}}"...)
+	rq.st.finish(b)
+}
+
+// jsonError describes a params decoding error without echoing input.
+func jsonError(err error) string {
+	var te *json.UnmarshalTypeError
+	if errors.As(err, &te) && te.Field != "" {
+		return te.Field + " must be " + te.Type.String()
+	}
+	return "malformed params"
+}

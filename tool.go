@@ -1,0 +1,288 @@
+package mcphandler
+
+import (
+	"context"
+	"encoding/base64"
+	"encoding/json"
+	"strconv"
+
+	"github.com/mcphandler/mcphandler/internal/jsonrpc"
+)
+
+// Tool is one callable tool as a caller sees it.
+//
+// See https://modelcontextprotocol.io/specification/2025-11-25/server/tools.
+type Tool struct {
+	// Name is unique within the caller's list: 1–128 characters of
+	// A-Z a-z 0-9 _ - . (the spec's guidance).
+	Name string
+	// Title is a display name.
+	Title string
+	// Description tells a model what the tool returns and when to use it.
+	Description string
+	// InputSchema is the JSON Schema of the arguments, sent verbatim. If
+	// nil, {"type":"object"} is sent and any object is accepted.
+	InputSchema json.RawMessage
+	// OutputSchema, if set, is the JSON Schema that StructuredContent of
+	// every successful result conforms to. It is sent verbatim.
+	OutputSchema json.RawMessage
+	// Annotations are hints about the tool's behaviour.
+	Annotations *ToolAnnotations
+	// Icons are shown by clients that support them (2025-11-25).
+	Icons []Icon
+	// MinRole is the least role that may see and call the tool (see
+	// [Config.Roles]). Empty means every caller.
+	MinRole string
+	// Handler runs the tool. A tool without a Handler is listed but every
+	// call to it fails with an internal tool error.
+	Handler ToolHandler
+
+	// validate, set by NewTool, checks the arguments before BeforeCall.
+	validate func(args json.RawMessage) error
+}
+
+// ToolHandler runs one call of a tool. A non-nil error is sent as an
+// isError result of its class (see [ToolError]); any text of a
+// non-[ToolError] error stays on the server.
+type ToolHandler func(ctx context.Context, call *ToolCall) (*ToolResult, error)
+
+// ToolAnnotations are hints to clients; they are not enforced. Nil pointer
+// fields take the spec's defaults (destructive: true, open world: true).
+type ToolAnnotations struct {
+	Title           string `json:"title,omitempty"`
+	ReadOnlyHint    bool   `json:"readOnlyHint,omitempty"`
+	DestructiveHint *bool  `json:"destructiveHint,omitempty"`
+	IdempotentHint  bool   `json:"idempotentHint,omitempty"`
+	OpenWorldHint   *bool  `json:"openWorldHint,omitempty"`
+}
+
+// Destructive reports whether t may destroy data by the spec's defaults: a
+// tool that is not read-only is destructive unless it says otherwise.
+func (t *Tool) Destructive() bool {
+	a := t.Annotations
+	if a == nil {
+		return true
+	}
+	return !a.ReadOnlyHint && (a.DestructiveHint == nil || *a.DestructiveHint)
+}
+
+// Icon is an image a client may show next to an entry.
+type Icon struct {
+	Src      string   `json:"src"`
+	MimeType string   `json:"mimeType,omitempty"`
+	Sizes    []string `json:"sizes,omitempty"`
+	Theme    string   `json:"theme,omitempty"`
+}
+
+// ToolCall is one call of a tool, given to [BeforeCallFunc] and to the
+// tool's [ToolHandler]. Its embedded [Exchange] lets the handler report
+// progress, log, and ask the client (elicitation, sampling, roots) during
+// the call.
+type ToolCall struct {
+	// Tool is the tool being called, as resolved for this caller.
+	Tool Tool
+	// Arguments are the raw arguments; "{}" when the client sent none.
+	Arguments json.RawMessage
+	// Identity is the caller.
+	Identity Identity
+	// SessionID is the 2025 session, or "" when there is none.
+	SessionID string
+	*Exchange
+}
+
+// ToolResult is the result of a tool call.
+type ToolResult struct {
+	Content []Content
+	// StructuredContent, if non-nil, is marshalled as the result's
+	// structuredContent; it must conform to the tool's OutputSchema.
+	StructuredContent any
+	IsError           bool
+}
+
+// TextResult returns a result with one text block.
+func TextResult(text string) *ToolResult {
+	return &ToolResult{Content: []Content{TextContent(text)}}
+}
+
+// ErrorResult returns an isError result with one text block.
+func ErrorResult(text string) *ToolResult {
+	return &ToolResult{Content: []Content{TextContent(text)}, IsError: true}
+}
+
+func (r *ToolResult) appendJSON(dst []byte) ([]byte, error) {
+	dst = append(dst, `{"content":[`...)
+	for i := range r.Content {
+		if i > 0 {
+			dst = append(dst, ',')
+		}
+		var err error
+		if dst, err = r.Content[i].appendJSON(dst); err != nil {
+			return nil, err
+		}
+	}
+	dst = append(dst, ']')
+	if r.StructuredContent != nil {
+		b, err := json.Marshal(r.StructuredContent)
+		if err != nil {
+			return nil, err
+		}
+		dst = append(dst, `,"structuredContent":`...)
+		dst = append(dst, b...)
+	}
+	if r.IsError {
+		dst = append(dst, `,"isError":true`...)
+	}
+	return append(dst, '}'), nil
+}
+
+// Content is one block of a tool result or prompt message. Build it with
+// [TextContent], [ImageContent], [AudioContent], [ResourceLinkContent] or
+// [EmbeddedResourceContent].
+type Content struct {
+	// Type is "text", "image", "audio", "resource_link" or "resource".
+	Type string
+	// Text of a text block.
+	Text string
+	// Data of an image or audio block (sent base64-encoded).
+	Data []byte
+	// MimeType of an image, audio or resource_link block.
+	MimeType string
+	// URI, Name, Title, Description of a resource_link block.
+	URI, Name, Title, Description string
+	// Resource of an embedded resource block.
+	Resource *ResourceContents
+	// Annotations for the client (audience, priority, lastModified).
+	Annotations *Annotations
+}
+
+// Annotations tell a client how to use a content block.
+type Annotations struct {
+	Audience     []string `json:"audience,omitempty"`
+	Priority     *float64 `json:"priority,omitempty"`
+	LastModified string   `json:"lastModified,omitempty"`
+}
+
+// ResourceContents is the content of a resource: Text or Blob.
+type ResourceContents struct {
+	URI      string `json:"uri"`
+	MimeType string `json:"mimeType,omitempty"`
+	Text     string `json:"text,omitempty"`
+	Blob     []byte `json:"blob,omitempty"`
+}
+
+// TextContent returns a text block.
+func TextContent(text string) Content { return Content{Type: "text", Text: text} }
+
+// ImageContent returns an image block.
+func ImageContent(data []byte, mimeType string) Content {
+	return Content{Type: "image", Data: data, MimeType: mimeType}
+}
+
+// AudioContent returns an audio block.
+func AudioContent(data []byte, mimeType string) Content {
+	return Content{Type: "audio", Data: data, MimeType: mimeType}
+}
+
+// ResourceLinkContent returns a link to a resource the client may read.
+func ResourceLinkContent(uri, name, mimeType string) Content {
+	return Content{Type: "resource_link", URI: uri, Name: name, MimeType: mimeType}
+}
+
+// EmbeddedResourceContent returns a block that carries a resource inline.
+func EmbeddedResourceContent(r ResourceContents) Content {
+	return Content{Type: "resource", Resource: &r}
+}
+
+// MarshalJSON implements [json.Marshaler].
+func (c Content) MarshalJSON() ([]byte, error) { return c.appendJSON(nil) }
+
+func (c *Content) appendJSON(dst []byte) ([]byte, error) {
+	dst = append(dst, `{"type":`...)
+	dst = jsonrpc.AppendString(dst, c.Type)
+	switch c.Type {
+	case "text":
+		dst = append(dst, `,"text":`...)
+		dst = jsonrpc.AppendString(dst, c.Text)
+	case "image", "audio":
+		dst = append(dst, `,"data":"`...)
+		dst = base64.StdEncoding.AppendEncode(dst, c.Data)
+		dst = append(dst, `","mimeType":`...)
+		dst = jsonrpc.AppendString(dst, c.MimeType)
+	case "resource_link":
+		dst = append(dst, `,"uri":`...)
+		dst = jsonrpc.AppendString(dst, c.URI)
+		dst = append(dst, `,"name":`...)
+		dst = jsonrpc.AppendString(dst, c.Name)
+		dst = appendOpt(dst, "title", c.Title)
+		dst = appendOpt(dst, "description", c.Description)
+		dst = appendOpt(dst, "mimeType", c.MimeType)
+	case "resource":
+		if c.Resource == nil {
+			return nil, &Error{Code: CodeInternalError, Message: "resource content without a resource"}
+		}
+		b, err := json.Marshal(c.Resource)
+		if err != nil {
+			return nil, err
+		}
+		dst = append(dst, `,"resource":`...)
+		dst = append(dst, b...)
+	default:
+		return nil, &Error{Code: CodeInternalError, Message: "unknown content type " + strconv.Quote(c.Type)}
+	}
+	if c.Annotations != nil {
+		b, err := json.Marshal(c.Annotations)
+		if err != nil {
+			return nil, err
+		}
+		dst = append(dst, `,"annotations":`...)
+		dst = append(dst, b...)
+	}
+	return append(dst, '}'), nil
+}
+
+func appendOpt(dst []byte, key, v string) []byte {
+	if v == "" {
+		return dst
+	}
+	dst = append(dst, `,"`...)
+	dst = append(dst, key...)
+	dst = append(dst, `":`...)
+	return jsonrpc.AppendString(dst, v)
+}
+
+var emptyObjectSchema = json.RawMessage(`{"type":"object"}`)
+
+// appendJSON writes the tools/list entry of t.
+func (t *Tool) appendJSON(dst []byte) ([]byte, error) {
+	dst = append(dst, `{"name":`...)
+	dst = jsonrpc.AppendString(dst, t.Name)
+	dst = appendOpt(dst, "title", t.Title)
+	dst = appendOpt(dst, "description", t.Description)
+	dst = append(dst, `,"inputSchema":`...)
+	if len(t.InputSchema) > 0 {
+		dst = append(dst, t.InputSchema...)
+	} else {
+		dst = append(dst, emptyObjectSchema...)
+	}
+	if len(t.OutputSchema) > 0 {
+		dst = append(dst, `,"outputSchema":`...)
+		dst = append(dst, t.OutputSchema...)
+	}
+	if t.Annotations != nil {
+		b, err := json.Marshal(t.Annotations)
+		if err != nil {
+			return nil, err
+		}
+		dst = append(dst, `,"annotations":`...)
+		dst = append(dst, b...)
+	}
+	if len(t.Icons) > 0 {
+		b, err := json.Marshal(t.Icons)
+		if err != nil {
+			return nil, err
+		}
+		dst = append(dst, `,"icons":`...)
+		dst = append(dst, b...)
+	}
+	return append(dst, '}'), nil
+}

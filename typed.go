@@ -1,0 +1,127 @@
+package mcphandler
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"reflect"
+	"strings"
+
+	"github.com/google/jsonschema-go/jsonschema"
+)
+
+// TypedHandler runs a tool whose arguments decode into In and whose result
+// is an Out.
+type TypedHandler[In, Out any] func(ctx context.Context, call *ToolCall, in In) (Out, error)
+
+// NewTool returns t with its input schema derived from In, its output schema
+// derived from Out (when Out is a struct or a map), and a Handler that
+// decodes the arguments into In and sends the Out it returns as
+// structuredContent together with its JSON text.
+//
+// The schemas follow github.com/google/jsonschema-go: exported fields by
+// their json names, fields without omitempty/omitzero required, unknown
+// properties refused, a `jsonschema:"…"` tag as the description. Schemas
+// already set on t are kept, and arguments are validated against the input
+// schema in use before [Config.BeforeCall] runs: a call with invalid
+// arguments does not run and gets a bad_args tool error naming the field.
+//
+// NewTool panics if In or Out cannot be described by a JSON Schema (a
+// programming error, like [regexp.MustCompile]).
+func NewTool[In, Out any](t Tool, fn TypedHandler[In, Out]) Tool {
+	if len(t.InputSchema) == 0 {
+		t.InputSchema = mustSchema[In](t.Name, "input")
+	}
+	in, err := resolveSchema(t.InputSchema)
+	if err != nil {
+		panic(fmt.Sprintf("mcphandler: tool %q: input schema: %v", t.Name, err))
+	}
+	if len(t.OutputSchema) == 0 && isObjectType(reflect.TypeFor[Out]()) {
+		t.OutputSchema = mustSchema[Out](t.Name, "output")
+	}
+	structured := len(t.OutputSchema) > 0
+	t.validate = func(args json.RawMessage) error {
+		var v any
+		if err := json.Unmarshal(args, &v); err != nil {
+			return BadArgs("arguments are not valid JSON")
+		}
+		if err := in.Validate(v); err != nil {
+			return BadArgs("%s", schemaError(err))
+		}
+		return nil
+	}
+	t.Handler = func(ctx context.Context, call *ToolCall) (*ToolResult, error) {
+		var args In
+		if err := json.Unmarshal(call.Arguments, &args); err != nil {
+			return nil, BadArgs("%s", decodeError(err))
+		}
+		out, err := fn(ctx, call, args)
+		if err != nil {
+			return nil, err
+		}
+		b, err := json.Marshal(out)
+		if err != nil {
+			return nil, err
+		}
+		r := &ToolResult{Content: []Content{TextContent(string(b))}}
+		if structured {
+			r.StructuredContent = json.RawMessage(b)
+		}
+		return r, nil
+	}
+	return t
+}
+
+func isObjectType(t reflect.Type) bool {
+	for t.Kind() == reflect.Pointer {
+		t = t.Elem()
+	}
+	return t.Kind() == reflect.Struct || (t.Kind() == reflect.Map && t.Key().Kind() == reflect.String)
+}
+
+func mustSchema[T any](tool, which string) json.RawMessage {
+	s, err := jsonschema.For[T](nil)
+	if err != nil {
+		panic(fmt.Sprintf("mcphandler: tool %q: %s schema: %v", tool, which, err))
+	}
+	if s.Type == "" && len(s.Types) == 0 {
+		s.Type = "object"
+	}
+	b, err := json.Marshal(s)
+	if err != nil {
+		panic(fmt.Sprintf("mcphandler: tool %q: %s schema: %v", tool, which, err))
+	}
+	return b
+}
+
+func resolveSchema(raw json.RawMessage) (*jsonschema.Resolved, error) {
+	var s jsonschema.Schema
+	if err := json.Unmarshal(raw, &s); err != nil {
+		return nil, err
+	}
+	return s.Resolve(nil)
+}
+
+// schemaError shortens a jsonschema validation error to what names the
+// field: "validating root: validating /properties/limit: type: …" becomes
+// "limit: type: …".
+func schemaError(err error) string {
+	msg := err.Error()
+	if i := strings.LastIndex(msg, "validating /properties/"); i >= 0 {
+		msg = msg[i+len("validating /properties/"):]
+		msg = strings.Replace(msg, "/properties/", ".", -1)
+		return strings.TrimPrefix(msg, ": ")
+	}
+	return strings.TrimPrefix(msg, "validating root: ")
+}
+
+// decodeError turns a json decoding error into a message naming the field.
+func decodeError(err error) string {
+	var te *json.UnmarshalTypeError
+	if errors.As(err, &te) && te.Field != "" {
+		return te.Field + ": must be " + te.Type.String()
+	}
+	return "arguments do not match the input schema"
+}
+
