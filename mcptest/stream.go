@@ -1,0 +1,192 @@
+package mcptest
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"mime"
+	"net/http"
+	"strings"
+	"sync"
+)
+
+// get issues the GET that opens (lastEventID "") or resumes an SSE stream
+// and checks the status and the Content-Type.
+func (c *Client) get(ctx context.Context, lastEventID string) (*http.Response, error) {
+	var hdr http.Header
+	if lastEventID != "" {
+		hdr = http.Header{HeaderLastEventID: {lastEventID}}
+	}
+	req, err := c.newRequest(ctx, http.MethodGet, nil, hdr, true)
+	if err != nil {
+		return nil, err
+	}
+	resp, err := c.hc.Do(req)
+	if err != nil {
+		return nil, err
+	}
+	if resp.StatusCode < 200 || resp.StatusCode > 299 {
+		defer resp.Body.Close()
+		return nil, newHTTPError(resp)
+	}
+	ct, _, _ := mime.ParseMediaType(resp.Header.Get("Content-Type"))
+	if !strings.EqualFold(ct, "text/event-stream") {
+		defer resp.Body.Close()
+		return nil, fmt.Errorf("mcptest: GET answered with Content-Type %q, want text/event-stream: %w", resp.Header.Get("Content-Type"), newHTTPError(resp))
+	}
+	return resp, nil
+}
+
+// OpenStream opens the server-to-client SSE stream with an HTTP GET
+// carrying Accept: text/event-stream and the session headers. A non-2xx
+// answer (a server may answer 405) comes back as *[HTTPError]. ctx bounds
+// the whole life of the stream, as for any HTTP request; cancelling it or
+// calling [Stream.Close] or [Client.Close] ends the stream.
+func (c *Client) OpenStream(ctx context.Context) (*Stream, error) {
+	return c.openStream(ctx, "")
+}
+
+// Resume is [Client.OpenStream] with a Last-Event-ID header, asking the
+// server to replay the events of a stream after lastEventID.
+func (c *Client) Resume(ctx context.Context, lastEventID string) (*Stream, error) {
+	return c.openStream(ctx, lastEventID)
+}
+
+func (c *Client) openStream(ctx context.Context, lastEventID string) (*Stream, error) {
+	sctx, cancel := context.WithCancel(ctx)
+	resp, err := c.get(sctx, lastEventID)
+	if err != nil {
+		cancel()
+		return nil, err
+	}
+	s := &Stream{
+		c:      c,
+		ctx:    sctx,
+		resp:   resp,
+		cancel: cancel,
+		items:  make(chan Event),
+		done:   make(chan struct{}),
+		exited: make(chan struct{}),
+		lastID: lastEventID,
+	}
+	c.mu.Lock()
+	c.streams[s] = struct{}{}
+	c.mu.Unlock()
+	go s.run()
+	return s, nil
+}
+
+// Stream is an open GET SSE stream. It is safe for concurrent use.
+type Stream struct {
+	c      *Client
+	ctx    context.Context // the stream's context: the caller's, plus cancel
+	resp   *http.Response
+	cancel context.CancelFunc
+	items  chan Event
+	done   chan struct{} // closed by Close
+	exited chan struct{} // closed when run returns
+	once   sync.Once
+
+	mu       sync.Mutex
+	lastID   string
+	err      error // terminal error, set by run before it closes items
+	final    Event // partial event that came with ErrIncompleteEvent
+	hasFinal bool
+}
+
+// run reads events and hands them to Next until the body ends, the stream
+// is closed or its context ends. It never waits to hand over the terminal
+// error: that is left in s.err for Next.
+func (s *Stream) run() {
+	defer func() {
+		s.c.mu.Lock()
+		delete(s.c.streams, s)
+		s.c.mu.Unlock()
+	}()
+	defer close(s.exited)
+	defer close(s.items)
+	r := NewSSEReader(s.resp.Body)
+	for {
+		ev, err := r.Next()
+		if err != nil {
+			s.mu.Lock()
+			s.err = err
+			if errors.Is(err, ErrIncompleteEvent) {
+				s.final, s.hasFinal = ev, true
+			}
+			s.mu.Unlock()
+			return
+		}
+		select {
+		case s.items <- ev:
+		case <-s.done:
+			return
+		case <-s.ctx.Done():
+			s.mu.Lock()
+			s.err = s.ctx.Err()
+			s.mu.Unlock()
+			return
+		}
+	}
+}
+
+// Header returns the header of the GET's HTTP response.
+func (s *Stream) Header() http.Header { return s.resp.Header }
+
+// LastEventID returns the id of the last event with an id that Next
+// returned (or the id the stream was resumed from), for [Client.Resume].
+func (s *Stream) LastEventID() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.lastID
+}
+
+// Next waits for the next event. It returns io.EOF when the server ended
+// the stream, [ErrIncompleteEvent] (with the partial event) if it ended
+// inside an event, ctx.Err() if ctx ends first (the stream stays usable),
+// and [ErrStreamClosed] after Close. Once the stream has ended, every call
+// returns the same error.
+//
+// Next does not answer server requests; pass them to
+// [Client.HandleRequest] or answer them with [Client.Respond].
+func (s *Stream) Next(ctx context.Context) (Event, error) {
+	select {
+	case <-s.done:
+		return Event{}, ErrStreamClosed
+	default:
+	}
+	select {
+	case <-s.done:
+		return Event{}, ErrStreamClosed
+	case <-ctx.Done():
+		return Event{}, ctx.Err()
+	case ev, ok := <-s.items:
+		s.mu.Lock()
+		defer s.mu.Unlock()
+		if !ok {
+			if s.hasFinal {
+				ev, s.hasFinal = s.final, false
+			}
+			if ev.HasID {
+				s.lastID = ev.ID
+			}
+			return ev, s.err
+		}
+		if ev.HasID {
+			s.lastID = ev.ID
+		}
+		return ev, nil
+	}
+}
+
+// Close ends the stream and waits for its reading goroutine to finish. It
+// is safe to call more than once.
+func (s *Stream) Close() error {
+	s.once.Do(func() {
+		close(s.done)
+		s.cancel()
+		s.resp.Body.Close()
+		<-s.exited
+	})
+	return nil
+}
