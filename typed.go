@@ -18,7 +18,8 @@ type TypedHandler[In, Out any] func(ctx context.Context, call *ToolCall, in In) 
 // NewTool returns t with its input schema derived from In, its output schema
 // derived from Out (when Out is a struct or a map), and a Handler that
 // decodes the arguments into In and sends the Out it returns as
-// structuredContent together with its JSON text.
+// structuredContent together with its JSON text (an Out of type string is
+// sent as plain text).
 //
 // The schemas follow github.com/google/jsonschema-go: exported fields by
 // their json names, fields without omitempty/omitzero required, unknown
@@ -59,6 +60,9 @@ func NewTool[In, Out any](t Tool, fn TypedHandler[In, Out]) Tool {
 		out, err := fn(ctx, call, args)
 		if err != nil {
 			return nil, err
+		}
+		if s, ok := any(out).(string); ok {
+			return TextResult(s), nil
 		}
 		b, err := json.Marshal(out)
 		if err != nil {
@@ -124,4 +128,3 @@ func decodeError(err error) string {
 	}
 	return "arguments do not match the input schema"
 }
-

@@ -1,0 +1,143 @@
+package mcphandler_test
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"io"
+	"net/http"
+	"runtime"
+	"strings"
+	"testing"
+
+	"github.com/mcphandler/mcphandler"
+	"github.com/mcphandler/mcphandler/session"
+)
+
+// discardWriter is a ResponseWriter that keeps nothing, so benchmarks
+// measure the handler and not a recorder.
+type discardWriter struct {
+	h    http.Header
+	code int
+	n    int
+}
+
+func (w *discardWriter) Header() http.Header         { return w.h }
+func (w *discardWriter) Write(p []byte) (int, error) { w.n += len(p); return len(p), nil }
+func (w *discardWriter) WriteHeader(code int)        { w.code = code }
+func (w *discardWriter) Flush()                      {}
+
+func (w *discardWriter) reset() {
+	clear(w.h)
+	w.code, w.n = 0, 0
+}
+
+var echoTool = mcphandler.Tool{
+	Name:        "echo",
+	Description: "Echoes its text.",
+	InputSchema: []byte(`{"type":"object","properties":{"text":{"type":"string"}},"required":["text"]}`),
+	Handler: func(_ context.Context, call *mcphandler.ToolCall) (*mcphandler.ToolResult, error) {
+		return mcphandler.TextResult(string(call.Arguments)), nil
+	},
+}
+
+// benchSession opens a session on h and returns the headers of a request in
+// it.
+func benchSession(b *testing.B, h http.Handler) http.Header {
+	w := &discardWriter{h: http.Header{}}
+	req, _ := http.NewRequest("POST", "/", strings.NewReader(initBody))
+	req.Header.Set("Authorization", "Bearer acme-viewer")
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("Accept", "application/json, text/event-stream")
+	h.ServeHTTP(w, req)
+	hdr := req.Header.Clone()
+	hdr.Set("Mcp-Session-Id", w.h.Get("Mcp-Session-Id"))
+	hdr.Set("Mcp-Protocol-Version", "2025-11-25")
+	return hdr
+}
+
+// serveLoop serves body b.N times in one live session, reusing the request.
+func serveLoop(b *testing.B, h http.Handler, body string) {
+	hdr := benchSession(b, h)
+	rd := strings.NewReader(body)
+	req, _ := http.NewRequest("POST", "/", rd)
+	req.Header = hdr
+	req.ContentLength = int64(len(body))
+	w := &discardWriter{h: http.Header{}}
+	b.ReportAllocs()
+	for b.Loop() {
+		rd.Reset(body)
+		req.Body = io.NopCloser(rd)
+		w.reset()
+		h.ServeHTTP(w, req)
+		if w.code != 200 {
+			b.Fatalf("status %d", w.code)
+		}
+	}
+	b.SetBytes(int64(len(body)))
+}
+
+// BenchmarkToolsCall measures one tools/call of a small tool in a live
+// session, answered as JSON.
+func BenchmarkToolsCall(b *testing.B) {
+	h := mcphandler.New(mcphandler.Config{
+		Authenticate: bearer,
+		ListTools:    func(context.Context) ([]mcphandler.Tool, error) { return []mcphandler.Tool{echoTool}, nil },
+	})
+	serveLoop(b, h, `{"jsonrpc":"2.0","id":42,"method":"tools/call","params":{"name":"echo","arguments":{"text":"hello"}}}`)
+}
+
+// BenchmarkToolsList1000 measures a tools/list of 1000 tools in one page.
+func BenchmarkToolsList1000(b *testing.B) {
+	tools := make([]mcphandler.Tool, 1000)
+	for i := range tools {
+		tools[i] = mcphandler.Tool{
+			Name:        fmt.Sprintf("tool_%04d", i),
+			Description: "A dummy tool for the listing benchmark.",
+			InputSchema: []byte(`{"type":"object","properties":{"x":{"type":"string"}}}`),
+		}
+	}
+	h := mcphandler.New(mcphandler.Config{
+		Authenticate: bearer,
+		PageSize:     1000,
+		ListTools:    func(context.Context) ([]mcphandler.Tool, error) { return tools, nil },
+	})
+	serveLoop(b, h, `{"jsonrpc":"2.0","id":1,"method":"tools/list"}`)
+}
+
+// BenchmarkIdleSession reports the heap held per idle session (initialize
+// then notifications/initialized) in the memory store.
+func BenchmarkIdleSession(b *testing.B) {
+	const n = 5000
+	for b.Loop() {
+		store := session.NewMemory()
+		h := mcphandler.New(mcphandler.Config{Authenticate: bearer, Store: store})
+		var before, after runtime.MemStats
+		runtime.GC()
+		runtime.ReadMemStats(&before)
+		w := &discardWriter{h: http.Header{}}
+		for range n {
+			w.reset()
+			req, _ := http.NewRequest("POST", "/", strings.NewReader(initBody))
+			req.Header.Set("Authorization", "Bearer acme-viewer")
+			req.Header.Set("Content-Type", "application/json")
+			req.Header.Set("Accept", "application/json, text/event-stream")
+			h.ServeHTTP(w, req)
+			sid := w.h.Get("Mcp-Session-Id")
+			w.reset()
+			req, _ = http.NewRequest("POST", "/", bytes.NewReader([]byte(`{"jsonrpc":"2.0","method":"notifications/initialized"}`)))
+			req.Header.Set("Authorization", "Bearer acme-viewer")
+			req.Header.Set("Content-Type", "application/json")
+			req.Header.Set("Accept", "application/json, text/event-stream")
+			req.Header.Set("Mcp-Session-Id", sid)
+			h.ServeHTTP(w, req)
+		}
+		runtime.GC()
+		runtime.ReadMemStats(&after)
+		if store.Len() != n {
+			b.Fatalf("%d sessions stored, want %d", store.Len(), n)
+		}
+		b.ReportMetric(float64(after.HeapAlloc-before.HeapAlloc)/n, "B/session")
+		runtime.KeepAlive(h)
+	}
+}
