@@ -1,0 +1,179 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/mcphandler/mcphandler/mcptest"
+)
+
+// The quickstart's tokens, tools and documents are a contract users and
+// docs rely on; these tests pin it.
+
+func connect(t *testing.T, token string, opts ...mcptest.Option) *mcptest.Client {
+	t.Helper()
+	c := mcptest.New(t, newDemo().handler(), append([]mcptest.Option{mcptest.WithToken(token)}, opts...)...)
+	if _, err := c.Initialize(context.Background()); err != nil {
+		t.Fatalf("initialize as %s: %v", token, err)
+	}
+	return c
+}
+
+func TestUnknownTokenIsChallenged(t *testing.T) {
+	for _, tok := range []string{"", "nope"} {
+		c := mcptest.New(t, newDemo().handler(), mcptest.WithToken(tok))
+		_, err := c.Initialize(context.Background())
+		var he *mcptest.HTTPError
+		if !errors.As(err, &he) || he.Status != 401 || he.Header.Get("WWW-Authenticate") == "" {
+			t.Fatalf("token %q: %v, want 401 with a challenge", tok, err)
+		}
+	}
+}
+
+func TestToolsPerCaller(t *testing.T) {
+	for tok, want := range map[string][]string{
+		"acme-viewer":   {"whoami", "search_docs"},
+		"acme-admin":    {"whoami", "search_docs", "delete_doc"},
+		"globex-editor": {"whoami", "search_docs", "create_invoice"},
+	} {
+		c := connect(t, tok)
+		tools, err := c.ListTools(context.Background())
+		if err != nil {
+			t.Fatal(err)
+		}
+		var got []string
+		for _, tl := range tools {
+			got = append(got, tl.Name)
+			if tl.Description == "" {
+				t.Errorf("%s has no description", tl.Name)
+			}
+		}
+		if !slices.Equal(got, want) {
+			t.Errorf("%s sees %v, want %v", tok, got, want)
+		}
+	}
+}
+
+func TestWhoami(t *testing.T) {
+	c := connect(t, "globex-editor")
+	res, err := c.CallTool(context.Background(), "whoami", nil)
+	if err != nil || res.IsError {
+		t.Fatalf("%+v, %v", res, err)
+	}
+	if got := string(res.StructuredContent); got != `{"tenant":"globex","subject":"carol","role":"editor"}` {
+		t.Fatalf("structuredContent %s", got)
+	}
+}
+
+func search(t *testing.T, c *mcptest.Client, args map[string]any) searchOut {
+	t.Helper()
+	res, err := c.CallTool(context.Background(), "search_docs", args)
+	if err != nil || res.IsError {
+		t.Fatalf("search_docs: %+v, %v", res, err)
+	}
+	var out searchOut
+	if err := json.Unmarshal(res.StructuredContent, &out); err != nil {
+		t.Fatal(err)
+	}
+	return out
+}
+
+func TestSearchDocsIsTenantScoped(t *testing.T) {
+	acme := search(t, connect(t, "acme-viewer"), map[string]any{})
+	if acme.Count != 3 || acme.Docs[0] != (doc{"a1", "Q3 roadmap"}) || acme.Docs[2] != (doc{"a3", "Onboarding guide"}) {
+		t.Fatalf("acme docs %+v", acme)
+	}
+	globex := search(t, connect(t, "globex-editor"), map[string]any{"query": ""})
+	if globex.Count != 2 || globex.Docs[0] != (doc{"g1", "Price list"}) || globex.Docs[1] != (doc{"g2", "Supplier contracts"}) {
+		t.Fatalf("globex docs %+v", globex)
+	}
+	hit := search(t, connect(t, "acme-viewer"), map[string]any{"query": "INCIDENT", "limit": 5})
+	if hit.Count != 1 || hit.Docs[0].ID != "a2" {
+		t.Fatalf("query: %+v", hit)
+	}
+	if got := search(t, connect(t, "acme-viewer"), map[string]any{"limit": 1}); got.Count != 1 {
+		t.Fatalf("limit: %+v", got)
+	}
+	if got := search(t, connect(t, "acme-viewer"), map[string]any{"query": "price"}); got.Count != 0 {
+		t.Fatalf("acme found globex's doc: %+v", got)
+	}
+}
+
+func TestDeleteDocConfirmed(t *testing.T) {
+	d := newDemo()
+	var asked []string
+	c := mcptest.New(t, d.handler(), mcptest.WithToken("acme-admin"),
+		mcptest.WithElicitationHandler(func(_ context.Context, p mcptest.ElicitParams) (mcptest.ElicitResult, error) {
+			asked = append(asked, p.Message)
+			return mcptest.ElicitResult{Action: "accept", Content: map[string]any{"confirm": true}}, nil
+		}))
+	ctx := context.Background()
+	if _, err := c.Initialize(ctx); err != nil {
+		t.Fatal(err)
+	}
+	res, err := c.CallTool(ctx, "delete_doc", map[string]any{"id": "a2"})
+	if err != nil || res.IsError || string(res.StructuredContent) != `{"deleted":"a2"}` {
+		t.Fatalf("delete: %+v, %v", res, err)
+	}
+	if len(asked) != 1 || !strings.Contains(asked[0], "a2") {
+		t.Fatalf("confirm asked %q", asked)
+	}
+	if got := search(t, c, nil); got.Count != 2 {
+		t.Fatalf("after delete: %+v", got)
+	}
+	res, err = c.CallTool(ctx, "delete_doc", map[string]any{"id": "zz"})
+	if err != nil || !res.IsError || !strings.Contains(res.Text(), `"error":"not_found"`) {
+		t.Fatalf("unknown id: %+v, %v", res, err)
+	}
+}
+
+func TestDeleteDocDeclinedOrUnaskable(t *testing.T) {
+	d := newDemo()
+	c := mcptest.New(t, d.handler(), mcptest.WithToken("acme-admin"),
+		mcptest.WithElicitationHandler(func(context.Context, mcptest.ElicitParams) (mcptest.ElicitResult, error) {
+			return mcptest.ElicitResult{Action: "decline"}, nil
+		}))
+	ctx := context.Background()
+	c.Initialize(ctx)
+	if res, err := c.CallTool(ctx, "delete_doc", map[string]any{"id": "a1"}); err != nil || !res.IsError {
+		t.Fatalf("declined: %+v, %v", res, err)
+	}
+	// A client without elicitation cannot confirm: nothing is deleted.
+	plain := mcptest.New(t, d.handler(), mcptest.WithToken("acme-admin"))
+	plain.Initialize(ctx)
+	if res, err := plain.CallTool(ctx, "delete_doc", map[string]any{"id": "a1"}); err != nil || !res.IsError {
+		t.Fatalf("unaskable: %+v, %v", res, err)
+	}
+	if got := search(t, c, nil); got.Count != 3 {
+		t.Fatalf("a document was deleted without a confirm: %+v", got)
+	}
+	// Viewers cannot even see delete_doc.
+	viewer := mcptest.New(t, d.handler(), mcptest.WithToken("acme-viewer"))
+	viewer.Initialize(ctx)
+	var re *mcptest.RPCError
+	if _, err := viewer.CallTool(ctx, "delete_doc", map[string]any{"id": "a1"}); !errors.As(err, &re) || re.Code != -32602 {
+		t.Fatalf("viewer: %v", err)
+	}
+}
+
+func TestCreateInvoice(t *testing.T) {
+	c := connect(t, "globex-editor")
+	ctx := context.Background()
+	res, err := c.CallTool(ctx, "create_invoice", map[string]any{"customer": "Initech", "amount_cents": 1250})
+	if err != nil || res.IsError || string(res.StructuredContent) != `{"invoice_id":"inv-globex-0001"}` {
+		t.Fatalf("%+v, %v", res, err)
+	}
+	res, err = c.CallTool(ctx, "create_invoice", map[string]any{"customer": "Initech", "amount_cents": "lots"})
+	if err != nil || !res.IsError || !strings.Contains(res.Text(), "amount_cents") {
+		t.Fatalf("bad amount: %+v, %v", res, err)
+	}
+	acme := connect(t, "acme-admin")
+	var re *mcptest.RPCError
+	if _, err := acme.CallTool(ctx, "create_invoice", map[string]any{"customer": "x", "amount_cents": 1}); !errors.As(err, &re) || re.Code != -32602 {
+		t.Fatalf("acme calling globex's tool: %v", err)
+	}
+}
