@@ -137,8 +137,12 @@ func (s *stream) finish(msg []byte) error {
 	h.Set("Content-Type", "application/json")
 	h.Set("Content-Length", strconv.Itoa(len(msg)))
 	s.w.WriteHeader(s.status)
-	_, err := s.w.Write(msg)
-	return err
+	if _, err := s.w.Write(msg); err != nil {
+		return err
+	}
+	// Flush now: OnCall and any other work after the answer must not
+	// delay the client.
+	return s.rc.Flush()
 }
 
 // closed reports whether nothing more can be sent.

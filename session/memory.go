@@ -23,6 +23,8 @@ type Memory struct {
 
 	subMu sync.Mutex // guards subs
 	subs  map[string]map[*memSub]struct{}
+
+	rec memRecords
 }
 
 type memEntry struct {
@@ -37,6 +39,10 @@ func NewMemory() *Memory {
 		sessions: make(map[string]*memEntry),
 		subs:     make(map[string]map[*memSub]struct{}),
 		now:      time.Now,
+		rec: memRecords{
+			records: make(map[string]memRecord),
+			logs:    make(map[string]*memLog),
+		},
 	}
 }
 
@@ -194,4 +200,109 @@ func (s *memSub) Close() error {
 		close(s.c)
 	})
 	return nil
+}
+
+type memRecord struct {
+	value   []byte
+	expires time.Time
+}
+
+type memLog struct {
+	events  [][]byte
+	expires time.Time
+}
+
+// records and logs live in their own table, guarded by recMu.
+type memRecords struct {
+	recMu   sync.Mutex
+	records map[string]memRecord
+	logs    map[string]*memLog
+	ops     int
+}
+
+func (m *Memory) sweepRecordsLocked(now time.Time) {
+	m.rec.ops++
+	if m.rec.ops%1024 != 0 {
+		return
+	}
+	for k, r := range m.rec.records {
+		if now.After(r.expires) {
+			delete(m.rec.records, k)
+		}
+	}
+	for k, l := range m.rec.logs {
+		if now.After(l.expires) {
+			delete(m.rec.logs, k)
+		}
+	}
+}
+
+// PutIfAbsent implements [Store].
+func (m *Memory) PutIfAbsent(_ context.Context, key string, value []byte, ttl time.Duration) (bool, error) {
+	now := m.now()
+	m.rec.recMu.Lock()
+	defer m.rec.recMu.Unlock()
+	m.sweepRecordsLocked(now)
+	if r, ok := m.rec.records[key]; ok && !now.After(r.expires) {
+		return false, nil
+	}
+	m.rec.records[key] = memRecord{slices.Clone(value), now.Add(ttl)}
+	return true, nil
+}
+
+// Load implements [Store].
+func (m *Memory) Load(_ context.Context, key string) ([]byte, error) {
+	now := m.now()
+	m.rec.recMu.Lock()
+	defer m.rec.recMu.Unlock()
+	r, ok := m.rec.records[key]
+	if !ok || now.After(r.expires) {
+		return nil, ErrNotFound
+	}
+	return slices.Clone(r.value), nil
+}
+
+// CompareAndSwap implements [Store].
+func (m *Memory) CompareAndSwap(_ context.Context, key string, old, new []byte, ttl time.Duration) (bool, error) {
+	now := m.now()
+	m.rec.recMu.Lock()
+	defer m.rec.recMu.Unlock()
+	r, ok := m.rec.records[key]
+	if !ok || now.After(r.expires) || string(r.value) != string(old) {
+		return false, nil
+	}
+	m.rec.records[key] = memRecord{slices.Clone(new), now.Add(ttl)}
+	return true, nil
+}
+
+// AppendEvent implements [Store].
+func (m *Memory) AppendEvent(_ context.Context, stream string, data []byte, ttl time.Duration) (uint64, error) {
+	now := m.now()
+	m.rec.recMu.Lock()
+	defer m.rec.recMu.Unlock()
+	m.sweepRecordsLocked(now)
+	l := m.rec.logs[stream]
+	if l == nil || now.After(l.expires) {
+		l = &memLog{}
+		m.rec.logs[stream] = l
+	}
+	l.events = append(l.events, slices.Clone(data))
+	l.expires = now.Add(ttl)
+	return uint64(len(l.events)), nil
+}
+
+// EventsAfter implements [Store].
+func (m *Memory) EventsAfter(_ context.Context, stream string, after uint64) ([]Event, error) {
+	now := m.now()
+	m.rec.recMu.Lock()
+	defer m.rec.recMu.Unlock()
+	l := m.rec.logs[stream]
+	if l == nil || now.After(l.expires) || after >= uint64(len(l.events)) {
+		return nil, nil
+	}
+	out := make([]Event, 0, uint64(len(l.events))-after)
+	for i := after; i < uint64(len(l.events)); i++ {
+		out = append(out, Event{Seq: i + 1, Data: slices.Clone(l.events[i])})
+	}
+	return out, nil
 }

@@ -65,8 +65,11 @@ const (
 // Has reports whether every capability in c2 is in c.
 func (c Capabilities) Has(c2 Capabilities) bool { return c&c2 == c2 }
 
-// Store keeps session records and relays messages between requests, possibly
-// on different replicas. Implementations must be safe for concurrent use.
+// Store keeps session records, relays messages between requests, holds
+// short-lived records with atomic transitions (confirms, single-use nonces,
+// recorded outcomes) and the event logs of resumable SSE streams, possibly
+// shared by several replicas. Implementations must be safe for concurrent
+// use, and every key they hold must expire.
 type Store interface {
 	// Create stores a new session. It fails if the ID is already taken.
 	Create(ctx context.Context, s *Session) error
@@ -86,6 +89,31 @@ type Store interface {
 	// Subscribe starts receiving the messages published on channel from
 	// the moment it returns. The subscription must be closed.
 	Subscribe(ctx context.Context, channel string) (Subscription, error)
+
+	// PutIfAbsent stores value under key for ttl unless key exists, and
+	// reports whether it did.
+	PutIfAbsent(ctx context.Context, key string, value []byte, ttl time.Duration) (bool, error)
+	// Load returns the value under key; a missing or expired key is
+	// ErrNotFound.
+	Load(ctx context.Context, key string) ([]byte, error)
+	// CompareAndSwap replaces the value under key with new, and sets its
+	// lifetime to ttl, if and only if the current value equals old. It
+	// reports whether it swapped; a missing key never swaps.
+	CompareAndSwap(ctx context.Context, key string, old, new []byte, ttl time.Duration) (bool, error)
+
+	// AppendEvent appends data to the event log of stream, keeping the log
+	// for ttl after its last append, and returns the event's sequence
+	// number: 1 for the first event, then consecutive.
+	AppendEvent(ctx context.Context, stream string, data []byte, ttl time.Duration) (uint64, error)
+	// EventsAfter returns the events of stream with a sequence number
+	// greater than after, in order. An unknown or expired stream has none.
+	EventsAfter(ctx context.Context, stream string, after uint64) ([]Event, error)
+}
+
+// Event is one entry of a stream's event log.
+type Event struct {
+	Seq  uint64
+	Data []byte
 }
 
 // Subscription receives the messages of one channel.

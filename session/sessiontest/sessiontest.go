@@ -30,6 +30,12 @@ func Run(t *testing.T, newStore func(t *testing.T) session.Store) {
 	t.Run("PublishWithoutSubscriber", func(t *testing.T) { testNoSubscriber(t, newStore(t)) })
 	t.Run("SubscriptionClose", func(t *testing.T) { testClose(t, newStore(t)) })
 	t.Run("Concurrent", func(t *testing.T) { testConcurrent(t, newStore(t)) })
+	t.Run("PutIfAbsent", func(t *testing.T) { testPutIfAbsent(t, newStore(t)) })
+	t.Run("CompareAndSwap", func(t *testing.T) { testCAS(t, newStore(t)) })
+	t.Run("RecordExpiry", func(t *testing.T) { testRecordExpiry(t, newStore(t)) })
+	t.Run("SingleWinner", func(t *testing.T) { testSingleWinner(t, newStore(t)) })
+	t.Run("EventLog", func(t *testing.T) { testEventLog(t, newStore(t)) })
+	t.Run("EventLogExpiry", func(t *testing.T) { testEventLogExpiry(t, newStore(t)) })
 }
 
 func sample(id string) *session.Session {
@@ -263,4 +269,118 @@ func testConcurrent(t *testing.T, st session.Store) {
 		})
 	}
 	wg.Wait()
+}
+
+func testPutIfAbsent(t *testing.T, st session.Store) {
+	ctx := context.Background()
+	ok, err := st.PutIfAbsent(ctx, "k", []byte("v1"), time.Minute)
+	if err != nil || !ok {
+		t.Fatalf("first PutIfAbsent = %v, %v", ok, err)
+	}
+	ok, err = st.PutIfAbsent(ctx, "k", []byte("v2"), time.Minute)
+	if err != nil || ok {
+		t.Fatalf("second PutIfAbsent = %v, %v; want false", ok, err)
+	}
+	if v, err := st.Load(ctx, "k"); err != nil || string(v) != "v1" {
+		t.Fatalf("Load = %q, %v", v, err)
+	}
+	if _, err := st.Load(ctx, "missing"); !errors.Is(err, session.ErrNotFound) {
+		t.Fatalf("Load(missing) = %v, want ErrNotFound", err)
+	}
+}
+
+func testCAS(t *testing.T, st session.Store) {
+	ctx := context.Background()
+	if ok, err := st.CompareAndSwap(ctx, "k", []byte("a"), []byte("b"), time.Minute); err != nil || ok {
+		t.Fatalf("CAS on a missing key = %v, %v", ok, err)
+	}
+	st.PutIfAbsent(ctx, "k", []byte("a"), time.Minute)
+	if ok, _ := st.CompareAndSwap(ctx, "k", []byte("x"), []byte("b"), time.Minute); ok {
+		t.Fatal("CAS with a wrong old value swapped")
+	}
+	if ok, err := st.CompareAndSwap(ctx, "k", []byte("a"), []byte("b"), time.Minute); err != nil || !ok {
+		t.Fatalf("CAS = %v, %v", ok, err)
+	}
+	if v, _ := st.Load(ctx, "k"); string(v) != "b" {
+		t.Fatalf("after CAS: %q", v)
+	}
+	if ok, _ := st.CompareAndSwap(ctx, "k", []byte("a"), []byte("c"), time.Minute); ok {
+		t.Fatal("a second CAS from the same old value swapped")
+	}
+}
+
+func testRecordExpiry(t *testing.T, st session.Store) {
+	ctx := context.Background()
+	st.PutIfAbsent(ctx, "k", []byte("v"), 100*time.Millisecond)
+	st.PutIfAbsent(ctx, "k2", []byte("a"), time.Minute)
+	st.CompareAndSwap(ctx, "k2", []byte("a"), []byte("b"), 100*time.Millisecond)
+	time.Sleep(250 * time.Millisecond)
+	for _, k := range []string{"k", "k2"} {
+		if _, err := st.Load(ctx, k); !errors.Is(err, session.ErrNotFound) {
+			t.Fatalf("Load(%s) after its ttl = %v, want ErrNotFound", k, err)
+		}
+	}
+	if ok, _ := st.PutIfAbsent(ctx, "k", []byte("again"), time.Minute); !ok {
+		t.Fatal("PutIfAbsent over an expired key failed")
+	}
+}
+
+// testSingleWinner races many CompareAndSwap calls from one state: exactly
+// one wins, which is what makes a confirm single-use.
+func testSingleWinner(t *testing.T, st session.Store) {
+	ctx := context.Background()
+	st.PutIfAbsent(ctx, "confirm", []byte("pending"), time.Minute)
+	var wins sync.WaitGroup
+	var mu sync.Mutex
+	n := 0
+	for i := range 32 {
+		wins.Go(func() {
+			ok, err := st.CompareAndSwap(ctx, "confirm", []byte("pending"), fmt.Appendf(nil, "taken by %d", i), time.Minute)
+			if err != nil {
+				t.Error(err)
+			}
+			if ok {
+				mu.Lock()
+				n++
+				mu.Unlock()
+			}
+		})
+	}
+	wins.Wait()
+	if n != 1 {
+		t.Fatalf("%d winners, want exactly 1", n)
+	}
+}
+
+func testEventLog(t *testing.T, st session.Store) {
+	ctx := context.Background()
+	for i, d := range []string{"a", "b", "c"} {
+		seq, err := st.AppendEvent(ctx, "s1", []byte(d), time.Minute)
+		if err != nil || seq != uint64(i+1) {
+			t.Fatalf("AppendEvent %s = %d, %v; want %d", d, seq, err, i+1)
+		}
+	}
+	st.AppendEvent(ctx, "s2", []byte("other"), time.Minute)
+	evs, err := st.EventsAfter(ctx, "s1", 1)
+	if err != nil || len(evs) != 2 || evs[0].Seq != 2 || string(evs[0].Data) != "b" || evs[1].Seq != 3 || string(evs[1].Data) != "c" {
+		t.Fatalf("EventsAfter(1) = %+v, %v", evs, err)
+	}
+	if evs, _ := st.EventsAfter(ctx, "s1", 3); len(evs) != 0 {
+		t.Fatalf("EventsAfter(last) = %+v", evs)
+	}
+	if evs, err := st.EventsAfter(ctx, "unknown", 0); err != nil || len(evs) != 0 {
+		t.Fatalf("EventsAfter(unknown) = %+v, %v", evs, err)
+	}
+}
+
+func testEventLogExpiry(t *testing.T, st session.Store) {
+	ctx := context.Background()
+	st.AppendEvent(ctx, "s1", []byte("a"), 100*time.Millisecond)
+	time.Sleep(250 * time.Millisecond)
+	if evs, _ := st.EventsAfter(ctx, "s1", 0); len(evs) != 0 {
+		t.Fatalf("events outlived their ttl: %+v", evs)
+	}
+	if seq, _ := st.AppendEvent(ctx, "s1", []byte("b"), time.Minute); seq != 1 {
+		t.Fatalf("a new log after expiry starts at %d, want 1", seq)
+	}
 }
