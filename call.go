@@ -59,7 +59,6 @@ func (h *Handler) callTool(rq *request, m *jsonrpc.Message) {
 		return
 	}
 	ev.Arguments = args
-	rq.info.meta = p.Meta
 	tool, ok, err := h.findTool(rq.ctx, rq.id, p.Name)
 	if err != nil {
 		h.logger().Error("mcphandler: ListTools", "err", err)
@@ -72,16 +71,7 @@ func (h *Handler) callTool(rq *request, m *jsonrpc.Message) {
 		rq.fail(m.ID, errUnknownTool(p.Name))
 		return
 	}
-	x := &Exchange{h: h, st: rq.st, sess: rq.sess, version: rq.version}
-	if rq.sess != nil {
-		x.caps = rq.sess.Capabilities
-	}
-	if len(p.Meta) > 0 {
-		var mp metaParams
-		if json.Unmarshal(p.Meta, &mp) == nil {
-			x.progressToken = mp.ProgressToken
-		}
-	}
+	x := rq.newExchange(p.Meta)
 	call := &ToolCall{Tool: tool, Arguments: args, Identity: rq.id, SessionID: rq.info.sessionID, Exchange: x}
 
 	if tool.validate != nil {
@@ -231,12 +221,12 @@ func (h *Handler) confirm(ctx context.Context, call *ToolCall, d Decision) (Outc
 	res, err := x.Elicit(actx, ElicitRequest{Message: msg, Schema: elicitation.Confirm(confirmField, "Confirm")})
 	switch {
 	case err == nil:
-	case ctx.Err() != nil:
+	case errors.Is(err, ErrDisconnected), errors.Is(err, errStreamClosed):
 		return OutcomeDisconnected, nil
+	case ctx.Err() != nil:
+		return OutcomeCancelled, ErrorResult("Not run: the request was cancelled.")
 	case errors.Is(err, context.DeadlineExceeded):
 		return OutcomeTimedOut, ErrorResult("Not run: the confirmation of " + call.Tool.Name + " timed out.")
-	case errors.Is(err, errStreamClosed):
-		return OutcomeDisconnected, nil
 	default:
 		return OutcomeDeclined, ErrorResult("Not run: the confirmation of " + call.Tool.Name + " failed.")
 	}

@@ -98,7 +98,7 @@ func TestConfirmDisconnect(t *testing.T) {
 	h := mcphandler.New(f.config())
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	c := connect(t, h, "acme-admin", mcptest.WithElicitationHandler(func(context.Context, mcptest.ElicitParams) (mcptest.ElicitResult, error) {
+	c := connect(t, h, "acme-admin", mcptest.WithCancelNotifications(false), mcptest.WithElicitationHandler(func(context.Context, mcptest.ElicitParams) (mcptest.ElicitResult, error) {
 		cancel() // the client goes away instead of answering
 		return mcptest.ElicitResult{}, errors.New("gone")
 	}))

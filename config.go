@@ -45,6 +45,23 @@ type Config struct {
 	// reported.
 	OnCall OnCallFunc
 
+	// ListResources, ListResourceTemplates and ReadResource serve
+	// resources, resolved per request like ListTools. A URI outside the
+	// caller's resources and templates reads as not found. If the list
+	// hooks are nil, the server has no resources capability.
+	ListResources         ListResourcesFunc
+	ListResourceTemplates ListResourceTemplatesFunc
+	ReadResource          ReadResourceFunc
+
+	// ListPrompts and GetPrompt serve prompts. If ListPrompts is nil, the
+	// server has no prompts capability.
+	ListPrompts ListPromptsFunc
+	GetPrompt   GetPromptFunc
+
+	// Complete suggests argument values (completion/complete). If nil, the
+	// server has no completions capability.
+	Complete CompleteFunc
+
 	// ConfirmTimeout bounds how long a Confirm waits for the human's
 	// answer. If zero, 2 minutes.
 	ConfirmTimeout time.Duration

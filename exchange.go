@@ -17,6 +17,10 @@ import (
 // capability, the handler is stateless, or the request was part of a batch.
 var ErrCannotAsk = errors.New("mcphandler: the client cannot be asked")
 
+// ErrDisconnected is returned by the Exchange methods that wait for the
+// client when the client's connection for the request went away.
+var ErrDisconnected = errors.New("mcphandler: the client disconnected")
+
 // ClientError is a JSON-RPC error the client answered a server request with.
 type ClientError struct {
 	Code    int
@@ -41,7 +45,14 @@ type Exchange struct {
 	caps          session.Capabilities
 	version       string
 	progressToken json.RawMessage
+	gone          <-chan struct{} // closed when the client's connection ends
 }
+
+// Disconnected is closed when the client's connection for this request
+// ends. A disconnect is not a cancellation (the request's context goes on
+// until the work ends or the client sends notifications/cancelled), but
+// nothing more can reach the client on this request's stream.
+func (x *Exchange) Disconnected() <-chan struct{} { return x.gone }
 
 // ClientCapabilities reports what the client declared it supports.
 func (x *Exchange) ClientCapabilities() session.Capabilities { return x.caps }
@@ -262,6 +273,8 @@ func (x *Exchange) request(ctx context.Context, method string, params []byte) (j
 			return nil, &ClientError{Code: m.Error.Code, Message: m.Error.Message}
 		}
 		return m.Result, nil
+	case <-x.gone:
+		return nil, ErrDisconnected
 	case <-ctx.Done():
 		p := append([]byte(`{"requestId":`), qid...)
 		p = append(p, `,"reason":"the server stopped waiting"}`...)

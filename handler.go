@@ -42,6 +42,9 @@ type Handler struct {
 	getMu      sync.Mutex          // guards getStreams
 	getStreams map[string]struct{} // sessions with an open GET stream here
 
+	runMu   sync.Mutex         // guards running
+	running map[string]running // in-flight requests by session and id
+
 	bufPool sync.Pool // *bytes.Buffer for request bodies
 }
 
@@ -53,6 +56,7 @@ func New(cfg Config) *Handler {
 		roleRank:   make(map[string]int, len(cfg.Roles)),
 		origins:    make(map[string]bool, len(cfg.AllowedOrigins)),
 		getStreams: make(map[string]struct{}),
+		running:    make(map[string]running),
 	}
 	for i, r := range cfg.Roles {
 		h.roleRank[r] = i
@@ -67,10 +71,27 @@ func New(cfg Config) *Handler {
 	return h
 }
 
+// capabilities reflects the hooks that are set. List changes are announced
+// through the Notify methods, so every list declares listChanged.
 func (h *Handler) capabilities() []byte {
+	type listChanged struct {
+		ListChanged bool `json:"listChanged"`
+	}
 	caps := map[string]any{"logging": struct{}{}}
 	if h.cfg.ListTools != nil {
-		caps["tools"] = struct{}{}
+		caps["tools"] = listChanged{true}
+	}
+	if h.hasResources() {
+		caps["resources"] = struct {
+			Subscribe   bool `json:"subscribe"`
+			ListChanged bool `json:"listChanged"`
+		}{h.cfg.ReadResource != nil, true}
+	}
+	if h.cfg.ListPrompts != nil {
+		caps["prompts"] = listChanged{true}
+	}
+	if h.cfg.Complete != nil {
+		caps["completions"] = struct{}{}
 	}
 	b, _ := json.Marshal(caps)
 	return b
@@ -526,6 +547,17 @@ func (h *Handler) serveGET(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	defer sub.Close()
+	changes, err := h.cfg.Store.Subscribe(r.Context(), notifyChannel)
+	if err != nil {
+		h.logger().Error("mcphandler: session store", "err", err)
+		writeHTTPError(w, http.StatusServiceUnavailable, CodeStoreUnavailable, "Service Unavailable: the session store is unavailable")
+		return
+	}
+	defer changes.Close()
+	subscribed := func(uri string) bool {
+		s, err := h.cfg.Store.Get(r.Context(), sid)
+		return err == nil && indexOf(s.Subscriptions, uri) >= 0
+	}
 	st := newStream(w, rq.version >= Version20251125, h.cfg.SSERetry)
 	st.mu.Lock()
 	err = st.startSSELocked()
@@ -548,6 +580,13 @@ func (h *Handler) serveGET(w http.ResponseWriter, r *http.Request) {
 				return
 			}
 			if st.send(msg) != nil {
+				return
+			}
+		case c, ok := <-changes.C():
+			if !ok {
+				return
+			}
+			if msg := changeMessage(c, id, subscribed); msg != nil && st.send(msg) != nil {
 				return
 			}
 		}

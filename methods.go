@@ -6,6 +6,7 @@ import (
 	"encoding/base64"
 	"encoding/json"
 	"errors"
+	"net/http"
 	"strconv"
 
 	"github.com/mcphandler/mcphandler/internal/jsonrpc"
@@ -20,6 +21,25 @@ func (h *Handler) serveRequest(rq *request, m *jsonrpc.Message) {
 		rq.info.sessionID = rq.sess.ID
 	}
 	rq.ctx = context.WithValue(rq.r.Context(), ctxKey{}, rq.info)
+	switch m.Method {
+	case "tools/call", "resources/read", "prompts/get", "completion/complete":
+		if rq.sess != nil {
+			// A client disconnect is not a cancellation: the work goes on
+			// until it ends or the client sends notifications/cancelled.
+			var cancel context.CancelFunc
+			rq.ctx, cancel = context.WithCancel(context.WithoutCancel(rq.ctx))
+			key := runKey(rq.sess.ID, m.ID)
+			h.runMu.Lock()
+			h.running[key] = running{cancel, rq.st}
+			h.runMu.Unlock()
+			defer func() {
+				h.runMu.Lock()
+				delete(h.running, key)
+				h.runMu.Unlock()
+				cancel()
+			}()
+		}
+	}
 	switch m.Method {
 	case "ping":
 		rq.reply(m.ID, emptyResult)
@@ -37,9 +57,84 @@ func (h *Handler) serveRequest(rq *request, m *jsonrpc.Message) {
 			return
 		}
 		h.callTool(rq, m)
+	case "resources/list", "resources/templates/list", "resources/read", "resources/subscribe", "resources/unsubscribe":
+		if !h.hasResources() {
+			rq.fail(m.ID, methodNotFound(m.Method))
+			return
+		}
+		switch m.Method {
+		case "resources/list":
+			h.listResources(rq, m)
+		case "resources/templates/list":
+			h.listTemplates(rq, m)
+		case "resources/read":
+			h.readResource(rq, m)
+		default:
+			h.subscribe(rq, m, m.Method == "resources/subscribe")
+		}
+	case "prompts/list", "prompts/get":
+		if h.cfg.ListPrompts == nil {
+			rq.fail(m.ID, methodNotFound(m.Method))
+		} else if m.Method == "prompts/list" {
+			h.listPrompts(rq, m)
+		} else {
+			h.getPrompt(rq, m)
+		}
+	case "completion/complete":
+		if h.cfg.Complete == nil {
+			rq.fail(m.ID, methodNotFound(m.Method))
+			return
+		}
+		h.complete(rq, m)
 	default:
 		rq.fail(m.ID, methodNotFound(m.Method))
 	}
+}
+
+// hookFailed answers a request whose hook failed: an *Error is sent as is,
+// anything else as an internal error that reveals nothing.
+func (h *Handler) hookFailed(rq *request, m *jsonrpc.Message, hook string, err error) {
+	var e *Error
+	if !errors.As(err, &e) {
+		h.logger().Error("mcphandler: "+hook, "method", m.Method, "err", err)
+	}
+	rq.fail(m.ID, wireError(err))
+}
+
+// storeFailed answers a request whose session store call failed.
+func (h *Handler) storeFailed(rq *request, m *jsonrpc.Message, err error) {
+	h.logger().Error("mcphandler: session store", "err", err)
+	rq.st.status = http.StatusServiceUnavailable
+	rq.fail(m.ID, &jsonrpc.Error{Code: CodeStoreUnavailable, Message: "The session store is unavailable"})
+}
+
+// exchange returns the Exchange of a request, with the progress token of
+// its params' _meta.
+func (rq *request) exchange(m *jsonrpc.Message) *Exchange {
+	var p struct {
+		Meta json.RawMessage `json:"_meta"`
+	}
+	if len(m.Params) > 0 {
+		json.Unmarshal(m.Params, &p)
+	}
+	return rq.newExchange(p.Meta)
+}
+
+// newExchange returns the Exchange of the request whose params carried
+// meta as _meta.
+func (rq *request) newExchange(meta json.RawMessage) *Exchange {
+	x := &Exchange{h: rq.h, st: rq.st, sess: rq.sess, version: rq.version, gone: rq.r.Context().Done()}
+	if rq.sess != nil {
+		x.caps = rq.sess.Capabilities
+	}
+	if len(meta) > 0 {
+		rq.info.meta = meta
+		var mp metaParams
+		if json.Unmarshal(meta, &mp) == nil {
+			x.progressToken = mp.ProgressToken
+		}
+	}
+	return x
 }
 
 var emptyResult = []byte("{}")
@@ -174,10 +269,32 @@ func (h *Handler) initialize(rq *request, m *jsonrpc.Message) {
 	rq.reply(m.ID, b)
 }
 
+func runKey(sid string, id json.RawMessage) string { return sid + "/" + string(id) }
+
+// running is an in-flight request that notifications/cancelled can stop.
+type running struct {
+	cancel context.CancelFunc
+	st     *stream
+}
+
 // notification handles a client notification. Unknown ones are ignored,
 // as JSON-RPC requires.
 func (h *Handler) notification(rq *request, m *jsonrpc.Message) {
 	switch m.Method {
+	case "notifications/cancelled":
+		var p struct {
+			RequestID json.RawMessage `json:"requestId"`
+		}
+		if rq.sess == nil || json.Unmarshal(m.Params, &p) != nil || len(p.RequestID) == 0 {
+			return
+		}
+		h.runMu.Lock()
+		run, ok := h.running[runKey(rq.sess.ID, p.RequestID)]
+		h.runMu.Unlock()
+		if ok {
+			run.st.suppress()
+			run.cancel()
+		}
 	case "notifications/initialized":
 		if rq.sess != nil && !rq.sess.Initialized {
 			rq.sess.Initialized = true
@@ -232,19 +349,7 @@ func (h *Handler) visibleTools(ctx context.Context, id Identity) ([]Tool, error)
 	if err != nil {
 		return nil, err
 	}
-	for i := range tools {
-		if !h.admits(tools[i].MinRole, id.Role) {
-			out := make([]Tool, i, len(tools))
-			copy(out, tools[:i])
-			for j := i + 1; j < len(tools); j++ {
-				if h.admits(tools[j].MinRole, id.Role) {
-					out = append(out, tools[j])
-				}
-			}
-			return out, nil
-		}
-	}
-	return tools, nil
+	return gate(h, tools, id, func(t *Tool) string { return t.MinRole }), nil
 }
 
 // findTool returns the caller's tool called name, or false when it does not

@@ -32,6 +32,14 @@ type stream struct {
 	prime  bool          // send a priming event (2025-11-25 clients)
 	retry  time.Duration // the retry field of the priming event
 	status int           // HTTP status of a JSON final message
+	quiet  bool          // the request was cancelled: send no final message
+}
+
+// suppress drops the final message: the client cancelled the request.
+func (s *stream) suppress() {
+	s.mu.Lock()
+	s.quiet = true
+	s.mu.Unlock()
 }
 
 func newStream(w http.ResponseWriter, prime bool, retry time.Duration) *stream {
@@ -130,6 +138,13 @@ func (s *stream) finish(msg []byte) error {
 		return errStreamClosed
 	}
 	s.done = true
+	if s.quiet {
+		// A cancelled request gets no response: end an empty stream.
+		if !s.sse {
+			return s.startSSELocked()
+		}
+		return nil
+	}
 	if s.sse {
 		return s.writeEventLocked(msg)
 	}

@@ -1,0 +1,90 @@
+package mcphandler
+
+import (
+	"context"
+	"encoding/json"
+
+	"github.com/mcphandler/mcphandler/internal/jsonrpc"
+)
+
+// Target selects the sessions a change notification is for. Its zero value
+// selects every session; a non-empty field must match the session's
+// identity. A Target is data, not a function, because it travels to every
+// replica that holds a matching stream.
+type Target struct {
+	Tenant  string `json:"t,omitempty"`
+	Subject string `json:"s,omitempty"`
+}
+
+// Everyone targets every session.
+var Everyone = Target{}
+
+// TenantOf targets the sessions of one tenant.
+func TenantOf(tenant string) Target { return Target{Tenant: tenant} }
+
+func (t Target) matches(id Identity) bool {
+	return (t.Tenant == "" || t.Tenant == id.Tenant) && (t.Subject == "" || t.Subject == id.Subject)
+}
+
+// notifyChannel carries change notifications to the streams of every
+// replica; each stream keeps those whose target matches its caller.
+const notifyChannel = "notify"
+
+type change struct {
+	Method string `json:"m"`
+	URI    string `json:"u,omitempty"`
+	Target
+}
+
+// NotifyToolsChanged tells the targeted sessions that their tool list
+// changed (notifications/tools/list_changed), on their open GET streams, on
+// every replica that shares the store. Sessions without an open stream miss
+// it, as the spec allows.
+func (h *Handler) NotifyToolsChanged(ctx context.Context, t Target) error {
+	return h.publishChange(ctx, change{Method: "notifications/tools/list_changed", Target: t})
+}
+
+// NotifyResourcesChanged tells the targeted sessions that their resource
+// list changed (notifications/resources/list_changed).
+func (h *Handler) NotifyResourcesChanged(ctx context.Context, t Target) error {
+	return h.publishChange(ctx, change{Method: "notifications/resources/list_changed", Target: t})
+}
+
+// NotifyPromptsChanged tells the targeted sessions that their prompt list
+// changed (notifications/prompts/list_changed).
+func (h *Handler) NotifyPromptsChanged(ctx context.Context, t Target) error {
+	return h.publishChange(ctx, change{Method: "notifications/prompts/list_changed", Target: t})
+}
+
+// NotifyResourceUpdated tells the targeted sessions that subscribed to uri
+// (resources/subscribe) that it changed (notifications/resources/updated).
+func (h *Handler) NotifyResourceUpdated(ctx context.Context, uri string, t Target) error {
+	return h.publishChange(ctx, change{Method: "notifications/resources/updated", URI: uri, Target: t})
+}
+
+func (h *Handler) publishChange(ctx context.Context, c change) error {
+	b, err := json.Marshal(c)
+	if err != nil {
+		return err
+	}
+	_, err = h.cfg.Store.Publish(ctx, notifyChannel, b)
+	return err
+}
+
+// changeMessage returns the notification a stream of id's session should
+// send for the published change b, or nil if it is not for that session.
+// subscribed reports whether the session subscribed to a URI.
+func changeMessage(b []byte, id Identity, subscribed func(uri string) bool) []byte {
+	var c change
+	if json.Unmarshal(b, &c) != nil || !c.Target.matches(id) {
+		return nil
+	}
+	if c.Method != "notifications/resources/updated" {
+		return jsonrpc.AppendRequest(nil, nil, c.Method, nil)
+	}
+	if !subscribed(c.URI) {
+		return nil
+	}
+	p := append([]byte(`{"uri":`), jsonrpc.AppendString(nil, c.URI)...)
+	return jsonrpc.AppendRequest(nil, nil, c.Method, append(p, '}'))
+}

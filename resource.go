@@ -1,0 +1,325 @@
+package mcphandler
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"strings"
+
+	"github.com/mcphandler/mcphandler/internal/jsonrpc"
+)
+
+// Resource is a concrete resource the caller may list and read.
+//
+// See https://modelcontextprotocol.io/specification/2025-11-25/server/resources.
+type Resource struct {
+	URI         string       `json:"uri"`
+	Name        string       `json:"name"`
+	Title       string       `json:"title,omitempty"`
+	Description string       `json:"description,omitempty"`
+	MimeType    string       `json:"mimeType,omitempty"`
+	Size        int64        `json:"size,omitempty"`
+	Annotations *Annotations `json:"annotations,omitempty"`
+	Icons       []Icon       `json:"icons,omitempty"`
+	// MinRole is the least role that may see and read the resource.
+	MinRole string `json:"-"`
+}
+
+// ResourceTemplate describes a family of resources by an RFC 6570 (level 1)
+// URI template such as "docs://{id}". A URI that matches a template the
+// caller may see can be read.
+type ResourceTemplate struct {
+	URITemplate string       `json:"uriTemplate"`
+	Name        string       `json:"name"`
+	Title       string       `json:"title,omitempty"`
+	Description string       `json:"description,omitempty"`
+	MimeType    string       `json:"mimeType,omitempty"`
+	Annotations *Annotations `json:"annotations,omitempty"`
+	Icons       []Icon       `json:"icons,omitempty"`
+	// MinRole is the least role that may see and read the template's
+	// resources.
+	MinRole string `json:"-"`
+}
+
+// ListResourcesFunc returns the concrete resources the caller in ctx may
+// see. Role gates are applied by the handler.
+type ListResourcesFunc func(ctx context.Context) ([]Resource, error)
+
+// ListResourceTemplatesFunc returns the resource templates the caller in
+// ctx may see. Role gates are applied by the handler.
+type ListResourceTemplatesFunc func(ctx context.Context) ([]ResourceTemplate, error)
+
+// ReadResourceFunc returns the contents of the resource in req. It is only
+// called for a URI the caller may see: one of its resources, or one that
+// matches one of its templates. Return [ErrResourceNotFound] when the
+// resource does not exist after all.
+type ReadResourceFunc func(ctx context.Context, req *ResourceRequest) ([]ResourceContents, error)
+
+// ErrResourceNotFound, returned (wrapped) by a ReadResourceFunc, answers
+// "resource not found": -32002 on the 2025 revisions.
+var ErrResourceNotFound = errors.New("mcphandler: resource not found")
+
+// ResourceRequest is one resources/read.
+type ResourceRequest struct {
+	// URI is the URI being read.
+	URI string
+	// Resource is the matching concrete resource, or nil.
+	Resource *Resource
+	// Template is the matching template when no concrete resource
+	// matched, and Params holds its placeholder values.
+	Template *ResourceTemplate
+	Params   map[string]string
+	Identity Identity
+	*Exchange
+}
+
+// MatchTemplate reports whether uri matches the RFC 6570 level-1 template
+// tmpl and returns the placeholder values. A placeholder matches one or
+// more characters up to the literal text that follows it; a value never
+// contains "/" unless the placeholder ends the template.
+func MatchTemplate(tmpl, uri string) (map[string]string, bool) {
+	var vars map[string]string
+	for {
+		open := strings.IndexByte(tmpl, '{')
+		if open < 0 {
+			return vars, tmpl == uri
+		}
+		if !strings.HasPrefix(uri, tmpl[:open]) {
+			return nil, false
+		}
+		uri = uri[open:]
+		end := strings.IndexByte(tmpl[open:], '}')
+		if end < 0 {
+			return nil, false
+		}
+		name := tmpl[open+1 : open+end]
+		tmpl = tmpl[open+end+1:]
+		lit := tmpl
+		if i := strings.IndexByte(lit, '{'); i >= 0 {
+			lit = lit[:i]
+		}
+		var val string
+		switch {
+		case lit == "" && tmpl == "":
+			val, uri = uri, ""
+		case lit == "":
+			return nil, false // adjacent placeholders are ambiguous
+		default:
+			i := strings.Index(uri, lit)
+			if i < 0 {
+				return nil, false
+			}
+			val, uri = uri[:i], uri[i:]
+		}
+		if val == "" || (tmpl != "" && strings.Contains(val, "/")) {
+			return nil, false
+		}
+		if vars == nil {
+			vars = make(map[string]string, 2)
+		}
+		vars[name] = val
+	}
+}
+
+func (h *Handler) hasResources() bool {
+	return h.cfg.ListResources != nil || h.cfg.ListResourceTemplates != nil
+}
+
+func (h *Handler) visibleResources(ctx context.Context, id Identity) ([]Resource, error) {
+	if h.cfg.ListResources == nil {
+		return nil, nil
+	}
+	rs, err := h.cfg.ListResources(ctx)
+	if err != nil {
+		return nil, err
+	}
+	return gate(h, rs, id, func(r *Resource) string { return r.MinRole }), nil
+}
+
+func (h *Handler) visibleTemplates(ctx context.Context, id Identity) ([]ResourceTemplate, error) {
+	if h.cfg.ListResourceTemplates == nil {
+		return nil, nil
+	}
+	ts, err := h.cfg.ListResourceTemplates(ctx)
+	if err != nil {
+		return nil, err
+	}
+	return gate(h, ts, id, func(t *ResourceTemplate) string { return t.MinRole }), nil
+}
+
+// gate returns the entries of list whose role gate admits id, without
+// modifying the host's slice.
+func gate[T any](h *Handler, list []T, id Identity, minRole func(*T) string) []T {
+	for i := range list {
+		if !h.admits(minRole(&list[i]), id.Role) {
+			out := make([]T, i, len(list))
+			copy(out, list[:i])
+			for j := i + 1; j < len(list); j++ {
+				if h.admits(minRole(&list[j]), id.Role) {
+					out = append(out, list[j])
+				}
+			}
+			return out
+		}
+	}
+	return list
+}
+
+// findResource resolves uri among what the caller may see: a concrete
+// resource first, then the first matching template.
+func (h *Handler) findResource(ctx context.Context, id Identity, uri string) (*ResourceRequest, bool, error) {
+	rs, err := h.visibleResources(ctx, id)
+	if err != nil {
+		return nil, false, err
+	}
+	for i := range rs {
+		if rs[i].URI == uri {
+			return &ResourceRequest{URI: uri, Resource: &rs[i], Identity: id}, true, nil
+		}
+	}
+	ts, err := h.visibleTemplates(ctx, id)
+	if err != nil {
+		return nil, false, err
+	}
+	for i := range ts {
+		if vars, ok := MatchTemplate(ts[i].URITemplate, uri); ok {
+			return &ResourceRequest{URI: uri, Template: &ts[i], Params: vars, Identity: id}, true, nil
+		}
+	}
+	return nil, false, nil
+}
+
+// errResourceNotFound is the one answer for a resource that does not exist
+// or that the caller may not see.
+func errResourceNotFound(uri string) *jsonrpc.Error {
+	data, _ := json.Marshal(map[string]string{"uri": uri})
+	return &jsonrpc.Error{Code: CodeResourceNotFound, Message: "Resource not found", Data: data}
+}
+
+type uriParams struct {
+	URI string `json:"uri"`
+}
+
+func (h *Handler) listResources(rq *request, m *jsonrpc.Message) {
+	rs, err := h.visibleResources(rq.ctx, rq.id)
+	if err != nil {
+		h.hookFailed(rq, m, "ListResources", err)
+		return
+	}
+	listPage(rq, m, "resources", rs)
+}
+
+func (h *Handler) listTemplates(rq *request, m *jsonrpc.Message) {
+	ts, err := h.visibleTemplates(rq.ctx, rq.id)
+	if err != nil {
+		h.hookFailed(rq, m, "ListResourceTemplates", err)
+		return
+	}
+	listPage(rq, m, "resourceTemplates", ts)
+}
+
+// listPage answers a list method with one page of entries, marshalled with
+// encoding/json.
+func listPage[T any](rq *request, m *jsonrpc.Message, key string, entries []T) {
+	lo, hi, next, perr := rq.h.page(m.Params, len(entries))
+	if perr != nil {
+		rq.fail(m.ID, perr)
+		return
+	}
+	page := entries[lo:hi]
+	if page == nil {
+		page = []T{}
+	}
+	res := map[string]any{key: page}
+	if next != "" {
+		res["nextCursor"] = next
+	}
+	b, err := json.Marshal(res)
+	if err != nil {
+		rq.h.hookFailed(rq, m, "encoding "+key, err)
+		return
+	}
+	rq.reply(m.ID, b)
+}
+
+func (h *Handler) readResource(rq *request, m *jsonrpc.Message) {
+	var p uriParams
+	if json.Unmarshal(m.Params, &p) != nil || p.URI == "" {
+		rq.fail(m.ID, invalidParams("Invalid params: uri is required"))
+		return
+	}
+	req, ok, err := h.findResource(rq.ctx, rq.id, p.URI)
+	if err != nil {
+		h.hookFailed(rq, m, "ListResources", err)
+		return
+	}
+	if !ok || h.cfg.ReadResource == nil {
+		rq.fail(m.ID, errResourceNotFound(p.URI))
+		return
+	}
+	req.Exchange = rq.exchange(m)
+	contents, err := h.cfg.ReadResource(rq.ctx, req)
+	switch {
+	case errors.Is(err, ErrResourceNotFound):
+		rq.fail(m.ID, errResourceNotFound(p.URI))
+		return
+	case err != nil:
+		h.hookFailed(rq, m, "ReadResource", err)
+		return
+	}
+	if contents == nil {
+		contents = []ResourceContents{}
+	}
+	b, err := json.Marshal(map[string]any{"contents": contents})
+	if err != nil {
+		h.hookFailed(rq, m, "encoding resource", err)
+		return
+	}
+	rq.reply(m.ID, b)
+}
+
+// subscribe records a resources/subscribe (or unsubscribe) in the session.
+// Only a resource the caller may read can be subscribed to.
+func (h *Handler) subscribe(rq *request, m *jsonrpc.Message, on bool) {
+	var p uriParams
+	if json.Unmarshal(m.Params, &p) != nil || p.URI == "" {
+		rq.fail(m.ID, invalidParams("Invalid params: uri is required"))
+		return
+	}
+	if on {
+		if _, ok, err := h.findResource(rq.ctx, rq.id, p.URI); err != nil {
+			h.hookFailed(rq, m, "ListResources", err)
+			return
+		} else if !ok {
+			rq.fail(m.ID, errResourceNotFound(p.URI))
+			return
+		}
+	}
+	if rq.sess != nil {
+		subs := rq.sess.Subscriptions
+		i := indexOf(subs, p.URI)
+		switch {
+		case on && i < 0:
+			rq.sess.Subscriptions = append(subs, p.URI)
+		case !on && i >= 0:
+			rq.sess.Subscriptions = append(subs[:i:i], subs[i+1:]...)
+		default:
+			rq.reply(m.ID, emptyResult)
+			return
+		}
+		if err := h.cfg.Store.Update(rq.ctx, rq.sess); err != nil {
+			h.storeFailed(rq, m, err)
+			return
+		}
+	}
+	rq.reply(m.ID, emptyResult)
+}
+
+func indexOf(list []string, s string) int {
+	for i, v := range list {
+		if v == s {
+			return i
+		}
+	}
+	return -1
+}
