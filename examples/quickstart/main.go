@@ -73,8 +73,9 @@ type doc struct {
 
 // demo holds the tenants' documents and invoices, and its tools, built once.
 type demo struct {
-	mu       sync.Mutex // guards docs
+	mu       sync.Mutex // guards docs and bodies
 	docs     map[string][]doc
+	bodies   map[string]string // by tenant + "/" + id
 	invoices atomic.Int64
 
 	whoami, searchDocs, deleteDoc, createInvoice mcphandler.Tool
@@ -84,6 +85,12 @@ func newDemo() *demo {
 	d := &demo{docs: map[string][]doc{
 		"acme":   {{"a1", "Q3 roadmap"}, {"a2", "Incident 42 postmortem"}, {"a3", "Onboarding guide"}},
 		"globex": {{"g1", "Price list"}, {"g2", "Supplier contracts"}},
+	}, bodies: map[string]string{
+		"acme/a1":   "Q3 roadmap: ship the billing revamp, retire the v1 API, open the Berlin office.",
+		"acme/a2":   "Incident 42 postmortem: a config push disabled TLS renewal; certificates expired for 47 minutes.",
+		"acme/a3":   "Onboarding guide: get a laptop, read the handbook, pair with your buddy in week one.",
+		"globex/g1": "Price list: widgets 4 EUR, gizmos 11 EUR, volume discounts above 1000 units.",
+		"globex/g2": "Supplier contracts: three suppliers, renewals due in March, penalties for late delivery.",
 	}}
 	d.whoami = d.whoamiTool()
 	d.searchDocs = d.searchDocsTool()
@@ -101,11 +108,60 @@ func (d *demo) handler() *mcphandler.Handler {
 		Roles:        []string{"viewer", "editor", "admin"},
 		ListTools:    d.listTools,
 		BeforeCall:   beforeCall,
+		ListResourceTemplates: func(context.Context) ([]mcphandler.ResourceTemplate, error) {
+			return []mcphandler.ResourceTemplate{{
+				URITemplate: "docs://{id}", Name: "doc", Title: "A document of your workspace",
+				Description: "The text of one document; find ids with search_docs.", MimeType: "text/plain",
+			}}, nil
+		},
+		ReadResource: d.readDoc,
+		ListPrompts: func(context.Context) ([]mcphandler.Prompt, error) {
+			return []mcphandler.Prompt{{
+				Name: "summarize_doc", Title: "Summarize a document",
+				Description: "Asks the model to summarize one document of your workspace, embedded in the prompt.",
+				Arguments:   []mcphandler.PromptArgument{{Name: "id", Description: "The document id, e.g. a1.", Required: true}},
+			}}, nil
+		},
+		GetPrompt: d.summarizePrompt,
 		OnCall: func(ev mcphandler.CallEvent) {
 			log.Printf("call tool=%s tenant=%s subject=%s outcome=%s error=%s in %v",
 				ev.Tool, ev.Identity.Tenant, ev.Identity.Subject, ev.Outcome, ev.ErrorClass, ev.Duration)
 		},
 	})
+}
+
+// body returns the text of the caller's tenant's document id.
+func (d *demo) body(tenant, id string) (string, bool) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if !slices.ContainsFunc(d.docs[tenant], func(dc doc) bool { return dc.ID == id }) {
+		return "", false
+	}
+	return d.bodies[tenant+"/"+id], true
+}
+
+// readDoc serves docs://{id} from the caller's own tenant only.
+func (d *demo) readDoc(_ context.Context, req *mcphandler.ResourceRequest) ([]mcphandler.ResourceContents, error) {
+	text, ok := d.body(req.Identity.Tenant, req.Params["id"])
+	if !ok {
+		return nil, mcphandler.ErrResourceNotFound
+	}
+	return []mcphandler.ResourceContents{{URI: req.URI, MimeType: "text/plain", Text: text}}, nil
+}
+
+func (d *demo) summarizePrompt(_ context.Context, req *mcphandler.PromptRequest) (*mcphandler.PromptResult, error) {
+	id := req.Arguments["id"]
+	text, ok := d.body(req.Identity.Tenant, id)
+	if !ok {
+		return nil, mcphandler.NewError(mcphandler.CodeInvalidParams, "no document with that id")
+	}
+	return &mcphandler.PromptResult{
+		Description: "Summarize document " + id,
+		Messages: []mcphandler.PromptMessage{
+			{Role: "user", Content: mcphandler.TextContent("Summarize this document in three bullet points.")},
+			{Role: "user", Content: mcphandler.EmbeddedResourceContent(mcphandler.ResourceContents{URI: "docs://" + id, MimeType: "text/plain", Text: text})},
+		},
+	}, nil
 }
 
 // beforeCall asks a human before any destructive tool runs.

@@ -177,3 +177,36 @@ func TestCreateInvoice(t *testing.T) {
 		t.Fatalf("acme calling globex's tool: %v", err)
 	}
 }
+
+func TestDocsResourceIsTenantScoped(t *testing.T) {
+	ctx := context.Background()
+	acme := connect(t, "acme-viewer")
+	raw, err := acme.Call(ctx, "resources/read", map[string]any{"uri": "docs://a2"})
+	if err != nil || !strings.Contains(string(raw), "Incident 42 postmortem: a config push") {
+		t.Fatalf("acme reading a2: %s %v", raw, err)
+	}
+	var re *mcptest.RPCError
+	if _, err := acme.Call(ctx, "resources/read", map[string]any{"uri": "docs://g1"}); !errors.As(err, &re) || re.Code != -32002 {
+		t.Fatalf("acme reading globex's g1: %v", err)
+	}
+	raw, err = acme.Call(ctx, "resources/templates/list", nil)
+	if err != nil || !strings.Contains(string(raw), `"uriTemplate":"docs://{id}"`) {
+		t.Fatalf("templates: %s %v", raw, err)
+	}
+}
+
+func TestSummarizePrompt(t *testing.T) {
+	ctx := context.Background()
+	globex := connect(t, "globex-editor")
+	raw, err := globex.Call(ctx, "prompts/get", map[string]any{"name": "summarize_doc", "arguments": map[string]string{"id": "g2"}})
+	if err != nil || !strings.Contains(string(raw), `"type":"resource"`) || !strings.Contains(string(raw), "Supplier contracts: three suppliers") {
+		t.Fatalf("prompt: %s %v", raw, err)
+	}
+	var re *mcptest.RPCError
+	if _, err := globex.Call(ctx, "prompts/get", map[string]any{"name": "summarize_doc", "arguments": map[string]string{"id": "a1"}}); !errors.As(err, &re) || re.Code != -32602 {
+		t.Fatalf("globex summarizing acme's a1: %v", err)
+	}
+	if _, err := globex.Call(ctx, "prompts/get", map[string]any{"name": "summarize_doc"}); !errors.As(err, &re) || re.Code != -32602 {
+		t.Fatalf("missing id: %v", err)
+	}
+}
