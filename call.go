@@ -3,17 +3,11 @@ package mcphandler
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"runtime/debug"
-	"strings"
 	"time"
-	"unicode"
-	"unicode/utf8"
 
-	"github.com/mcphandler/mcphandler/elicitation"
 	"github.com/mcphandler/mcphandler/internal/jsonrpc"
-	"github.com/mcphandler/mcphandler/session"
 )
 
 type callParams struct {
@@ -25,9 +19,6 @@ type callParams struct {
 type metaParams struct {
 	ProgressToken json.RawMessage `json:"progressToken"`
 }
-
-// confirmField is the boolean the human ticks in a confirm form.
-const confirmField = "confirm"
 
 // callTool runs tools/call: find the tool among the caller's, validate the
 // arguments, ask BeforeCall, confirm if asked to, run, answer, report.
@@ -99,12 +90,15 @@ func (h *Handler) callTool(rq *request, m *jsonrpc.Message) {
 		rq.fail(m.ID, denyError(d))
 		return
 	case DecisionConfirm:
-		outcome, result := h.confirm(rq.ctx, call, d)
+		outcome, result := h.confirm(rq.ctx, call, d, &ev)
 		ev.Outcome = outcome
-		if outcome == OutcomeDisconnected {
+		switch {
+		case outcome == OutcomeDisconnected:
 			return // nobody is listening any more
-		}
-		if result != nil {
+		case outcome == OutcomeRevoked:
+			rq.fail(m.ID, errUnknownTool(p.Name))
+			return
+		case result != nil:
 			ev.IsError = result.IsError
 			rq.sendResult(m.ID, result)
 			return
@@ -201,72 +195,3 @@ func (h *Handler) emit(ev CallEvent) {
 	h.cfg.OnCall(ev)
 }
 
-// confirm asks the human to confirm call. It returns the outcome and, when
-// the tool must not run, the result to send (nil when it may run).
-func (h *Handler) confirm(ctx context.Context, call *ToolCall, d Decision) (Outcome, *ToolResult) {
-	x := call.Exchange
-	canAsk := x.sess != nil && !x.st.noSSE && x.caps.Has(session.CapElicitationForm)
-	if !canAsk {
-		if d.Fallback != nil {
-			return OutcomeFallback, d.Fallback
-		}
-		return OutcomeFallback, ErrorResult("Not run: " + call.Tool.Name + " needs a human confirmation, and this client cannot ask for one.")
-	}
-	msg := d.Message
-	if msg == "" {
-		msg = confirmMessage(call)
-	}
-	actx, cancel := context.WithTimeout(ctx, h.cfg.ConfirmTimeout)
-	defer cancel()
-	res, err := x.Elicit(actx, ElicitRequest{Message: msg, Schema: elicitation.Confirm(confirmField, "Confirm")})
-	switch {
-	case err == nil:
-	case errors.Is(err, ErrDisconnected), errors.Is(err, errStreamClosed):
-		return OutcomeDisconnected, nil
-	case ctx.Err() != nil:
-		return OutcomeCancelled, ErrorResult("Not run: the request was cancelled.")
-	case errors.Is(err, context.DeadlineExceeded):
-		return OutcomeTimedOut, ErrorResult("Not run: the confirmation of " + call.Tool.Name + " timed out.")
-	default:
-		return OutcomeDeclined, ErrorResult("Not run: the confirmation of " + call.Tool.Name + " failed.")
-	}
-	switch res.Action {
-	case elicitation.Accept:
-		if v, _ := res.Content[confirmField].(bool); v {
-			return OutcomeConfirmed, nil
-		}
-		return OutcomeDeclined, ErrorResult("Not run: the user did not confirm " + call.Tool.Name + ".")
-	case elicitation.Decline:
-		return OutcomeDeclined, ErrorResult("Not run: the user declined " + call.Tool.Name + ".")
-	default:
-		return OutcomeCancelled, ErrorResult("Not run: the user dismissed the confirmation of " + call.Tool.Name + ".")
-	}
-}
-
-// confirmMessage describes the call for a human: the tool and its
-// arguments, bounded and without control characters.
-func confirmMessage(call *ToolCall) string {
-	name := call.Tool.Title
-	if name == "" {
-		name = call.Tool.Name
-	}
-	return "Allow " + safeText(name, 80) + " to run with " + safeText(string(call.Arguments), 400) + "?"
-}
-
-// safeText drops control characters and bounds s to max runes.
-func safeText(s string, max int) string {
-	var b strings.Builder
-	n := 0
-	for _, r := range s {
-		if r == utf8.RuneError || unicode.IsControl(r) || unicode.Is(unicode.Cf, r) {
-			continue
-		}
-		if n == max {
-			b.WriteString("…")
-			break
-		}
-		b.WriteRune(r)
-		n++
-	}
-	return b.String()
-}

@@ -147,11 +147,37 @@ type ElicitRequest struct {
 // invalid one is an error. It returns [ErrCannotAsk] if the client did not
 // declare the needed elicitation mode.
 func (x *Exchange) Elicit(ctx context.Context, req ElicitRequest) (elicitation.Result, error) {
-	var params []byte
-	modes := x.version >= "2025-11-25"
+	res, _, err := x.elicit(ctx, newRequestID(), req)
+	return res, err
+}
+
+// elicit is Elicit with a chosen request id; it also returns the role of
+// the identity that answered.
+func (x *Exchange) elicit(ctx context.Context, id string, req ElicitRequest) (elicitation.Result, string, error) {
+	params, err := x.elicitParams(req)
+	if err != nil {
+		return elicitation.Result{}, "", err
+	}
+	a, err := x.requestID(ctx, id, "elicitation/create", params)
+	if err != nil {
+		return elicitation.Result{}, "", err
+	}
+	res, err := elicitation.ParseResult(a.result)
+	if err != nil {
+		return elicitation.Result{}, a.role, err
+	}
+	if res.Action == elicitation.Accept && req.Schema != nil {
+		if err := req.Schema.Validate(res.Content); err != nil {
+			return res, a.role, err
+		}
+	}
+	return res, a.role, nil
+}
+
+func (x *Exchange) elicitParams(req ElicitRequest) ([]byte, error) {
 	if req.URL != "" {
 		if !x.caps.Has(session.CapElicitationURL) {
-			return elicitation.Result{}, ErrCannotAsk
+			return nil, ErrCannotAsk
 		}
 		p := struct {
 			Mode          string `json:"mode"`
@@ -159,43 +185,28 @@ func (x *Exchange) Elicit(ctx context.Context, req ElicitRequest) (elicitation.R
 			URL           string `json:"url"`
 			ElicitationID string `json:"elicitationId"`
 		}{"url", req.Message, req.URL, req.ElicitationID}
-		params, _ = json.Marshal(p)
-	} else {
-		if !x.caps.Has(session.CapElicitationForm) {
-			return elicitation.Result{}, ErrCannotAsk
-		}
-		if req.Schema == nil {
-			return elicitation.Result{}, errors.New("mcphandler: Elicit: a form needs a Schema")
-		}
-		schema, err := json.Marshal(req.Schema)
-		if err != nil {
-			return elicitation.Result{}, err
-		}
-		params = make([]byte, 0, 64+len(req.Message)+len(schema))
-		params = append(params, '{')
-		if modes {
-			params = append(params, `"mode":"form",`...)
-		}
-		params = append(params, `"message":`...)
-		params = jsonrpc.AppendString(params, req.Message)
-		params = append(params, `,"requestedSchema":`...)
-		params = append(params, schema...)
-		params = append(params, '}')
+		return json.Marshal(p)
 	}
-	raw, err := x.request(ctx, "elicitation/create", params)
+	if !x.caps.Has(session.CapElicitationForm) {
+		return nil, ErrCannotAsk
+	}
+	if req.Schema == nil {
+		return nil, errors.New("mcphandler: Elicit: a form needs a Schema")
+	}
+	schema, err := json.Marshal(req.Schema)
 	if err != nil {
-		return elicitation.Result{}, err
+		return nil, err
 	}
-	res, err := elicitation.ParseResult(raw)
-	if err != nil {
-		return elicitation.Result{}, err
+	params := make([]byte, 0, 64+len(req.Message)+len(schema))
+	params = append(params, '{')
+	if x.version >= Version20251125 {
+		params = append(params, `"mode":"form",`...)
 	}
-	if res.Action == elicitation.Accept && req.Schema != nil {
-		if err := req.Schema.Validate(res.Content); err != nil {
-			return res, err
-		}
-	}
-	return res, nil
+	params = append(params, `"message":`...)
+	params = jsonrpc.AppendString(params, req.Message)
+	params = append(params, `,"requestedSchema":`...)
+	params = append(params, schema...)
+	return append(params, '}'), nil
 }
 
 // CreateMessage asks the client to sample its model (sampling/createMessage)
@@ -243,14 +254,35 @@ func replyChannel(sid, id string) string { return "reply/" + sid + "/" + id }
 // that only the client that received the request can answer it.
 func newRequestID() string { return "mcph-" + rand.Text() }
 
+// reply is what deliverResponse publishes to the waiting request: the
+// client's response and the role of the identity that sent it, so that a
+// confirm can re-check the role at execution time.
+type reply struct {
+	Role string          `json:"role"`
+	Msg  json.RawMessage `json:"msg"`
+}
+
 // request sends a server-to-client request on the stream and waits for the
-// client's answer, which arrives as a separate POST (see handleResponse).
+// client's answer, which arrives as a separate POST (see deliverResponse).
 // If ctx ends first, the client is told the request is cancelled.
 func (x *Exchange) request(ctx context.Context, method string, params []byte) (json.RawMessage, error) {
+	r, err := x.requestID(ctx, newRequestID(), method, params)
+	if err != nil {
+		return nil, err
+	}
+	return r.result, nil
+}
+
+type answer struct {
+	result json.RawMessage
+	role   string // the role of the identity that answered
+}
+
+// requestID is request with a caller-chosen, unguessable id.
+func (x *Exchange) requestID(ctx context.Context, id, method string, params []byte) (*answer, error) {
 	if x.sess == nil || x.st == nil || x.st.noSSE {
 		return nil, ErrCannotAsk
 	}
-	id := newRequestID()
 	sub, err := x.h.cfg.Store.Subscribe(ctx, replyChannel(x.sess.ID, id))
 	if err != nil {
 		return nil, err
@@ -265,14 +297,15 @@ func (x *Exchange) request(ctx context.Context, method string, params []byte) (j
 		if !ok {
 			return nil, errStreamClosed
 		}
+		var r reply
 		var m jsonrpc.Message
-		if err := jsonrpc.Decode(b, &m); err != nil {
+		if json.Unmarshal(b, &r) != nil || jsonrpc.Decode(r.Msg, &m) != nil {
 			return nil, errors.New("mcphandler: malformed client response")
 		}
 		if m.Error != nil {
 			return nil, &ClientError{Code: m.Error.Code, Message: m.Error.Message}
 		}
-		return m.Result, nil
+		return &answer{result: m.Result, role: r.Role}, nil
 	case <-x.gone:
 		return nil, ErrDisconnected
 	case <-ctx.Done():

@@ -478,19 +478,25 @@ func (b *batchWriter) WriteHeader(int)             {}
 
 // deliverResponse hands a client's response to the server request waiting
 // for it, on whichever replica it waits. It reports false for a response
-// nobody waits for (unknown, answered, or timed-out id).
+// nobody waits for (unknown, answered, or timed-out id). An answer to a
+// confirm is accepted once only, from the identity and session it was
+// asked of (see claimAnswer).
 func (h *Handler) deliverResponse(rq *request, m *jsonrpc.Message) bool {
 	if rq.sess == nil {
 		return false
 	}
 	var id string
-	if err := json.Unmarshal(m.ID, &id); err != nil || !strings.HasPrefix(id, "mcph-") {
+	if err := json.Unmarshal(m.ID, &id); err != nil || !strings.HasPrefix(id, "mcph") {
 		return false
 	}
-	b := jsonrpc.AppendResult(nil, m.ID, m.Result)
-	if m.Error != nil {
-		b = jsonrpc.AppendError(nil, m.ID, m.Error)
+	if isConfirmID(id) && !h.claimAnswer(rq, id) {
+		return false
 	}
+	resp := jsonrpc.AppendResult(nil, m.ID, m.Result)
+	if m.Error != nil {
+		resp = jsonrpc.AppendError(nil, m.ID, m.Error)
+	}
+	b, _ := json.Marshal(reply{Role: rq.id.Role, Msg: resp})
 	n, err := h.cfg.Store.Publish(rq.r.Context(), replyChannel(rq.sess.ID, id), b)
 	if err != nil {
 		h.logger().Error("mcphandler: session store", "err", err)

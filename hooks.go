@@ -6,6 +6,8 @@ import (
 	"net/http"
 	"strconv"
 	"time"
+
+	"github.com/mcphandler/mcphandler/elicitation"
 )
 
 // Identity is who is calling, as decided by [Config.Authenticate].
@@ -92,6 +94,12 @@ type Decision struct {
 	Code int
 	// RetryAfter, with CodeRateLimited, tells the client how long to wait.
 	RetryAfter time.Duration
+	// Form, with a Confirm, is the form shown to the human instead of the
+	// default one (a required "confirm" box), and Expect holds the values
+	// the answer must carry for the tool to run — e.g. a field where the
+	// human types the id of what is deleted. See [Decision.WithForm].
+	Form   *elicitation.Schema
+	Expect map[string]any
 	// Fallback is returned instead of running the tool when a Confirm
 	// cannot be asked (the client declared no elicitation, or the handler
 	// is stateless). If nil, such a call fails closed with a tool error
@@ -125,6 +133,13 @@ func (d Decision) WithFallback(r *ToolResult) Decision {
 	return d
 }
 
+// WithForm returns d with a custom confirm form: the tool runs only if the
+// human accepts and every field in expect has exactly that value.
+func (d Decision) WithForm(form *elicitation.Schema, expect map[string]any) Decision {
+	d.Form, d.Expect = form, expect
+	return d
+}
+
 // Outcome says how a tools/call ended, in [CallEvent].
 type Outcome string
 
@@ -140,6 +155,12 @@ const (
 	OutcomeFallback     Outcome = "fallback"     // the client could not be asked; the fallback was sent
 	OutcomeNotFound     Outcome = "not_found"    // no such tool for this caller
 	OutcomeError        Outcome = "error"        // bad arguments or a failing hook; it did not run
+	// OutcomeRevoked: the human accepted, but by then the caller could no
+	// longer see the tool (role or plan changed); it did not run.
+	OutcomeRevoked Outcome = "revoked"
+	// OutcomeReplayRefused: an answer for a confirm that was already
+	// answered, expired, or asked of someone else; nothing ran.
+	OutcomeReplayRefused Outcome = "replay_refused"
 )
 
 // CallEvent describes one finished tools/call.
@@ -159,4 +180,8 @@ type CallEvent struct {
 	// ErrorClass is the class of a failed call ("timeout",
 	// "backend_unavailable", "bad_args", "not_found", "internal"), or "".
 	ErrorClass string
+	// ConfirmID links the events of one confirm: the call that asked, a
+	// refused replay of its answer, and (on 2026-07-28) the retry that
+	// ran it. Empty when no confirm was involved.
+	ConfirmID string
 }

@@ -1,0 +1,195 @@
+package mcphandler
+
+import (
+	"context"
+	"crypto/rand"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"strings"
+	"time"
+	"unicode"
+	"unicode/utf8"
+
+	"github.com/mcphandler/mcphandler/elicitation"
+	"github.com/mcphandler/mcphandler/session"
+)
+
+// confirmField is the boolean the human ticks in the default confirm form.
+const confirmField = "confirm"
+
+// confirmPrefix marks the request ids of confirm elicitations, whose
+// answers are claimed atomically in the store.
+const confirmPrefix = "mcphc-"
+
+func isConfirmID(id string) bool { return strings.HasPrefix(id, confirmPrefix) }
+
+func confirmKey(id string) string { return "confirm/" + id }
+
+// confirmRecord is what the store holds for a pending confirm: it binds the
+// answer to the session and identity that were asked, and to the tool and
+// arguments that were shown. State moves pending → answered (by the one
+// answer accepted) or pending → closed (when the asker gave up).
+type confirmRecord struct {
+	State   string `json:"st"`
+	Session string `json:"sid"`
+	Owner   string `json:"own"`
+	Tool    string `json:"tool"`
+	Digest  string `json:"args"`
+}
+
+func (r confirmRecord) encode() []byte { b, _ := json.Marshal(r); return b }
+
+func argsDigest(args []byte) string {
+	sum := sha256.Sum256(args)
+	return hex.EncodeToString(sum[:])
+}
+
+// ConfirmDestructive returns a BeforeCall policy that asks a human to
+// confirm every tool whose annotations mark it destructive (see
+// [Tool.Destructive]) and defers everything else to next (Allow when nil).
+// A Deny or Confirm from next wins over the policy's own confirm.
+func ConfirmDestructive(next BeforeCallFunc) BeforeCallFunc {
+	return func(ctx context.Context, call *ToolCall) (Decision, error) {
+		d := Allow()
+		if next != nil {
+			var err error
+			if d, err = next(ctx, call); err != nil {
+				return d, err
+			}
+		}
+		if d.Kind == DecisionAllow && call.Tool.Destructive() {
+			return Confirm(confirmMessage(call)), nil
+		}
+		return d, nil
+	}
+}
+
+// confirm asks the human to confirm call. It returns the outcome and, when
+// the tool must not run, the result to send (nil when it may run).
+//
+// The question is an elicitation with an unguessable id whose record in
+// the store binds the answer to this session, identity, tool and
+// arguments; deliverResponse accepts one answer only. When the answer
+// comes, the tool's visibility is checked again with the answering
+// identity's role.
+func (h *Handler) confirm(ctx context.Context, call *ToolCall, d Decision, ev *CallEvent) (Outcome, *ToolResult) {
+	x := call.Exchange
+	canAsk := x.sess != nil && !x.st.noSSE && x.caps.Has(session.CapElicitationForm)
+	if !canAsk {
+		if d.Fallback != nil {
+			return OutcomeFallback, d.Fallback
+		}
+		return OutcomeFallback, ErrorResult("Not run: " + call.Tool.Name + " needs a human confirmation, and this client cannot ask for one.")
+	}
+	id := confirmPrefix + rand.Text()
+	ev.ConfirmID = id
+	rec := confirmRecord{State: "pending", Session: x.sess.ID, Owner: call.Identity.key(), Tool: call.Tool.Name, Digest: argsDigest(call.Arguments)}
+	pending := rec.encode()
+	ttl := h.cfg.ConfirmTimeout + time.Minute
+	if ok, err := h.cfg.Store.PutIfAbsent(ctx, confirmKey(id), pending, ttl); err != nil || !ok {
+		h.logger().Error("mcphandler: storing a confirm", "err", err)
+		return OutcomeError, ErrorResult("Not run: the confirmation could not be recorded.")
+	}
+	// Whatever happens next, a pending confirm can no longer be answered.
+	defer func() {
+		rec.State = "closed"
+		h.cfg.Store.CompareAndSwap(context.WithoutCancel(ctx), confirmKey(id), pending, rec.encode(), ttl)
+	}()
+
+	form, expect := d.Form, d.Expect
+	if form == nil {
+		form, expect = elicitation.Confirm(confirmField, "Confirm"), map[string]any{confirmField: true}
+	}
+	msg := d.Message
+	if msg == "" {
+		msg = confirmMessage(call)
+	}
+	actx, cancel := context.WithTimeout(ctx, h.cfg.ConfirmTimeout)
+	defer cancel()
+	res, role, err := x.elicit(actx, id, ElicitRequest{Message: safeText(msg, 1000), Schema: form})
+	switch {
+	case err == nil:
+	case errors.Is(err, ErrDisconnected), errors.Is(err, errStreamClosed):
+		return OutcomeDisconnected, nil
+	case ctx.Err() != nil:
+		return OutcomeCancelled, ErrorResult("Not run: the request was cancelled.")
+	case errors.Is(err, context.DeadlineExceeded):
+		return OutcomeTimedOut, ErrorResult("Not run: the confirmation of " + call.Tool.Name + " timed out.")
+	default:
+		return OutcomeDeclined, ErrorResult("Not run: the confirmation of " + call.Tool.Name + " failed.")
+	}
+	switch res.Action {
+	case elicitation.Accept:
+	case elicitation.Decline:
+		return OutcomeDeclined, ErrorResult("Not run: the user declined " + call.Tool.Name + ".")
+	default:
+		return OutcomeCancelled, ErrorResult("Not run: the user dismissed the confirmation of " + call.Tool.Name + ".")
+	}
+	for field, want := range expect {
+		if !res.Confirmed(form, field, want) {
+			return OutcomeDeclined, ErrorResult("Not run: the user did not confirm " + call.Tool.Name + ".")
+		}
+	}
+	// Re-check: the caller may have lost the tool while the human thought.
+	now := call.Identity
+	now.Role = role
+	if _, ok, err := h.findTool(ctx, now, call.Tool.Name); err != nil || !ok {
+		return OutcomeRevoked, nil
+	}
+	return OutcomeConfirmed, nil
+}
+
+// claimAnswer accepts the answer to confirm id once: only while it is
+// pending, and only from the session and identity it was asked of. A
+// refused answer is reported to OnCall as a replay.
+func (h *Handler) claimAnswer(rq *request, id string) bool {
+	ctx := rq.r.Context()
+	old, err := h.cfg.Store.Load(ctx, confirmKey(id))
+	if err != nil {
+		return false
+	}
+	var rec confirmRecord
+	if json.Unmarshal(old, &rec) != nil {
+		return false
+	}
+	if rec.State == "pending" && rec.Session == rq.sess.ID && rec.Owner == rq.id.key() {
+		rec.State = "answered"
+		if ok, err := h.cfg.Store.CompareAndSwap(ctx, confirmKey(id), old, rec.encode(), h.cfg.ConfirmTimeout+time.Minute); err == nil && ok {
+			return true
+		}
+	}
+	if h.cfg.OnCall != nil {
+		h.emit(CallEvent{Tool: rec.Tool, Identity: rq.id, SessionID: rq.sess.ID, Outcome: OutcomeReplayRefused, ConfirmID: id})
+	}
+	return false
+}
+
+// confirmMessage describes the call for a human: the tool and its
+// arguments, bounded and without control characters.
+func confirmMessage(call *ToolCall) string {
+	name := call.Tool.Title
+	if name == "" {
+		name = call.Tool.Name
+	}
+	return "Allow " + safeText(name, 80) + " to run with " + safeText(string(call.Arguments), 400) + "?"
+}
+
+// safeText drops control and format characters and bounds s to max runes.
+func safeText(s string, max int) string {
+	var b strings.Builder
+	n := 0
+	for _, r := range s {
+		if r == utf8.RuneError || unicode.IsControl(r) || unicode.Is(unicode.Cf, r) {
+			continue
+		}
+		if n == max {
+			b.WriteString("…")
+			break
+		}
+		b.WriteRune(r)
+		n++
+	}
+	return b.String()
+}
