@@ -194,4 +194,3 @@ func (h *Handler) emit(ev CallEvent) {
 	}()
 	h.cfg.OnCall(ev)
 }
-
