@@ -62,6 +62,10 @@ func (h *Handler) callTool(rq *request, m *jsonrpc.Message) {
 		rq.fail(m.ID, errUnknownTool(p.Name))
 		return
 	}
+	if h.stepUp(rq, m, tool.Scopes) {
+		ev.Outcome = OutcomeDenied
+		return
+	}
 	x := rq.newExchange(p.Meta)
 	call := &ToolCall{Tool: tool, Arguments: args, Identity: rq.id, SessionID: rq.info.sessionID, Exchange: x}
 

@@ -2,6 +2,7 @@ package mcphandler
 
 import (
 	"log/slog"
+	"net/http"
 	"time"
 
 	"github.com/mcphandler/mcphandler/session"
@@ -34,6 +35,17 @@ type Config struct {
 	// Identity.Role is at or above it. A MinRole missing from Roles admits
 	// nobody; a caller role missing from Roles passes only ungated entries.
 	Roles []string
+
+	// HideOutOfScope hides tools, resources and prompts whose Scopes the
+	// caller's token lacks, exactly as if they did not exist. If false
+	// (the default), they are listed, and using one answers HTTP 403 with
+	// an insufficient_scope challenge so that the client can ask the user
+	// for more scopes (step-up authorization).
+	HideOutOfScope bool
+	// ScopeChallenge returns the WWW-Authenticate value of that 403, given
+	// the scopes the operation needs. If nil,
+	// `Bearer error="insufficient_scope", scope="<scopes>"` is used.
+	ScopeChallenge func(r *http.Request, scopes []string) string
 
 	// ListTools returns the caller's tools. It backs both tools/list and
 	// the tools/call lookup. If nil, the server has no tools capability.

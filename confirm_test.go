@@ -30,6 +30,8 @@ func confirmID(t *testing.T, c *mcptest.Client) json.RawMessage {
 	return nil
 }
 
+func errorsAs(err error, target **mcptest.HTTPError) bool { return errors.As(err, target) }
+
 func isHTTP(err error, status int) bool {
 	var he *mcptest.HTTPError
 	return errors.As(err, &he) && he.Status == status

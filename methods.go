@@ -329,19 +329,6 @@ func (h *Handler) setLevel(rq *request, m *jsonrpc.Message) {
 	rq.reply(m.ID, emptyResult)
 }
 
-// admits reports whether role passes the gate minRole.
-func (h *Handler) admits(minRole, role string) bool {
-	if minRole == "" {
-		return true
-	}
-	need, ok := h.roleRank[minRole]
-	if !ok {
-		return false
-	}
-	have, ok := h.roleRank[role]
-	return ok && have >= need
-}
-
 // visibleTools returns the caller's tools with role gates applied. The
 // host's slice is never modified.
 func (h *Handler) visibleTools(ctx context.Context, id Identity) ([]Tool, error) {
@@ -349,7 +336,7 @@ func (h *Handler) visibleTools(ctx context.Context, id Identity) ([]Tool, error)
 	if err != nil {
 		return nil, err
 	}
-	return gate(h, tools, id, func(t *Tool) string { return t.MinRole }), nil
+	return gate(h, tools, id, func(t *Tool) gates { return gates{t.MinRole, t.Scopes} }), nil
 }
 
 // findTool returns the caller's tool called name, or false when it does not
@@ -361,10 +348,7 @@ func (h *Handler) findTool(ctx context.Context, id Identity, name string) (Tool,
 	}
 	for i := range tools {
 		if tools[i].Name == name {
-			if h.admits(tools[i].MinRole, id.Role) {
-				return tools[i], true, nil
-			}
-			return Tool{}, false, nil
+			return tools[i], h.visible(gates{tools[i].MinRole, tools[i].Scopes}, id), nil
 		}
 	}
 	return Tool{}, false, nil

@@ -19,6 +19,8 @@ type Prompt struct {
 	Icons       []Icon           `json:"icons,omitempty"`
 	// MinRole is the least role that may see and get the prompt.
 	MinRole string `json:"-"`
+	// Scopes are the OAuth scopes a caller's token needs to get it.
+	Scopes []string `json:"-"`
 }
 
 // PromptArgument is one argument of a prompt. Required arguments are
@@ -88,7 +90,7 @@ func (h *Handler) visiblePrompts(ctx context.Context, id Identity) ([]Prompt, er
 	if err != nil {
 		return nil, err
 	}
-	return gate(h, ps, id, func(p *Prompt) string { return p.MinRole }), nil
+	return gate(h, ps, id, func(p *Prompt) gates { return gates{p.MinRole, p.Scopes} }), nil
 }
 
 func (h *Handler) findPrompt(ctx context.Context, id Identity, name string) (*Prompt, error) {
@@ -139,6 +141,9 @@ func (h *Handler) getPrompt(rq *request, m *jsonrpc.Message) {
 	}
 	if prompt == nil || h.cfg.GetPrompt == nil {
 		rq.fail(m.ID, errUnknownPrompt(p.Name))
+		return
+	}
+	if h.stepUp(rq, m, prompt.Scopes) {
 		return
 	}
 	for _, a := range prompt.Arguments {

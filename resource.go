@@ -23,6 +23,8 @@ type Resource struct {
 	Icons       []Icon       `json:"icons,omitempty"`
 	// MinRole is the least role that may see and read the resource.
 	MinRole string `json:"-"`
+	// Scopes are the OAuth scopes a caller's token needs to read it.
+	Scopes []string `json:"-"`
 }
 
 // ResourceTemplate describes a family of resources by an RFC 6570 (level 1)
@@ -39,6 +41,8 @@ type ResourceTemplate struct {
 	// MinRole is the least role that may see and read the template's
 	// resources.
 	MinRole string `json:"-"`
+	// Scopes are the OAuth scopes a caller's token needs to read them.
+	Scopes []string `json:"-"`
 }
 
 // ListResourcesFunc returns the concrete resources the caller in ctx may
@@ -71,6 +75,13 @@ type ResourceRequest struct {
 	Params   map[string]string
 	Identity Identity
 	*Exchange
+}
+
+func (r *ResourceRequest) scopes() []string {
+	if r.Resource != nil {
+		return r.Resource.Scopes
+	}
+	return r.Template.Scopes
 }
 
 // MatchTemplate reports whether uri matches the RFC 6570 level-1 template
@@ -133,7 +144,7 @@ func (h *Handler) visibleResources(ctx context.Context, id Identity) ([]Resource
 	if err != nil {
 		return nil, err
 	}
-	return gate(h, rs, id, func(r *Resource) string { return r.MinRole }), nil
+	return gate(h, rs, id, func(r *Resource) gates { return gates{r.MinRole, r.Scopes} }), nil
 }
 
 func (h *Handler) visibleTemplates(ctx context.Context, id Identity) ([]ResourceTemplate, error) {
@@ -144,25 +155,7 @@ func (h *Handler) visibleTemplates(ctx context.Context, id Identity) ([]Resource
 	if err != nil {
 		return nil, err
 	}
-	return gate(h, ts, id, func(t *ResourceTemplate) string { return t.MinRole }), nil
-}
-
-// gate returns the entries of list whose role gate admits id, without
-// modifying the host's slice.
-func gate[T any](h *Handler, list []T, id Identity, minRole func(*T) string) []T {
-	for i := range list {
-		if !h.admits(minRole(&list[i]), id.Role) {
-			out := make([]T, i, len(list))
-			copy(out, list[:i])
-			for j := i + 1; j < len(list); j++ {
-				if h.admits(minRole(&list[j]), id.Role) {
-					out = append(out, list[j])
-				}
-			}
-			return out
-		}
-	}
-	return list
+	return gate(h, ts, id, func(t *ResourceTemplate) gates { return gates{t.MinRole, t.Scopes} }), nil
 }
 
 // findResource resolves uri among what the caller may see: a concrete
@@ -255,6 +248,10 @@ func (h *Handler) readResource(rq *request, m *jsonrpc.Message) {
 	}
 	if !ok || h.cfg.ReadResource == nil {
 		rq.fail(m.ID, errResourceNotFound(p.URI))
+		return
+	}
+	need := req.scopes()
+	if h.stepUp(rq, m, need) {
 		return
 	}
 	req.Exchange = rq.exchange(m)

@@ -33,6 +33,9 @@ type Tool struct {
 	// MinRole is the least role that may see and call the tool (see
 	// [Config.Roles]). Empty means every caller.
 	MinRole string
+	// Scopes are the OAuth scopes a caller's token needs to call the tool
+	// (see [Config.HideOutOfScope] for whether it is listed without them).
+	Scopes []string
 	// Handler runs the tool. A tool without a Handler is listed but every
 	// call to it fails with an internal tool error.
 	Handler ToolHandler

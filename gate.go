@@ -1,0 +1,82 @@
+package mcphandler
+
+import (
+	"encoding/json"
+	"net/http"
+	"slices"
+	"strings"
+
+	"github.com/mcphandler/mcphandler/internal/jsonrpc"
+)
+
+// gates are the restrictions of one tool, resource, template or prompt: a
+// least role and the OAuth scopes a caller's token needs.
+type gates struct {
+	minRole string
+	scopes  []string
+}
+
+// admits reports whether role passes the gate minRole.
+func (h *Handler) admits(minRole, role string) bool {
+	if minRole == "" {
+		return true
+	}
+	need, ok := h.roleRank[minRole]
+	if !ok {
+		return false
+	}
+	have, ok := h.roleRank[role]
+	return ok && have >= need
+}
+
+// visible reports whether an entry with gates g exists for id: its role
+// admits id and, when out-of-scope entries are hidden, id has its scopes.
+func (h *Handler) visible(g gates, id Identity) bool {
+	return h.admits(g.minRole, id.Role) && (!h.cfg.HideOutOfScope || len(missingScopes(id.Scopes, g.scopes)) == 0)
+}
+
+// gate returns the entries of list visible to id, without modifying the
+// host's slice.
+func gate[T any](h *Handler, list []T, id Identity, of func(*T) gates) []T {
+	for i := range list {
+		if !h.visible(of(&list[i]), id) {
+			out := make([]T, i, len(list))
+			copy(out, list[:i])
+			for j := i + 1; j < len(list); j++ {
+				if h.visible(of(&list[j]), id) {
+					out = append(out, list[j])
+				}
+			}
+			return out
+		}
+	}
+	return list
+}
+
+func missingScopes(have, need []string) []string {
+	var missing []string
+	for _, s := range need {
+		if !slices.Contains(have, s) {
+			missing = append(missing, s)
+		}
+	}
+	return missing
+}
+
+// stepUp answers HTTP 403 with an insufficient_scope challenge when the
+// caller's token lacks one of need, and reports whether it did.
+func (h *Handler) stepUp(rq *request, m *jsonrpc.Message, need []string) bool {
+	missing := missingScopes(rq.id.Scopes, need)
+	if len(missing) == 0 {
+		return false
+	}
+	challenge := `Bearer error="insufficient_scope", scope="` + strings.Join(need, " ") + `"`
+	if h.cfg.ScopeChallenge != nil {
+		challenge = h.cfg.ScopeChallenge(rq.r, need)
+	}
+	rq.st.w.Header().Set("WWW-Authenticate", challenge)
+	rq.st.status = http.StatusForbidden
+	data, _ := json.Marshal(map[string]any{"requiredScopes": need})
+	rq.fail(m.ID, &jsonrpc.Error{Code: CodeForbidden, Message: "Insufficient scope", Data: data})
+	return true
+}
