@@ -1,13 +1,16 @@
 package mcphandler
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"runtime/debug"
 	"time"
 
 	"github.com/mcphandler/mcphandler/internal/jsonrpc"
+	"github.com/mcphandler/mcphandler/internal/modern"
 )
 
 type callParams struct {
@@ -66,7 +69,18 @@ func (h *Handler) callTool(rq *request, m *jsonrpc.Message) {
 		ev.Outcome = OutcomeDenied
 		return
 	}
+	if rq.modern {
+		if he := checkParamHeaders(rq, &tool, args); he != nil {
+			ev.Outcome = OutcomeError
+			rq.fail(m.ID, headerMismatch(he.Message))
+			return
+		}
+	}
 	x := rq.newExchange(p.Meta)
+	if !rq.prepareRounds(x, m, tool.Name, args) {
+		ev.Outcome = OutcomeError
+		return
+	}
 	call := &ToolCall{Tool: tool, Arguments: args, Identity: rq.id, SessionID: rq.info.sessionID, Exchange: x}
 
 	if tool.validate != nil {
@@ -94,6 +108,10 @@ func (h *Handler) callTool(rq *request, m *jsonrpc.Message) {
 		rq.fail(m.ID, denyError(d))
 		return
 	case DecisionConfirm:
+		if rq.modern {
+			h.confirmModern(rq, m, call, d, &ev)
+			return
+		}
 		outcome, result := h.confirm(rq.ctx, call, d, &ev)
 		ev.Outcome = outcome
 		switch {
@@ -111,8 +129,30 @@ func (h *Handler) callTool(rq *request, m *jsonrpc.Message) {
 		ev.Outcome = OutcomeAllowed
 	}
 
-	result := h.run(rq.ctx, call, &ev)
+	result, err := h.run(rq.ctx, call, &ev)
+	if rq.finishRounds(x, m, err) {
+		ev.Outcome, ev.IsError, ev.ErrorClass = OutcomeInputRequired, false, ""
+		return
+	}
 	rq.sendResult(m.ID, result)
+}
+
+// checkParamHeaders checks the Mcp-Param-* headers of a 2026-07-28
+// tools/call against the arguments, for the parameters the tool's input
+// schema annotates with x-mcp-header.
+func checkParamHeaders(rq *request, tool *Tool, args []byte) *modern.HeaderError {
+	if !bytes.Contains(tool.InputSchema, []byte("x-mcp-header")) {
+		return nil
+	}
+	params, err := modern.ParamHeaders(tool.InputSchema)
+	if err != nil {
+		// An invalid annotation cannot be checked: fail closed.
+		return &modern.HeaderError{Header: "Mcp-Param", Message: "Header mismatch: the tool's x-mcp-header annotations are invalid"}
+	}
+	if len(params) == 0 {
+		return nil
+	}
+	return modern.CheckParamHeaders(rq.r.Header, params, args)
 }
 
 // beforeCall runs the BeforeCall hook, turning a panic into an error.
@@ -145,8 +185,9 @@ func denyError(d Decision) *jsonrpc.Error {
 }
 
 // run calls the tool's handler and turns its error or panic into a
-// classified isError result. It records the result's class in ev.
-func (h *Handler) run(ctx context.Context, call *ToolCall, ev *CallEvent) (result *ToolResult) {
+// classified isError result. It records the result's class in ev, and
+// returns the handler's own error too (see finishRounds).
+func (h *Handler) run(ctx context.Context, call *ToolCall, ev *CallEvent) (result *ToolResult, err error) {
 	defer func() {
 		if v := recover(); v != nil {
 			h.logger().Error("mcphandler: tool panicked", "tool", call.Tool.Name, "panic", v, "stack", string(debug.Stack()))
@@ -156,37 +197,34 @@ func (h *Handler) run(ctx context.Context, call *ToolCall, ev *CallEvent) (resul
 	}()
 	if call.Tool.Handler == nil {
 		ev.IsError, ev.ErrorClass = true, string(ClassInternal)
-		return toolErrorResult(ClassInternal, "")
+		return toolErrorResult(ClassInternal, ""), nil
 	}
 	r, err := call.Tool.Handler(ctx, call)
 	if err != nil {
 		class, detail := classify(err)
-		if class == ClassInternal {
+		if class == ClassInternal && !errors.Is(err, ErrInputRequired) && !errors.Is(err, ErrCannotAsk) {
 			h.logger().Warn("mcphandler: tool failed", "tool", call.Tool.Name, "err", err)
 		}
 		ev.IsError, ev.ErrorClass = true, string(class)
-		return toolErrorResult(class, detail)
+		return toolErrorResult(class, detail), err
 	}
 	if r == nil {
 		r = &ToolResult{}
 	}
 	ev.IsError = r.IsError
-	return r
+	return r, nil
 }
 
 // sendResult writes a tool result as the final message.
 func (rq *request) sendResult(id json.RawMessage, r *ToolResult) {
-	b := make([]byte, 0, 256)
-	b = append(b, `{"jsonrpc":"2.0","id":`...)
-	b = append(b, id...)
-	b = append(b, `,"result":`...)
-	b, err := r.appendJSON(b)
+	b := rq.openResult(make([]byte, 0, 256), id)
+	b, err := r.appendMembers(b)
 	if err != nil {
 		rq.h.logger().Error("mcphandler: encoding tool result", "err", err)
 		rq.fail(id, &jsonrpc.Error{Code: CodeInternalError, Message: "Internal error"})
 		return
 	}
-	rq.st.finish(append(b, '}'))
+	rq.st.finish(closeResult(b))
 }
 
 // emit delivers ev to OnCall, recovering a panic.

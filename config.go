@@ -75,8 +75,22 @@ type Config struct {
 	Complete CompleteFunc
 
 	// ConfirmTimeout bounds how long a Confirm waits for the human's
-	// answer. If zero, 2 minutes.
+	// answer. If zero, 2 minutes. On 2026-07-28 it is also the lifetime of
+	// a requestState, and of a confirmed call's recorded outcome.
 	ConfirmTimeout time.Duration
+
+	// StateKeys seal the requestState of 2026-07-28 multi round-trip
+	// requests (AES-256-GCM; each key at least 32 bytes). The first key
+	// seals, every key opens, so keys can be rotated by prepending a new
+	// one. Replicas must share them. If empty, a random key is made at
+	// New: fine for one replica, but states do not survive a restart.
+	StateKeys [][]byte
+
+	// CacheTTL is the ttlMs hint of cacheable 2026-07-28 results (lists,
+	// resources/read, server/discover). Their cacheScope is always
+	// "private", since every list is resolved per caller. If zero, 0: the
+	// client should consider them stale at once.
+	CacheTTL time.Duration
 
 	// Store keeps sessions. If nil, a [session.NewMemory] store is used,
 	// which is correct for a single replica only.
@@ -106,6 +120,10 @@ type Config struct {
 	// SSERetry is the reconnection delay sent in the `retry:` field of SSE
 	// streams to 2025-11-25 clients. If zero, 1 second.
 	SSERetry time.Duration
+	// ResumeWindow is how long the events of an SSE response are kept so
+	// that a client whose connection ended can resume it (GET with
+	// Last-Event-ID) on any replica. If zero, 5 minutes.
+	ResumeWindow time.Duration
 	// KeepAlive is the interval of comment lines on an idle GET stream. If
 	// zero, 25 seconds.
 	KeepAlive time.Duration
@@ -123,6 +141,7 @@ const (
 	defaultPageSize       = 500
 	defaultSSERetry       = time.Second
 	defaultKeepAlive      = 25 * time.Second
+	defaultResumeWindow   = 5 * time.Minute
 )
 
 func (c *Config) applyDefaults() {
@@ -146,6 +165,9 @@ func (c *Config) applyDefaults() {
 	}
 	if c.SSERetry <= 0 {
 		c.SSERetry = defaultSSERetry
+	}
+	if c.ResumeWindow <= 0 {
+		c.ResumeWindow = defaultResumeWindow
 	}
 	if c.KeepAlive <= 0 {
 		c.KeepAlive = defaultKeepAlive

@@ -13,6 +13,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/mcphandler/mcphandler/elicitation"
+	"github.com/mcphandler/mcphandler/internal/jsonrpc"
 	"github.com/mcphandler/mcphandler/session"
 )
 
@@ -78,10 +79,7 @@ func (h *Handler) confirm(ctx context.Context, call *ToolCall, d Decision, ev *C
 	x := call.Exchange
 	canAsk := x.sess != nil && !x.st.noSSE && x.caps.Has(session.CapElicitationForm)
 	if !canAsk {
-		if d.Fallback != nil {
-			return OutcomeFallback, d.Fallback
-		}
-		return OutcomeFallback, ErrorResult("Not run: " + call.Tool.Name + " needs a human confirmation, and this client cannot ask for one.")
+		return OutcomeFallback, fallbackResult(call, d)
 	}
 	id := confirmPrefix + rand.Text()
 	ev.ConfirmID = id
@@ -134,7 +132,9 @@ func (h *Handler) confirm(ctx context.Context, call *ToolCall, d Decision, ev *C
 	}
 	// Re-check: the caller may have lost the tool while the human thought.
 	now := call.Identity
-	now.Role = role
+	if x.mr == nil {
+		now.Role = role // 2025: the answer came in another request
+	}
 	if _, ok, err := h.findTool(ctx, now, call.Tool.Name); err != nil || !ok {
 		return OutcomeRevoked, nil
 	}
@@ -192,4 +192,139 @@ func safeText(s string, max int) string {
 		n++
 	}
 	return b.String()
+}
+
+// nonceKey names the store record of a 2026-07-28 confirm's outcome.
+func nonceKey(nonce string) string { return "nonce/" + nonce }
+
+// decided is the store record of a 2026-07-28 confirm once answered: the
+// outcome, and the result that was sent (absent while the tool runs).
+type decided struct {
+	Outcome Outcome         `json:"o"`
+	Result  json.RawMessage `json:"r,omitempty"`
+}
+
+// fallbackResult is what a call that needs a confirm gets when the client
+// cannot be asked.
+func fallbackResult(call *ToolCall, d Decision) *ToolResult {
+	if d.Fallback != nil {
+		return d.Fallback
+	}
+	return ErrorResult("Not run: " + call.Tool.Name + " needs a human confirmation, and this client cannot ask for one.")
+}
+
+// confirmModern runs the 2026-07-28 confirm of call. The first round asks
+// (input_required) with a fresh nonce inside the sealed requestState, which
+// binds it to the caller, the tool and the arguments. The retry's answer is
+// decided once: the nonce is claimed in the store (PutIfAbsent), the tool
+// runs, and its result is recorded, so a client that retries the same
+// state (having lost the response) gets the recorded result and nothing
+// runs twice — on any replica that shares the store.
+func (h *Handler) confirmModern(rq *request, m *jsonrpc.Message, call *ToolCall, d Decision, ev *CallEvent) {
+	x := call.Exchange
+	if !x.caps.Has(session.CapElicitationForm) {
+		r := fallbackResult(call, d)
+		ev.Outcome, ev.IsError = OutcomeFallback, r.IsError
+		rq.sendResult(m.ID, r)
+		return
+	}
+	r := x.mr
+	if r.state.Nonce == "" {
+		r.state.Nonce = rand.Text()
+	}
+	key := nonceKey(r.state.Nonce)
+	ev.ConfirmID = r.state.Nonce
+	if rec, err := h.cfg.Store.Load(rq.ctx, key); err == nil {
+		h.replayDecision(rq, m, rec, ev)
+		return
+	}
+	form, expect := d.Form, d.Expect
+	if form == nil {
+		form, expect = elicitation.Confirm(confirmField, "Confirm"), map[string]any{confirmField: true}
+	}
+	msg := d.Message
+	if msg == "" {
+		msg = confirmMessage(call)
+	}
+	res, _, err := x.elicit(rq.ctx, "confirm", ElicitRequest{Message: safeText(msg, 1000), Schema: form})
+	switch {
+	case errors.Is(err, ErrInputRequired):
+		ev.Outcome = OutcomeInputRequired
+		rq.inputRequired(m.ID, r)
+		return
+	case err != nil:
+		ev.Outcome = OutcomeError
+		rq.fail(m.ID, invalidParams("Invalid params: the confirm answer does not match its form"))
+		return
+	}
+	outcome, result := OutcomeConfirmed, (*ToolResult)(nil)
+	switch res.Action {
+	case elicitation.Accept:
+		for field, want := range expect {
+			if !res.Confirmed(form, field, want) {
+				outcome, result = OutcomeDeclined, ErrorResult("Not run: the user did not confirm "+call.Tool.Name+".")
+			}
+		}
+	case elicitation.Decline:
+		outcome, result = OutcomeDeclined, ErrorResult("Not run: the user declined "+call.Tool.Name+".")
+	default:
+		outcome, result = OutcomeCancelled, ErrorResult("Not run: the user dismissed the confirmation of "+call.Tool.Name+".")
+	}
+	ttl := h.cfg.ConfirmTimeout + time.Minute
+	claim := decided{Outcome: outcome}
+	if result != nil {
+		claim.Result, _ = result.appendJSON(nil)
+	} else {
+		claim.Outcome = "running"
+	}
+	b, _ := json.Marshal(claim)
+	ok, err := h.cfg.Store.PutIfAbsent(rq.ctx, key, b, ttl)
+	if err != nil {
+		ev.Outcome = OutcomeError
+		h.storeFailed(rq, m, err)
+		return
+	}
+	if !ok { // another retry decided first
+		if rec, err := h.cfg.Store.Load(rq.ctx, key); err == nil {
+			h.replayDecision(rq, m, rec, ev)
+			return
+		}
+		ev.Outcome = OutcomeReplayRefused
+		rq.sendResult(m.ID, ErrorResult("Not run: this confirmation was already used."))
+		return
+	}
+	ev.Outcome = outcome
+	if result != nil {
+		ev.IsError = true
+		rq.sendResult(m.ID, result)
+		return
+	}
+	result, _ = h.run(rq.ctx, call, ev)
+	done, _ := json.Marshal(decided{Outcome: OutcomeConfirmed, Result: must(result.appendJSON(nil))})
+	if ok, err := h.cfg.Store.CompareAndSwap(context.WithoutCancel(rq.ctx), key, b, done, ttl); err != nil || !ok {
+		h.logger().Error("mcphandler: recording a confirmed call's outcome", "err", err)
+	}
+	rq.sendResult(m.ID, result)
+}
+
+func must(b []byte, err error) []byte {
+	if err != nil {
+		return nil
+	}
+	return b
+}
+
+// replayDecision answers a retry of a confirm that was already decided:
+// with the recorded result, or — while the tool runs or when the replica
+// that ran it died before recording — with an error that says the outcome
+// is unknown. Nothing runs again.
+func (h *Handler) replayDecision(rq *request, m *jsonrpc.Message, rec []byte, ev *CallEvent) {
+	var dcd decided
+	if json.Unmarshal(rec, &dcd) != nil || dcd.Outcome == "running" || len(dcd.Result) == 0 {
+		ev.Outcome, ev.IsError = OutcomeReplayRefused, true
+		rq.sendResult(m.ID, ErrorResult("Not run again: this confirmed call is still running, or its outcome is unknown."))
+		return
+	}
+	ev.Outcome = OutcomeReplayed
+	rq.reply(m.ID, dcd.Result)
 }

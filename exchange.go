@@ -46,6 +46,21 @@ type Exchange struct {
 	version       string
 	progressToken json.RawMessage
 	gone          <-chan struct{} // closed when the client's connection ends
+	logLevel      LogLevel        // least level to send; "" sends nothing
+	mr            *rounds         // 2026-07-28: questions go in input_required rounds
+}
+
+// CloseStream ends the HTTP response of this request now, as 2025-11-25
+// allows (SSE polling): the client reconnects with a GET carrying
+// Last-Event-ID, on any replica, and receives what the handler sends from
+// then on, its result included. The handler keeps running. It returns an
+// error when the stream cannot be resumed (no session, a batch, the
+// legacy transport, 2026-07-28, HTTP/2).
+func (x *Exchange) CloseStream() error {
+	if x.mr != nil || x.st == nil {
+		return errors.New("mcphandler: this stream cannot be resumed")
+	}
+	return x.st.closeConn()
 }
 
 // Disconnected is closed when the client's connection for this request
@@ -103,13 +118,13 @@ var logLevels = map[LogLevel]int{
 }
 
 // Log sends a notifications/message to the client if the client asked for
-// messages at this level or above (logging/setLevel); otherwise it does
-// nothing. data is marshalled as JSON; it must not hold secrets.
+// messages at this level or above (logging/setLevel on a 2025 session, the
+// request's _meta log level on 2026-07-28); otherwise it does nothing. data is marshalled as JSON; it must not hold secrets.
 func (x *Exchange) Log(level LogLevel, logger string, data any) error {
-	if x.sess == nil || x.sess.LogLevel == "" {
+	if x.logLevel == "" {
 		return nil
 	}
-	want, ok1 := logLevels[LogLevel(x.sess.LogLevel)]
+	want, ok1 := logLevels[x.logLevel]
 	got, ok2 := logLevels[level]
 	if !ok1 || !ok2 || got < want {
 		return nil
@@ -147,18 +162,18 @@ type ElicitRequest struct {
 // invalid one is an error. It returns [ErrCannotAsk] if the client did not
 // declare the needed elicitation mode.
 func (x *Exchange) Elicit(ctx context.Context, req ElicitRequest) (elicitation.Result, error) {
-	res, _, err := x.elicit(ctx, newRequestID(), req)
+	res, _, err := x.elicit(ctx, "", req)
 	return res, err
 }
 
-// elicit is Elicit with a chosen request id; it also returns the role of
-// the identity that answered.
+// elicit is Elicit with a chosen request id (or input key on 2026-07-28;
+// "" picks one); it also returns the role of the identity that answered.
 func (x *Exchange) elicit(ctx context.Context, id string, req ElicitRequest) (elicitation.Result, string, error) {
 	params, err := x.elicitParams(req)
 	if err != nil {
 		return elicitation.Result{}, "", err
 	}
-	a, err := x.requestID(ctx, id, "elicitation/create", params)
+	a, err := x.ask(ctx, id, "elicit", "elicitation/create", params)
 	if err != nil {
 		return elicitation.Result{}, "", err
 	}
@@ -177,18 +192,21 @@ func (x *Exchange) elicit(ctx context.Context, id string, req ElicitRequest) (el
 func (x *Exchange) elicitParams(req ElicitRequest) ([]byte, error) {
 	if req.URL != "" {
 		if !x.caps.Has(session.CapElicitationURL) {
-			return nil, ErrCannotAsk
+			return nil, missingCap(`{"elicitation":{"url":{}}}`)
 		}
 		p := struct {
 			Mode          string `json:"mode"`
 			Message       string `json:"message"`
 			URL           string `json:"url"`
-			ElicitationID string `json:"elicitationId"`
+			ElicitationID string `json:"elicitationId,omitempty"`
 		}{"url", req.Message, req.URL, req.ElicitationID}
+		if x.mr != nil {
+			p.ElicitationID = "" // 2026-07-28 has no elicitation ids
+		}
 		return json.Marshal(p)
 	}
 	if !x.caps.Has(session.CapElicitationForm) {
-		return nil, ErrCannotAsk
+		return nil, missingCap(`{"elicitation":{"form":{}}}`)
 	}
 	if req.Schema == nil {
 		return nil, errors.New("mcphandler: Elicit: a form needs a Schema")
@@ -213,13 +231,17 @@ func (x *Exchange) elicitParams(req ElicitRequest) ([]byte, error) {
 // with params (a CreateMessageRequest's params) and returns the raw result.
 func (x *Exchange) CreateMessage(ctx context.Context, params any) (json.RawMessage, error) {
 	if !x.caps.Has(session.CapSampling) {
-		return nil, ErrCannotAsk
+		return nil, missingCap(`{"sampling":{}}`)
 	}
 	b, err := json.Marshal(params)
 	if err != nil {
 		return nil, err
 	}
-	return x.request(ctx, "sampling/createMessage", b)
+	a, err := x.ask(ctx, "", "sample", "sampling/createMessage", b)
+	if err != nil {
+		return nil, err
+	}
+	return a.result, nil
 }
 
 // Root is a directory or file the client exposes.
@@ -231,12 +253,13 @@ type Root struct {
 // ListRoots asks the client for its roots (roots/list).
 func (x *Exchange) ListRoots(ctx context.Context) ([]Root, error) {
 	if !x.caps.Has(session.CapRoots) {
-		return nil, ErrCannotAsk
+		return nil, missingCap(`{"roots":{}}`)
 	}
-	raw, err := x.request(ctx, "roots/list", nil)
+	a, err := x.ask(ctx, "", "roots", "roots/list", nil)
 	if err != nil {
 		return nil, err
 	}
+	raw := a.result
 	var r struct {
 		Roots []Root `json:"roots"`
 	}
@@ -262,15 +285,24 @@ type reply struct {
 	Msg  json.RawMessage `json:"msg"`
 }
 
-// request sends a server-to-client request on the stream and waits for the
-// client's answer, which arrives as a separate POST (see deliverResponse).
-// If ctx ends first, the client is told the request is cancelled.
-func (x *Exchange) request(ctx context.Context, method string, params []byte) (json.RawMessage, error) {
-	r, err := x.requestID(ctx, newRequestID(), method, params)
-	if err != nil {
-		return nil, err
+// ask puts a question to the client: on 2026-07-28 into the request's
+// input rounds under key (or the next key of kind), otherwise as a
+// server-to-client request with id key (or a fresh one) on the stream.
+func (x *Exchange) ask(ctx context.Context, key, kind, method string, params []byte) (*answer, error) {
+	if x.mr != nil {
+		if key == "" {
+			key = x.mr.nextKey(kind)
+		}
+		raw, err := x.mr.ask(key, method, params)
+		if err != nil {
+			return nil, err
+		}
+		return &answer{result: raw, role: ""}, nil
 	}
-	return r.result, nil
+	if key == "" {
+		key = newRequestID()
+	}
+	return x.requestID(ctx, key, method, params)
 }
 
 type answer struct {

@@ -2,7 +2,9 @@ package mcphandler
 
 import (
 	"bytes"
+	"cmp"
 	"context"
+	crand "crypto/rand"
 	"encoding/json"
 	"errors"
 	"log/slog"
@@ -16,6 +18,7 @@ import (
 	"time"
 
 	"github.com/mcphandler/mcphandler/internal/jsonrpc"
+	"github.com/mcphandler/mcphandler/internal/seal"
 	"github.com/mcphandler/mcphandler/session"
 )
 
@@ -33,11 +36,14 @@ func isSupported(v string) bool { return slices.Contains(supportedVersions, v) }
 // Handler serves MCP on one endpoint. Create it with [New]; it is safe for
 // concurrent use.
 type Handler struct {
-	cfg      Config
-	roleRank map[string]int
-	origins  map[string]bool
-	anyOrig  bool
-	caps     []byte // the initialize result's capabilities object
+	cfg        Config
+	roleRank   map[string]int
+	origins    map[string]bool
+	anyOrig    bool
+	caps       []byte // the initialize result's capabilities object
+	modernCaps []byte // server/discover's capabilities object
+	staticInfo []byte // serverInfo when Config.ServerInfo is nil
+	keys       *seal.Keys
 
 	getMu      sync.Mutex          // guards getStreams
 	getStreams map[string]struct{} // sessions with an open GET stream here
@@ -48,7 +54,8 @@ type Handler struct {
 	bufPool sync.Pool // *bytes.Buffer for request bodies
 }
 
-// New returns a Handler for cfg. See [Config] for the defaults.
+// New returns a Handler for cfg. See [Config] for the defaults. It panics
+// if Config.StateKeys holds a key shorter than 32 bytes.
 func New(cfg Config) *Handler {
 	cfg.applyDefaults()
 	h := &Handler{
@@ -68,6 +75,18 @@ func New(cfg Config) *Handler {
 		h.origins[strings.ToLower(strings.TrimSuffix(o, "/"))] = true
 	}
 	h.caps = h.capabilities()
+	h.modernCaps = h.caps
+	h.staticInfo, _ = json.Marshal(ServerInfo{Name: cfg.Name, Version: cmp.Or(cfg.Version, "0.0.0")})
+	secrets := cfg.StateKeys
+	if len(secrets) == 0 {
+		k := make([]byte, 32)
+		crand.Read(k)
+		secrets = [][]byte{k}
+	}
+	var err error
+	if h.keys, err = seal.NewKeys(secrets...); err != nil {
+		panic("mcphandler: Config.StateKeys: " + err.Error())
+	}
 	return h
 }
 
@@ -272,6 +291,14 @@ type request struct {
 	sess    *session.Session // nil for initialize and in stateless mode
 	version string
 	st      *stream
+	method  string // the JSON-RPC method being served
+
+	// 2026-07-28 requests: no session; capabilities and log level come
+	// from the request's own _meta.
+	modern bool
+	meta   *requestMeta
+	caps   session.Capabilities
+	retry  bool // the request carried inputResponses or requestState
 }
 
 func (h *Handler) servePOST(w http.ResponseWriter, r *http.Request) {
@@ -289,10 +316,6 @@ func (h *Handler) servePOST(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	hv := strings.TrimSpace(r.Header.Get("MCP-Protocol-Version"))
-	if hv != "" && !isSupported(hv) {
-		writeHTTPError(w, http.StatusBadRequest, jsonrpc.CodeInvalidRequest, "Bad Request: unsupported MCP-Protocol-Version "+hv)
-		return
-	}
 	buf, status := h.readBody(w, r)
 	if status != 0 {
 		msg := "Bad Request: could not read the body"
@@ -306,6 +329,14 @@ func (h *Handler) servePOST(w http.ResponseWriter, r *http.Request) {
 	body := buf.Bytes()
 	rq := &request{h: h, r: r, start: start, id: id, version: hv}
 	if jsonrpc.IsBatch(body) {
+		if isModernVersion(hv) {
+			writeHTTPError(w, http.StatusBadRequest, jsonrpc.CodeInvalidRequest, "Invalid Request: batches are not accepted in protocol version "+Version20260728)
+			return
+		}
+		if hv != "" && !isSupported(hv) {
+			writeHTTPError(w, http.StatusBadRequest, jsonrpc.CodeInvalidRequest, "Bad Request: unsupported MCP-Protocol-Version "+hv)
+			return
+		}
 		h.serveBatch(w, rq, body)
 		return
 	}
@@ -321,6 +352,14 @@ func (h *Handler) servePOST(w http.ResponseWriter, r *http.Request) {
 	kind, verr := m.Validate()
 	if verr != nil {
 		writeRPCError(w, http.StatusBadRequest, readableID(m.ID), verr)
+		return
+	}
+	if isModern, rawMeta, meta := classifyEra(hv, &m); isModern {
+		h.serveModern(w, rq, &m, kind, rawMeta, meta)
+		return
+	}
+	if hv != "" && !isSupported(hv) {
+		writeHTTPError(w, http.StatusBadRequest, jsonrpc.CodeInvalidRequest, "Bad Request: unsupported MCP-Protocol-Version "+hv)
 		return
 	}
 	if kind == jsonrpc.KindRequest && m.Method == "initialize" {
@@ -342,9 +381,23 @@ func (h *Handler) servePOST(w http.ResponseWriter, r *http.Request) {
 		}
 		w.WriteHeader(http.StatusAccepted)
 	default:
-		rq.st = newStream(w, rq.version >= Version20251125, h.cfg.SSERetry)
+		rq.st = newStream(w, h.primes(rq), h.cfg.SSERetry)
+		rq.st.chunk = r.ProtoAtLeast(1, 1)
+		if rq.sess != nil {
+			rq.st.log = &eventLog{store: h.cfg.Store, sid: rq.sess.ID, ttl: h.cfg.ResumeWindow}
+		}
 		h.serveRequest(rq, &m)
 	}
+}
+
+// primes reports whether SSE responses to rq start with a priming event:
+// for sessions that negotiated 2025-11-25 (whatever version header a
+// request carries), and for stateless requests that claim it.
+func (h *Handler) primes(rq *request) bool {
+	if rq.sess != nil {
+		return rq.sess.ProtocolVersion >= Version20251125
+	}
+	return rq.version >= Version20251125
 }
 
 // readableID returns id if it is a valid JSON-RPC id, so that an error
@@ -508,7 +561,7 @@ func (h *Handler) deliverResponse(rq *request, m *jsonrpc.Message) bool {
 // serveGET opens the session's server-to-client SSE stream. One stream per
 // session is served at a time on a replica; a second one gets 409.
 func (h *Handler) serveGET(w http.ResponseWriter, r *http.Request) {
-	if h.cfg.Stateless {
+	if h.cfg.Stateless || isModernVersion(strings.TrimSpace(r.Header.Get("MCP-Protocol-Version"))) {
 		w.Header().Set("Allow", "POST")
 		writeHTTPError(w, http.StatusMethodNotAllowed, jsonrpc.CodeInvalidRequest, "Method not allowed: the server is stateless")
 		return
@@ -531,6 +584,9 @@ func (h *Handler) serveGET(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	sid := rq.sess.ID
+	if last := r.Header.Get("Last-Event-ID"); last != "" && h.resume(w, r, sid, last) {
+		return
+	}
 	h.getMu.Lock()
 	_, busy := h.getStreams[sid]
 	if !busy {
@@ -564,7 +620,8 @@ func (h *Handler) serveGET(w http.ResponseWriter, r *http.Request) {
 		s, err := h.cfg.Store.Get(r.Context(), sid)
 		return err == nil && indexOf(s.Subscriptions, uri) >= 0
 	}
-	st := newStream(w, rq.version >= Version20251125, h.cfg.SSERetry)
+	st := newStream(w, h.primes(rq), h.cfg.SSERetry)
+	st.id = "g" + randText()
 	st.mu.Lock()
 	err = st.startSSELocked()
 	st.mu.Unlock()
@@ -608,7 +665,7 @@ var sessionEnded = []byte("\x00ended")
 // serveDELETE ends the session: later requests with its id get 404 on every
 // replica, and its open GET streams end.
 func (h *Handler) serveDELETE(w http.ResponseWriter, r *http.Request) {
-	if h.cfg.Stateless {
+	if h.cfg.Stateless || isModernVersion(strings.TrimSpace(r.Header.Get("MCP-Protocol-Version"))) {
 		w.Header().Set("Allow", "POST")
 		writeHTTPError(w, http.StatusMethodNotAllowed, jsonrpc.CodeInvalidRequest, "Method not allowed: the server is stateless")
 		return

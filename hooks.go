@@ -158,6 +158,12 @@ const (
 	// OutcomeRevoked: the human accepted, but by then the caller could no
 	// longer see the tool (role or plan changed); it did not run.
 	OutcomeRevoked Outcome = "revoked"
+	// OutcomeInputRequired: on 2026-07-28, the call ended its round asking
+	// the client for input (a confirm included); the retry is another call.
+	OutcomeInputRequired Outcome = "input_required"
+	// OutcomeReplayed: on 2026-07-28, a retry of a confirmed call that
+	// already ran got the recorded result; nothing ran again.
+	OutcomeReplayed Outcome = "replayed"
 	// OutcomeReplayRefused: an answer for a confirm that was already
 	// answered, expired, or asked of someone else; nothing ran.
 	OutcomeReplayRefused Outcome = "replay_refused"

@@ -16,7 +16,10 @@ import (
 // serveRequest answers one JSON-RPC request of an established session (or a
 // stateless POST).
 func (h *Handler) serveRequest(rq *request, m *jsonrpc.Message) {
-	rq.info = &reqInfo{identity: rq.id, request: rq.r, version: rq.version}
+	rq.method = m.Method
+	if rq.info == nil {
+		rq.info = &reqInfo{identity: rq.id, request: rq.r, version: rq.version}
+	}
 	if rq.sess != nil {
 		rq.info.sessionID = rq.sess.ID
 	}
@@ -38,6 +41,16 @@ func (h *Handler) serveRequest(rq *request, m *jsonrpc.Message) {
 				h.runMu.Unlock()
 				cancel()
 			}()
+		}
+	}
+	if rq.modern {
+		switch m.Method {
+		case "server/discover":
+			h.discover(rq, m)
+			return
+		case "subscriptions/listen":
+			h.listen(rq, m)
+			return
 		}
 	}
 	switch m.Method {
@@ -123,9 +136,21 @@ func (rq *request) exchange(m *jsonrpc.Message) *Exchange {
 // newExchange returns the Exchange of the request whose params carried
 // meta as _meta.
 func (rq *request) newExchange(meta json.RawMessage) *Exchange {
-	x := &Exchange{h: rq.h, st: rq.st, sess: rq.sess, version: rq.version, gone: rq.r.Context().Done()}
-	if rq.sess != nil {
+	x := &Exchange{h: rq.h, st: rq.st, sess: rq.sess, version: rq.version}
+	if rq.st.sink == nil {
+		// On the legacy transport the POST is not the stream: its
+		// connection may close as soon as it got its 202.
+		x.gone = rq.r.Context().Done()
+	}
+	switch {
+	case rq.modern:
+		x.caps = rq.caps
+		if rq.meta.LogLevel != nil {
+			x.logLevel = *rq.meta.LogLevel
+		}
+	case rq.sess != nil:
 		x.caps = rq.sess.Capabilities
+		x.logLevel = LogLevel(rq.sess.LogLevel)
 	}
 	if len(meta) > 0 {
 		rq.info.meta = meta
@@ -139,64 +164,58 @@ func (rq *request) newExchange(meta json.RawMessage) *Exchange {
 
 var emptyResult = []byte("{}")
 
+// randText returns 130 random bits as 26 characters of base32, for ids
+// that must be unguessable.
+func randText() string { return rand.Text() }
+
+func jsonUnmarshal(b []byte, v any) error { return json.Unmarshal(b, v) }
+
 func methodNotFound(method string) *jsonrpc.Error {
 	return &jsonrpc.Error{Code: CodeMethodNotFound, Message: "Method not found: " + method}
 }
 
-// reply sends a result as the request's final message.
+// openResult appends the start of a result response up to and including
+// the result object's opening brace (and, on 2026-07-28, its resultType,
+// cache hints and serverInfo). closeResult ends it.
+func (rq *request) openResult(dst []byte, id json.RawMessage) []byte {
+	dst = append(dst, `{"jsonrpc":"2.0","id":`...)
+	dst = append(dst, id...)
+	dst = append(dst, `,"result":{`...)
+	if rq.modern {
+		dst = rq.decorate(dst, rq.method)
+	}
+	return dst
+}
+
+func closeResult(dst []byte) []byte {
+	if dst[len(dst)-1] == ',' {
+		dst = dst[:len(dst)-1]
+	}
+	return append(dst, "}}"...)
+}
+
+// reply sends result, a JSON object, as the request's final message.
 func (rq *request) reply(id json.RawMessage, result []byte) {
-	rq.st.finish(jsonrpc.AppendResult(make([]byte, 0, len(result)+len(id)+32), id, result))
+	b := rq.openResult(make([]byte, 0, len(result)+len(id)+160), id)
+	b = append(b, result[1:len(result)-1]...)
+	rq.st.finish(closeResult(b))
 }
 
 // fail sends an error as the request's final message.
 func (rq *request) fail(id json.RawMessage, e *jsonrpc.Error) {
+	if rq.modern {
+		rq.st.status = modernStatus(e.Code)
+	}
 	rq.st.finish(jsonrpc.AppendError(nil, id, e))
 }
 
 type initializeParams struct {
-	ProtocolVersion string `json:"protocolVersion"`
-	Capabilities    struct {
-		Elicitation *struct {
-			Form *struct{} `json:"form"`
-			URL  *struct{} `json:"url"`
-		} `json:"elicitation"`
-		Sampling *struct {
-			Tools *struct{} `json:"tools"`
-		} `json:"sampling"`
-		Roots *struct {
-			ListChanged bool `json:"listChanged"`
-		} `json:"roots"`
-	} `json:"capabilities"`
-	ClientInfo struct {
+	ProtocolVersion string     `json:"protocolVersion"`
+	Capabilities    clientCaps `json:"capabilities"`
+	ClientInfo      struct {
 		Name    string `json:"name"`
 		Version string `json:"version"`
 	} `json:"clientInfo"`
-}
-
-func (p *initializeParams) caps() session.Capabilities {
-	var c session.Capabilities
-	pc := &p.Capabilities
-	if e := pc.Elicitation; e != nil {
-		if e.Form != nil || e.URL == nil {
-			c |= session.CapElicitationForm
-		}
-		if e.URL != nil {
-			c |= session.CapElicitationURL
-		}
-	}
-	if s := pc.Sampling; s != nil {
-		c |= session.CapSampling
-		if s.Tools != nil {
-			c |= session.CapSamplingTools
-		}
-	}
-	if r := pc.Roots; r != nil {
-		c |= session.CapRoots
-		if r.ListChanged {
-			c |= session.CapRootsListChanged
-		}
-	}
-	return c
 }
 
 // negotiate picks the revision to speak: the client's if supported, else
@@ -230,12 +249,12 @@ func (h *Handler) initialize(rq *request, m *jsonrpc.Message) {
 	rq.ctx = context.WithValue(rq.r.Context(), ctxKey{}, rq.info)
 	if !h.cfg.Stateless {
 		s := &session.Session{
-			ID:              rand.Text(),
+			ID:              randText(),
 			Owner:           rq.id.key(),
 			ProtocolVersion: version,
 			ClientName:      p.ClientInfo.Name,
 			ClientVersion:   p.ClientInfo.Version,
-			Capabilities:    p.caps(),
+			Capabilities:    p.Capabilities.flags(),
 			TTL:             h.cfg.SessionTTL,
 		}
 		if err := h.cfg.Store.Create(rq.ctx, s); err != nil {
@@ -246,6 +265,12 @@ func (h *Handler) initialize(rq *request, m *jsonrpc.Message) {
 		}
 		rq.st.w.Header().Set("Mcp-Session-Id", s.ID)
 	}
+	h.initializeResult(rq, m, version)
+}
+
+// initializeResult answers initialize with the negotiated version, the
+// capabilities and the caller's server info.
+func (h *Handler) initializeResult(rq *request, m *jsonrpc.Message, version string) {
 	info := ServerInfo{Name: h.cfg.Name, Version: h.cfg.Version, Instructions: h.cfg.Instructions}
 	if h.cfg.ServerInfo != nil {
 		info = h.cfg.ServerInfo(rq.ctx)
@@ -394,10 +419,8 @@ func (h *Handler) listTools(rq *request, m *jsonrpc.Message) {
 		rq.fail(m.ID, perr)
 		return
 	}
-	b := make([]byte, 0, 64+len(m.ID)+256*(hi-lo))
-	b = append(b, `{"jsonrpc":"2.0","id":`...)
-	b = append(b, m.ID...)
-	b = append(b, `,"result":{"tools":[`...)
+	b := rq.openResult(make([]byte, 0, 64+len(m.ID)+256*(hi-lo)), m.ID)
+	b = append(b, `"tools":[`...)
 	for i := lo; i < hi; i++ {
 		if i > lo {
 			b = append(b, ',')
@@ -413,8 +436,7 @@ func (h *Handler) listTools(rq *request, m *jsonrpc.Message) {
 		b = append(b, `,"nextCursor":`...)
 		b = jsonrpc.AppendString(b, next)
 	}
-	b = append(b, "}}"...)
-	rq.st.finish(b)
+	rq.st.finish(closeResult(b))
 }
 
 // jsonError describes a params decoding error without echoing input.

@@ -155,7 +155,15 @@ func (h *Handler) getPrompt(rq *request, m *jsonrpc.Message) {
 	if p.Arguments == nil {
 		p.Arguments = map[string]string{}
 	}
-	res, err := h.cfg.GetPrompt(rq.ctx, &PromptRequest{Prompt: *prompt, Arguments: p.Arguments, Identity: rq.id, Exchange: rq.exchange(m)})
+	x := rq.exchange(m)
+	args, _ := json.Marshal(p.Arguments)
+	if !rq.prepareRounds(x, m, p.Name, args) {
+		return
+	}
+	res, err := h.cfg.GetPrompt(rq.ctx, &PromptRequest{Prompt: *prompt, Arguments: p.Arguments, Identity: rq.id, Exchange: x})
+	if rq.finishRounds(x, m, err) {
+		return
+	}
 	if err != nil {
 		h.hookFailed(rq, m, "GetPrompt", err)
 		return

@@ -189,6 +189,16 @@ func errResourceNotFound(uri string) *jsonrpc.Error {
 	return &jsonrpc.Error{Code: CodeResourceNotFound, Message: "Resource not found", Data: data}
 }
 
+// resourceNotFound is errResourceNotFound in the request's revision:
+// 2026-07-28 reports it as -32602.
+func (rq *request) resourceNotFound(uri string) *jsonrpc.Error {
+	e := errResourceNotFound(uri)
+	if rq.modern {
+		e.Code = CodeInvalidParams
+	}
+	return e
+}
+
 type uriParams struct {
 	URI string `json:"uri"`
 }
@@ -247,7 +257,7 @@ func (h *Handler) readResource(rq *request, m *jsonrpc.Message) {
 		return
 	}
 	if !ok || h.cfg.ReadResource == nil {
-		rq.fail(m.ID, errResourceNotFound(p.URI))
+		rq.fail(m.ID, rq.resourceNotFound(p.URI))
 		return
 	}
 	need := req.scopes()
@@ -255,10 +265,15 @@ func (h *Handler) readResource(rq *request, m *jsonrpc.Message) {
 		return
 	}
 	req.Exchange = rq.exchange(m)
+	if !rq.prepareRounds(req.Exchange, m, p.URI, nil) {
+		return
+	}
 	contents, err := h.cfg.ReadResource(rq.ctx, req)
 	switch {
+	case rq.finishRounds(req.Exchange, m, err):
+		return
 	case errors.Is(err, ErrResourceNotFound):
-		rq.fail(m.ID, errResourceNotFound(p.URI))
+		rq.fail(m.ID, rq.resourceNotFound(p.URI))
 		return
 	case err != nil:
 		h.hookFailed(rq, m, "ReadResource", err)
@@ -288,7 +303,7 @@ func (h *Handler) subscribe(rq *request, m *jsonrpc.Message, on bool) {
 			h.hookFailed(rq, m, "ListResources", err)
 			return
 		} else if !ok {
-			rq.fail(m.ID, errResourceNotFound(p.URI))
+			rq.fail(m.ID, rq.resourceNotFound(p.URI))
 			return
 		}
 	}

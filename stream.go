@@ -2,6 +2,7 @@ package mcphandler
 
 import (
 	"bytes"
+	"context"
 	"crypto/rand"
 	"encoding/hex"
 	"errors"
@@ -9,31 +10,62 @@ import (
 	"strconv"
 	"sync"
 	"time"
+
+	"github.com/mcphandler/mcphandler/session"
 )
 
 // errStreamClosed reports a message that could not be sent because the
 // request's response is complete or the client went away.
 var errStreamClosed = errors.New("mcphandler: response stream closed")
 
+// Kinds of logged SSE events, the first byte of each log entry.
+const (
+	evPriming = 'P' // the priming event: an id and no data
+	evMessage = 'M' // a notification or request before the response
+	evFinal   = 'F' // the response: the stream is complete
+)
+
 // stream is the reply path of one HTTP request. A POST's stream starts as a
 // plain JSON response and switches to Server-Sent Events the first time
 // something must be sent before the final message; a GET's stream is SSE
 // from the start. Every method is safe for concurrent use: a tool handler
 // may report progress from its own goroutines.
+//
+// The events of a POST's SSE stream in a session are also appended to the
+// store's event log (and published live), so that a client whose
+// connection ended can resume the stream on any replica with a GET that
+// carries Last-Event-ID.
 type stream struct {
 	mu     sync.Mutex // guards everything below
 	w      http.ResponseWriter
 	rc     *http.ResponseController
 	sse    bool   // the SSE header was written
-	done   bool   // the final message was written, or writing failed
+	done   bool   // the final message was written
+	gone   bool   // the connection ended or was closed: events are only logged
 	noSSE  bool   // a batch member: only the final JSON value may be sent
 	id     string // stream id, the prefix of its event ids (lazy)
 	seq    uint64
-	prime  bool          // send a priming event (2025-11-25 clients)
+	prime  bool          // send a priming event (2025-11-25 sessions)
 	retry  time.Duration // the retry field of the priming event
 	status int           // HTTP status of a JSON final message
 	quiet  bool          // the request was cancelled: send no final message
+	chunk  bool          // HTTP/1.1: the SSE body is chunked
+	// sink, when set, takes every message instead of the HTTP response:
+	// the legacy transport publishes them to the session's stream.
+	sink func(msg []byte) error
+	// log, when set, keeps the events for resumption.
+	log *eventLog
 }
+
+// eventLog is where a session's POST streams keep their events.
+type eventLog struct {
+	store session.Store
+	sid   string
+	ttl   time.Duration
+}
+
+func eventKey(sid, streamID string) string     { return "events/" + sid + "/" + streamID }
+func eventChannel(sid, streamID string) string { return "live/" + sid + "/" + streamID }
 
 // suppress drops the final message: the client cancelled the request.
 func (s *stream) suppress() {
@@ -56,10 +88,15 @@ func (s *stream) startSSELocked() error {
 	h.Del("Content-Length")
 	s.w.WriteHeader(http.StatusOK)
 	s.sse = true
+	if s.id == "" {
+		var r [8]byte
+		rand.Read(r[:])
+		s.id = "p" + hex.EncodeToString(r[:])
+	}
 	if s.prime {
 		b := make([]byte, 0, 64)
 		b = append(b, "id: "...)
-		b = s.appendNextID(b)
+		b = s.appendID(b, s.nextSeq(evPriming, nil))
 		b = append(b, "\nretry: "...)
 		b = strconv.AppendInt(b, s.retry.Milliseconds(), 10)
 		b = append(b, "\ndata: \n\n"...)
@@ -70,26 +107,42 @@ func (s *stream) startSSELocked() error {
 	return s.rc.Flush()
 }
 
-func (s *stream) appendNextID(b []byte) []byte {
-	if s.id == "" {
-		var r [8]byte
-		rand.Read(r[:])
-		s.id = hex.EncodeToString(r[:])
+// nextSeq numbers the next event: by the store's log when the stream is
+// logged (then the event is also published to resuming readers), else
+// locally.
+func (s *stream) nextSeq(kind byte, msg []byte) uint64 {
+	if s.log == nil {
+		s.seq++
+		return s.seq
 	}
-	s.seq++
-	b = append(b, s.id...)
-	b = append(b, '-')
-	return strconv.AppendUint(b, s.seq, 10)
+	ctx := context.Background()
+	entry := append([]byte{kind}, msg...)
+	seq, err := s.log.store.AppendEvent(ctx, eventKey(s.log.sid, s.id), entry, s.log.ttl)
+	if err != nil {
+		s.seq++
+		return s.seq
+	}
+	s.seq = seq
+	live := strconv.AppendUint(nil, seq, 10)
+	s.log.store.Publish(ctx, eventChannel(s.log.sid, s.id), append(append(live, ' '), entry...))
+	return seq
 }
 
-// writeEventLocked writes msg as one SSE event with an id. A message that
-// contains newlines is split over several data lines, which the reader
-// joins back with newlines.
-func (s *stream) writeEventLocked(msg []byte) error {
-	b := make([]byte, 0, len(msg)+48)
-	b = append(b, "id: "...)
-	b = s.appendNextID(b)
-	b = append(b, '\n')
+func (s *stream) appendID(b []byte, seq uint64) []byte {
+	b = append(b, s.id...)
+	b = append(b, '-')
+	return strconv.AppendUint(b, seq, 10)
+}
+
+// appendEvent appends msg as one SSE event with the given id. A message
+// that contains newlines is split over several data lines, which the
+// reader joins back with newlines.
+func appendEvent(b []byte, id []byte, msg []byte) []byte {
+	if len(id) > 0 {
+		b = append(b, "id: "...)
+		b = append(b, id...)
+		b = append(b, '\n')
+	}
 	for {
 		i := bytes.IndexByte(msg, '\n')
 		b = append(b, "data: "...)
@@ -101,11 +154,37 @@ func (s *stream) writeEventLocked(msg []byte) error {
 		b = append(b, '\n')
 		msg = msg[i+1:]
 	}
-	b = append(b, "\n\n"...)
-	if _, err := s.w.Write(b); err != nil {
-		return err
+	return append(b, "\n\n"...)
+}
+
+// writeEventLocked numbers msg, logs it if the stream is logged, and
+// writes it unless the connection is gone.
+func (s *stream) writeEventLocked(kind byte, msg []byte) error {
+	seq := s.nextSeq(kind, msg)
+	if s.gone {
+		if s.log != nil {
+			return nil // kept for the client's resume
+		}
+		return errStreamClosed
 	}
-	return s.rc.Flush()
+	id := s.appendID(make([]byte, 0, 32), seq)
+	if _, err := s.w.Write(appendEvent(make([]byte, 0, len(msg)+48), id, msg)); err != nil {
+		return s.lostLocked(err)
+	}
+	if err := s.rc.Flush(); err != nil {
+		return s.lostLocked(err)
+	}
+	return nil
+}
+
+// lostLocked records that the connection failed. A logged stream goes on
+// in its log.
+func (s *stream) lostLocked(err error) error {
+	s.gone = true
+	if s.log != nil {
+		return nil
+	}
+	return err
 }
 
 // send writes a message that precedes the final one (a notification or a
@@ -116,17 +195,15 @@ func (s *stream) send(msg []byte) error {
 	if s.done || s.noSSE {
 		return errStreamClosed
 	}
+	if s.sink != nil {
+		return s.sink(msg)
+	}
 	if !s.sse {
 		if err := s.startSSELocked(); err != nil {
-			s.done = true
-			return err
+			return s.lostLocked(err)
 		}
 	}
-	if err := s.writeEventLocked(msg); err != nil {
-		s.done = true
-		return err
-	}
-	return nil
+	return s.writeEventLocked(evMessage, msg)
 }
 
 // finish writes the final message: as the JSON body if nothing was sent
@@ -138,6 +215,12 @@ func (s *stream) finish(msg []byte) error {
 		return errStreamClosed
 	}
 	s.done = true
+	if s.sink != nil {
+		if s.quiet {
+			return nil
+		}
+		return s.sink(msg)
+	}
 	if s.quiet {
 		// A cancelled request gets no response: end an empty stream.
 		if !s.sse {
@@ -146,7 +229,7 @@ func (s *stream) finish(msg []byte) error {
 		return nil
 	}
 	if s.sse {
-		return s.writeEventLocked(msg)
+		return s.writeEventLocked(evFinal, msg)
 	}
 	h := s.w.Header()
 	h.Set("Content-Type", "application/json")
@@ -160,22 +243,46 @@ func (s *stream) finish(msg []byte) error {
 	return s.rc.Flush()
 }
 
-// closed reports whether nothing more can be sent.
-func (s *stream) closed() bool {
+// closeConn ends the HTTP response now while the request goes on: the
+// stream becomes SSE (with its priming event), the connection is taken
+// over and the chunked body terminated, and later events are only logged
+// for the client's resume. It needs a logged stream on HTTP/1.x.
+func (s *stream) closeConn() error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	return s.done
+	if s.log == nil || s.sink != nil || s.noSSE || s.done {
+		return errors.New("mcphandler: this stream cannot be resumed")
+	}
+	if s.gone {
+		return nil
+	}
+	if !s.sse {
+		if err := s.startSSELocked(); err != nil {
+			return s.lostLocked(err)
+		}
+	}
+	conn, bufrw, err := s.rc.Hijack()
+	if err != nil {
+		return err
+	}
+	if s.chunk {
+		bufrw.WriteString("0\r\n\r\n")
+	}
+	bufrw.Flush()
+	conn.Close()
+	s.gone = true
+	return nil
 }
 
 // comment writes an SSE comment line, used as a keep-alive.
 func (s *stream) comment() error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if s.done || !s.sse {
+	if s.done || !s.sse || s.gone {
 		return errStreamClosed
 	}
 	if _, err := s.w.Write([]byte(":\n\n")); err != nil {
-		s.done = true
+		s.gone = true
 		return err
 	}
 	return s.rc.Flush()

@@ -113,7 +113,17 @@ func ErrorResult(text string) *ToolResult {
 }
 
 func (r *ToolResult) appendJSON(dst []byte) ([]byte, error) {
-	dst = append(dst, `{"content":[`...)
+	dst = append(dst, '{')
+	dst, err := r.appendMembers(dst)
+	if err != nil {
+		return nil, err
+	}
+	return append(dst, '}'), nil
+}
+
+// appendMembers appends the members of the result object, without braces.
+func (r *ToolResult) appendMembers(dst []byte) ([]byte, error) {
+	dst = append(dst, `"content":[`...)
 	for i := range r.Content {
 		if i > 0 {
 			dst = append(dst, ',')
@@ -135,7 +145,7 @@ func (r *ToolResult) appendJSON(dst []byte) ([]byte, error) {
 	if r.IsError {
 		dst = append(dst, `,"isError":true`...)
 	}
-	return append(dst, '}'), nil
+	return dst, nil
 }
 
 // Content is one block of a tool result or prompt message. Build it with

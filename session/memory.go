@@ -122,8 +122,9 @@ func (m *Memory) Update(_ context.Context, s *Session) error {
 	if now.After(e.expires) {
 		return ErrNotFound
 	}
-	e.s.Initialized = s.Initialized
-	e.s.LogLevel = s.LogLevel
+	id, owner := e.s.ID, e.s.Owner
+	e.s = *s
+	e.s.ID, e.s.Owner = id, owner
 	e.s.Subscriptions = slices.Clone(s.Subscriptions)
 	e.expires = now.Add(ttlOf(&e.s))
 	return nil

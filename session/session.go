@@ -76,8 +76,9 @@ type Store interface {
 	// Get returns a copy of the session and extends its idle lifetime.
 	// A missing or expired session is ErrNotFound.
 	Get(ctx context.Context, id string) (*Session, error)
-	// Update replaces the mutable fields of an existing session
-	// (Initialized, LogLevel, Subscriptions). A missing session is ErrNotFound.
+	// Update replaces every field of an existing session but ID and Owner
+	// (the legacy HTTP+SSE transport negotiates the version after the
+	// session exists). A missing session is ErrNotFound.
 	Update(ctx context.Context, s *Session) error
 	// Delete removes the session; deleting a missing session is not an error.
 	Delete(ctx context.Context, id string) error

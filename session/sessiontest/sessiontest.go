@@ -102,7 +102,18 @@ func testUpdate(t *testing.T, st session.Store) {
 		t.Fatalf("after Update: %+v", got)
 	}
 	if got.Owner != "4:acme/alice" || got.ProtocolVersion != "2025-11-25" {
-		t.Fatalf("Update lost immutable fields: %+v", got)
+		t.Fatalf("Update lost fields: %+v", got)
+	}
+	// Every field but ID and Owner is replaced; the owner never changes.
+	s.Owner = "7:globex/carol"
+	s.ProtocolVersion = "2024-11-05"
+	s.Capabilities = session.CapRoots
+	if err := st.Update(ctx, s); err != nil {
+		t.Fatal(err)
+	}
+	got, _ = st.Get(ctx, "s1")
+	if got.Owner != "4:acme/alice" || got.ProtocolVersion != "2024-11-05" || got.Capabilities != session.CapRoots {
+		t.Fatalf("after a second Update: %+v", got)
 	}
 	if err := st.Update(ctx, sample("missing")); !errors.Is(err, session.ErrNotFound) {
 		t.Fatalf("Update(missing) = %v, want ErrNotFound", err)

@@ -1,0 +1,239 @@
+package mcphandler
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"net/http"
+	"net/url"
+	"strings"
+	"time"
+
+	"github.com/mcphandler/mcphandler/internal/jsonrpc"
+	"github.com/mcphandler/mcphandler/session"
+)
+
+// Version20241105 is the first revision, served over the HTTP+SSE
+// transport by [Handler.LegacySSE].
+const Version20241105 = "2024-11-05"
+
+// LegacySSE returns the two handlers of the 2024-11-05 HTTP+SSE transport,
+// for clients that predate Streamable HTTP. Mount stream at its own path
+// (e.g. "/sse") and messages at messagePath (e.g. "/messages"):
+//
+//	sse, msgs := h.LegacySSE("/messages")
+//	mux.Handle("/sse", sse)
+//	mux.Handle("/messages", msgs)
+//
+// A GET on stream opens a session bound to the caller and announces the
+// message endpoint (messagePath?sessionId=…) in an "endpoint" event. Each
+// POST to that endpoint is answered 202 at once; its response, and
+// anything the server sends meanwhile (progress, logs, questions for the
+// client), arrive as "message" events on the stream. The same hooks, role
+// gates, confirms and session store serve both transports; since answers
+// travel through the store, the POSTs may reach any replica. The session
+// ends when the stream closes.
+//
+// See https://modelcontextprotocol.io/specification/2024-11-05/basic/transports.
+func (h *Handler) LegacySSE(messagePath string) (stream, messages http.Handler) {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { h.serveLegacyStream(w, r, messagePath) }),
+		http.HandlerFunc(h.serveLegacyMessage)
+}
+
+func (h *Handler) serveLegacyStream(w http.ResponseWriter, r *http.Request, messagePath string) {
+	if status, msg := h.checkOrigin(r); status != 0 {
+		writeHTTPError(w, status, jsonrpc.CodeInvalidRequest, msg)
+		return
+	}
+	if r.Method != http.MethodGet {
+		w.Header().Set("Allow", "GET")
+		writeHTTPError(w, http.StatusMethodNotAllowed, jsonrpc.CodeInvalidRequest, "Method not allowed")
+		return
+	}
+	id, ok := h.authenticate(w, r)
+	if !ok {
+		return
+	}
+	ctx := r.Context()
+	s := &session.Session{ID: randText(), Owner: id.key(), ProtocolVersion: Version20241105, TTL: h.cfg.SessionTTL}
+	sub, err := h.cfg.Store.Subscribe(ctx, sessionChannel(s.ID))
+	if err != nil {
+		h.logger().Error("mcphandler: session store", "err", err)
+		writeHTTPError(w, http.StatusServiceUnavailable, CodeStoreUnavailable, "Service Unavailable: the session store is unavailable")
+		return
+	}
+	defer sub.Close()
+	changes, err := h.cfg.Store.Subscribe(ctx, notifyChannel)
+	if err != nil {
+		h.logger().Error("mcphandler: session store", "err", err)
+		writeHTTPError(w, http.StatusServiceUnavailable, CodeStoreUnavailable, "Service Unavailable: the session store is unavailable")
+		return
+	}
+	defer changes.Close()
+	if err := h.cfg.Store.Create(ctx, s); err != nil {
+		h.logger().Error("mcphandler: session store", "err", err)
+		writeHTTPError(w, http.StatusServiceUnavailable, CodeStoreUnavailable, "Service Unavailable: the session store is unavailable")
+		return
+	}
+	// The old transport's session is the stream: it ends with it.
+	defer h.cfg.Store.Delete(context.WithoutCancel(ctx), s.ID)
+
+	hdr := w.Header()
+	hdr.Set("Content-Type", "text/event-stream")
+	hdr.Set("Cache-Control", "no-cache")
+	hdr.Set("X-Accel-Buffering", "no")
+	w.WriteHeader(http.StatusOK)
+	rc := http.NewResponseController(w)
+	endpoint := messagePath + "?sessionId=" + url.QueryEscape(s.ID)
+	if _, err := w.Write([]byte("event: endpoint\ndata: " + endpoint + "\n\n")); err != nil || rc.Flush() != nil {
+		return
+	}
+	write := func(msg []byte) bool {
+		b := make([]byte, 0, len(msg)+24)
+		b = append(b, "event: message\ndata: "...)
+		b = append(b, bytes.ReplaceAll(msg, []byte("\n"), []byte("\ndata: "))...)
+		b = append(b, "\n\n"...)
+		_, err := w.Write(b)
+		return err == nil && rc.Flush() == nil
+	}
+	subscribed := func(uri string) bool {
+		s, err := h.cfg.Store.Get(ctx, s.ID)
+		return err == nil && indexOf(s.Subscriptions, uri) >= 0
+	}
+	tick := time.NewTicker(h.cfg.KeepAlive)
+	defer tick.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-tick.C:
+			// Keep the connection and the session alive while the client listens.
+			h.cfg.Store.Get(ctx, s.ID)
+			if _, err := w.Write([]byte(":\n\n")); err != nil || rc.Flush() != nil {
+				return
+			}
+		case msg, ok := <-sub.C():
+			if !ok || bytes.Equal(msg, sessionEnded) || !write(msg) {
+				return
+			}
+		case c, ok := <-changes.C():
+			if !ok {
+				return
+			}
+			if msg := changeMessage(c, id, subscribed); msg != nil && !write(msg) {
+				return
+			}
+		}
+	}
+}
+
+// serveLegacyMessage takes one POSTed message of the HTTP+SSE transport:
+// 202 at once, then the message is served and everything it produces is
+// published to the session's stream.
+func (h *Handler) serveLegacyMessage(w http.ResponseWriter, r *http.Request) {
+	start := time.Now()
+	if status, msg := h.checkOrigin(r); status != 0 {
+		writeHTTPError(w, status, jsonrpc.CodeInvalidRequest, msg)
+		return
+	}
+	if r.Method != http.MethodPost {
+		w.Header().Set("Allow", "POST")
+		writeHTTPError(w, http.StatusMethodNotAllowed, jsonrpc.CodeInvalidRequest, "Method not allowed")
+		return
+	}
+	id, ok := h.authenticate(w, r)
+	if !ok {
+		return
+	}
+	sid := r.URL.Query().Get("sessionId")
+	if sid == "" {
+		writeHTTPError(w, http.StatusBadRequest, jsonrpc.CodeInvalidRequest, "Bad Request: sessionId is required")
+		return
+	}
+	s, err := h.cfg.Store.Get(r.Context(), sid)
+	if err == nil && s.Owner != id.key() {
+		err = session.ErrNotFound
+	}
+	switch {
+	case errors.Is(err, session.ErrNotFound):
+		writeHTTPError(w, http.StatusNotFound, jsonrpc.CodeInvalidRequest, "Not Found: unknown or expired session")
+		return
+	case err != nil:
+		h.logger().Error("mcphandler: session store", "err", err)
+		writeHTTPError(w, http.StatusServiceUnavailable, CodeStoreUnavailable, "Service Unavailable: the session store is unavailable")
+		return
+	}
+	if mt := r.Header.Get("Content-Type"); mt != "" && !strings.HasPrefix(strings.ToLower(mt), "application/json") {
+		writeHTTPError(w, http.StatusUnsupportedMediaType, jsonrpc.CodeInvalidRequest, "Unsupported Media Type: Content-Type must be application/json")
+		return
+	}
+	buf, status := h.readBody(w, r)
+	if status != 0 {
+		writeHTTPError(w, status, jsonrpc.CodeInvalidRequest, "Bad Request: could not read the body")
+		return
+	}
+	defer h.releaseBody(buf)
+	var m jsonrpc.Message
+	if err := jsonrpc.Decode(buf.Bytes(), &m); err != nil {
+		writeHTTPError(w, http.StatusBadRequest, jsonrpc.CodeParseError, "Parse error")
+		return
+	}
+	kind, verr := m.Validate()
+	if verr != nil {
+		writeRPCError(w, http.StatusBadRequest, readableID(m.ID), verr)
+		return
+	}
+	rq := &request{h: h, r: r, start: start, id: id, sess: s, version: s.ProtocolVersion}
+	if kind == jsonrpc.KindResponse {
+		if !h.deliverResponse(rq, &m) {
+			writeHTTPError(w, http.StatusBadRequest, jsonrpc.CodeInvalidRequest, "Bad Request: no request is waiting for this response")
+			return
+		}
+		w.WriteHeader(http.StatusAccepted)
+		return
+	}
+	// Answer 202 now: the response travels on the stream.
+	w.Header().Set("Content-Length", "0")
+	w.WriteHeader(http.StatusAccepted)
+	http.NewResponseController(w).Flush()
+	if kind == jsonrpc.KindNotification {
+		h.notification(rq, &m)
+		return
+	}
+	rq.st = &stream{sink: func(msg []byte) error {
+		_, err := h.cfg.Store.Publish(context.WithoutCancel(r.Context()), sessionChannel(sid), msg)
+		return err
+	}}
+	if m.Method == "initialize" {
+		h.initializeLegacy(rq, &m)
+		return
+	}
+	h.serveRequest(rq, &m)
+}
+
+// initializeLegacy negotiates the version and records the client's
+// capabilities in the session the stream opened.
+func (h *Handler) initializeLegacy(rq *request, m *jsonrpc.Message) {
+	var p initializeParams
+	if len(m.Params) > 0 {
+		if err := jsonUnmarshal(m.Params, &p); err != nil {
+			rq.fail(m.ID, invalidParams("Invalid params: "+jsonError(err)))
+			return
+		}
+	}
+	version := Version20241105
+	if isSupported(p.ProtocolVersion) {
+		version = p.ProtocolVersion
+	}
+	rq.sess.ProtocolVersion = version
+	rq.sess.Capabilities = p.Capabilities.flags()
+	rq.sess.ClientName, rq.sess.ClientVersion = p.ClientInfo.Name, p.ClientInfo.Version
+	rq.version = version
+	rq.info = &reqInfo{identity: rq.id, request: rq.r, version: version, sessionID: rq.sess.ID}
+	rq.ctx = context.WithValue(rq.r.Context(), ctxKey{}, rq.info)
+	if err := h.cfg.Store.Update(rq.ctx, rq.sess); err != nil {
+		h.storeFailed(rq, m, err)
+		return
+	}
+	h.initializeResult(rq, m, version)
+}

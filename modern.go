@@ -1,0 +1,282 @@
+package mcphandler
+
+import (
+	"bytes"
+	"encoding/json"
+	"net/http"
+	"strconv"
+	"strings"
+
+	"github.com/mcphandler/mcphandler/internal/jsonrpc"
+	"github.com/mcphandler/mcphandler/internal/modern"
+	"github.com/mcphandler/mcphandler/session"
+)
+
+// Version20260728 is the stateless revision: no initialize, no sessions;
+// every request carries its version and client capabilities in _meta.
+//
+// See https://modelcontextprotocol.io/specification/2026-07-28/basic/versioning.
+const Version20260728 = "2026-07-28"
+
+// Error codes of the 2026-07-28 revision.
+const (
+	CodeHeaderMismatch             = -32020 // a header is missing or disagrees with the body
+	CodeMissingClientCapability    = -32021 // the request needs a capability it did not declare
+	CodeUnsupportedProtocolVersion = -32022 // the version is not served
+)
+
+// Reserved _meta keys of 2026-07-28 requests and results.
+const (
+	metaProtocolVersion = "io.modelcontextprotocol/protocolVersion"
+	metaClientCaps      = "io.modelcontextprotocol/clientCapabilities"
+	metaServerInfo      = "io.modelcontextprotocol/serverInfo"
+	metaSubscriptionID  = "io.modelcontextprotocol/subscriptionId"
+)
+
+// discoverVersions are the versions server/discover and -32022 name: the
+// modern one first, then the 2025 revisions a client may fall back to.
+var discoverVersions = []string{Version20260728, Version20251125, Version20250618, Version20250326}
+
+func isLegacyVersion(v string) bool { return v == "2024-11-05" || isSupported(v) }
+
+// isModernVersion reports whether a version string selects the stateless
+// path: any version that is not a known legacy one and sorts at or after
+// 2026-07-28, as the SDKs compare.
+func isModernVersion(v string) bool {
+	return v != "" && !isLegacyVersion(v) && v >= Version20260728
+}
+
+// requestMeta is the _meta of a 2026-07-28 request.
+type requestMeta struct {
+	ProtocolVersion    *string         `json:"io.modelcontextprotocol/protocolVersion"`
+	ClientCapabilities json.RawMessage `json:"io.modelcontextprotocol/clientCapabilities"`
+	LogLevel           *LogLevel       `json:"io.modelcontextprotocol/logLevel"`
+	ProgressToken      json.RawMessage `json:"progressToken"`
+}
+
+// modernMeta extracts the version claim of a request, reading _meta only
+// when the body mentions the key at all (2025 requests never do).
+func modernMeta(params json.RawMessage) (raw json.RawMessage, meta *requestMeta, ok bool) {
+	if !bytes.Contains(params, []byte(metaProtocolVersion)) {
+		return nil, nil, false
+	}
+	var p struct {
+		Meta json.RawMessage `json:"_meta"`
+	}
+	if json.Unmarshal(params, &p) != nil || len(p.Meta) == 0 || p.Meta[0] != '{' {
+		return nil, nil, false
+	}
+	var m requestMeta
+	if json.Unmarshal(p.Meta, &m) != nil || m.ProtocolVersion == nil {
+		return nil, nil, false
+	}
+	return p.Meta, &m, true
+}
+
+// classifyEra decides whether a POSTed message is a 2026-07-28 request: its
+// _meta claims a version that is not a 2025 one, or its header names one.
+func classifyEra(hv string, m *jsonrpc.Message) (bool, json.RawMessage, *requestMeta) {
+	raw, meta, ok := modernMeta(m.Params)
+	if ok && !isLegacyVersion(*meta.ProtocolVersion) {
+		return true, raw, meta
+	}
+	if isModernVersion(hv) {
+		if ok {
+			return true, raw, meta
+		}
+		return true, nil, nil
+	}
+	return false, nil, nil
+}
+
+// modernStatus is the HTTP status of a JSON-RPC error on the modern path.
+func modernStatus(code int) int {
+	switch code {
+	case CodeMethodNotFound:
+		return http.StatusNotFound
+	case CodeInvalidParams, CodeInvalidRequest, CodeParseError, CodeHeaderMismatch,
+		CodeMissingClientCapability, CodeUnsupportedProtocolVersion:
+		return http.StatusBadRequest
+	}
+	return http.StatusOK
+}
+
+func headerMismatch(msg string) *jsonrpc.Error {
+	return &jsonrpc.Error{Code: CodeHeaderMismatch, Message: msg}
+}
+
+// removedMethods existed in the 2025 revisions and are gone in 2026-07-28.
+var removedMethods = map[string]bool{
+	"initialize": true, "ping": true, "logging/setLevel": true,
+	"resources/subscribe": true, "resources/unsubscribe": true,
+}
+
+// namedMethods carry Mcp-Name: the tool, prompt or resource they address.
+var namedMethods = map[string]string{"tools/call": "name", "prompts/get": "name", "resources/read": "uri"}
+
+// serveModern serves one 2026-07-28 message: the checks of the spec in
+// its order, then the same methods as the 2025 path, statelessly.
+//
+// See https://modelcontextprotocol.io/specification/2026-07-28/basic/transports/streamable-http.
+func (h *Handler) serveModern(w http.ResponseWriter, rq *request, m *jsonrpc.Message, kind jsonrpc.Kind, rawMeta json.RawMessage, meta *requestMeta) {
+	fail := func(status int, e *jsonrpc.Error) { writeRPCError(w, status, m.ID, e) }
+	hv := strings.TrimSpace(rq.r.Header.Get("MCP-Protocol-Version"))
+	if kind == jsonrpc.KindResponse {
+		fail(http.StatusBadRequest, &jsonrpc.Error{Code: CodeInvalidRequest, Message: "Invalid Request: responses are not accepted in protocol version " + Version20260728})
+		return
+	}
+	if kind == jsonrpc.KindNotification {
+		w.WriteHeader(http.StatusAccepted) // 2026-07-28 defines no client notifications over HTTP
+		return
+	}
+	switch {
+	case hv == "":
+		fail(http.StatusBadRequest, headerMismatch("Header mismatch: MCP-Protocol-Version header is required"))
+		return
+	case meta == nil:
+		fail(http.StatusBadRequest, invalidParams("Invalid params: _meta with "+metaProtocolVersion+" and "+metaClientCaps+" is required"))
+		return
+	case len(meta.ClientCapabilities) == 0 || meta.ClientCapabilities[0] != '{':
+		fail(http.StatusBadRequest, invalidParams("Invalid params: _meta."+metaClientCaps+" is required"))
+		return
+	case hv != *meta.ProtocolVersion:
+		fail(http.StatusBadRequest, headerMismatch("Header mismatch: MCP-Protocol-Version header '"+hv+"' does not match body '"+*meta.ProtocolVersion+"'"))
+		return
+	case *meta.ProtocolVersion != Version20260728:
+		data, _ := json.Marshal(map[string]any{"supported": discoverVersions, "requested": *meta.ProtocolVersion})
+		fail(http.StatusBadRequest, &jsonrpc.Error{Code: CodeUnsupportedProtocolVersion, Message: "Unsupported protocol version", Data: data})
+		return
+	}
+	name, hasName := "", false
+	if field, ok := namedMethods[m.Method]; ok {
+		var p map[string]json.RawMessage
+		json.Unmarshal(m.Params, &p)
+		json.Unmarshal(p[field], &name)
+		hasName = true
+	}
+	if he := modern.CheckStandardHeaders(rq.r.Header, m.Method, name, hasName); he != nil {
+		fail(http.StatusBadRequest, headerMismatch(he.Message))
+		return
+	}
+	if removedMethods[m.Method] {
+		fail(http.StatusNotFound, methodNotFound(m.Method))
+		return
+	}
+	if meta.LogLevel != nil {
+		if _, ok := logLevels[*meta.LogLevel]; !ok {
+			fail(http.StatusBadRequest, invalidParams("Invalid params: unknown log level "+strconv.Quote(string(*meta.LogLevel))))
+			return
+		}
+	}
+	rq.modern = true
+	rq.version = Version20260728
+	rq.meta = meta
+	rq.caps = parseCaps(meta.ClientCapabilities)
+	rq.st = newStream(w, false, 0)
+	rq.info = &reqInfo{identity: rq.id, request: rq.r, version: rq.version, meta: rawMeta}
+	h.serveRequest(rq, m)
+}
+
+// clientCaps is the shape of ClientCapabilities the handler reads, in
+// initialize (2025) and in each request's _meta (2026-07-28).
+type clientCaps struct {
+	Elicitation *struct {
+		Form *struct{} `json:"form"`
+		URL  *struct{} `json:"url"`
+	} `json:"elicitation"`
+	Sampling *struct {
+		Tools *struct{} `json:"tools"`
+	} `json:"sampling"`
+	Roots *struct {
+		ListChanged bool `json:"listChanged"`
+	} `json:"roots"`
+}
+
+func (pc *clientCaps) flags() session.Capabilities {
+	var c session.Capabilities
+	if e := pc.Elicitation; e != nil {
+		if e.Form != nil || e.URL == nil {
+			c |= session.CapElicitationForm
+		}
+		if e.URL != nil {
+			c |= session.CapElicitationURL
+		}
+	}
+	if s := pc.Sampling; s != nil {
+		c |= session.CapSampling
+		if s.Tools != nil {
+			c |= session.CapSamplingTools
+		}
+	}
+	if r := pc.Roots; r != nil {
+		c |= session.CapRoots
+		if r.ListChanged {
+			c |= session.CapRootsListChanged
+		}
+	}
+	return c
+}
+
+func parseCaps(raw json.RawMessage) session.Capabilities {
+	var pc clientCaps
+	json.Unmarshal(raw, &pc)
+	return pc.flags()
+}
+
+// cacheable methods carry ttlMs and cacheScope in 2026-07-28 results.
+var cacheable = map[string]bool{
+	"server/discover": true, "tools/list": true, "prompts/list": true,
+	"resources/list": true, "resources/templates/list": true, "resources/read": true,
+}
+
+// decorate inserts the 2026-07-28 result members (resultType, cache hints,
+// serverInfo) at the start of a result object. Results of a request that
+// carried inputResponses or requestState are never cacheable.
+func (rq *request) decorate(dst []byte, method string) []byte {
+	dst = append(dst, `"resultType":"complete",`...)
+	if cacheable[method] && !rq.retry {
+		dst = append(dst, `"ttlMs":`...)
+		dst = strconv.AppendInt(dst, rq.h.cfg.CacheTTL.Milliseconds(), 10)
+		// Lists and contents are resolved per caller: never "public".
+		dst = append(dst, `,"cacheScope":"private",`...)
+	}
+	dst = append(dst, `"_meta":{"`+metaServerInfo+`":`...)
+	dst = append(dst, rq.h.serverInfoJSON(rq)...)
+	return append(dst, "},"...)
+}
+
+// serverInfoJSON is the serverInfo object for the caller of rq.
+func (h *Handler) serverInfoJSON(rq *request) []byte {
+	if h.cfg.ServerInfo == nil {
+		return h.staticInfo
+	}
+	info := h.cfg.ServerInfo(rq.ctx)
+	if info.Version == "" {
+		info.Version = "0.0.0"
+	}
+	b, _ := json.Marshal(info)
+	return b
+}
+
+// discover answers server/discover.
+func (h *Handler) discover(rq *request, m *jsonrpc.Message) {
+	info := ServerInfo{Name: h.cfg.Name, Version: h.cfg.Version, Instructions: h.cfg.Instructions}
+	if h.cfg.ServerInfo != nil {
+		info = h.cfg.ServerInfo(rq.ctx)
+	}
+	b := make([]byte, 0, 256)
+	b = append(b, `{"supportedVersions":`...)
+	vs, _ := json.Marshal(discoverVersions)
+	b = append(b, vs...)
+	b = append(b, `,"capabilities":`...)
+	b = append(b, h.modernCaps...)
+	if info.Instructions != "" {
+		b = append(b, `,"instructions":`...)
+		b = jsonrpc.AppendString(b, info.Instructions)
+	}
+	rq.reply(m.ID, append(b, '}'))
+}
+
+// modernCapabilities are the 2026-07-28 server capabilities: as for 2025,
+// where subscribe/listChanged announce what subscriptions/listen delivers.
+func (h *Handler) modernCapabilities() []byte { return h.caps }
