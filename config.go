@@ -24,7 +24,8 @@ type Config struct {
 	ServerInfo ServerInfoFunc
 
 	// Authenticate decides who is calling. If nil, every request is served
-	// with the zero Identity.
+	// with the zero Identity. Package auth provides OIDC, introspection and
+	// API-key authenticators.
 	Authenticate AuthenticateFunc
 	// Challenge returns the WWW-Authenticate value sent with a 401 when
 	// Authenticate fails. If nil, `Bearer realm="mcp"` is used.
@@ -43,7 +44,8 @@ type Config struct {
 	// for more scopes (step-up authorization).
 	HideOutOfScope bool
 	// ScopeChallenge returns the WWW-Authenticate value of that 403, given
-	// the scopes the operation needs. If nil,
+	// the scopes the operation needs; the request's context holds the
+	// caller (IdentityFrom). If nil,
 	// `Bearer error="insufficient_scope", scope="<scopes>"` is used.
 	ScopeChallenge func(r *http.Request, scopes []string) string
 

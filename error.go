@@ -48,6 +48,12 @@ func (e *Error) Error() string {
 // instead of 401: the caller is known but may not use this endpoint.
 var ErrForbidden = errors.New("mcphandler: forbidden")
 
+// ErrAuthUnavailable, returned (wrapped) by [Config.Authenticate], answers
+// 503 with Retry-After instead of 401: the credentials could not be checked
+// (the authorization server did not answer), so the client should keep its
+// token and retry.
+var ErrAuthUnavailable = errors.New("mcphandler: authentication unavailable")
+
 // wireError converts err to the JSON-RPC error object sent on the wire.
 func wireError(err error) *jsonrpc.Error {
 	var e *Error

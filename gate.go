@@ -72,7 +72,9 @@ func (h *Handler) stepUp(rq *request, m *jsonrpc.Message, need []string) bool {
 	}
 	challenge := `Bearer error="insufficient_scope", scope="` + strings.Join(need, " ") + `"`
 	if h.cfg.ScopeChallenge != nil {
-		challenge = h.cfg.ScopeChallenge(rq.r, need)
+		// The request carries the caller in its context (IdentityFrom),
+		// so the challenge can name the scopes already granted too.
+		challenge = h.cfg.ScopeChallenge(rq.r.WithContext(rq.ctx), need)
 	}
 	rq.st.w.Header().Set("WWW-Authenticate", challenge)
 	rq.st.status = http.StatusForbidden

@@ -194,6 +194,11 @@ func (h *Handler) authenticate(w http.ResponseWriter, r *http.Request) (Identity
 	if err == nil {
 		return id, true
 	}
+	if errors.Is(err, ErrAuthUnavailable) {
+		w.Header().Set("Retry-After", "5")
+		writeHTTPError(w, http.StatusServiceUnavailable, CodeStoreUnavailable, "Service Unavailable: credentials cannot be checked now")
+		return Identity{}, false
+	}
 	status := http.StatusUnauthorized
 	if errors.Is(err, ErrForbidden) {
 		status = http.StatusForbidden

@@ -224,6 +224,13 @@ func TestAuthenticationChallenge(t *testing.T) {
 	if _, err = c.Initialize(context.Background()); !errors.As(err, &he) || he.Status != 403 {
 		t.Fatalf("err = %v; want 403", err)
 	}
+	cfg.Authenticate = func(*http.Request) (mcphandler.Identity, error) {
+		return mcphandler.Identity{}, fmt.Errorf("issuer down: %w", mcphandler.ErrAuthUnavailable)
+	}
+	c = mcptest.New(t, mcphandler.New(cfg))
+	if _, err = c.Initialize(context.Background()); !errors.As(err, &he) || he.Status != 503 || he.Header.Get("Retry-After") == "" {
+		t.Fatalf("err = %v; want 503 with Retry-After", err)
+	}
 }
 
 const initBody = `{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-11-25","capabilities":{},"clientInfo":{"name":"t","version":"1"}}}`

@@ -13,6 +13,7 @@ package main
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"flag"
 	"fmt"
@@ -25,6 +26,7 @@ import (
 	"sync/atomic"
 
 	"github.com/mcphandler/mcphandler"
+	"github.com/mcphandler/mcphandler/elicitation"
 )
 
 func main() {
@@ -32,8 +34,13 @@ func main() {
 	flag.Parse()
 
 	mux := http.NewServeMux()
-	mux.Handle("/mcp", newDemo().handler())
-	fmt.Printf("MCP endpoint: http://%s/mcp\n", *addr)
+	h := newDemo().handler()
+	mux.Handle("/mcp", h)
+	// Clients of the 2024-11-05 HTTP+SSE transport: GET /sse, POST /messages.
+	sse, messages := h.LegacySSE("/messages")
+	mux.Handle("/sse", sse)
+	mux.Handle("/messages", messages)
+	fmt.Printf("MCP endpoint: http://%s/mcp (legacy HTTP+SSE: http://%s/sse)\n", *addr, *addr)
 	fmt.Println("Bearer tokens:")
 	for _, t := range tokenList {
 		u := tokens[t]
@@ -164,12 +171,17 @@ func (d *demo) summarizePrompt(_ context.Context, req *mcphandler.PromptRequest)
 	}, nil
 }
 
-// beforeCall asks a human before any destructive tool runs.
+// beforeCall asks a human before any destructive tool runs; to delete a
+// document, the human types its id. The same confirm works for 2025
+// clients (an elicitation) and 2026-07-28 clients (an input request).
 func beforeCall(_ context.Context, call *mcphandler.ToolCall) (mcphandler.Decision, error) {
-	if call.Tool.Destructive() {
-		return mcphandler.Confirm("Delete a document? " + call.Tool.Name + " " + string(call.Arguments)), nil
+	if call.Tool.Name == "delete_doc" {
+		var in deleteIn
+		json.Unmarshal(call.Arguments, &in)
+		return mcphandler.Confirm("Delete document "+in.ID+" for good? Type its id to confirm.").
+			WithForm(elicitation.TypeToConfirm("id", "Document id", in.ID), map[string]any{"id": in.ID}), nil
 	}
-	return mcphandler.Allow(), nil
+	return mcphandler.ConfirmDestructive(nil)(context.Background(), call)
 }
 
 // listTools returns the tools of the caller's tenant; the handler hides

@@ -109,7 +109,9 @@ func TestDeleteDocConfirmed(t *testing.T) {
 	c := mcptest.New(t, d.handler(), mcptest.WithToken("acme-admin"),
 		mcptest.WithElicitationHandler(func(_ context.Context, p mcptest.ElicitParams) (mcptest.ElicitResult, error) {
 			asked = append(asked, p.Message)
-			return mcptest.ElicitResult{Action: "accept", Content: map[string]any{"confirm": true}}, nil
+			// The human reads the id in the question and types it.
+			id := strings.Fields(strings.TrimPrefix(p.Message, "Delete document "))[0]
+			return mcptest.ElicitResult{Action: "accept", Content: map[string]any{"id": id}}, nil
 		}))
 	ctx := context.Background()
 	if _, err := c.Initialize(ctx); err != nil {
@@ -119,7 +121,7 @@ func TestDeleteDocConfirmed(t *testing.T) {
 	if err != nil || res.IsError || string(res.StructuredContent) != `{"deleted":"a2"}` {
 		t.Fatalf("delete: %+v, %v", res, err)
 	}
-	if len(asked) != 1 || !strings.Contains(asked[0], "a2") {
+	if len(asked) != 1 || !strings.Contains(asked[0], "Delete document a2 ") {
 		t.Fatalf("confirm asked %q", asked)
 	}
 	if got := search(t, c, nil); got.Count != 2 {

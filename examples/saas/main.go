@@ -1,0 +1,389 @@
+// Command saas serves an OAuth-protected, multi-workspace MCP server: the
+// kind of endpoint a SaaS product exposes to its customers' AI agents.
+//
+// Every request must carry an access token from the configured OpenID
+// Connect provider, issued for this server (its audience is the MCP
+// endpoint's URL). The token's tenant claim picks the caller's workspace;
+// each workspace has its own notes and its own tool list (workspaces on the
+// "pro" plan get an extra tool). Clients discover the authorization server
+// through the protected resource metadata served at
+// /.well-known/oauth-protected-resource/mcp.
+//
+//	go run ./examples/saas -issuer https://login.example.com -tenant-claim org_id
+//
+// See README.md for how to point an MCP client with OAuth support at it.
+package main
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"log"
+	"net"
+	"net/http"
+	"net/url"
+	"os"
+	"slices"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/mcphandler/mcphandler"
+	"github.com/mcphandler/mcphandler/auth"
+)
+
+func main() {
+	addr := flag.String("addr", "127.0.0.1:8080", "address to listen on")
+	issuer := flag.String("issuer", "", "issuer URL of the OpenID Connect provider (required)")
+	audience := flag.String("audience", "", "this server's canonical MCP URL, which tokens must name in \"aud\" (default http://<addr>/mcp)")
+	tenantClaim := flag.String("tenant-claim", auth.DefaultTenantClaim, "token claim that names the caller's workspace, e.g. org_id")
+	scopes := flag.String("scopes", "mcp:tools", "space-separated scopes clients should request (named in 401 challenges)")
+	pro := flag.String("pro", "", "comma-separated workspaces on the pro plan")
+	defaultRole := flag.String("default-role", "editor", "role of callers whose token has no role claim (viewer, editor or admin)")
+	origins := flag.String("allow-origin", "", "comma-separated browser origins allowed to call the endpoint directly, e.g. http://localhost:6274")
+	flag.Parse()
+
+	if *issuer == "" {
+		fmt.Fprintln(os.Stderr, "saas: -issuer is required")
+		flag.Usage()
+		os.Exit(2)
+	}
+	if *audience == "" {
+		*audience = defaultAudience(*addr)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 15*time.Second)
+	mux, prm, err := newServer(ctx, options{
+		issuer:      *issuer,
+		audience:    *audience,
+		tenantClaim: *tenantClaim,
+		scopes:      strings.Fields(*scopes),
+		defaultRole: *defaultRole,
+		pro:         splitList(*pro),
+		origins:     splitList(*origins),
+	})
+	cancel()
+	if err != nil {
+		log.Fatalf("saas: %v", err)
+	}
+
+	log.Printf("MCP endpoint:       %s", *audience)
+	log.Printf("resource metadata:  %s", prm.MetadataURL())
+	log.Printf("authorization server: %s (tenant claim %q)", *issuer, *tenantClaim)
+	srv := &http.Server{Addr: *addr, Handler: mux, ReadHeaderTimeout: 10 * time.Second}
+	log.Fatal(srv.ListenAndServe())
+}
+
+// options are the server's settings, from the flags.
+type options struct {
+	issuer, audience, tenantClaim, defaultRole string
+	scopes, pro, origins                       []string
+	httpClient                                 *http.Client // for the provider; nil for the default
+}
+
+// newServer returns the mux serving the MCP endpoint (at the audience URL's
+// path) and the protected resource metadata.
+func newServer(ctx context.Context, o options) (*http.ServeMux, *auth.ProtectedResource, error) {
+	u, err := url.Parse(o.audience)
+	if err != nil || u.Host == "" {
+		return nil, nil, fmt.Errorf("-audience %q is not an absolute URL", o.audience)
+	}
+	mcpPath := u.Path
+	if mcpPath == "" {
+		mcpPath = "/"
+	}
+	claims := auth.DefaultClaims(o.tenantClaim)
+	oidc, err := auth.NewOIDC(ctx, auth.OIDCConfig{
+		Issuer:     o.issuer,
+		Audience:   o.audience,
+		HTTPClient: o.httpClient,
+		// The default mapping (sub, tenant claim, role, scope), with a
+		// role for tokens that carry none.
+		Claims: func(ctx context.Context, c auth.Claims) (mcphandler.Identity, error) {
+			id, err := claims(ctx, c)
+			if err == nil && id.Role == "" {
+				id.Role = o.defaultRole
+			}
+			return id, err
+		},
+	})
+	if err != nil {
+		return nil, nil, err
+	}
+	prm := &auth.ProtectedResource{
+		Resource:             o.audience,
+		AuthorizationServers: []string{o.issuer},
+		ScopesSupported:      unionFields(o.scopes, noteWriteScope),
+		Scopes:               o.scopes,
+		ResourceName:         "mcphandler SaaS demo",
+	}
+	a := newApp(o.pro)
+	h := mcphandler.New(mcphandler.Config{
+		Version:        "0.1.0",
+		ServerInfo:     a.serverInfo,
+		Authenticate:   oidc.Authenticate,
+		Challenge:      prm.Challenge,
+		ScopeChallenge: prm.ScopeChallenge,
+		Roles:          []string{"viewer", "editor", "admin"},
+		ListTools:      a.listTools,
+		AllowedOrigins: o.origins,
+		OnCall: func(ev mcphandler.CallEvent) {
+			log.Printf("call tool=%s workspace=%s subject=%s outcome=%s in %v",
+				ev.Tool, ev.Identity.Tenant, ev.Identity.Subject, ev.Outcome, ev.Duration)
+		},
+	})
+	mux := http.NewServeMux()
+	prm.Mount(mux)
+	mux.Handle(mcpPath, cors(o.origins, h))
+	return mux, prm, nil
+}
+
+// defaultAudience is http://<addr>/mcp, with "localhost" for an address
+// without a host.
+func defaultAudience(addr string) string {
+	host, port, err := net.SplitHostPort(addr)
+	if err != nil {
+		return "http://" + addr + "/mcp"
+	}
+	if host == "" || host == "0.0.0.0" || host == "::" {
+		host = "localhost"
+	}
+	return "http://" + net.JoinHostPort(host, port) + "/mcp"
+}
+
+func splitList(s string) []string {
+	var out []string
+	for _, f := range strings.Split(s, ",") {
+		if f = strings.TrimSpace(f); f != "" {
+			out = append(out, f)
+		}
+	}
+	return out
+}
+
+func unionFields(list []string, more ...string) []string {
+	out := slices.Clone(list)
+	for _, m := range more {
+		if !slices.Contains(out, m) {
+			out = append(out, m)
+		}
+	}
+	return out
+}
+
+// cors lets the listed browser origins call h directly (e.g. MCP Inspector
+// in "direct" connection mode): it answers preflights and exposes the
+// headers MCP clients read. The handler itself checks Origin again.
+func cors(origins []string, h http.Handler) http.Handler {
+	if len(origins) == 0 {
+		return h
+	}
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		origin := r.Header.Get("Origin")
+		if origin == "" || !(slices.Contains(origins, origin) || slices.Contains(origins, "*")) {
+			h.ServeHTTP(w, r)
+			return
+		}
+		hd := w.Header()
+		hd.Set("Access-Control-Allow-Origin", origin)
+		hd.Add("Vary", "Origin")
+		hd.Set("Access-Control-Expose-Headers", "Mcp-Session-Id, Mcp-Protocol-Version, WWW-Authenticate")
+		if r.Method == http.MethodOptions && r.Header.Get("Access-Control-Request-Method") != "" {
+			hd.Set("Access-Control-Allow-Methods", "GET, POST, DELETE, OPTIONS")
+			hd.Set("Access-Control-Allow-Headers", "Authorization, Content-Type, Accept, Mcp-Session-Id, Mcp-Protocol-Version, Last-Event-Id")
+			hd.Set("Access-Control-Max-Age", "600")
+			w.WriteHeader(http.StatusNoContent)
+			return
+		}
+		h.ServeHTTP(w, r)
+	})
+}
+
+// noteWriteScope is the scope add_note needs: a token without it sees the
+// tool but calling it answers 403 with an insufficient_scope challenge,
+// and the client asks the user to grant it (step-up authorization).
+const noteWriteScope = "notes:write"
+
+// note is one note of a workspace.
+type note struct {
+	ID      int       `json:"id"`
+	Text    string    `json:"text"`
+	Author  string    `json:"author"`
+	Created time.Time `json:"created"`
+}
+
+// workspace is one customer's data.
+type workspace struct {
+	id   string
+	plan string
+
+	mu    sync.Mutex // guards notes
+	notes []note
+}
+
+// app holds the workspaces, created on first use, and the tools.
+type app struct {
+	pro []string
+
+	mu         sync.Mutex // guards workspaces
+	workspaces map[string]*workspace
+
+	info, list, add, export mcphandler.Tool
+}
+
+func newApp(pro []string) *app {
+	a := &app{pro: pro, workspaces: map[string]*workspace{}}
+	a.info = a.infoTool()
+	a.list = a.listTool()
+	a.add = a.addTool()
+	a.export = a.exportTool()
+	return a
+}
+
+// workspace returns the caller's workspace, creating it on first use.
+func (a *app) workspace(tenant string) *workspace {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	ws, ok := a.workspaces[tenant]
+	if !ok {
+		plan := "free"
+		if slices.Contains(a.pro, tenant) {
+			plan = "pro"
+		}
+		ws = &workspace{id: tenant, plan: plan}
+		a.workspaces[tenant] = ws
+	}
+	return ws
+}
+
+// tools returns the tools of a workspace's plan.
+func (a *app) tools(ws *workspace) []mcphandler.Tool {
+	tools := []mcphandler.Tool{a.info, a.list, a.add}
+	if ws.plan == "pro" {
+		tools = append(tools, a.export)
+	}
+	return tools
+}
+
+// listTools returns the caller's workspace's tools; the handler hides those
+// above the caller's role.
+func (a *app) listTools(ctx context.Context) ([]mcphandler.Tool, error) {
+	id, _ := mcphandler.IdentityFrom(ctx)
+	return a.tools(a.workspace(id.Tenant)), nil
+}
+
+func (a *app) serverInfo(ctx context.Context) mcphandler.ServerInfo {
+	id, _ := mcphandler.IdentityFrom(ctx)
+	return mcphandler.ServerInfo{
+		Name:    "saas-" + id.Tenant,
+		Title:   "Notes of workspace " + id.Tenant,
+		Version: "0.1.0",
+		Instructions: "You act in the workspace " + id.Tenant + " for " + id.Subject +
+			". Use workspace_info to see the plan and the tools, list_notes before add_note.",
+	}
+}
+
+var readOnly = &mcphandler.ToolAnnotations{ReadOnlyHint: true, OpenWorldHint: new(false)}
+
+type infoOut struct {
+	Workspace string   `json:"workspace"`
+	Plan      string   `json:"plan"`
+	Subject   string   `json:"subject"`
+	Role      string   `json:"role"`
+	Scopes    []string `json:"scopes"`
+	Tools     []string `json:"tools"`
+	Notes     int      `json:"notes"`
+}
+
+func (a *app) infoTool() mcphandler.Tool {
+	return mcphandler.NewTool(mcphandler.Tool{
+		Name:        "workspace_info",
+		Title:       "Workspace info",
+		Description: "Returns the caller's workspace, its plan, the caller's subject, role and granted scopes, and the workspace's tools.",
+		Annotations: readOnly,
+	}, func(_ context.Context, call *mcphandler.ToolCall, _ struct{}) (infoOut, error) {
+		ws := a.workspace(call.Identity.Tenant)
+		out := infoOut{
+			Workspace: ws.id,
+			Plan:      ws.plan,
+			Subject:   call.Identity.Subject,
+			Role:      call.Identity.Role,
+			Scopes:    append([]string{}, call.Identity.Scopes...),
+		}
+		for _, t := range a.tools(ws) {
+			out.Tools = append(out.Tools, t.Name)
+		}
+		ws.mu.Lock()
+		out.Notes = len(ws.notes)
+		ws.mu.Unlock()
+		return out, nil
+	})
+}
+
+type listOut struct {
+	Notes []note `json:"notes"`
+}
+
+func (a *app) listTool() mcphandler.Tool {
+	return mcphandler.NewTool(mcphandler.Tool{
+		Name:        "list_notes",
+		Title:       "List notes",
+		Description: "Lists the notes of the caller's workspace, oldest first, as {notes:[{id,text,author,created}]}.",
+		Annotations: readOnly,
+		MinRole:     "viewer",
+	}, func(_ context.Context, call *mcphandler.ToolCall, _ struct{}) (listOut, error) {
+		ws := a.workspace(call.Identity.Tenant)
+		ws.mu.Lock()
+		defer ws.mu.Unlock()
+		return listOut{Notes: append([]note{}, ws.notes...)}, nil
+	})
+}
+
+type addIn struct {
+	Text string `json:"text" jsonschema:"The note's text, 1 to 2000 characters."`
+}
+
+func (a *app) addTool() mcphandler.Tool {
+	return mcphandler.NewTool(mcphandler.Tool{
+		Name:        "add_note",
+		Title:       "Add a note",
+		Description: "Adds a note to the caller's workspace and returns it. Needs the notes:write scope.",
+		Annotations: &mcphandler.ToolAnnotations{DestructiveHint: new(false), OpenWorldHint: new(false)},
+		MinRole:     "editor",
+		Scopes:      []string{noteWriteScope},
+	}, func(_ context.Context, call *mcphandler.ToolCall, in addIn) (note, error) {
+		text := strings.TrimSpace(in.Text)
+		if text == "" || len(text) > 2000 {
+			return note{}, mcphandler.BadArgs("text must have 1 to 2000 characters")
+		}
+		ws := a.workspace(call.Identity.Tenant)
+		ws.mu.Lock()
+		defer ws.mu.Unlock()
+		n := note{ID: len(ws.notes) + 1, Text: text, Author: call.Identity.Subject, Created: time.Now().UTC()}
+		ws.notes = append(ws.notes, n)
+		return n, nil
+	})
+}
+
+type exportOut struct {
+	Markdown string `json:"markdown"`
+}
+
+func (a *app) exportTool() mcphandler.Tool {
+	return mcphandler.NewTool(mcphandler.Tool{
+		Name:        "export_notes",
+		Title:       "Export notes",
+		Description: "Returns all notes of the caller's workspace as one Markdown document (pro plan).",
+		Annotations: readOnly,
+		MinRole:     "viewer",
+	}, func(_ context.Context, call *mcphandler.ToolCall, _ struct{}) (exportOut, error) {
+		ws := a.workspace(call.Identity.Tenant)
+		ws.mu.Lock()
+		defer ws.mu.Unlock()
+		var b strings.Builder
+		fmt.Fprintf(&b, "# Notes of %s\n\n", ws.id)
+		for _, n := range ws.notes {
+			fmt.Fprintf(&b, "- %s (%s, %s)\n", n.Text, n.Author, n.Created.Format(time.RFC3339))
+		}
+		return exportOut{Markdown: b.String()}, nil
+	})
+}
