@@ -396,26 +396,7 @@ func (c *Client) Initialize(ctx context.Context) (*InitializeResult, error) {
 }
 
 // capabilities returns the client capabilities to declare at initialize.
-func (c *Client) capabilities() json.RawMessage {
-	if c.cfg.capsSet {
-		if len(c.cfg.caps) == 0 {
-			return json.RawMessage("{}")
-		}
-		return c.cfg.caps
-	}
-	caps := map[string]struct{}{}
-	if c.cfg.handlers[MethodElicit] != nil {
-		caps["elicitation"] = struct{}{}
-	}
-	if c.cfg.handlers[MethodSampling] != nil {
-		caps["sampling"] = struct{}{}
-	}
-	if c.cfg.handlers[MethodRootsList] != nil {
-		caps["roots"] = struct{}{}
-	}
-	b, _ := json.Marshal(caps)
-	return b
-}
+func (c *Client) capabilities() json.RawMessage { return c.cfg.capabilities() }
 
 // Delete ends the session with an HTTP DELETE carrying the session id. Any
 // non-2xx status (a server may answer 405) comes back as *[HTTPError]. The

@@ -1,6 +1,8 @@
 // Package mcptest is a wire-level test client for MCP (Model Context
-// Protocol) servers that speak the Streamable HTTP transport, revisions
-// 2025-03-26, 2025-06-18 and 2025-11-25.
+// Protocol) servers: [Client] speaks the Streamable HTTP transport of
+// revisions 2025-03-26, 2025-06-18 and 2025-11-25, [ModernClient] the
+// stateless revision 2026-07-28, and [LegacyClient] the HTTP+SSE transport
+// of 2024-11-05.
 //
 // The client depends only on the standard library and knows nothing about
 // how the server is built, so it can exercise any [net/http.Handler] or any
@@ -49,12 +51,37 @@
 //   - When the context of a request is cancelled, the client sends
 //     notifications/cancelled for it. See [WithCancelNotifications].
 //
+// # The 2026-07-28 client
+//
+// [ModernClient] has no initialize and no session. Every request carries
+// params._meta with io.modelcontextprotocol/protocolVersion,
+// clientCapabilities, clientInfo and (with [WithLogLevel]) logLevel, and the
+// headers MCP-Protocol-Version, Mcp-Method and, for tools/call, prompts/get
+// and resources/read, Mcp-Name (Base64-encoded when it is not header-safe,
+// see [EncodeHeaderValue]). An input_required result is answered with the
+// handlers given as options and retried with a new id, inputResponses and
+// the requestState echoed byte for byte ([ModernClient.Call]);
+// [ModernClient.CallOnce] and [ModernClient.Retry] drive rounds by hand.
+// [ModernClient.Listen] opens a subscriptions/listen stream.
+//
+//	c := mcptest.NewModern(t, h, mcptest.WithElicitationHandler(accept))
+//	res, err := c.CallTool(t.Context(), "delete_project", map[string]any{"project": "alpha"})
+//
+// # The 2024-11-05 HTTP+SSE client
+//
+// [LegacyClient] opens the SSE stream with a GET, reads the endpoint event,
+// POSTs every message to the message URL (202 Accepted) and reads every
+// answer from the stream on a goroutine it owns until [LegacyClient.Close].
+//
 // # Concurrency and cleanup
 //
 // A [Client] is safe for concurrent use. Request ids come from an atomic
 // counter. The client starts a goroutine only for an open [Stream]; it ends
 // when the stream ends, when [Stream.Close] or [Client.Close] is called, or
-// when the stream's context is cancelled. Handlers passed as options run on
+// when the stream's context is cancelled. The same holds for a
+// [ModernClient] and the streams of [ModernClient.Listen]. A [LegacyClient]
+// runs a stream reader (and a goroutine per server request it answers)
+// while connected; [LegacyClient.Close] ends them and waits for them. Handlers passed as options run on
 // the goroutine that made the call whose response stream carried the server
 // message.
 package mcptest

@@ -9,9 +9,18 @@ import (
 // maxPages bounds ListTools against a server that never stops paginating.
 const maxPages = 10000
 
+// caller is what the typed helpers need: a Call method.
+type caller interface {
+	Call(ctx context.Context, method string, params any) (json.RawMessage, error)
+}
+
 // ListToolsPage sends one tools/list request, with the given cursor unless
 // it is "", and returns the tools and the nextCursor ("" on the last page).
 func (c *Client) ListToolsPage(ctx context.Context, cursor string) ([]Tool, string, error) {
+	return listToolsPage(ctx, c, cursor)
+}
+
+func listToolsPage(ctx context.Context, c caller, cursor string) ([]Tool, string, error) {
 	var params any
 	if cursor != "" {
 		params = map[string]string{"cursor": cursor}
@@ -43,11 +52,15 @@ func (c *Client) ListToolsPage(ctx context.Context, cursor string) ([]Tool, stri
 // ListTools lists all tools, following nextCursor until the last page. It
 // fails if the server repeats a cursor.
 func (c *Client) ListTools(ctx context.Context) ([]Tool, error) {
+	return listTools(ctx, c)
+}
+
+func listTools(ctx context.Context, c caller) ([]Tool, error) {
 	var all []Tool
 	seen := map[string]bool{}
 	cursor := ""
 	for range maxPages {
-		tools, next, err := c.ListToolsPage(ctx, cursor)
+		tools, next, err := listToolsPage(ctx, c, cursor)
 		if err != nil {
 			return all, err
 		}
@@ -71,6 +84,10 @@ func (c *Client) ListTools(ctx context.Context) ([]Tool, error) {
 // no arguments member. A tool failure is a result with IsError set, not an
 // error; protocol errors come back as *[RPCError].
 func (c *Client) CallTool(ctx context.Context, name string, args any) (*ToolResult, error) {
+	return callTool(ctx, c, name, args)
+}
+
+func callTool(ctx context.Context, c caller, name string, args any) (*ToolResult, error) {
 	a, err := marshalParams(args)
 	if err != nil {
 		return nil, err

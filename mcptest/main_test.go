@@ -31,7 +31,8 @@ func waitOwnGoroutines(d time.Duration) string {
 		buf = buf[:runtime.Stack(buf, true)]
 		var own []string
 		for g := range strings.SplitSeq(string(buf), "\n\n") {
-			if strings.Contains(g, "mcptest.(*Stream).run") || strings.Contains(g, "mcptest.(*Client)") {
+			if strings.Contains(g, "mcptest.(*Stream).run") || strings.Contains(g, "mcptest.(*Client)") ||
+				strings.Contains(g, "mcptest.(*ModernClient)") || strings.Contains(g, "mcptest.(*LegacyClient)") {
 				if !strings.Contains(g, "TestMain") && !strings.Contains(g, "waitOwnGoroutines") {
 					own = append(own, g)
 				}

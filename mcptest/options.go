@@ -34,6 +34,9 @@ type config struct {
 	token         string
 	header        http.Header
 	version       string
+	versionSet    bool
+	logLevel      string
+	maxRounds     int
 	caps          json.RawMessage
 	capsSet       bool
 	clientName    string
@@ -56,6 +59,7 @@ func newConfig(opts []Option) config {
 		autoResume:    true,
 		cancelNotify:  true,
 		path:          "/",
+		maxRounds:     DefaultMaxRounds,
 	}
 	for _, o := range opts {
 		if o != nil {
@@ -73,15 +77,23 @@ func WithToken(token string) Option {
 
 // WithHeader adds a header to every request. Headers given this way replace
 // the client's default value for the same name; several WithHeader options
-// with the same name add several values.
+// with the same name add several values. For a [ModernClient] or a
+// [LegacyClient], a header whose only value is "" is removed instead (for
+// example WithHeader("Mcp-Method", "") sends no Mcp-Method).
 func WithHeader(key, value string) Option {
 	return func(c *config) { c.header.Add(key, value) }
 }
 
 // WithProtocolVersion sets the protocolVersion the client asks for at
-// initialize. The default is [DefaultProtocolVersion].
+// initialize. The default is [DefaultProtocolVersion] for a [Client] and
+// "2024-11-05" for a [LegacyClient]. A [ModernClient] sends it in
+// MCP-Protocol-Version and in every request's _meta instead of
+// [ModernProtocolVersion].
 func WithProtocolVersion(v string) Option {
-	return func(c *config) { c.version = v }
+	return func(c *config) {
+		c.version = v
+		c.versionSet = true
+	}
 }
 
 // WithCapabilities sets the client capabilities sent at initialize. Without
@@ -183,4 +195,41 @@ func WithCancelNotifications(on bool) Option {
 // [New]; the default is "/". [Dial] ignores it.
 func WithPath(path string) Option {
 	return func(c *config) { c.path = path }
+}
+
+// capabilities returns the client capabilities to declare: the ones set
+// with [WithCapabilities], or {} plus one empty entry for each kind of
+// handler given.
+func (cfg *config) capabilities() json.RawMessage {
+	if cfg.capsSet {
+		if len(cfg.caps) == 0 {
+			return json.RawMessage("{}")
+		}
+		return cfg.caps
+	}
+	caps := map[string]struct{}{}
+	if cfg.handlers[MethodElicit] != nil {
+		caps["elicitation"] = struct{}{}
+	}
+	if cfg.handlers[MethodSampling] != nil {
+		caps["sampling"] = struct{}{}
+	}
+	if cfg.handlers[MethodRootsList] != nil {
+		caps["roots"] = struct{}{}
+	}
+	b, _ := json.Marshal(caps)
+	return b
+}
+
+// httpClientOrOwn returns the configured HTTP client, or a new one with its own
+// transport (a clone of the default one).
+func (cfg *config) httpClientOrOwn() *http.Client {
+	if cfg.httpClient != nil {
+		return cfg.httpClient
+	}
+	var rt http.RoundTripper = http.DefaultTransport
+	if tr, ok := rt.(*http.Transport); ok {
+		rt = tr.Clone()
+	}
+	return &http.Client{Transport: rt}
 }

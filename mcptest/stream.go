@@ -2,6 +2,7 @@ package mcptest
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"mime"
@@ -59,16 +60,11 @@ func (c *Client) openStream(ctx context.Context, lastEventID string) (*Stream, e
 		cancel()
 		return nil, err
 	}
-	s := &Stream{
-		c:      c,
-		ctx:    sctx,
-		resp:   resp,
-		cancel: cancel,
-		items:  make(chan Event),
-		done:   make(chan struct{}),
-		exited: make(chan struct{}),
-		lastID: lastEventID,
-	}
+	s := newStream(sctx, cancel, resp, lastEventID, nil, func(s *Stream) {
+		c.mu.Lock()
+		delete(c.streams, s)
+		c.mu.Unlock()
+	})
 	c.mu.Lock()
 	c.streams[s] = struct{}{}
 	c.mu.Unlock()
@@ -76,16 +72,36 @@ func (c *Client) openStream(ctx context.Context, lastEventID string) (*Stream, e
 	return s, nil
 }
 
-// Stream is an open GET SSE stream. It is safe for concurrent use.
+// newStream returns a stream over the SSE body of resp; the caller starts
+// its goroutine with go s.run() once it has registered it. release is called
+// when run returns.
+func newStream(ctx context.Context, cancel context.CancelFunc, resp *http.Response, lastEventID string, reqID json.RawMessage, release func(*Stream)) *Stream {
+	return &Stream{
+		ctx:     ctx,
+		resp:    resp,
+		cancel:  cancel,
+		items:   make(chan Event),
+		done:    make(chan struct{}),
+		exited:  make(chan struct{}),
+		lastID:  lastEventID,
+		reqID:   reqID,
+		release: release,
+	}
+}
+
+// Stream is an open SSE stream: the GET stream of a [Client], or the
+// response stream of a [ModernClient.Listen] request. It is safe for
+// concurrent use.
 type Stream struct {
-	c      *Client
-	ctx    context.Context // the stream's context: the caller's, plus cancel
-	resp   *http.Response
-	cancel context.CancelFunc
-	items  chan Event
-	done   chan struct{} // closed by Close
-	exited chan struct{} // closed when run returns
-	once   sync.Once
+	release func(*Stream)   // called when run returns
+	reqID   json.RawMessage // id of the request the stream answers, if any
+	ctx     context.Context // the stream's context: the caller's, plus cancel
+	resp    *http.Response
+	cancel  context.CancelFunc
+	items   chan Event
+	done    chan struct{} // closed by Close
+	exited  chan struct{} // closed when run returns
+	once    sync.Once
 
 	mu       sync.Mutex
 	lastID   string
@@ -98,12 +114,10 @@ type Stream struct {
 // is closed or its context ends. It never waits to hand over the terminal
 // error: that is left in s.err for Next.
 func (s *Stream) run() {
-	defer func() {
-		s.c.mu.Lock()
-		delete(s.c.streams, s)
-		s.c.mu.Unlock()
-	}()
+	// In reverse order: items, then the owner's registration, then exited,
+	// so that whoever waits for exited sees the stream deregistered.
 	defer close(s.exited)
+	defer s.release(s)
 	defer close(s.items)
 	r := NewSSEReader(s.resp.Body)
 	for {
@@ -130,8 +144,13 @@ func (s *Stream) run() {
 	}
 }
 
-// Header returns the header of the GET's HTTP response.
+// Header returns the header of the HTTP response that opened the stream.
 func (s *Stream) Header() http.Header { return s.resp.Header }
+
+// RequestID returns the JSON-RPC id of the request whose response the
+// stream is (the subscriptions/listen request of [ModernClient.Listen]), or
+// nil for a GET stream.
+func (s *Stream) RequestID() json.RawMessage { return s.reqID }
 
 // LastEventID returns the id of the last event with an id that Next
 // returned (or the id the stream was resumed from), for [Client.Resume].
