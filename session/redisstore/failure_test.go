@@ -1,0 +1,197 @@
+package redisstore
+
+import (
+	"context"
+	"errors"
+	"net"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/mcphandler/mcphandler/session"
+	"github.com/mcphandler/mcphandler/session/redisstore/redistest"
+)
+
+// calls exercises every method of st once; each returns its error.
+func calls(st *Store) map[string]func(ctx context.Context) error {
+	return map[string]func(ctx context.Context) error{
+		"Create": func(ctx context.Context) error { return st.Create(ctx, sample("new")) },
+		"Get":    func(ctx context.Context) error { _, err := st.Get(ctx, "s1"); return err },
+		"Update": func(ctx context.Context) error { return st.Update(ctx, sample("s1")) },
+		"Delete": func(ctx context.Context) error { return st.Delete(ctx, "s1") },
+		"Publish": func(ctx context.Context) error {
+			_, err := st.Publish(ctx, "ch", []byte("x"))
+			return err
+		},
+		"Subscribe": func(ctx context.Context) error {
+			sub, err := st.Subscribe(ctx, "another")
+			if err == nil {
+				sub.Close()
+			}
+			return err
+		},
+		"PutIfAbsent": func(ctx context.Context) error {
+			_, err := st.PutIfAbsent(ctx, "k", []byte("v"), time.Minute)
+			return err
+		},
+		"Load": func(ctx context.Context) error { _, err := st.Load(ctx, "k"); return err },
+		"CompareAndSwap": func(ctx context.Context) error {
+			_, err := st.CompareAndSwap(ctx, "k", []byte("v"), []byte("w"), time.Minute)
+			return err
+		},
+		"AppendEvent": func(ctx context.Context) error {
+			_, err := st.AppendEvent(ctx, "log", []byte("e"), time.Minute)
+			return err
+		},
+		"EventsAfter": func(ctx context.Context) error { _, err := st.EventsAfter(ctx, "log", 0); return err },
+	}
+}
+
+// failFast checks that every call fails with ErrUnavailable within the
+// store's OpTimeout plus a margin.
+func failFast(t *testing.T, st *Store) {
+	t.Helper()
+	const margin = 500 * time.Millisecond
+	for name, call := range calls(st) {
+		start := time.Now()
+		err := call(context.Background())
+		el := time.Since(start)
+		if !errors.Is(err, session.ErrUnavailable) {
+			t.Errorf("%s with Redis down: %v, want ErrUnavailable", name, err)
+		}
+		if el > st.opTimeout+margin {
+			t.Errorf("%s with Redis down took %v, more than OpTimeout %v + %v", name, el, st.opTimeout, margin)
+		}
+	}
+}
+
+// TestRedisRestart stops Redis under a working store: calls fail fast with
+// ErrUnavailable; once Redis is back the same store works again, and a
+// subscription made before the outage receives messages again, as go-redis
+// reconnects the shared Pub/Sub connection and resubscribes.
+func TestRedisRestart(t *testing.T) {
+	ctx := context.Background()
+	addr, stop, restart := redistest.Start(t)
+	c := redistest.ClientAt(t, addr)
+	st := New(c, Options{OpTimeout: 300 * time.Millisecond})
+	defer st.Close()
+	other := New(redistest.ClientAt(t, addr), Options{}) // another replica
+	defer other.Close()
+
+	if err := st.Create(ctx, sample("s1")); err != nil {
+		t.Fatal(err)
+	}
+	sub, err := st.Subscribe(ctx, "ch")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer sub.Close()
+	if n, err := other.Publish(ctx, "ch", []byte("before")); err != nil || n != 1 {
+		t.Fatalf("Publish = %d, %v", n, err)
+	}
+	recv(t, sub, 5*time.Second)
+
+	stop()
+	failFast(t, st)
+	failFast(t, st) // again, now that the pools know the connections are gone
+
+	restart()
+	// The data is gone (the test server keeps nothing), but the store
+	// answers again: not found rather than unavailable.
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		_, err := st.Get(ctx, "s1")
+		if errors.Is(err, session.ErrNotFound) {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the store does not recover after Redis restarted: %v", err)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	if err := st.Create(ctx, sample("s1")); err != nil {
+		t.Fatalf("Create after restart: %v", err)
+	}
+
+	// The old subscription: publish until the resubscription took effect.
+	for {
+		n, err := other.Publish(ctx, "ch", []byte("after"))
+		if err == nil && n == 1 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the subscription made before the outage is not back: Publish = %d, %v", n, err)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	for {
+		if got := string(recv(t, sub, 5*time.Second)); got == "after" {
+			break
+		}
+	}
+	// New subscriptions work too, on the store that lived through it.
+	sub2, err := st.Subscribe(ctx, "ch2")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer sub2.Close()
+	if n, err := other.Publish(ctx, "ch2", []byte("new")); err != nil || n != 1 {
+		t.Fatalf("Publish to a new subscription = %d, %v", n, err)
+	}
+	recv(t, sub2, 5*time.Second)
+	// And a joiner of the old channel, whose confirmation the outage
+	// reset, gets a fresh one.
+	sub3, err := st.Subscribe(ctx, "ch")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer sub3.Close()
+	if n, err := other.Publish(ctx, "ch", []byte("both")); err != nil || n != 1 {
+		t.Fatalf("Publish = %d, %v", n, err)
+	}
+	recv(t, sub, 5*time.Second)
+	recv(t, sub3, 5*time.Second)
+}
+
+// TestRedisHung points a store at a server that accepts connections and
+// never answers: every call still returns within OpTimeout, and Close does
+// not hang either.
+func TestRedisHung(t *testing.T) {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var mu sync.Mutex
+	var conns []net.Conn
+	var wg sync.WaitGroup
+	wg.Go(func() {
+		for {
+			c, err := l.Accept()
+			if err != nil {
+				return
+			}
+			mu.Lock()
+			conns = append(conns, c)
+			mu.Unlock()
+		}
+	})
+	defer func() {
+		l.Close()
+		wg.Wait()
+		mu.Lock()
+		for _, c := range conns {
+			c.Close()
+		}
+		mu.Unlock()
+	}()
+
+	st := New(redistest.ClientAt(t, l.Addr().String()), Options{OpTimeout: 300 * time.Millisecond})
+	failFast(t, st)
+	start := time.Now()
+	if err := st.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if el := time.Since(start); el > time.Second {
+		t.Fatalf("Close took %v", el)
+	}
+}

@@ -1,0 +1,382 @@
+// Package redisstore is a [session.Store] kept in Redis, so that several
+// replicas of the handler can share sessions, messages, confirms and event
+// logs and any replica can serve any request.
+//
+// # What is stored where
+//
+// With the default prefix "mcph:", a [Store] holds:
+//
+//	mcph:{<session id>}:s  string  one session record (see below); it lives
+//	                               for the session's TTL (session.DefaultTTL
+//	                               when zero), and Get and Update restart
+//	                               that TTL.
+//	mcph:{<key>}:r         string  a record of PutIfAbsent/CompareAndSwap;
+//	                               it lives for the ttl of the call that last
+//	                               wrote it.
+//	mcph:{<stream>}:l      list    the event log of a resumable stream, one
+//	                               element per event (element i is sequence
+//	                               number i+1); it lives for the ttl of the
+//	                               last AppendEvent.
+//	mcph:<channel>         -       a Pub/Sub channel: nothing is stored, a
+//	                               message published with no subscriber is
+//	                               lost.
+//
+// Every key is written together with its expiry in one command or script
+// (SET ... PX, a Lua script, or MULTI/EXEC), so no key ever exists without
+// a TTL and nothing grows without bound. The part in braces is the Redis
+// Cluster hash tag: whatever is named after one session id, record key or
+// stream lives in one slot.
+//
+// A session record is a compact binary encoding: a version byte, an ASCII
+// header "<ttl ms>:<length of the immutable part>:", the immutable part
+// (the owner) and then the fields Update replaces (protocol version, client
+// info, capabilities, TTL, initialized, log level, subscriptions). The
+// header lets the Lua scripts of Get and Update restart the TTL and keep
+// the owner without decoding the rest. Every write of a record is a single
+// command or script, so Redis never holds a half-written record; a record
+// that still fails to decode (written by an incompatible version, or by
+// something else under the same prefix) reads as [session.ErrNotFound].
+//
+// # Cost per call
+//
+// Every method but Subscribe is exactly one round trip to Redis: Create is
+// SET NX PX, Get and Update are Lua scripts (EVALSHA, falling back to EVAL
+// once per server when the script is not cached), Delete is DEL, Publish
+// is PUBLISH, PutIfAbsent is SET NX PX, Load is GET, CompareAndSwap is a
+// Lua script, AppendEvent is MULTI RPUSH PEXPIRE EXEC in one pipeline,
+// EventsAfter is LRANGE. Get is a script rather than GETEX because the
+// lifetime to extend by is the session's own TTL, which is inside the
+// record: the script reads it from the header and PEXPIREs by it, in the
+// same round trip. Update is a script so that it keeps the stored owner,
+// as the Store contract requires, atomically.
+//
+// # Pub/Sub, connections and goroutines
+//
+// Channel c of the Store interface is the Redis channel "<prefix>c".
+// Publish uses the client's pool like every other call. All the
+// subscriptions of a Store share one Pub/Sub connection, opened at the
+// first Subscribe and read by one goroutine that the Store owns and that
+// [Store.Close] stops; the connection is subscribed to a channel while at
+// least one local subscription of it is open. go-redis reopens that
+// connection and resubscribes its channels when it breaks; messages
+// published meanwhile are lost (Redis Pub/Sub delivers at most once).
+//
+// # Failures
+//
+// Every call is bounded by [Options.OpTimeout]. A network error, a timeout
+// or an error reply from Redis is returned wrapped so that
+// errors.Is(err, session.ErrUnavailable) holds (and errors.Is also matches
+// the underlying error, such as context.DeadlineExceeded).
+package redisstore
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/mcphandler/mcphandler/session"
+)
+
+// Options configures a [Store]. The zero value is valid.
+type Options struct {
+	// Prefix starts every key and Pub/Sub channel name the store uses, so
+	// that several stores (or other applications) can share one Redis.
+	// It should not contain '{' or '}', which would change the Redis
+	// Cluster hash tags. Default "mcph:".
+	Prefix string
+
+	// OpTimeout bounds every call of the store, the Pub/Sub commands of
+	// Subscribe and Subscription.Close included, so that a dead Redis
+	// fails a request instead of hanging it. It is applied as a context
+	// deadline on top of the caller's context. go-redis lets a context
+	// deadline interrupt socket I/O only when the client was created with
+	// ContextTimeoutEnabled: true, so create it that way, or its own
+	// ReadTimeout, WriteTimeout and DialTimeout bound the calls instead.
+	// Also keep the client's DialTimeout no larger than OpTimeout: when
+	// the Pub/Sub connection breaks, go-redis redials it under a lock that
+	// Subscribe and Subscription.Close may then wait for. With go-redis's
+	// default retries (MaxRetries, DialerRetries), a Redis that refuses
+	// connections typically fails a call only when OpTimeout ends.
+	// Default 2s.
+	OpTimeout time.Duration
+}
+
+// Default option values.
+const (
+	DefaultPrefix    = "mcph:"
+	DefaultOpTimeout = 2 * time.Second
+)
+
+// Store is a [session.Store] backed by Redis. Create it with [New]; it is
+// safe for concurrent use.
+//
+// The first Subscribe opens one Pub/Sub connection shared by all the
+// store's subscriptions and starts one goroutine, owned by the Store, that
+// reads it and dispatches messages; [Store.Close] stops that goroutine and
+// closes the connection. A Store that never subscribed holds no
+// connection and no goroutine of its own. The Redis client is the
+// caller's: the store never closes it, and it must stay open until Close
+// returned.
+type Store struct {
+	c         redis.UniversalClient
+	prefix    string
+	opTimeout time.Duration
+
+	ps pubsubState
+}
+
+var _ session.Store = (*Store)(nil)
+
+// New returns a Store that keeps its data in the Redis reached through c,
+// which may be a single node (*redis.Client), a Sentinel failover client
+// or a *redis.ClusterClient. Zero fields of opts take their defaults.
+// New sends no command; a Redis that is down makes calls fail, not New.
+func New(c redis.UniversalClient, opts Options) *Store {
+	if opts.Prefix == "" {
+		opts.Prefix = DefaultPrefix
+	}
+	if opts.OpTimeout <= 0 {
+		opts.OpTimeout = DefaultOpTimeout
+	}
+	s := &Store{c: c, prefix: opts.Prefix, opTimeout: opts.OpTimeout}
+	s.ps.init()
+	return s
+}
+
+// Key kinds, the suffix after the hash tag.
+const (
+	kindSession = "s"
+	kindRecord  = "r"
+	kindLog     = "l"
+)
+
+// key returns the Redis key of name: prefix, name as the hash tag, kind.
+func (s *Store) key(name, kind string) string {
+	return s.prefix + "{" + name + "}:" + kind
+}
+
+// opCtx bounds one call by the store's OpTimeout.
+func (s *Store) opCtx(ctx context.Context) (context.Context, context.CancelFunc) {
+	return context.WithTimeout(ctx, s.opTimeout)
+}
+
+// unavailable wraps a failure of Redis (network, timeout, error reply) so
+// that it matches both session.ErrUnavailable and err.
+func unavailable(op string, err error) error {
+	return fmt.Errorf("%w: redisstore: %s: %w", session.ErrUnavailable, op, err)
+}
+
+// errIDInUse is returned by Create for an id that is already taken.
+var errIDInUse = errors.New("redisstore: session id already in use")
+
+// millis converts a lifetime to whole milliseconds for PX, rounding up and
+// never below 1 ms: Redis rejects PX 0, and a key without expiry is never
+// written.
+func millis(d time.Duration) int64 {
+	if d <= 0 {
+		return 1
+	}
+	ms := int64(d / time.Millisecond)
+	if d%time.Millisecond != 0 {
+		ms++
+	}
+	return ms
+}
+
+func ttlOf(s *session.Session) time.Duration {
+	if s.TTL > 0 {
+		return s.TTL
+	}
+	return session.DefaultTTL
+}
+
+// getScript returns the record and restarts its TTL from the record's
+// header, in one round trip.
+var getScript = redis.NewScript(`
+local v = redis.call('GET', KEYS[1])
+if v then
+  local ttl = string.match(v, '^\1(%d+):')
+  if ttl then redis.call('PEXPIRE', KEYS[1], ttl) end
+end
+return v
+`)
+
+// updateScript replaces the mutable part of an existing record by ARGV[1]
+// and its TTL by ARGV[2] ms, keeping the immutable part. It returns 1 on
+// success, 0 for a missing key and -1 for a record it cannot parse.
+var updateScript = redis.NewScript(`
+local v = redis.call('GET', KEYS[1])
+if not v then return 0 end
+local n, p = string.match(v, '^\1%d+:(%d+):()')
+if not n then return -1 end
+local e = p + tonumber(n) - 1
+if e > #v then return -1 end
+redis.call('SET', KEYS[1], '\1' .. ARGV[2] .. ':' .. n .. ':' .. string.sub(v, p, e) .. ARGV[1], 'PX', ARGV[2])
+return 1
+`)
+
+// casScript sets KEYS[1] to ARGV[2] with PX ARGV[3] if its value is ARGV[1].
+var casScript = redis.NewScript(`
+if redis.call('GET', KEYS[1]) == ARGV[1] then
+  redis.call('SET', KEYS[1], ARGV[2], 'PX', ARGV[3])
+  return 1
+end
+return 0
+`)
+
+// Create implements [session.Store] with SET NX PX: it fails if the id is
+// taken, and the record lives for the session's TTL.
+func (s *Store) Create(ctx context.Context, sess *session.Session) error {
+	ctx, cancel := s.opCtx(ctx)
+	defer cancel()
+	rec := encodeSession(sess)
+	ok, err := s.c.SetNX(ctx, s.key(sess.ID, kindSession), rec, time.Duration(millis(ttlOf(sess)))*time.Millisecond).Result()
+	if err != nil {
+		return unavailable("create", err)
+	}
+	if !ok {
+		return errIDInUse
+	}
+	return nil
+}
+
+// Get implements [session.Store]. It is one round trip (a Lua script that
+// GETs the record and PEXPIREs it by the session's TTL), and returns a
+// fresh copy. A missing, expired or undecodable record is
+// session.ErrNotFound.
+func (s *Store) Get(ctx context.Context, id string) (*session.Session, error) {
+	ctx, cancel := s.opCtx(ctx)
+	defer cancel()
+	v, err := getScript.Run(ctx, s.c, []string{s.key(id, kindSession)}).Text()
+	if err != nil {
+		if errors.Is(err, redis.Nil) {
+			return nil, session.ErrNotFound
+		}
+		return nil, unavailable("get", err)
+	}
+	sess, err := decodeSession(id, v)
+	if err != nil {
+		return nil, fmt.Errorf("%w: %w", session.ErrNotFound, err)
+	}
+	return sess, nil
+}
+
+// Update implements [session.Store]. In one atomic script it replaces
+// every field of the stored record but the owner, which stays as stored
+// whatever sess holds, and restarts the session's TTL (sess.TTL, which may
+// have changed); like SET XX, it writes nothing and returns
+// session.ErrNotFound when the session does not exist.
+func (s *Store) Update(ctx context.Context, sess *session.Session) error {
+	ctx, cancel := s.opCtx(ctx)
+	defer cancel()
+	n, err := updateScript.Run(ctx, s.c, []string{s.key(sess.ID, kindSession)},
+		appendMutable(nil, sess), millis(ttlOf(sess))).Int64()
+	if err != nil {
+		return unavailable("update", err)
+	}
+	switch n {
+	case 1:
+		return nil
+	case 0:
+		return session.ErrNotFound
+	default:
+		return fmt.Errorf("%w: %w", session.ErrNotFound, errCorrupt)
+	}
+}
+
+// Delete implements [session.Store] with DEL.
+func (s *Store) Delete(ctx context.Context, id string) error {
+	ctx, cancel := s.opCtx(ctx)
+	defer cancel()
+	if err := s.c.Del(ctx, s.key(id, kindSession)).Err(); err != nil {
+		return unavailable("delete", err)
+	}
+	return nil
+}
+
+// PutIfAbsent implements [session.Store] with SET NX PX. A ttl below one
+// millisecond is rounded up to one.
+func (s *Store) PutIfAbsent(ctx context.Context, key string, value []byte, ttl time.Duration) (bool, error) {
+	ctx, cancel := s.opCtx(ctx)
+	defer cancel()
+	ok, err := s.c.SetNX(ctx, s.key(key, kindRecord), value, time.Duration(millis(ttl))*time.Millisecond).Result()
+	if err != nil {
+		return false, unavailable("put", err)
+	}
+	return ok, nil
+}
+
+// Load implements [session.Store] with GET.
+func (s *Store) Load(ctx context.Context, key string) ([]byte, error) {
+	ctx, cancel := s.opCtx(ctx)
+	defer cancel()
+	v, err := s.c.Get(ctx, s.key(key, kindRecord)).Bytes()
+	if err != nil {
+		if errors.Is(err, redis.Nil) {
+			return nil, session.ErrNotFound
+		}
+		return nil, unavailable("load", err)
+	}
+	return v, nil
+}
+
+// CompareAndSwap implements [session.Store] with a Lua script that compares
+// and sets (with PX ttl) atomically, so exactly one of racing callers from
+// the same old value wins, on any replica.
+func (s *Store) CompareAndSwap(ctx context.Context, key string, old, new []byte, ttl time.Duration) (bool, error) {
+	ctx, cancel := s.opCtx(ctx)
+	defer cancel()
+	n, err := casScript.Run(ctx, s.c, []string{s.key(key, kindRecord)}, old, new, millis(ttl)).Int64()
+	if err != nil {
+		return false, unavailable("compare-and-swap", err)
+	}
+	return n == 1, nil
+}
+
+// AppendEvent implements [session.Store] with RPUSH and PEXPIRE in one
+// MULTI/EXEC pipeline; the list length RPUSH returns is the event's
+// sequence number. A log that expired starts again at 1.
+func (s *Store) AppendEvent(ctx context.Context, stream string, data []byte, ttl time.Duration) (uint64, error) {
+	ctx, cancel := s.opCtx(ctx)
+	defer cancel()
+	k := s.key(stream, kindLog)
+	var push *redis.IntCmd
+	_, err := s.c.TxPipelined(ctx, func(p redis.Pipeliner) error {
+		push = p.RPush(ctx, k, data)
+		p.PExpire(ctx, k, time.Duration(millis(ttl))*time.Millisecond)
+		return nil
+	})
+	if err != nil {
+		return 0, unavailable("append-event", err)
+	}
+	n, err := push.Result()
+	if err != nil || n <= 0 {
+		return 0, unavailable("append-event", fmt.Errorf("RPUSH returned %d, %v", n, err))
+	}
+	return uint64(n), nil
+}
+
+// EventsAfter implements [session.Store] with LRANGE after -1: list index
+// i holds sequence number i+1.
+func (s *Store) EventsAfter(ctx context.Context, stream string, after uint64) ([]session.Event, error) {
+	if after >= 1<<62 {
+		return nil, nil
+	}
+	ctx, cancel := s.opCtx(ctx)
+	defer cancel()
+	vs, err := s.c.LRange(ctx, s.key(stream, kindLog), int64(after), -1).Result()
+	if err != nil {
+		return nil, unavailable("events-after", err)
+	}
+	if len(vs) == 0 {
+		return nil, nil
+	}
+	out := make([]session.Event, len(vs))
+	for i, v := range vs {
+		out[i] = session.Event{Seq: after + 1 + uint64(i), Data: []byte(v)}
+	}
+	return out, nil
+}
