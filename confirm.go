@@ -246,7 +246,7 @@ func (h *Handler) confirmModern(rq *request, m *jsonrpc.Message, call *ToolCall,
 	if msg == "" {
 		msg = confirmMessage(call)
 	}
-	res, _, err := x.elicit(rq.ctx, "confirm", ElicitRequest{Message: safeText(msg, 1000), Schema: form})
+	res, _, err := x.elicit(rq.ctx, confirmInputKey, ElicitRequest{Message: safeText(msg, 1000), Schema: form})
 	switch {
 	case errors.Is(err, ErrInputRequired):
 		ev.Outcome = OutcomeInputRequired

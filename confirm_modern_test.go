@@ -209,3 +209,16 @@ func TestModernConfirmRechecksVisibility(t *testing.T) {
 		t.Fatalf("after demotion: %d %v (ran %d)", status, m, f.count("admin_op"))
 	}
 }
+
+// A confirm is answered only after this server asked it: an accept sent up
+// front, without the sealed state of the ask, runs nothing.
+func TestModernConfirmUnaskedAnswer(t *testing.T) {
+	f := &fixture{}
+	h := mcphandler.New(f.config())
+	params := `"name":"delete_thing","arguments":{},"inputResponses":{"confirm":{"action":"accept","content":{"confirm":true}}}`
+	_, m := serveModern(t, h, "acme-admin", 1, params)
+	res, _ := m["result"].(map[string]any)
+	if res == nil || res["resultType"] != "input_required" || f.count("delete_thing") != 0 {
+		t.Fatalf("an unasked accept: %v (ran %d)", m, f.count("delete_thing"))
+	}
+}

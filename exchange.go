@@ -148,6 +148,10 @@ func (x *Exchange) Log(level LogLevel, logger string, data any) error {
 
 // ElicitRequest asks the human for input.
 type ElicitRequest struct {
+	// Key names the question in a 2026-07-28 input_required round (the key
+	// of inputRequests and inputResponses). If empty, the handler picks
+	// one from the question's position. It is not used on 2025 sessions.
+	Key string
 	// Message explains what is asked and why.
 	Message string
 	// Schema is the form (form mode). Required unless URL is set.
@@ -162,7 +166,7 @@ type ElicitRequest struct {
 // invalid one is an error. It returns [ErrCannotAsk] if the client did not
 // declare the needed elicitation mode.
 func (x *Exchange) Elicit(ctx context.Context, req ElicitRequest) (elicitation.Result, error) {
-	res, _, err := x.elicit(ctx, "", req)
+	res, _, err := x.elicit(ctx, req.Key, req)
 	return res, err
 }
 
@@ -230,6 +234,10 @@ func (x *Exchange) elicitParams(req ElicitRequest) ([]byte, error) {
 // CreateMessage asks the client to sample its model (sampling/createMessage)
 // with params (a CreateMessageRequest's params) and returns the raw result.
 func (x *Exchange) CreateMessage(ctx context.Context, params any) (json.RawMessage, error) {
+	return x.createMessage(ctx, "", params)
+}
+
+func (x *Exchange) createMessage(ctx context.Context, key string, params any) (json.RawMessage, error) {
 	if !x.caps.Has(session.CapSampling) {
 		return nil, missingCap(`{"sampling":{}}`)
 	}
@@ -237,7 +245,7 @@ func (x *Exchange) CreateMessage(ctx context.Context, params any) (json.RawMessa
 	if err != nil {
 		return nil, err
 	}
-	a, err := x.ask(ctx, "", "sample", "sampling/createMessage", b)
+	a, err := x.ask(ctx, key, "sample", "sampling/createMessage", b)
 	if err != nil {
 		return nil, err
 	}
@@ -252,10 +260,14 @@ type Root struct {
 
 // ListRoots asks the client for its roots (roots/list).
 func (x *Exchange) ListRoots(ctx context.Context) ([]Root, error) {
+	return x.listRoots(ctx, "")
+}
+
+func (x *Exchange) listRoots(ctx context.Context, key string) ([]Root, error) {
 	if !x.caps.Has(session.CapRoots) {
 		return nil, missingCap(`{"roots":{}}`)
 	}
-	a, err := x.ask(ctx, "", "roots", "roots/list", nil)
+	a, err := x.ask(ctx, key, "roots", "roots/list", nil)
 	if err != nil {
 		return nil, err
 	}

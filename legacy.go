@@ -192,8 +192,11 @@ func (h *Handler) serveLegacyMessage(w http.ResponseWriter, r *http.Request) {
 		w.WriteHeader(http.StatusAccepted)
 		return
 	}
-	// Answer 202 now: the response travels on the stream.
+	// Answer 202 now: the response travels on the stream. The request is
+	// served after the 202 on this goroutine, so the client must not send
+	// its next message on this connection: it would wait behind the work.
 	w.Header().Set("Content-Length", "0")
+	w.Header().Set("Connection", "close")
 	w.WriteHeader(http.StatusAccepted)
 	http.NewResponseController(w).Flush()
 	if kind == jsonrpc.KindNotification {

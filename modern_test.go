@@ -243,6 +243,11 @@ func TestModernInputRequired(t *testing.T) {
 	if runs.Load() != 0 {
 		t.Fatal("a refused state ran the tool")
 	}
+	// A malformed answer is a JSON-RPC error, not a run.
+	bad := `"name":"ask","arguments":{"x":1},"inputResponses":{"` + key + `":5},"requestState":"` + state + `"`
+	if status, _, b := modernPost(t, srv, "acme-viewer", modernBody(2, "tools/call", bad, caps), nil); status != 400 {
+		t.Fatalf("malformed answer: %d %s", status, b)
+	}
 	_, b = retry("acme-viewer", `{ "x" : 1.0 }`, state) // same arguments, written differently
 	if !bytes.Contains(b, []byte("hello Ada")) || !bytes.Contains(b, []byte(`"resultType":"complete"`)) {
 		t.Fatalf("retry: %s", b)

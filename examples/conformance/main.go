@@ -1,16 +1,21 @@
 // Command conformance serves the fixture set that the official MCP
-// conformance suite (@modelcontextprotocol/conformance@0.1.16) tests, using
-// only the public API of mcphandler, as any user of the library would.
+// conformance suite tests, using only the public API of mcphandler, as any
+// user of the library would: @modelcontextprotocol/conformance@0.1.16 for
+// the 2025 revisions (initialize, sessions) and 0.2.0-alpha.12 for the
+// stateless revision 2026-07-28, both on the same endpoint.
 //
 //	go run ./examples/conformance                       # http://127.0.0.1:3917/mcp
 //	go run ./examples/conformance -addr 127.0.0.1:0     # any free port
 //
 // It prints its URL once it listens. It has no Authenticate hook: the suite
-// sends no token. scripts/conformance.sh runs the whole suite against it.
+// sends no token. scripts/conformance.sh runs both suites against it.
 //
-// The fixtures are split by kind: tools.go, resources.go (resources and the
+// The fixtures are split by kind: tools.go (the 2025 tools), stateless.go
+// (the diagnostic tools of the 2026-07-28 scenarios), inputrequired.go
+// (the multi round-trip tools and prompt), resources.go (resources and the
 // resource template), prompts.go (prompts and completion), media.go (the
-// tiny PNG and WAV the content tools return).
+// tiny PNG and WAV the content tools return). Every handler is written once
+// and serves both eras.
 package main
 
 import (
@@ -42,8 +47,11 @@ func main() {
 
 // newHandler returns the MCP handler with every conformance fixture.
 func newHandler() *mcphandler.Handler {
+	n := &notifier{}
 	tools := conformanceTools()
-	return mcphandler.New(mcphandler.Config{
+	tools = append(tools, statelessTools(n)...)
+	tools = append(tools, inputRequiredTools()...)
+	h := mcphandler.New(mcphandler.Config{
 		Name:    "mcphandler-conformance",
 		Version: "0.1.0",
 		ListTools: func(context.Context) ([]mcphandler.Tool, error) {
@@ -56,6 +64,8 @@ func newHandler() *mcphandler.Handler {
 		GetPrompt:             getPrompt,
 		Complete:              complete,
 	})
+	n.h = h
+	return h
 }
 
 func run(addr, path string) error {

@@ -20,14 +20,18 @@ var prompts = []mcphandler.Prompt{
 			{Name: "resourceUri", Description: "URI of the resource to embed", Required: true},
 		}},
 	{Name: "test_prompt_with_image", Description: "A prompt with an image."},
+	inputRequiredPrompt,
 }
 
 func listPrompts(context.Context) ([]mcphandler.Prompt, error) { return prompts, nil }
 
 // getPrompt is only called for a listed prompt with its required arguments.
-func getPrompt(_ context.Context, req *mcphandler.PromptRequest) (*mcphandler.PromptResult, error) {
+func getPrompt(ctx context.Context, req *mcphandler.PromptRequest) (*mcphandler.PromptResult, error) {
 	user := func(c mcphandler.Content) mcphandler.PromptMessage {
 		return mcphandler.PromptMessage{Role: "user", Content: c}
+	}
+	if req.Prompt.Name == inputRequiredPrompt.Name {
+		return getInputRequiredPrompt(ctx, req)
 	}
 	var msgs []mcphandler.PromptMessage
 	switch args := req.Arguments; req.Prompt.Name {

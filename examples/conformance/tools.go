@@ -70,7 +70,7 @@ func conformanceTools() []mcphandler.Tool {
 		},
 		{
 			Name:        "json_schema_2020_12_tool",
-			Description: "Has a JSON Schema 2020-12 input schema with $schema, $defs and additionalProperties.",
+			Description: "Has a JSON Schema 2020-12 input schema with $schema, $defs, $anchor, allOf/anyOf, if/then/else and additionalProperties.",
 			InputSchema: json.RawMessage(schema202012),
 			Handler: func(_ context.Context, call *mcphandler.ToolCall) (*mcphandler.ToolResult, error) {
 				return mcphandler.TextResult("Received: " + string(call.Arguments)), nil
@@ -223,12 +223,15 @@ func failed(what string, err error) error {
 }
 
 // schema202012 is served verbatim: the suite checks that $schema, $defs and
-// additionalProperties reach the client untouched.
+// additionalProperties (SEP-1613) and, from 2026-07-28, $anchor, the
+// composition keywords allOf/anyOf and the conditional keywords
+// if/then/else (SEP-2106) reach the client untouched.
 const schema202012 = `{
   "$schema": "https://json-schema.org/draft/2020-12/schema",
   "type": "object",
   "$defs": {
     "address": {
+      "$anchor": "addressDef",
       "type": "object",
       "properties": {
         "street": {"type": "string"},
@@ -238,8 +241,15 @@ const schema202012 = `{
   },
   "properties": {
     "name": {"type": "string"},
-    "address": {"$ref": "#/$defs/address"}
+    "address": {"$ref": "#/$defs/address"},
+    "contactMethod": {"type": "string", "enum": ["phone", "email"]},
+    "phone": {"type": "string"},
+    "email": {"type": "string"}
   },
+  "allOf": [{"anyOf": [{"required": ["phone"]}, {"required": ["email"]}]}],
+  "if": {"properties": {"contactMethod": {"const": "phone"}}, "required": ["contactMethod"]},
+  "then": {"required": ["phone"]},
+  "else": {"required": ["email"]},
   "additionalProperties": false
 }`
 
