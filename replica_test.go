@@ -1,0 +1,300 @@
+package mcphandler_test
+
+import (
+	"context"
+	"errors"
+	"log/slog"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/mcphandler/mcphandler"
+	"github.com/mcphandler/mcphandler/mcptest"
+	"github.com/mcphandler/mcphandler/session/redisstore"
+	"github.com/mcphandler/mcphandler/session/redisstore/redistest"
+)
+
+// cluster is N handler replicas, each with its own Redis client and store,
+// behind a round-robin proxy: no sticky routing, every request may land on
+// another replica.
+type cluster struct {
+	replicas []*replica
+	next     atomic.Int64
+	proxy    *httptest.Server
+	served   []atomic.Int64 // requests per replica
+}
+
+type replica struct {
+	h     *mcphandler.Handler
+	srv   *httptest.Server
+	store *redisstore.Store
+	down  atomic.Bool
+}
+
+func newCluster(t *testing.T, n int, cfg mcphandler.Config, client func() redis.UniversalClient) *cluster {
+	t.Helper()
+	first := client()
+	prefix := redistest.Prefix(t, first)
+	cfg.StateKeys = [][]byte{[]byte("0123456789abcdef0123456789abcdef")}
+	cfg.Logger = slog.New(slog.DiscardHandler)
+	cl := &cluster{served: make([]atomic.Int64, n)}
+	for i := range n {
+		c := first
+		if i > 0 {
+			c = client()
+		}
+		st := redisstore.New(c, redisstore.Options{Prefix: prefix, OpTimeout: 500 * time.Millisecond})
+		t.Cleanup(func() { st.Close() })
+		cfg := cfg
+		cfg.Store = st
+		r := &replica{h: mcphandler.New(cfg), store: st}
+		r.srv = httptest.NewServer(r.h)
+		t.Cleanup(r.srv.Close)
+		cl.replicas = append(cl.replicas, r)
+	}
+	cl.proxy = httptest.NewServer(http.HandlerFunc(cl.forward))
+	t.Cleanup(cl.proxy.Close)
+	return cl
+}
+
+// forward sends each request to the next live replica, round robin.
+func (cl *cluster) forward(w http.ResponseWriter, r *http.Request) {
+	var i int
+	for range len(cl.replicas) {
+		i = int(cl.next.Add(1)) % len(cl.replicas)
+		if !cl.replicas[i].down.Load() {
+			break
+		}
+	}
+	cl.served[i].Add(1)
+	target := cl.replicas[i].srv.URL
+	req, _ := http.NewRequestWithContext(r.Context(), r.Method, target+r.URL.RequestURI(), r.Body)
+	req.Header = r.Header.Clone()
+	resp, err := http.DefaultTransport.RoundTrip(req)
+	if err != nil {
+		w.WriteHeader(http.StatusBadGateway)
+		return
+	}
+	defer resp.Body.Close()
+	for k, v := range resp.Header {
+		w.Header()[k] = v
+	}
+	w.WriteHeader(resp.StatusCode)
+	rc := http.NewResponseController(w)
+	buf := make([]byte, 4096)
+	for {
+		n, err := resp.Body.Read(buf)
+		if n > 0 {
+			w.Write(buf[:n])
+			rc.Flush()
+		}
+		if err != nil {
+			return
+		}
+	}
+}
+
+func redisClient(t *testing.T) func() redis.UniversalClient {
+	return func() redis.UniversalClient { return redistest.Client(t) }
+}
+
+func TestReplicasServeOneConversation(t *testing.T) {
+	f := &fixture{}
+	cl := newCluster(t, 3, f.config(), redisClient(t))
+	ctx := context.Background()
+	c := mcptest.Dial(cl.proxy.URL, mcptest.WithToken("acme-admin"),
+		mcptest.WithElicitationHandler(answer("accept", map[string]any{"confirm": true})))
+	defer c.Close()
+	if _, err := c.Initialize(ctx); err != nil {
+		t.Fatal(err)
+	}
+	for range 3 {
+		if names := toolNames(t, c); len(names) != 4 {
+			t.Fatalf("tools %v", names)
+		}
+		if err := c.Ping(ctx); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := c.SetLogLevel(ctx, "debug"); err != nil {
+		t.Fatal(err)
+	}
+	// The confirm is asked by one replica and answered through another.
+	res, err := c.CallTool(ctx, "delete_thing", nil)
+	if err != nil || res.IsError || f.count("delete_thing") != 1 {
+		t.Fatalf("confirm across replicas: %+v, %v (ran %d)", res, err, f.count("delete_thing"))
+	}
+	for i := range cl.served {
+		if cl.served[i].Load() == 0 {
+			t.Fatalf("replica %d served nothing: the test did not alternate", i)
+		}
+	}
+	// DELETE on one replica ends the session on all.
+	if err := c.Delete(ctx); err != nil {
+		t.Fatal(err)
+	}
+	for range 3 {
+		if err := c.Ping(ctx); !isHTTP(err, 404) {
+			t.Fatalf("after DELETE: %v, want 404 on every replica", err)
+		}
+	}
+}
+
+// The same answer delivered to two replicas runs the tool once.
+func TestReplicasOneAnswerOneRun(t *testing.T) {
+	f := &fixture{}
+	cl := newCluster(t, 2, f.config(), redisClient(t))
+	ctx := context.Background()
+	var c *mcptest.Client
+	c = mcptest.Dial(cl.proxy.URL, mcptest.WithToken("acme-admin"),
+		mcptest.WithElicitationHandler(func(ctx context.Context, _ mcptest.ElicitParams) (mcptest.ElicitResult, error) {
+			id := confirmID(t, c)
+			var wg sync.WaitGroup
+			for range 4 { // both replicas get it twice
+				wg.Go(func() { c.Respond(ctx, id, accept) })
+			}
+			wg.Wait()
+			return mcptest.ElicitResult{Action: "accept", Content: map[string]any{"confirm": true}}, nil
+		}))
+	defer c.Close()
+	if _, err := c.Initialize(ctx); err != nil {
+		t.Fatal(err)
+	}
+	c.CallTool(ctx, "delete_thing", nil)
+	if n := f.count("delete_thing"); n != 1 {
+		t.Fatalf("ran %d times, want 1", n)
+	}
+}
+
+// A stream closed on one replica is resumed on another with Last-Event-ID.
+func TestReplicasResume(t *testing.T) {
+	cfg := (&fixture{}).config()
+	cfg.BeforeCall = nil
+	cfg.ListTools = func(context.Context) ([]mcphandler.Tool, error) {
+		return []mcphandler.Tool{{Name: "slow", Handler: func(ctx context.Context, call *mcphandler.ToolCall) (*mcphandler.ToolResult, error) {
+			call.CloseStream()
+			time.Sleep(50 * time.Millisecond)
+			call.Log(mcphandler.LevelInfo, "t", "after the close")
+			return mcphandler.TextResult("resumed fine"), nil
+		}}}, nil
+	}
+	cl := newCluster(t, 2, cfg, redisClient(t))
+	ctx := context.Background()
+	c := mcptest.Dial(cl.proxy.URL, mcptest.WithToken("acme-viewer"))
+	defer c.Close()
+	if _, err := c.Initialize(ctx); err != nil {
+		t.Fatal(err)
+	}
+	c.SetLogLevel(ctx, "info")
+	// mcptest resumes by itself: the POST's stream ends after the priming
+	// event, and the client GETs with Last-Event-ID, via the next replica.
+	res, err := c.CallTool(ctx, "slow", nil)
+	if err != nil || res.Text() != "resumed fine" {
+		t.Fatalf("resumed call: %+v, %v", res, err)
+	}
+	var got bool
+	for _, n := range c.Notifications() {
+		got = got || strings.Contains(string(n.Params), "after the close")
+	}
+	if !got {
+		t.Fatal("the log sent after the close was not replayed")
+	}
+}
+
+func TestReplicasNotifyAcrossReplicas(t *testing.T) {
+	cl := newCluster(t, 2, (&fixture{}).config(), redisClient(t))
+	ctx := context.Background()
+	listen := func(token string) *mcptest.Stream {
+		c := mcptest.NewModern(t, cl.replicas[1].srv.Config.Handler, mcptest.WithToken(token))
+		s, err := c.Listen(ctx, map[string]any{"toolsListChanged": true})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { s.Close() })
+		if ack := nextMessage(t, s, 5*time.Second); ack == nil {
+			t.Fatal("no ack")
+		}
+		return s
+	}
+	acme, globex := listen("acme-viewer"), listen("globex-editor")
+	// A 2025 session's GET stream on replica 1 too.
+	c25 := connect(t, cl.replicas[1].h, "acme-admin")
+	get, err := c25.OpenStream(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer get.Close()
+	nextMessage(t, get, 200*time.Millisecond) // the priming event carries no message
+	if err := cl.replicas[0].h.NotifyToolsChanged(ctx, mcphandler.TenantOf("acme")); err != nil {
+		t.Fatal(err)
+	}
+	for name, s := range map[string]*mcptest.Stream{"listen": acme, "GET": get} {
+		if m := nextMessage(t, s, 5*time.Second); m == nil || m.Method != "notifications/tools/list_changed" {
+			t.Fatalf("acme's %s stream on replica 1 got %+v", name, m)
+		}
+	}
+	if m := nextMessage(t, globex, 300*time.Millisecond); m != nil {
+		t.Fatalf("globex got acme's change: %+v", m)
+	}
+}
+
+// While Redis is down, requests that need it get 503 quickly; when it is
+// back, service resumes without a restart and nothing ran twice.
+func TestReplicasRedisOutage(t *testing.T) {
+	addr, stop, restart := redistest.Start(t)
+	f := &fixture{}
+	cfg := f.config()
+	cfg.BeforeCall = nil
+	cl := newCluster(t, 2, cfg, func() redis.UniversalClient { return redistest.ClientAt(t, addr) })
+	ctx := context.Background()
+	c := mcptest.Dial(cl.proxy.URL, mcptest.WithToken("acme-viewer"))
+	defer c.Close()
+	if _, err := c.Initialize(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.CallTool(ctx, "read", nil); err != nil {
+		t.Fatal(err)
+	}
+	stop()
+	start := time.Now()
+	_, err := c.CallTool(ctx, "read", nil)
+	var he *mcptest.HTTPError
+	if !errors.As(err, &he) || he.Status != 503 || !strings.Contains(string(he.Body), "unavailable") {
+		t.Fatalf("with Redis down: %v, want 503", err)
+	}
+	if d := time.Since(start); d > 3*time.Second {
+		t.Fatalf("failing took %v", d)
+	}
+	restart()
+	var res *mcptest.ToolResult
+	for deadline := time.Now().Add(10 * time.Second); time.Now().Before(deadline); time.Sleep(100 * time.Millisecond) {
+		if res, err = c.CallTool(ctx, "read", nil); err == nil {
+			break
+		}
+	}
+	// The restarted Redis kept nothing (no persistence): the session is
+	// gone, and the client is told so with 404 rather than a hang.
+	if err != nil && !isHTTP(err, 404) {
+		t.Fatalf("after restart: %v", err)
+	}
+	if err == nil && res.IsError {
+		t.Fatalf("after restart: %+v", res)
+	}
+	if n := f.count("read"); n > 2 {
+		t.Fatalf("read ran %d times for 2 successful calls", n)
+	}
+	c2 := mcptest.Dial(cl.proxy.URL, mcptest.WithToken("acme-viewer"))
+	defer c2.Close()
+	if _, err := c2.Initialize(ctx); err != nil {
+		t.Fatalf("a new session after the restart: %v", err)
+	}
+	if _, err := c2.CallTool(ctx, "read", nil); err != nil {
+		t.Fatal(err)
+	}
+}
