@@ -1,5 +1,7 @@
 // Command quickstart serves a small multi-tenant MCP demo on
-// http://127.0.0.1:8080/mcp, with everything in memory.
+// http://127.0.0.1:8080/mcp, with everything in memory — or, with -redis,
+// in Redis, so that several processes on several ports behave as one
+// service.
 //
 // Three bearer tokens stand for three users of two tenants:
 //
@@ -13,6 +15,7 @@ package main
 
 import (
 	"context"
+	"crypto/rand"
 	"encoding/json"
 	"errors"
 	"flag"
@@ -20,21 +23,43 @@ import (
 	"log"
 	"net/http"
 	"os"
-	"slices"
 	"strings"
-	"sync"
-	"sync/atomic"
+
+	"github.com/redis/go-redis/v9"
 
 	"github.com/mcphandler/mcphandler"
 	"github.com/mcphandler/mcphandler/elicitation"
+	"github.com/mcphandler/mcphandler/session/redisstore"
 )
 
 func main() {
 	addr := flag.String("addr", "127.0.0.1:8080", "address to listen on")
+	redisURL := flag.String("redis", os.Getenv("REDIS_URL"), "Redis URL (e.g. redis://127.0.0.1:6379/0): keep sessions, confirms and documents there, shared by every process that uses it (default $REDIS_URL; empty: in memory)")
 	flag.Parse()
 
+	var (
+		d   *demo
+		cfg mcphandler.Config
+	)
+	if *redisURL == "" {
+		d = newDemo(newMemDocs())
+	} else {
+		opt, err := redis.ParseURL(*redisURL)
+		if err != nil {
+			fmt.Fprintln(os.Stderr, "quickstart: -redis:", err)
+			os.Exit(2)
+		}
+		opt.ContextTimeoutEnabled = true
+		d, cfg, err = withRedis(context.Background(), redis.NewClient(opt), "mcph-quickstart:")
+		if err != nil {
+			fmt.Fprintln(os.Stderr, "quickstart: redis:", err)
+			os.Exit(1)
+		}
+		fmt.Println("Sessions, confirms and documents live in Redis at", *redisURL)
+	}
+
 	mux := http.NewServeMux()
-	h := newDemo().handler()
+	h := d.handler(cfg)
 	mux.Handle("/mcp", h)
 	// Clients of the 2024-11-05 HTTP+SSE transport: GET /sse, POST /messages.
 	sse, messages := h.LegacySSE("/messages")
@@ -51,6 +76,35 @@ func main() {
 		fmt.Fprintln(os.Stderr, err)
 		os.Exit(1)
 	}
+}
+
+// withRedis returns the demo and the handler configuration that keep
+// everything in Redis under prefix.
+func withRedis(ctx context.Context, c redis.UniversalClient, prefix string) (*demo, mcphandler.Config, error) {
+	var cfg mcphandler.Config
+	docs, err := newRedisDocs(ctx, c, prefix)
+	if err != nil {
+		return nil, cfg, err
+	}
+	if cfg.StateKeys, err = sharedStateKey(ctx, c, prefix+"state-key"); err != nil {
+		return nil, cfg, err
+	}
+	cfg.Store = redisstore.New(c, redisstore.Options{Prefix: prefix})
+	return newDemo(docs), cfg, nil
+}
+
+// sharedStateKey returns the key that seals 2026-07-28 request states,
+// made once and kept in Redis, so that every process of the demo opens the
+// states the others sealed. A real deployment sets Config.StateKeys from
+// its secret store instead.
+func sharedStateKey(ctx context.Context, c redis.UniversalClient, key string) ([][]byte, error) {
+	k := make([]byte, 32)
+	rand.Read(k)
+	if _, err := c.SetNX(ctx, key, k, 0).Result(); err != nil {
+		return nil, err
+	}
+	b, err := c.Get(ctx, key).Bytes()
+	return [][]byte{b}, err
 }
 
 // tokens maps the demo's bearer tokens to identities.
@@ -72,33 +126,15 @@ func authenticate(r *http.Request) (mcphandler.Identity, error) {
 	return mcphandler.Identity{}, errBadToken
 }
 
-// doc is one document of a tenant.
-type doc struct {
-	ID    string `json:"id"`
-	Title string `json:"title"`
-}
-
-// demo holds the tenants' documents and invoices, and its tools, built once.
+// demo is the demo's tools and hooks over its documents.
 type demo struct {
-	mu       sync.Mutex // guards docs and bodies
-	docs     map[string][]doc
-	bodies   map[string]string // by tenant + "/" + id
-	invoices atomic.Int64
+	docs docStore
 
 	whoami, searchDocs, deleteDoc, createInvoice mcphandler.Tool
 }
 
-func newDemo() *demo {
-	d := &demo{docs: map[string][]doc{
-		"acme":   {{"a1", "Q3 roadmap"}, {"a2", "Incident 42 postmortem"}, {"a3", "Onboarding guide"}},
-		"globex": {{"g1", "Price list"}, {"g2", "Supplier contracts"}},
-	}, bodies: map[string]string{
-		"acme/a1":   "Q3 roadmap: ship the billing revamp, retire the v1 API, open the Berlin office.",
-		"acme/a2":   "Incident 42 postmortem: a config push disabled TLS renewal; certificates expired for 47 minutes.",
-		"acme/a3":   "Onboarding guide: get a laptop, read the handbook, pair with your buddy in week one.",
-		"globex/g1": "Price list: widgets 4 EUR, gizmos 11 EUR, volume discounts above 1000 units.",
-		"globex/g2": "Supplier contracts: three suppliers, renewals due in March, penalties for late delivery.",
-	}}
+func newDemo(docs docStore) *demo {
+	d := &demo{docs: docs}
 	d.whoami = d.whoamiTool()
 	d.searchDocs = d.searchDocsTool()
 	d.deleteDoc = d.deleteDocTool()
@@ -106,59 +142,56 @@ func newDemo() *demo {
 	return d
 }
 
-func (d *demo) handler() *mcphandler.Handler {
-	return mcphandler.New(mcphandler.Config{
-		Name:         "mcphandler-quickstart",
-		Version:      "0.1.0",
-		Instructions: "Documents of your workspace. Use search_docs to find a document before acting on it.",
-		Authenticate: authenticate,
-		Roles:        []string{"viewer", "editor", "admin"},
-		ListTools:    d.listTools,
-		BeforeCall:   beforeCall,
-		ListResourceTemplates: func(context.Context) ([]mcphandler.ResourceTemplate, error) {
-			return []mcphandler.ResourceTemplate{{
-				URITemplate: "docs://{id}", Name: "doc", Title: "A document of your workspace",
-				Description: "The text of one document; find ids with search_docs.", MimeType: "text/plain",
-			}}, nil
-		},
-		ReadResource: d.readDoc,
-		ListPrompts: func(context.Context) ([]mcphandler.Prompt, error) {
-			return []mcphandler.Prompt{{
-				Name: "summarize_doc", Title: "Summarize a document",
-				Description: "Asks the model to summarize one document of your workspace, embedded in the prompt.",
-				Arguments:   []mcphandler.PromptArgument{{Name: "id", Description: "The document id, e.g. a1.", Required: true}},
-			}}, nil
-		},
-		GetPrompt: d.summarizePrompt,
-		OnCall: func(ev mcphandler.CallEvent) {
-			log.Printf("call tool=%s tenant=%s subject=%s outcome=%s error=%s in %v",
-				ev.Tool, ev.Identity.Tenant, ev.Identity.Subject, ev.Outcome, ev.ErrorClass, ev.Duration)
-		},
-	})
-}
-
-// body returns the text of the caller's tenant's document id.
-func (d *demo) body(tenant, id string) (string, bool) {
-	d.mu.Lock()
-	defer d.mu.Unlock()
-	if !slices.ContainsFunc(d.docs[tenant], func(dc doc) bool { return dc.ID == id }) {
-		return "", false
+// handler returns the demo's MCP handler; cfg brings the store and state
+// keys (zero: in memory).
+func (d *demo) handler(cfg mcphandler.Config) *mcphandler.Handler {
+	cfg.Name = "mcphandler-quickstart"
+	cfg.Version = "0.1.0"
+	cfg.Instructions = "Documents of your workspace. Use search_docs to find a document before acting on it."
+	cfg.Authenticate = authenticate
+	cfg.Roles = []string{"viewer", "editor", "admin"}
+	cfg.ListTools = d.listTools
+	cfg.BeforeCall = beforeCall
+	cfg.ListResourceTemplates = func(context.Context) ([]mcphandler.ResourceTemplate, error) {
+		return []mcphandler.ResourceTemplate{{
+			URITemplate: "docs://{id}", Name: "doc", Title: "A document of your workspace",
+			Description: "The text of one document; find ids with search_docs.", MimeType: "text/plain",
+		}}, nil
 	}
-	return d.bodies[tenant+"/"+id], true
+	cfg.ReadResource = d.readDoc
+	cfg.ListPrompts = func(context.Context) ([]mcphandler.Prompt, error) {
+		return []mcphandler.Prompt{{
+			Name: "summarize_doc", Title: "Summarize a document",
+			Description: "Asks the model to summarize one document of your workspace, embedded in the prompt.",
+			Arguments:   []mcphandler.PromptArgument{{Name: "id", Description: "The document id, e.g. a1.", Required: true}},
+		}}, nil
+	}
+	cfg.GetPrompt = d.summarizePrompt
+	cfg.OnCall = func(ev mcphandler.CallEvent) {
+		log.Printf("call tool=%s tenant=%s subject=%s outcome=%s error=%s confirm=%s in %v",
+			ev.Tool, ev.Identity.Tenant, ev.Identity.Subject, ev.Outcome, ev.ErrorClass, ev.ConfirmID, ev.Duration)
+	}
+	return mcphandler.New(cfg)
 }
 
 // readDoc serves docs://{id} from the caller's own tenant only.
-func (d *demo) readDoc(_ context.Context, req *mcphandler.ResourceRequest) ([]mcphandler.ResourceContents, error) {
-	text, ok := d.body(req.Identity.Tenant, req.Params["id"])
+func (d *demo) readDoc(ctx context.Context, req *mcphandler.ResourceRequest) ([]mcphandler.ResourceContents, error) {
+	text, ok, err := d.docs.body(ctx, req.Identity.Tenant, req.Params["id"])
+	if err != nil {
+		return nil, err
+	}
 	if !ok {
 		return nil, mcphandler.ErrResourceNotFound
 	}
 	return []mcphandler.ResourceContents{{URI: req.URI, MimeType: "text/plain", Text: text}}, nil
 }
 
-func (d *demo) summarizePrompt(_ context.Context, req *mcphandler.PromptRequest) (*mcphandler.PromptResult, error) {
+func (d *demo) summarizePrompt(ctx context.Context, req *mcphandler.PromptRequest) (*mcphandler.PromptResult, error) {
 	id := req.Arguments["id"]
-	text, ok := d.body(req.Identity.Tenant, id)
+	text, ok, err := d.docs.body(ctx, req.Identity.Tenant, id)
+	if err != nil {
+		return nil, err
+	}
 	if !ok {
 		return nil, mcphandler.NewError(mcphandler.CodeInvalidParams, "no document with that id")
 	}
@@ -235,7 +268,11 @@ func (d *demo) searchDocsTool() mcphandler.Tool {
 		Description: "Lists the documents of your workspace whose title contains the query, as {docs:[{id,title}], count}. Use it to find a document's id.",
 		Annotations: readOnly,
 		MinRole:     "viewer",
-	}, func(_ context.Context, call *mcphandler.ToolCall, in searchIn) (searchOut, error) {
+	}, func(ctx context.Context, call *mcphandler.ToolCall, in searchIn) (searchOut, error) {
+		docs, err := d.docs.list(ctx, call.Identity.Tenant)
+		if err != nil {
+			return searchOut{}, mcphandler.Unavailable(err)
+		}
 		limit := in.Limit
 		if limit <= 0 {
 			limit = 10
@@ -243,9 +280,7 @@ func (d *demo) searchDocsTool() mcphandler.Tool {
 		limit = min(limit, 50)
 		q := strings.ToLower(in.Query)
 		out := searchOut{Docs: []doc{}}
-		d.mu.Lock()
-		defer d.mu.Unlock()
-		for _, dc := range d.docs[call.Identity.Tenant] {
+		for _, dc := range docs {
 			if strings.Contains(strings.ToLower(dc.Title), q) && len(out.Docs) < limit {
 				out.Docs = append(out.Docs, dc)
 			}
@@ -270,15 +305,14 @@ func (d *demo) deleteDocTool() mcphandler.Tool {
 		Description: "Deletes one document of your workspace for good, after a human confirms. Find the id with search_docs first.",
 		Annotations: &mcphandler.ToolAnnotations{DestructiveHint: new(true), OpenWorldHint: new(false)},
 		MinRole:     "admin",
-	}, func(_ context.Context, call *mcphandler.ToolCall, in deleteIn) (deleteOut, error) {
-		d.mu.Lock()
-		defer d.mu.Unlock()
-		docs := d.docs[call.Identity.Tenant]
-		i := slices.IndexFunc(docs, func(dc doc) bool { return dc.ID == in.ID })
-		if i < 0 {
+	}, func(ctx context.Context, call *mcphandler.ToolCall, in deleteIn) (deleteOut, error) {
+		ok, err := d.docs.remove(ctx, call.Identity.Tenant, in.ID)
+		if err != nil {
+			return deleteOut{}, mcphandler.Unavailable(err)
+		}
+		if !ok {
 			return deleteOut{}, mcphandler.NotFound("no document with id %q", in.ID)
 		}
-		d.docs[call.Identity.Tenant] = slices.Delete(slices.Clone(docs), i, i+1)
 		return deleteOut{Deleted: in.ID}, nil
 	})
 }
@@ -299,14 +333,17 @@ func (d *demo) createInvoiceTool() mcphandler.Tool {
 		Description: "Creates an invoice for a customer and returns its id.",
 		Annotations: &mcphandler.ToolAnnotations{DestructiveHint: new(false), OpenWorldHint: new(false)},
 		MinRole:     "editor",
-	}, func(_ context.Context, call *mcphandler.ToolCall, in invoiceIn) (invoiceOut, error) {
+	}, func(ctx context.Context, call *mcphandler.ToolCall, in invoiceIn) (invoiceOut, error) {
 		if in.Customer == "" {
 			return invoiceOut{}, mcphandler.BadArgs("customer must not be empty")
 		}
 		if in.AmountCents <= 0 {
 			return invoiceOut{}, mcphandler.BadArgs("amount_cents must be greater than zero")
 		}
-		n := d.invoices.Add(1)
+		n, err := d.docs.nextInvoice(ctx)
+		if err != nil {
+			return invoiceOut{}, mcphandler.Unavailable(err)
+		}
 		return invoiceOut{InvoiceID: fmt.Sprintf("inv-%s-%04d", call.Identity.Tenant, n)}, nil
 	})
 }

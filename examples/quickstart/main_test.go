@@ -4,11 +4,17 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"net/http"
 	"slices"
 	"strings"
 	"testing"
 
+	"github.com/redis/go-redis/v9"
+
+	"github.com/mcphandler/mcphandler"
 	"github.com/mcphandler/mcphandler/mcptest"
+	"github.com/mcphandler/mcphandler/session/redisstore"
+	"github.com/mcphandler/mcphandler/session/redisstore/redistest"
 )
 
 // The quickstart's tokens, tools and documents are a contract users and
@@ -16,7 +22,7 @@ import (
 
 func connect(t *testing.T, token string, opts ...mcptest.Option) *mcptest.Client {
 	t.Helper()
-	c := mcptest.New(t, newDemo().handler(), append([]mcptest.Option{mcptest.WithToken(token)}, opts...)...)
+	c := mcptest.New(t, newDemo(newMemDocs()).handler(mcphandler.Config{}), append([]mcptest.Option{mcptest.WithToken(token)}, opts...)...)
 	if _, err := c.Initialize(context.Background()); err != nil {
 		t.Fatalf("initialize as %s: %v", token, err)
 	}
@@ -25,7 +31,7 @@ func connect(t *testing.T, token string, opts ...mcptest.Option) *mcptest.Client
 
 func TestUnknownTokenIsChallenged(t *testing.T) {
 	for _, tok := range []string{"", "nope"} {
-		c := mcptest.New(t, newDemo().handler(), mcptest.WithToken(tok))
+		c := mcptest.New(t, newDemo(newMemDocs()).handler(mcphandler.Config{}), mcptest.WithToken(tok))
 		_, err := c.Initialize(context.Background())
 		var he *mcptest.HTTPError
 		if !errors.As(err, &he) || he.Status != 401 || he.Header.Get("WWW-Authenticate") == "" {
@@ -104,9 +110,9 @@ func TestSearchDocsIsTenantScoped(t *testing.T) {
 }
 
 func TestDeleteDocConfirmed(t *testing.T) {
-	d := newDemo()
+	d := newDemo(newMemDocs())
 	var asked []string
-	c := mcptest.New(t, d.handler(), mcptest.WithToken("acme-admin"),
+	c := mcptest.New(t, d.handler(mcphandler.Config{}), mcptest.WithToken("acme-admin"),
 		mcptest.WithElicitationHandler(func(_ context.Context, p mcptest.ElicitParams) (mcptest.ElicitResult, error) {
 			asked = append(asked, p.Message)
 			// The human reads the id in the question and types it.
@@ -134,8 +140,8 @@ func TestDeleteDocConfirmed(t *testing.T) {
 }
 
 func TestDeleteDocDeclinedOrUnaskable(t *testing.T) {
-	d := newDemo()
-	c := mcptest.New(t, d.handler(), mcptest.WithToken("acme-admin"),
+	d := newDemo(newMemDocs())
+	c := mcptest.New(t, d.handler(mcphandler.Config{}), mcptest.WithToken("acme-admin"),
 		mcptest.WithElicitationHandler(func(context.Context, mcptest.ElicitParams) (mcptest.ElicitResult, error) {
 			return mcptest.ElicitResult{Action: "decline"}, nil
 		}))
@@ -145,7 +151,7 @@ func TestDeleteDocDeclinedOrUnaskable(t *testing.T) {
 		t.Fatalf("declined: %+v, %v", res, err)
 	}
 	// A client without elicitation cannot confirm: nothing is deleted.
-	plain := mcptest.New(t, d.handler(), mcptest.WithToken("acme-admin"))
+	plain := mcptest.New(t, d.handler(mcphandler.Config{}), mcptest.WithToken("acme-admin"))
 	plain.Initialize(ctx)
 	if res, err := plain.CallTool(ctx, "delete_doc", map[string]any{"id": "a1"}); err != nil || !res.IsError {
 		t.Fatalf("unaskable: %+v, %v", res, err)
@@ -154,7 +160,7 @@ func TestDeleteDocDeclinedOrUnaskable(t *testing.T) {
 		t.Fatalf("a document was deleted without a confirm: %+v", got)
 	}
 	// Viewers cannot even see delete_doc.
-	viewer := mcptest.New(t, d.handler(), mcptest.WithToken("acme-viewer"))
+	viewer := mcptest.New(t, d.handler(mcphandler.Config{}), mcptest.WithToken("acme-viewer"))
 	viewer.Initialize(ctx)
 	var re *mcptest.RPCError
 	if _, err := viewer.CallTool(ctx, "delete_doc", map[string]any{"id": "a1"}); !errors.As(err, &re) || re.Code != -32602 {
@@ -210,5 +216,60 @@ func TestSummarizePrompt(t *testing.T) {
 	}
 	if _, err := globex.Call(ctx, "prompts/get", map[string]any{"name": "summarize_doc"}); !errors.As(err, &re) || re.Code != -32602 {
 		t.Fatalf("missing id: %v", err)
+	}
+}
+
+// With -redis, two quickstart processes behave as one service: a session
+// opened on one is served by the other, a 2026-07-28 confirm asked by one
+// is completed by the other, and both see the same documents.
+func TestTwoProcessesShareRedis(t *testing.T) {
+	ctx := context.Background()
+	first := redistest.Client(t)
+	prefix := redistest.Prefix(t, first)
+	var handlers []http.Handler
+	for _, c := range []redis.UniversalClient{first, redistest.Client(t)} {
+		d, cfg, err := withRedis(ctx, c, prefix)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { cfg.Store.(*redisstore.Store).Close() })
+		handlers = append(handlers, d.handler(cfg))
+	}
+	// A 2025 session opened on process 0 lists tools on process 1.
+	a := mcptest.New(t, handlers[0], mcptest.WithToken("acme-viewer"))
+	if _, err := a.Initialize(ctx); err != nil {
+		t.Fatal(err)
+	}
+	b := mcptest.New(t, handlers[1], mcptest.WithToken("acme-viewer"))
+	b.SetSessionID(a.SessionID())
+	b.SetProtocolVersion(a.ProtocolVersion())
+	if got := search(t, b, nil); got.Count != 3 {
+		t.Fatalf("process 1 in process 0's session: %+v", got)
+	}
+	// A 2026-07-28 delete: asked by process 0, answered to process 1.
+	var m0 *mcptest.ModernClient
+	m0 = mcptest.NewModern(t, handlers[0], mcptest.WithToken("acme-admin"), mcptest.WithElicitationHandler(func(context.Context, mcptest.ElicitParams) (mcptest.ElicitResult, error) {
+		return mcptest.ElicitResult{Action: "accept", Content: map[string]any{"id": "a3"}}, nil
+	}))
+	msg, _, err := m0.CallOnce(ctx, "tools/call", map[string]any{"name": "delete_doc", "arguments": map[string]any{"id": "a3"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ir, err := mcptest.ParseInputRequired(msg.Result)
+	if err != nil || ir == nil {
+		t.Fatalf("round 1: %s %v", msg.Result, err)
+	}
+	m1 := mcptest.NewModern(t, handlers[1], mcptest.WithToken("acme-admin"), mcptest.WithCapabilities(json.RawMessage(`{"elicitation":{}}`)))
+	var key string
+	for k := range ir.InputRequests {
+		key = k
+	}
+	res, err := m1.Retry(ctx, "tools/call", map[string]any{"name": "delete_doc", "arguments": map[string]any{"id": "a3"}},
+		map[string]any{key: map[string]any{"action": "accept", "content": map[string]any{"id": "a3"}}}, ir.RequestState)
+	if err != nil || res.Error != nil || !strings.Contains(string(res.Result), `"deleted":"a3"`) {
+		t.Fatalf("retry on process 1: %+v %v", res, err)
+	}
+	if got := search(t, a, nil); got.Count != 2 {
+		t.Fatalf("process 0 still sees the deleted document: %+v", got)
 	}
 }
