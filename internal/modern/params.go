@@ -5,11 +5,12 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"math/big"
 	"net/http"
 	"slices"
 	"strconv"
 	"strings"
+
+	"github.com/mcphandler/mcphandler/internal/decimal"
 )
 
 // annotation is the JSON Schema keyword that mirrors a tool argument into an
@@ -337,8 +338,8 @@ func visibleASCII(s string) bool {
 // same number. h is a decimal with an optional '-', fraction and exponent;
 // leading zeros are allowed. Comparison is exact.
 func numEqual(h, b string) bool {
-	hn, hd, he, ok1 := decimal(h)
-	bn, bd, be, ok2 := decimal(b)
+	hn, hd, he, ok1 := decimal.Parse(h, false)
+	bn, bd, be, ok2 := decimal.Parse(b, false)
 	if !ok1 || !ok2 || hd != bd {
 		return false
 	}
@@ -346,54 +347,4 @@ func numEqual(h, b string) bool {
 		return true
 	}
 	return hn == bn && he.Cmp(be) == 0
-}
-
-// decimal splits a decimal number into sign, significant digits (without
-// leading or trailing zeros; empty for zero) and power of ten.
-func decimal(s string) (neg bool, digits string, exp *big.Int, ok bool) {
-	i := 0
-	if i < len(s) && s[i] == '-' {
-		neg = true
-		i++
-	}
-	start := i
-	for i < len(s) && s[i] >= '0' && s[i] <= '9' {
-		i++
-	}
-	intPart := s[start:i]
-	if intPart == "" {
-		return false, "", nil, false
-	}
-	frac := ""
-	if i < len(s) && s[i] == '.' {
-		i++
-		start = i
-		for i < len(s) && s[i] >= '0' && s[i] <= '9' {
-			i++
-		}
-		if frac = s[start:i]; frac == "" {
-			return false, "", nil, false
-		}
-	}
-	exp = new(big.Int)
-	if i < len(s) && (s[i] == 'e' || s[i] == 'E') {
-		i++
-		start = i
-		if i < len(s) && (s[i] == '+' || s[i] == '-') {
-			i++
-		}
-		for i < len(s) && s[i] >= '0' && s[i] <= '9' {
-			i++
-		}
-		if _, good := exp.SetString(strings.TrimPrefix(s[start:i], "+"), 10); !good {
-			return false, "", nil, false
-		}
-	}
-	if i != len(s) {
-		return false, "", nil, false
-	}
-	all := strings.TrimLeft(intPart+frac, "0")
-	digits = strings.TrimRight(all, "0")
-	exp.Add(exp, big.NewInt(int64(len(all)-len(digits)-len(frac))))
-	return neg, digits, exp, true
 }

@@ -6,9 +6,10 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"math/big"
 	"slices"
 	"strings"
+
+	"github.com/mcphandler/mcphandler/internal/decimal"
 )
 
 // ErrInvalidJSON is returned (wrapped) by Digest and Canonical for input that
@@ -305,7 +306,7 @@ func appendCanonString(dst []byte, s string) []byte {
 // appendCanonNumber appends the canonical form of the JSON number s
 // (documented on Canonical).
 func appendCanonNumber(dst []byte, s string) ([]byte, error) {
-	neg, digits, exp, ok := parseDecimal(s)
+	neg, digits, exp, ok := decimal.Parse(s, true)
 	if !ok {
 		return nil, fmt.Errorf("%w: number %q", ErrInvalidJSON, s)
 	}
@@ -324,56 +325,4 @@ func appendCanonNumber(dst []byte, s string) ([]byte, error) {
 	}
 	dst = append(dst, 'e')
 	return exp.Append(dst, 10), nil
-}
-
-// parseDecimal splits the JSON number s into sign, significant digits (no
-// leading or trailing zeros; empty for zero) and the power of ten they are
-// scaled by. It reports false when s is not a JSON number.
-func parseDecimal(s string) (neg bool, digits string, exp *big.Int, ok bool) {
-	i := 0
-	if i < len(s) && s[i] == '-' {
-		neg = true
-		i++
-	}
-	start := i
-	for i < len(s) && s[i] >= '0' && s[i] <= '9' {
-		i++
-	}
-	intPart := s[start:i]
-	if intPart == "" || (len(intPart) > 1 && intPart[0] == '0') {
-		return false, "", nil, false
-	}
-	frac := ""
-	if i < len(s) && s[i] == '.' {
-		i++
-		start = i
-		for i < len(s) && s[i] >= '0' && s[i] <= '9' {
-			i++
-		}
-		frac = s[start:i]
-		if frac == "" {
-			return false, "", nil, false
-		}
-	}
-	exp = new(big.Int)
-	if i < len(s) && (s[i] == 'e' || s[i] == 'E') {
-		i++
-		start = i
-		if i < len(s) && (s[i] == '+' || s[i] == '-') {
-			i++
-		}
-		for i < len(s) && s[i] >= '0' && s[i] <= '9' {
-			i++
-		}
-		if _, good := exp.SetString(strings.TrimPrefix(s[start:i], "+"), 10); !good {
-			return false, "", nil, false
-		}
-	}
-	if i != len(s) {
-		return false, "", nil, false
-	}
-	all := strings.TrimLeft(intPart+frac, "0")
-	digits = strings.TrimRight(all, "0")
-	exp.Add(exp, big.NewInt(int64(len(all)-len(digits)-len(frac))))
-	return neg, digits, exp, true
 }
