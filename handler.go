@@ -218,6 +218,13 @@ func (h *Handler) authenticate(w http.ResponseWriter, r *http.Request) (Identity
 	return Identity{}, false
 }
 
+// storeUnavailable answers 503 for a request that needs the session store
+// while it cannot be reached, and logs why.
+func (h *Handler) storeUnavailable(w http.ResponseWriter, err error) {
+	h.logger().Error("mcphandler: session store", "err", err)
+	writeHTTPError(w, http.StatusServiceUnavailable, CodeStoreUnavailable, "Service Unavailable: the session store is unavailable")
+}
+
 // writeHTTPError answers with an HTTP error status and a JSON-RPC error
 // without id, as the transport allows.
 func writeHTTPError(w http.ResponseWriter, status, code int, msg string) {
@@ -346,17 +353,8 @@ func (h *Handler) servePOST(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	var m jsonrpc.Message
-	if err := jsonrpc.Decode(body, &m); err != nil {
-		if errors.Is(err, jsonrpc.ErrNotObject) {
-			writeHTTPError(w, http.StatusBadRequest, jsonrpc.CodeInvalidRequest, "Invalid Request: the body must be a JSON-RPC message object")
-		} else {
-			writeHTTPError(w, http.StatusBadRequest, jsonrpc.CodeParseError, "Parse error")
-		}
-		return
-	}
-	kind, verr := m.Validate()
-	if verr != nil {
-		writeRPCError(w, http.StatusBadRequest, readableID(m.ID), verr)
+	kind, ok := decodeMessage(w, body, &m)
+	if !ok {
 		return
 	}
 	if isModern, rawMeta, meta := classifyEra(hv, &m); isModern {
@@ -405,6 +403,25 @@ func (h *Handler) primes(rq *request) bool {
 	return rq.version >= Version20251125
 }
 
+// decodeMessage decodes and validates one JSON-RPC message, answering 400
+// (-32700 or -32600) when it is not one.
+func decodeMessage(w http.ResponseWriter, body []byte, m *jsonrpc.Message) (jsonrpc.Kind, bool) {
+	if err := jsonrpc.Decode(body, m); err != nil {
+		if errors.Is(err, jsonrpc.ErrNotObject) {
+			writeHTTPError(w, http.StatusBadRequest, jsonrpc.CodeInvalidRequest, "Invalid Request: the body must be a JSON-RPC message object")
+		} else {
+			writeHTTPError(w, http.StatusBadRequest, jsonrpc.CodeParseError, "Parse error")
+		}
+		return 0, false
+	}
+	kind, verr := m.Validate()
+	if verr != nil {
+		writeRPCError(w, http.StatusBadRequest, readableID(m.ID), verr)
+		return 0, false
+	}
+	return kind, true
+}
+
 // readableID returns id if it is a valid JSON-RPC id, so that an error
 // response can echo it, else nil (sent as null).
 func readableID(id json.RawMessage) json.RawMessage {
@@ -443,8 +460,7 @@ func (h *Handler) resolveSession(w http.ResponseWriter, rq *request) bool {
 		writeHTTPError(w, http.StatusNotFound, jsonrpc.CodeInvalidRequest, "Not Found: unknown or expired session")
 		return false
 	case err != nil:
-		h.logger().Error("mcphandler: session store", "err", err)
-		writeHTTPError(w, http.StatusServiceUnavailable, CodeStoreUnavailable, "Service Unavailable: the session store is unavailable")
+		h.storeUnavailable(w, err)
 		return false
 	}
 	rq.sess = s
@@ -609,15 +625,13 @@ func (h *Handler) serveGET(w http.ResponseWriter, r *http.Request) {
 	}()
 	sub, err := h.cfg.Store.Subscribe(r.Context(), sessionChannel(sid))
 	if err != nil {
-		h.logger().Error("mcphandler: session store", "err", err)
-		writeHTTPError(w, http.StatusServiceUnavailable, CodeStoreUnavailable, "Service Unavailable: the session store is unavailable")
+		h.storeUnavailable(w, err)
 		return
 	}
 	defer sub.Close()
 	changes, err := h.cfg.Store.Subscribe(r.Context(), notifyChannel)
 	if err != nil {
-		h.logger().Error("mcphandler: session store", "err", err)
-		writeHTTPError(w, http.StatusServiceUnavailable, CodeStoreUnavailable, "Service Unavailable: the session store is unavailable")
+		h.storeUnavailable(w, err)
 		return
 	}
 	defer changes.Close()
@@ -684,8 +698,7 @@ func (h *Handler) serveDELETE(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	if err := h.cfg.Store.Delete(r.Context(), rq.sess.ID); err != nil {
-		h.logger().Error("mcphandler: session store", "err", err)
-		writeHTTPError(w, http.StatusServiceUnavailable, CodeStoreUnavailable, "Service Unavailable: the session store is unavailable")
+		h.storeUnavailable(w, err)
 		return
 	}
 	h.cfg.Store.Publish(r.Context(), sessionChannel(rq.sess.ID), sessionEnded)

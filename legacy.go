@@ -41,16 +41,7 @@ func (h *Handler) LegacySSE(messagePath string) (stream, messages http.Handler) 
 }
 
 func (h *Handler) serveLegacyStream(w http.ResponseWriter, r *http.Request, messagePath string) {
-	if status, msg := h.checkOrigin(r); status != 0 {
-		writeHTTPError(w, status, jsonrpc.CodeInvalidRequest, msg)
-		return
-	}
-	if r.Method != http.MethodGet {
-		w.Header().Set("Allow", "GET")
-		writeHTTPError(w, http.StatusMethodNotAllowed, jsonrpc.CodeInvalidRequest, "Method not allowed")
-		return
-	}
-	id, ok := h.authenticate(w, r)
+	id, ok := h.legacyPrecheck(w, r, http.MethodGet)
 	if !ok {
 		return
 	}
@@ -58,21 +49,18 @@ func (h *Handler) serveLegacyStream(w http.ResponseWriter, r *http.Request, mess
 	s := &session.Session{ID: randText(), Owner: id.key(), ProtocolVersion: Version20241105, TTL: h.cfg.SessionTTL}
 	sub, err := h.cfg.Store.Subscribe(ctx, sessionChannel(s.ID))
 	if err != nil {
-		h.logger().Error("mcphandler: session store", "err", err)
-		writeHTTPError(w, http.StatusServiceUnavailable, CodeStoreUnavailable, "Service Unavailable: the session store is unavailable")
+		h.storeUnavailable(w, err)
 		return
 	}
 	defer sub.Close()
 	changes, err := h.cfg.Store.Subscribe(ctx, notifyChannel)
 	if err != nil {
-		h.logger().Error("mcphandler: session store", "err", err)
-		writeHTTPError(w, http.StatusServiceUnavailable, CodeStoreUnavailable, "Service Unavailable: the session store is unavailable")
+		h.storeUnavailable(w, err)
 		return
 	}
 	defer changes.Close()
 	if err := h.cfg.Store.Create(ctx, s); err != nil {
-		h.logger().Error("mcphandler: session store", "err", err)
-		writeHTTPError(w, http.StatusServiceUnavailable, CodeStoreUnavailable, "Service Unavailable: the session store is unavailable")
+		h.storeUnavailable(w, err)
 		return
 	}
 	// The old transport's session is the stream: it ends with it.
@@ -127,21 +115,27 @@ func (h *Handler) serveLegacyStream(w http.ResponseWriter, r *http.Request, mess
 	}
 }
 
+// legacyPrecheck checks the origin, the HTTP method and the caller of a
+// legacy transport request, answering the error when one fails.
+func (h *Handler) legacyPrecheck(w http.ResponseWriter, r *http.Request, method string) (Identity, bool) {
+	if status, msg := h.checkOrigin(r); status != 0 {
+		writeHTTPError(w, status, jsonrpc.CodeInvalidRequest, msg)
+		return Identity{}, false
+	}
+	if r.Method != method {
+		w.Header().Set("Allow", method)
+		writeHTTPError(w, http.StatusMethodNotAllowed, jsonrpc.CodeInvalidRequest, "Method not allowed")
+		return Identity{}, false
+	}
+	return h.authenticate(w, r)
+}
+
 // serveLegacyMessage takes one POSTed message of the HTTP+SSE transport:
 // 202 at once, then the message is served and everything it produces is
 // published to the session's stream.
 func (h *Handler) serveLegacyMessage(w http.ResponseWriter, r *http.Request) {
 	start := time.Now()
-	if status, msg := h.checkOrigin(r); status != 0 {
-		writeHTTPError(w, status, jsonrpc.CodeInvalidRequest, msg)
-		return
-	}
-	if r.Method != http.MethodPost {
-		w.Header().Set("Allow", "POST")
-		writeHTTPError(w, http.StatusMethodNotAllowed, jsonrpc.CodeInvalidRequest, "Method not allowed")
-		return
-	}
-	id, ok := h.authenticate(w, r)
+	id, ok := h.legacyPrecheck(w, r, http.MethodPost)
 	if !ok {
 		return
 	}
@@ -159,8 +153,7 @@ func (h *Handler) serveLegacyMessage(w http.ResponseWriter, r *http.Request) {
 		writeHTTPError(w, http.StatusNotFound, jsonrpc.CodeInvalidRequest, "Not Found: unknown or expired session")
 		return
 	case err != nil:
-		h.logger().Error("mcphandler: session store", "err", err)
-		writeHTTPError(w, http.StatusServiceUnavailable, CodeStoreUnavailable, "Service Unavailable: the session store is unavailable")
+		h.storeUnavailable(w, err)
 		return
 	}
 	if mt := r.Header.Get("Content-Type"); mt != "" && !strings.HasPrefix(strings.ToLower(mt), "application/json") {
@@ -174,13 +167,8 @@ func (h *Handler) serveLegacyMessage(w http.ResponseWriter, r *http.Request) {
 	}
 	defer h.releaseBody(buf)
 	var m jsonrpc.Message
-	if err := jsonrpc.Decode(buf.Bytes(), &m); err != nil {
-		writeHTTPError(w, http.StatusBadRequest, jsonrpc.CodeParseError, "Parse error")
-		return
-	}
-	kind, verr := m.Validate()
-	if verr != nil {
-		writeRPCError(w, http.StatusBadRequest, readableID(m.ID), verr)
+	kind, ok := decodeMessage(w, buf.Bytes(), &m)
+	if !ok {
 		return
 	}
 	rq := &request{h: h, r: r, start: start, id: id, sess: s, version: s.ProtocolVersion}
