@@ -12,6 +12,8 @@ import (
 
 	"github.com/mcphandler/mcphandler"
 	"github.com/mcphandler/mcphandler/session"
+	"github.com/mcphandler/mcphandler/session/redisstore"
+	"github.com/mcphandler/mcphandler/session/redisstore/redistest"
 )
 
 // discardWriter is a ResponseWriter that keeps nothing, so benchmarks
@@ -140,4 +142,75 @@ func BenchmarkIdleSession(b *testing.B) {
 		b.ReportMetric(float64(after.HeapAlloc-before.HeapAlloc)/n, "B/session")
 		runtime.KeepAlive(h)
 	}
+}
+
+// BenchmarkToolsCallStore compares the memory store with Redis for one
+// tools/call in a live session, and reports the Redis commands and round
+// trips per call (counted with a go-redis hook).
+func BenchmarkToolsCallStore(b *testing.B) {
+	body := `{"jsonrpc":"2.0","id":42,"method":"tools/call","params":{"name":"echo","arguments":{"text":"hello"}}}`
+	cfg := mcphandler.Config{
+		Authenticate: bearer,
+		ListTools:    func(context.Context) ([]mcphandler.Tool, error) { return []mcphandler.Tool{echoTool}, nil },
+	}
+	b.Run("memory", func(b *testing.B) {
+		serveLoop(b, mcphandler.New(cfg), body)
+	})
+	b.Run("redis", func(b *testing.B) {
+		c := redistest.Client(b)
+		hook := &redistest.CountingHook{}
+		c.AddHook(hook)
+		st := redisstore.New(c, redisstore.Options{Prefix: redistest.Prefix(b, c)})
+		defer st.Close()
+		cfg := cfg
+		cfg.Store = st
+		h := mcphandler.New(cfg)
+		hook.Reset()
+		serveLoop(b, h, body)
+		n := hook.Counts()
+		b.ReportMetric(float64(n.Commands)/float64(b.N), "redis-cmds/op")
+		b.ReportMetric(float64(n.RoundTrips)/float64(b.N), "round-trips/op")
+	})
+}
+
+// BenchmarkToolsCallParallel measures throughput with 32 concurrent callers
+// (one live session each), where Redis round trips overlap: ns/op is the
+// inverse of throughput.
+func BenchmarkToolsCallParallel(b *testing.B) {
+	body := `{"jsonrpc":"2.0","id":42,"method":"tools/call","params":{"name":"echo","arguments":{"text":"hello"}}}`
+	cfg := mcphandler.Config{
+		Authenticate: bearer,
+		ListTools:    func(context.Context) ([]mcphandler.Tool, error) { return []mcphandler.Tool{echoTool}, nil },
+	}
+	run := func(b *testing.B, h http.Handler) {
+		b.ReportAllocs()
+		b.SetParallelism(16) // 32 callers on 2 cores
+		b.RunParallel(func(pb *testing.PB) {
+			hdr := benchSession(b, h)
+			rd := strings.NewReader(body)
+			req, _ := http.NewRequest("POST", "/", rd)
+			req.Header = hdr
+			req.ContentLength = int64(len(body))
+			w := &discardWriter{h: http.Header{}}
+			for pb.Next() {
+				rd.Reset(body)
+				req.Body = io.NopCloser(rd)
+				w.reset()
+				h.ServeHTTP(w, req)
+				if w.code != 200 {
+					b.Errorf("status %d", w.code)
+					return
+				}
+			}
+		})
+	}
+	b.Run("memory", func(b *testing.B) { run(b, mcphandler.New(cfg)) })
+	b.Run("redis", func(b *testing.B) {
+		c := redistest.Client(b)
+		st := redisstore.New(c, redisstore.Options{Prefix: redistest.Prefix(b, c)})
+		defer st.Close()
+		cfg := cfg
+		cfg.Store = st
+		run(b, mcphandler.New(cfg))
+	})
 }

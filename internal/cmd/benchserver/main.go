@@ -1,0 +1,73 @@
+// Command benchserver serves mcphandler for the load harness that compares
+// it with other MCP servers: one tool "echo" ({"text": string} -> the text as
+// a text block) and -tools N dummy tools, at /mcp, with sessions in memory
+// or, with -redis, in Redis.
+package main
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"log"
+	"net/http"
+	"os"
+	"os/signal"
+	"syscall"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/mcphandler/mcphandler"
+	"github.com/mcphandler/mcphandler/session/redisstore"
+)
+
+type echoIn struct {
+	Text string `json:"text" jsonschema:"Text to echo."`
+}
+
+type dummyIn struct {
+	X string `json:"x" jsonschema:"An input string."`
+}
+
+func main() {
+	addr := flag.String("addr", "127.0.0.1:9109", "listen address")
+	path := flag.String("path", "/mcp", "endpoint path")
+	ntools := flag.Int("tools", 0, "number of extra dummy tools (tool_0000 ...)")
+	redisURL := flag.String("redis", "", "Redis URL for the session store (default: in memory)")
+	flag.Parse()
+
+	tools := []mcphandler.Tool{mcphandler.NewTool(mcphandler.Tool{Name: "echo", Description: "Echoes the given text back as a text content block."},
+		func(_ context.Context, _ *mcphandler.ToolCall, in echoIn) (string, error) { return in.Text, nil })}
+	for i := range *ntools {
+		tools = append(tools, mcphandler.NewTool(mcphandler.Tool{Name: fmt.Sprintf("tool_%04d", i), Description: fmt.Sprintf("Dummy tool number %d.", i)},
+			func(context.Context, *mcphandler.ToolCall, dummyIn) (string, error) { return "ok", nil }))
+	}
+	cfg := mcphandler.Config{
+		Name:      "benchserver",
+		PageSize:  len(tools),
+		ListTools: func(context.Context) ([]mcphandler.Tool, error) { return tools, nil },
+	}
+	if *redisURL != "" {
+		opt, err := redis.ParseURL(*redisURL)
+		if err != nil {
+			log.Fatal(err)
+		}
+		opt.ContextTimeoutEnabled = true
+		opt.PoolSize = 64
+		c := redis.NewClient(opt)
+		st := redisstore.New(c, redisstore.Options{Prefix: fmt.Sprintf("mcph-bench-%d:", os.Getpid())})
+		defer st.Close()
+		cfg.Store = st
+	}
+	mux := http.NewServeMux()
+	mux.Handle(*path, mcphandler.New(cfg))
+	srv := &http.Server{Addr: *addr, Handler: mux}
+	go func() {
+		sig := make(chan os.Signal, 1)
+		signal.Notify(sig, syscall.SIGINT, syscall.SIGTERM)
+		<-sig
+		srv.Close()
+	}()
+	if err := srv.ListenAndServe(); err != nil && err != http.ErrServerClosed {
+		log.Fatal(err)
+	}
+}
