@@ -5,10 +5,13 @@ import (
 	"encoding/json"
 	"errors"
 	"net/http"
+	"net/http/httptest"
 	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
+	"testing/synctest"
+	"time"
 	"unicode"
 
 	"github.com/mcphandler/mcphandler"
@@ -246,4 +249,40 @@ func TestConfirmDestructivePolicy(t *testing.T) {
 			t.Fatalf("message carries control character %U", r)
 		}
 	}
+}
+
+// The human never answers: after ConfirmTimeout (two minutes, on the
+// bubble's fake clock) the call ends timed_out and the tool never runs.
+func TestConfirmTimeoutSynctest(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		f := &fixture{}
+		cfg := f.config()
+		cfg.ConfirmTimeout = 2 * time.Minute
+		h := mcphandler.New(cfg)
+		post := func(body, sid string) *httptest.ResponseRecorder {
+			req := httptest.NewRequest("POST", "/", strings.NewReader(body))
+			req.Header.Set("Authorization", "Bearer acme-admin")
+			req.Header.Set("Content-Type", "application/json")
+			req.Header.Set("Accept", "application/json, text/event-stream")
+			if sid != "" {
+				req.Header.Set("Mcp-Session-Id", sid)
+			}
+			rec := httptest.NewRecorder()
+			h.ServeHTTP(rec, req)
+			return rec
+		}
+		init := post(`{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-11-25","capabilities":{"elicitation":{}},"clientInfo":{"name":"t","version":"1"}}}`, "")
+		sid := init.Header().Get("Mcp-Session-Id")
+		done := make(chan *httptest.ResponseRecorder)
+		go func() { done <- post(`{"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":"delete_thing"}}`, sid) }()
+		synctest.Wait() // the elicitation is out; the call waits
+		time.Sleep(2*time.Minute + time.Second)
+		rec := <-done
+		if !strings.Contains(rec.Body.String(), "elicitation/create") || !strings.Contains(rec.Body.String(), "timed out") {
+			t.Fatalf("stream %q", rec.Body)
+		}
+		if ev := f.event(t); ev.Outcome != mcphandler.OutcomeTimedOut || f.count("delete_thing") != 0 {
+			t.Fatalf("event %+v, ran %d", ev, f.count("delete_thing"))
+		}
+	})
 }
