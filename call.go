@@ -77,6 +77,7 @@ func (h *Handler) callTool(rq *request, m *jsonrpc.Message) {
 		}
 	}
 	x := rq.newExchange(p.Meta)
+	x.reqID = m.ID
 	if !rq.prepareRounds(x, m, tool.Name, args) {
 		ev.Outcome = OutcomeError
 		return

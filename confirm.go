@@ -38,6 +38,14 @@ type confirmRecord struct {
 	Owner   string `json:"own"`
 	Tool    string `json:"tool"`
 	Digest  string `json:"args"`
+	// What another replica needs to finish the call when the replica that
+	// asked is gone (see takeOver): the call's stream, its request id, its
+	// arguments and the form with the values it expects.
+	Stream string          `json:"stream,omitempty"`
+	ReqID  json.RawMessage `json:"req,omitempty"`
+	Args   json.RawMessage `json:"argv,omitempty"`
+	Form   json.RawMessage `json:"form,omitempty"`
+	Expect map[string]any  `json:"expect,omitempty"`
 }
 
 func (r confirmRecord) encode() []byte { b, _ := json.Marshal(r); return b }
@@ -83,7 +91,13 @@ func (h *Handler) confirm(ctx context.Context, call *ToolCall, d Decision, ev *C
 	}
 	id := confirmPrefix + rand.Text()
 	ev.ConfirmID = id
-	rec := confirmRecord{State: "pending", Session: x.sess.ID, Owner: call.Identity.key(), Tool: call.Tool.Name, Digest: argsDigest(call.Arguments)}
+	form, expect := d.Form, d.Expect
+	if form == nil {
+		form, expect = elicitation.Confirm(confirmField, "Confirm"), map[string]any{confirmField: true}
+	}
+	rec := confirmRecord{State: "pending", Session: x.sess.ID, Owner: call.Identity.key(), Tool: call.Tool.Name, Digest: argsDigest(call.Arguments),
+		Stream: x.st.streamID(), ReqID: x.reqID, Args: call.Arguments, Expect: expect}
+	rec.Form, _ = json.Marshal(form)
 	pending := rec.encode()
 	ttl := h.cfg.ConfirmTimeout + time.Minute
 	if ok, err := h.cfg.Store.PutIfAbsent(ctx, confirmKey(id), pending, ttl); err != nil || !ok {
@@ -96,10 +110,6 @@ func (h *Handler) confirm(ctx context.Context, call *ToolCall, d Decision, ev *C
 		h.cfg.Store.CompareAndSwap(context.WithoutCancel(ctx), confirmKey(id), pending, rec.encode(), ttl)
 	}()
 
-	form, expect := d.Form, d.Expect
-	if form == nil {
-		form, expect = elicitation.Confirm(confirmField, "Confirm"), map[string]any{confirmField: true}
-	}
 	msg := d.Message
 	if msg == "" {
 		msg = confirmMessage(call)
@@ -118,17 +128,8 @@ func (h *Handler) confirm(ctx context.Context, call *ToolCall, d Decision, ev *C
 	default:
 		return OutcomeDeclined, ErrorResult("Not run: the confirmation of " + call.Tool.Name + " failed.")
 	}
-	switch res.Action {
-	case elicitation.Accept:
-	case elicitation.Decline:
-		return OutcomeDeclined, ErrorResult("Not run: the user declined " + call.Tool.Name + ".")
-	default:
-		return OutcomeCancelled, ErrorResult("Not run: the user dismissed the confirmation of " + call.Tool.Name + ".")
-	}
-	for field, want := range expect {
-		if !res.Confirmed(form, field, want) {
-			return OutcomeDeclined, ErrorResult("Not run: the user did not confirm " + call.Tool.Name + ".")
-		}
+	if outcome, result := decide(res, form, expect, call.Tool.Name); result != nil {
+		return outcome, result
 	}
 	// Re-check: the caller may have lost the tool while the human thought.
 	now := call.Identity
@@ -141,29 +142,96 @@ func (h *Handler) confirm(ctx context.Context, call *ToolCall, d Decision, ev *C
 	return OutcomeConfirmed, nil
 }
 
+// decide turns the human's answer into an outcome; result is nil when the
+// tool may run (accepted, every expected value present).
+func decide(res elicitation.Result, form *elicitation.Schema, expect map[string]any, tool string) (Outcome, *ToolResult) {
+	switch res.Action {
+	case elicitation.Accept:
+		for field, want := range expect {
+			if !res.Confirmed(form, field, want) {
+				return OutcomeDeclined, ErrorResult("Not run: the user did not confirm " + tool + ".")
+			}
+		}
+		return OutcomeConfirmed, nil
+	case elicitation.Decline:
+		return OutcomeDeclined, ErrorResult("Not run: the user declined " + tool + ".")
+	default:
+		return OutcomeCancelled, ErrorResult("Not run: the user dismissed the confirmation of " + tool + ".")
+	}
+}
+
 // claimAnswer accepts the answer to confirm id once: only while it is
 // pending, and only from the session and identity it was asked of. A
 // refused answer is reported to OnCall as a replay.
-func (h *Handler) claimAnswer(rq *request, id string) bool {
+func (h *Handler) claimAnswer(rq *request, id string) (confirmRecord, []byte, bool) {
 	ctx := rq.r.Context()
-	old, err := h.cfg.Store.Load(ctx, confirmKey(id))
-	if err != nil {
-		return false
-	}
 	var rec confirmRecord
-	if json.Unmarshal(old, &rec) != nil {
-		return false
+	old, err := h.cfg.Store.Load(ctx, confirmKey(id))
+	if err != nil || json.Unmarshal(old, &rec) != nil {
+		return rec, nil, false
 	}
 	if rec.State == "pending" && rec.Session == rq.sess.ID && rec.Owner == rq.id.key() {
 		rec.State = "answered"
-		if ok, err := h.cfg.Store.CompareAndSwap(ctx, confirmKey(id), old, rec.encode(), h.cfg.ConfirmTimeout+time.Minute); err == nil && ok {
-			return true
+		answered := rec.encode()
+		if ok, err := h.cfg.Store.CompareAndSwap(ctx, confirmKey(id), old, answered, h.cfg.ConfirmTimeout+time.Minute); err == nil && ok {
+			return rec, answered, true
 		}
 	}
 	if h.cfg.OnCall != nil {
 		h.emit(CallEvent{Tool: rec.Tool, Identity: rq.id, SessionID: rq.sess.ID, Outcome: OutcomeReplayRefused, ConfirmID: id})
 	}
-	return false
+	return rec, nil, false
+}
+
+// takeOver finishes a 2025 confirmed call whose asking replica is gone: the
+// answer was claimed, but nobody waits for it. This replica checks the
+// answer against the recorded form, checks the tool's visibility again with
+// the answering identity, runs the tool at most once (the claim made this
+// replica its only runner), and appends the result to the call's event log,
+// where the client's resumed GET (Last-Event-ID) receives it.
+func (h *Handler) takeOver(rq *request, id string, rec confirmRecord, answered []byte, m *jsonrpc.Message) {
+	ctx := context.WithoutCancel(rq.r.Context())
+	rq.info = &reqInfo{identity: rq.id, request: rq.r, version: rq.sess.ProtocolVersion, sessionID: rq.sess.ID}
+	rq.ctx = context.WithValue(ctx, ctxKey{}, rq.info)
+	rq.version = rq.sess.ProtocolVersion
+	rq.st = &stream{id: rec.Stream, sse: true, gone: true, log: &eventLog{store: h.cfg.Store, sid: rq.sess.ID, ttl: h.cfg.ResumeWindow}}
+	ev := CallEvent{Tool: rec.Tool, Identity: rq.id, SessionID: rq.sess.ID, ConfirmID: id, Arguments: rec.Args}
+	defer func() {
+		if h.cfg.OnCall != nil {
+			ev.Duration = time.Since(rq.start)
+			h.emit(ev)
+		}
+		rec.State = "done"
+		h.cfg.Store.CompareAndSwap(ctx, confirmKey(id), answered, rec.encode(), h.cfg.ConfirmTimeout+time.Minute)
+	}()
+	form, err := elicitation.Parse(rec.Form)
+	var res elicitation.Result
+	if err == nil && m.Error == nil {
+		if res, err = elicitation.ParseResult(m.Result); err == nil && res.Action == elicitation.Accept {
+			err = form.Validate(res.Content)
+		}
+	}
+	if err != nil || m.Error != nil {
+		ev.Outcome = OutcomeDeclined
+		rq.sendResult(rec.ReqID, ErrorResult("Not run: the confirmation of "+rec.Tool+" failed."))
+		return
+	}
+	if outcome, result := decide(res, form, rec.Expect, rec.Tool); result != nil {
+		ev.Outcome, ev.IsError = outcome, true
+		rq.sendResult(rec.ReqID, result)
+		return
+	}
+	tool, ok, err := h.findTool(rq.ctx, rq.id, rec.Tool)
+	if err != nil || !ok {
+		ev.Outcome = OutcomeRevoked
+		rq.fail(rec.ReqID, errUnknownTool(rec.Tool))
+		return
+	}
+	x := &Exchange{h: h, st: rq.st, sess: rq.sess, version: rq.version, caps: rq.sess.Capabilities, logLevel: LogLevel(rq.sess.LogLevel)}
+	call := &ToolCall{Tool: tool, Arguments: rec.Args, Identity: rq.id, SessionID: rq.sess.ID, Exchange: x}
+	ev.Outcome = OutcomeConfirmed
+	result, _ := h.run(rq.ctx, call, &ev)
+	rq.sendResult(rec.ReqID, result)
 }
 
 // confirmMessage describes the call for a human: the tool and its
@@ -257,19 +325,7 @@ func (h *Handler) confirmModern(rq *request, m *jsonrpc.Message, call *ToolCall,
 		rq.fail(m.ID, invalidParams("Invalid params: the confirm answer does not match its form"))
 		return
 	}
-	outcome, result := OutcomeConfirmed, (*ToolResult)(nil)
-	switch res.Action {
-	case elicitation.Accept:
-		for field, want := range expect {
-			if !res.Confirmed(form, field, want) {
-				outcome, result = OutcomeDeclined, ErrorResult("Not run: the user did not confirm "+call.Tool.Name+".")
-			}
-		}
-	case elicitation.Decline:
-		outcome, result = OutcomeDeclined, ErrorResult("Not run: the user declined "+call.Tool.Name+".")
-	default:
-		outcome, result = OutcomeCancelled, ErrorResult("Not run: the user dismissed the confirmation of "+call.Tool.Name+".")
-	}
+	outcome, result := decide(res, form, expect, call.Tool.Name)
 	ttl := h.cfg.ConfirmTimeout + time.Minute
 	claim := decided{Outcome: outcome}
 	if result != nil {

@@ -47,6 +47,7 @@ type Exchange struct {
 	progressToken json.RawMessage
 	gone          <-chan struct{} // closed when the client's connection ends
 	logLevel      LogLevel        // least level to send; "" sends nothing
+	reqID         json.RawMessage // the JSON-RPC id of the request
 	mr            *rounds         // 2026-07-28: questions go in input_required rounds
 }
 

@@ -563,8 +563,13 @@ func (h *Handler) deliverResponse(rq *request, m *jsonrpc.Message) bool {
 	if err := json.Unmarshal(m.ID, &id); err != nil || !strings.HasPrefix(id, "mcph") {
 		return false
 	}
-	if isConfirmID(id) && !h.claimAnswer(rq, id) {
-		return false
+	var rec confirmRecord
+	var answered []byte
+	if isConfirmID(id) {
+		var ok bool
+		if rec, answered, ok = h.claimAnswer(rq, id); !ok {
+			return false
+		}
 	}
 	resp := jsonrpc.AppendResult(nil, m.ID, m.Result)
 	if m.Error != nil {
@@ -575,6 +580,11 @@ func (h *Handler) deliverResponse(rq *request, m *jsonrpc.Message) bool {
 	if err != nil {
 		h.logger().Error("mcphandler: session store", "err", err)
 		return false
+	}
+	if n == 0 && answered != nil && rec.Stream != "" {
+		// The replica that asked is gone; this one finishes the call.
+		h.takeOver(rq, id, rec, answered, m)
+		return true
 	}
 	return n > 0
 }

@@ -1,8 +1,10 @@
 package mcphandler_test
 
 import (
+	"bytes"
 	"context"
 	"errors"
+	"io"
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
@@ -28,32 +30,39 @@ type cluster struct {
 	next     atomic.Int64
 	proxy    *httptest.Server
 	served   []atomic.Int64 // requests per replica
+	lastCall atomic.Int64   // the replica that got the last tools/call
 }
 
 type replica struct {
-	h     *mcphandler.Handler
-	srv   *httptest.Server
-	store *redisstore.Store
-	down  atomic.Bool
+	h      *mcphandler.Handler
+	srv    *httptest.Server
+	store  *redisstore.Store
+	client redis.UniversalClient
+	down   atomic.Bool
+}
+
+// kill takes the replica down as a crash would: its clients' connections
+// drop, and it can neither reach Redis nor be reached again.
+func (r *replica) kill() {
+	r.down.Store(true)
+	r.client.Close() // first: a dead replica writes nothing more to Redis
+	r.srv.CloseClientConnections()
+	r.store.Close()
 }
 
 func newCluster(t *testing.T, n int, cfg mcphandler.Config, client func() redis.UniversalClient) *cluster {
 	t.Helper()
-	first := client()
-	prefix := redistest.Prefix(t, first)
+	prefix := redistest.Prefix(t, client()) // its own client: replicas may die
 	cfg.StateKeys = [][]byte{[]byte("0123456789abcdef0123456789abcdef")}
 	cfg.Logger = slog.New(slog.DiscardHandler)
 	cl := &cluster{served: make([]atomic.Int64, n)}
-	for i := range n {
-		c := first
-		if i > 0 {
-			c = client()
-		}
+	for range n {
+		c := client()
 		st := redisstore.New(c, redisstore.Options{Prefix: prefix, OpTimeout: 500 * time.Millisecond})
 		t.Cleanup(func() { st.Close() })
 		cfg := cfg
 		cfg.Store = st
-		r := &replica{h: mcphandler.New(cfg), store: st}
+		r := &replica{h: mcphandler.New(cfg), store: st, client: c}
 		r.srv = httptest.NewServer(r.h)
 		t.Cleanup(r.srv.Close)
 		cl.replicas = append(cl.replicas, r)
@@ -74,7 +83,11 @@ func (cl *cluster) forward(w http.ResponseWriter, r *http.Request) {
 	}
 	cl.served[i].Add(1)
 	target := cl.replicas[i].srv.URL
-	req, _ := http.NewRequestWithContext(r.Context(), r.Method, target+r.URL.RequestURI(), r.Body)
+	body, _ := io.ReadAll(r.Body)
+	if strings.Contains(string(body), `"method":"tools/call"`) {
+		cl.lastCall.Store(int64(i))
+	}
+	req, _ := http.NewRequestWithContext(r.Context(), r.Method, target+r.URL.RequestURI(), bytes.NewReader(body))
 	req.Header = r.Header.Clone()
 	resp, err := http.DefaultTransport.RoundTrip(req)
 	if err != nil {
@@ -296,5 +309,45 @@ func TestReplicasRedisOutage(t *testing.T) {
 	}
 	if _, err := c2.CallTool(ctx, "read", nil); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// The replica that asked for a confirm dies while the human thinks. The
+// client resumes its stream on another replica (Last-Event-ID) and its
+// accept, posted there, completes the call: the tool runs once and the
+// result reaches the client.
+func TestReplicasConfirmSurvivesReplicaDeath(t *testing.T) {
+	f := &fixture{}
+	cl := newCluster(t, 3, f.config(), redisClient(t))
+	ctx := context.Background()
+	var killed atomic.Int64
+	killed.Store(-1)
+	c := mcptest.Dial(cl.proxy.URL, mcptest.WithToken("acme-admin"),
+		mcptest.WithElicitationHandler(func(context.Context, mcptest.ElicitParams) (mcptest.ElicitResult, error) {
+			i := cl.lastCall.Load()
+			cl.replicas[i].kill()
+			killed.Store(i)
+			return mcptest.ElicitResult{Action: "accept", Content: map[string]any{"confirm": true}}, nil
+		}))
+	defer c.Close()
+	if _, err := c.Initialize(ctx); err != nil {
+		t.Fatal(err)
+	}
+	res, err := c.CallTool(ctx, "delete_thing", map[string]any{"id": "x"})
+	if killed.Load() < 0 {
+		t.Fatal("no replica was killed: the confirm was not asked")
+	}
+	if err != nil || res.IsError || res.Text() != "delete_thing ran for acme" {
+		t.Fatalf("after the asking replica died: %+v, %v", res, err)
+	}
+	if n := f.count("delete_thing"); n != 1 {
+		t.Fatalf("ran %d times, want 1", n)
+	}
+	var outcomes []string
+	for _, o := range drainEvents(f) {
+		outcomes = append(outcomes, strings.SplitN(o, ":", 2)[0])
+	}
+	if !strings.Contains(strings.Join(outcomes, " "), "confirmed") {
+		t.Fatalf("events %v", outcomes)
 	}
 }

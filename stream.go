@@ -78,6 +78,22 @@ func newStream(w http.ResponseWriter, prime bool, retry time.Duration) *stream {
 	return &stream{w: w, rc: http.NewResponseController(w), prime: prime, retry: retry, status: http.StatusOK}
 }
 
+// streamID returns the stream's id (the prefix of its event ids), choosing
+// it now if the stream has not started yet; "" for an unlogged stream.
+func (s *stream) streamID() string {
+	if s.log == nil {
+		return ""
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.id == "" {
+		var r [8]byte
+		rand.Read(r[:])
+		s.id = "p" + hex.EncodeToString(r[:])
+	}
+	return s.id
+}
+
 // startSSELocked writes the event-stream header and, for clients that
 // support polling, a priming event carrying an id and the retry delay.
 func (s *stream) startSSELocked() error {
