@@ -274,7 +274,9 @@ func TestConfirmTimeoutSynctest(t *testing.T) {
 		init := post(`{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-11-25","capabilities":{"elicitation":{}},"clientInfo":{"name":"t","version":"1"}}}`, "")
 		sid := init.Header().Get("Mcp-Session-Id")
 		done := make(chan *httptest.ResponseRecorder)
-		go func() { done <- post(`{"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":"delete_thing"}}`, sid) }()
+		go func() {
+			done <- post(`{"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":"delete_thing"}}`, sid)
+		}()
 		synctest.Wait() // the elicitation is out; the call waits
 		time.Sleep(2*time.Minute + time.Second)
 		rec := <-done
