@@ -130,6 +130,9 @@ func (h *Handler) callTool(rq *request, m *jsonrpc.Message) {
 		ev.Outcome = OutcomeAllowed
 	}
 
+	if ev.Outcome == OutcomeConfirmed && !rq.modern {
+		defer h.holdRun(rq.ctx, ev.ConfirmID)()
+	}
 	result, err := h.run(rq.ctx, call, &ev)
 	if rq.finishRounds(x, m, err) {
 		ev.Outcome, ev.IsError, ev.ErrorClass = OutcomeInputRequired, false, ""

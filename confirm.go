@@ -8,6 +8,7 @@ import (
 	"encoding/json"
 	"errors"
 	"strings"
+	"sync"
 	"time"
 	"unicode"
 	"unicode/utf8"
@@ -103,6 +104,10 @@ func (h *Handler) confirm(ctx context.Context, call *ToolCall, d Decision, ev *C
 	if ok, err := h.cfg.Store.PutIfAbsent(ctx, confirmKey(id), pending, ttl); err != nil || !ok {
 		h.logger().Error("mcphandler: storing a confirm", "err", err)
 		return OutcomeError, ErrorResult("Not run: the confirmation could not be recorded.")
+	}
+	if rec.Stream != "" {
+		// A resumed stream finds its confirm here (see watchRunner).
+		h.cfg.Store.PutIfAbsent(ctx, confirmOfKey(x.sess.ID, rec.Stream), []byte(id), ttl+h.cfg.ResumeWindow)
 	}
 	// Whatever happens next, a pending confirm can no longer be answered.
 	defer func() {
@@ -230,8 +235,89 @@ func (h *Handler) takeOver(rq *request, id string, rec confirmRecord, answered [
 	x := &Exchange{h: h, st: rq.st, sess: rq.sess, version: rq.version, caps: rq.sess.Capabilities, logLevel: LogLevel(rq.sess.LogLevel)}
 	call := &ToolCall{Tool: tool, Arguments: rec.Args, Identity: rq.id, SessionID: rq.sess.ID, Exchange: x}
 	ev.Outcome = OutcomeConfirmed
+	release := h.holdRun(ctx, id)
 	result, _ := h.run(rq.ctx, call, &ev)
 	rq.sendResult(rec.ReqID, result)
+	release()
+}
+
+// runLease is how long a replica's claim to be running a confirmed call
+// lasts without renewal; it renews it a few times per period while the
+// tool runs.
+const runLease = 5 * time.Second
+
+func confirmOfKey(sid, stream string) string { return "confirm-of/" + sid + "/" + stream }
+func leaseKey(id string) string             { return "lease/" + id }
+
+// holdRun marks the answered confirm id as running and holds a lease on it
+// while the tool runs, so that if this replica dies mid-run a resumed
+// stream can tell the client that the outcome is unknown (watchRunner)
+// instead of anything running again. release marks it done.
+func (h *Handler) holdRun(ctx context.Context, id string) (release func()) {
+	ctx = context.WithoutCancel(ctx)
+	st := h.cfg.Store
+	old, err := st.Load(ctx, confirmKey(id))
+	var rec confirmRecord
+	if err != nil || json.Unmarshal(old, &rec) != nil || rec.State != "answered" {
+		return func() {}
+	}
+	ttl := h.cfg.ConfirmTimeout + time.Minute
+	rec.State = "running"
+	running := rec.encode()
+	if ok, err := st.CompareAndSwap(ctx, confirmKey(id), old, running, ttl); err != nil || !ok {
+		return func() {}
+	}
+	st.PutIfAbsent(ctx, leaseKey(id), []byte("1"), runLease)
+	var mu sync.Mutex
+	var timer *time.Timer
+	stopped := false
+	var renew func()
+	renew = func() {
+		st.CompareAndSwap(ctx, leaseKey(id), []byte("1"), []byte("1"), runLease)
+		mu.Lock()
+		if !stopped {
+			timer = time.AfterFunc(runLease/3, renew)
+		}
+		mu.Unlock()
+	}
+	mu.Lock()
+	timer = time.AfterFunc(runLease/3, renew)
+	mu.Unlock()
+	return func() {
+		mu.Lock()
+		stopped = true
+		timer.Stop()
+		mu.Unlock()
+		rec.State = "done"
+		st.CompareAndSwap(ctx, confirmKey(id), running, rec.encode(), ttl)
+	}
+}
+
+// watchRunner reports, for a resumed stream, whether the confirmed call
+// it carries was being run by a replica that is gone (its lease expired
+// while the confirm was running). It then records the outcome as unknown,
+// once, and returns the final message to send.
+func (h *Handler) watchRunner(ctx context.Context, sid, stream string) []byte {
+	st := h.cfg.Store
+	id, err := st.Load(ctx, confirmOfKey(sid, stream))
+	if err != nil {
+		return nil
+	}
+	old, err := st.Load(ctx, confirmKey(string(id)))
+	var rec confirmRecord
+	if err != nil || json.Unmarshal(old, &rec) != nil || rec.State != "running" {
+		return nil
+	}
+	if _, err := st.Load(ctx, leaseKey(string(id))); !errors.Is(err, session.ErrNotFound) {
+		return nil // alive, or the store cannot tell now
+	}
+	rec.State = "unknown"
+	if ok, err := st.CompareAndSwap(ctx, confirmKey(string(id)), old, rec.encode(), h.cfg.ConfirmTimeout+time.Minute); err != nil || !ok {
+		return nil
+	}
+	r := ErrorResult("The outcome of " + rec.Tool + " is unknown: the server running it stopped. It will not run again; check whether it took effect before retrying.")
+	b := jsonrpc.AppendResult(nil, rec.ReqID, must(r.appendJSON(nil)))
+	return b
 }
 
 // confirmMessage describes the call for a human: the tool and its

@@ -351,3 +351,36 @@ func TestReplicasConfirmSurvivesReplicaDeath(t *testing.T) {
 		t.Fatalf("events %v", outcomes)
 	}
 }
+
+// The replica running a confirmed call dies mid-run: the client, resumed on
+// another replica, is told that the outcome is unknown, and nothing runs
+// again.
+func TestReplicasRunnerDeathIsReported(t *testing.T) {
+	f := &fixture{}
+	cfg := f.config()
+	var cl *cluster
+	cfg.ListTools = func(context.Context) ([]mcphandler.Tool, error) {
+		return []mcphandler.Tool{{Name: "delete_thing", Handler: func(ctx context.Context, call *mcphandler.ToolCall) (*mcphandler.ToolResult, error) {
+			v, _ := f.runs.LoadOrStore("delete_thing", new(atomic.Int64))
+			v.(*atomic.Int64).Add(1)
+			cl.replicas[cl.lastCall.Load()].kill() // the runner dies mid-run
+			time.Sleep(100 * time.Millisecond)
+			return mcphandler.TextResult("deleted"), nil
+		}}}, nil
+	}
+	cl = newCluster(t, 2, cfg, redisClient(t))
+	ctx := context.Background()
+	c := mcptest.Dial(cl.proxy.URL, mcptest.WithToken("acme-admin"),
+		mcptest.WithElicitationHandler(answer("accept", map[string]any{"confirm": true})))
+	defer c.Close()
+	if _, err := c.Initialize(ctx); err != nil {
+		t.Fatal(err)
+	}
+	res, err := c.CallTool(ctx, "delete_thing", nil)
+	if err != nil || !res.IsError || !strings.Contains(res.Text(), "outcome of delete_thing is unknown") {
+		t.Fatalf("after the runner died: %+v, %v", res, err)
+	}
+	if n := f.count("delete_thing"); n != 1 {
+		t.Fatalf("ran %d times, want 1", n)
+	}
+}

@@ -64,10 +64,20 @@ func (h *Handler) resume(w http.ResponseWriter, r *http.Request, sid, last strin
 	}
 	tick := time.NewTicker(h.cfg.KeepAlive)
 	defer tick.Stop()
+	// A confirmed call whose runner died never sends its response: check
+	// its lease now and then, and tell the client the outcome is unknown.
+	watch := time.NewTicker(runLease / 2)
+	defer watch.Stop()
 	for {
 		select {
 		case <-ctx.Done():
 			return true
+		case <-watch.C:
+			if msg := h.watchRunner(ctx, sid, streamID); msg != nil {
+				w.Write(appendEvent(nil, nil, msg))
+				rc.Flush()
+				return true
+			}
 		case <-tick.C:
 			if _, err := w.Write([]byte(":\n\n")); err != nil || rc.Flush() != nil {
 				return true
