@@ -247,7 +247,7 @@ func (h *Handler) takeOver(rq *request, id string, rec confirmRecord, answered [
 const runLease = 5 * time.Second
 
 func confirmOfKey(sid, stream string) string { return "confirm-of/" + sid + "/" + stream }
-func leaseKey(id string) string             { return "lease/" + id }
+func leaseKey(id string) string              { return "lease/" + id }
 
 // holdRun marks the answered confirm id as running and holds a lease on it
 // while the tool runs, so that if this replica dies mid-run a resumed
