@@ -9,7 +9,6 @@ import (
 	"io"
 	"mime"
 	"net/http"
-	"net/http/httptest"
 	"net/textproto"
 	"strconv"
 	"strings"
@@ -56,16 +55,7 @@ type Client struct {
 func New(t testing.TB, h http.Handler, opts ...Option) *Client {
 	t.Helper()
 	cfg := newConfig(opts)
-	srv := httptest.NewServer(h)
-	t.Cleanup(srv.Close)
-	if cfg.httpClient == nil {
-		cfg.httpClient = srv.Client()
-	}
-	path := cfg.path
-	if !strings.HasPrefix(path, "/") {
-		path = "/" + path
-	}
-	c := newClient(srv.URL+path, cfg)
+	c := newClient(cfg.serve(t, h, cfg.path), cfg)
 	t.Cleanup(c.Close)
 	return c
 }
@@ -74,13 +64,7 @@ func New(t testing.TB, h http.Handler, opts ...Option) *Client {
 // "http://127.0.0.1:8080/mcp". It does not contact the server.
 func Dial(url string, opts ...Option) *Client {
 	cfg := newConfig(opts)
-	if cfg.httpClient == nil {
-		var rt http.RoundTripper = http.DefaultTransport
-		if tr, ok := rt.(*http.Transport); ok {
-			rt = tr.Clone()
-		}
-		cfg.httpClient = &http.Client{Transport: rt}
-	}
+	cfg.httpClient = cfg.httpClientOrOwn()
 	return newClient(url, cfg)
 }
 

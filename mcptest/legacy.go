@@ -9,7 +9,6 @@ import (
 	"io"
 	"mime"
 	"net/http"
-	"net/http/httptest"
 	"net/url"
 	"slices"
 	"strings"
@@ -81,15 +80,7 @@ type legacyConn struct {
 func NewLegacy(t testing.TB, h http.Handler, ssePath string, opts ...Option) *LegacyClient {
 	t.Helper()
 	cfg := newConfig(opts)
-	srv := httptest.NewServer(h)
-	t.Cleanup(srv.Close)
-	if cfg.httpClient == nil {
-		cfg.httpClient = srv.Client()
-	}
-	if !strings.HasPrefix(ssePath, "/") {
-		ssePath = "/" + ssePath
-	}
-	c := newLegacyClient(srv.URL+ssePath, cfg)
+	c := newLegacyClient(cfg.serve(t, h, ssePath), cfg)
 	t.Cleanup(c.Close)
 	return c
 }

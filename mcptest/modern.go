@@ -9,7 +9,6 @@ import (
 	"io"
 	"mime"
 	"net/http"
-	"net/http/httptest"
 	"slices"
 	"strings"
 	"sync"
@@ -182,16 +181,7 @@ type ModernClient struct {
 func NewModern(t testing.TB, h http.Handler, opts ...Option) *ModernClient {
 	t.Helper()
 	cfg := newConfig(opts)
-	srv := httptest.NewServer(h)
-	t.Cleanup(srv.Close)
-	if cfg.httpClient == nil {
-		cfg.httpClient = srv.Client()
-	}
-	path := cfg.path
-	if !strings.HasPrefix(path, "/") {
-		path = "/" + path
-	}
-	c := newModernClient(srv.URL+path, cfg)
+	c := newModernClient(cfg.serve(t, h, cfg.path), cfg)
 	t.Cleanup(c.Close)
 	return c
 }

@@ -4,6 +4,9 @@ import (
 	"context"
 	"encoding/json"
 	"net/http"
+	"net/http/httptest"
+	"strings"
+	"testing"
 )
 
 // DefaultProtocolVersion is the protocol version the client asks for at
@@ -232,4 +235,19 @@ func (cfg *config) httpClientOrOwn() *http.Client {
 		rt = tr.Clone()
 	}
 	return &http.Client{Transport: rt}
+}
+
+// serve starts an httptest.Server for h, closed when the test ends, makes
+// cfg use its client unless one was given, and returns the URL of path on
+// it.
+func (cfg *config) serve(t testing.TB, h http.Handler, path string) string {
+	srv := httptest.NewServer(h)
+	t.Cleanup(srv.Close)
+	if cfg.httpClient == nil {
+		cfg.httpClient = srv.Client()
+	}
+	if !strings.HasPrefix(path, "/") {
+		path = "/" + path
+	}
+	return srv.URL + path
 }
