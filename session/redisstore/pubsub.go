@@ -518,6 +518,7 @@ func (s *Store) Close() error {
 	ps := p.ps
 	p.mu.Unlock()
 
+	s.closeCache() // its subscription was closed above
 	close(p.quit)
 	p.stop()
 	if ps == nil {

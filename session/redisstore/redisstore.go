@@ -102,6 +102,17 @@ type Options struct {
 	// connections typically fails a call only when OpTimeout ends.
 	// Default 2s.
 	OpTimeout time.Duration
+
+	// CacheTTL, if positive, keeps the sessions a replica read in its
+	// memory for up to CacheTTL (and at most a quarter of each session's
+	// TTL), so that most requests of a live session need no Redis round
+	// trip at all. Updates and deletes on any replica evict every
+	// replica's copy through Pub/Sub, typically within a millisecond of
+	// the write; until the eviction arrives — and at worst for CacheTTL if
+	// it is lost — another replica may still serve the old record (a
+	// session just deleted elsewhere, a log level just changed). Zero, the
+	// default, reads Redis on every Get: strictly consistent.
+	CacheTTL time.Duration
 }
 
 // Default option values.
@@ -125,7 +136,8 @@ type Store struct {
 	prefix    string
 	opTimeout time.Duration
 
-	ps pubsubState
+	ps    pubsubState
+	cache *cache // nil unless Options.CacheTTL > 0
 }
 
 var _ session.Store = (*Store)(nil)
@@ -143,6 +155,9 @@ func New(c redis.UniversalClient, opts Options) *Store {
 	}
 	s := &Store{c: c, prefix: opts.Prefix, opTimeout: opts.OpTimeout}
 	s.ps.init()
+	if opts.CacheTTL > 0 {
+		s.cache = &cache{ttl: opts.CacheTTL, entries: make(map[string]cacheEntry)}
+	}
 	return s
 }
 
@@ -248,6 +263,16 @@ func (s *Store) Create(ctx context.Context, sess *session.Session) error {
 // fresh copy. A missing, expired or undecodable record is
 // session.ErrNotFound.
 func (s *Store) Get(ctx context.Context, id string) (*session.Session, error) {
+	var gen uint64
+	if s.cache != nil {
+		if sess, ok := s.cache.get(id, time.Now()); ok {
+			return sess, nil
+		}
+		if err := s.startCache(ctx); err != nil {
+			return nil, unavailable("get", err)
+		}
+		gen = s.cache.gen.Load()
+	}
 	ctx, cancel := s.opCtx(ctx)
 	defer cancel()
 	v, err := getScript.Run(ctx, s.c, []string{s.key(id, kindSession)}).Text()
@@ -260,6 +285,9 @@ func (s *Store) Get(ctx context.Context, id string) (*session.Session, error) {
 	sess, err := decodeSession(id, v)
 	if err != nil {
 		return nil, fmt.Errorf("%w: %w", session.ErrNotFound, err)
+	}
+	if s.cache != nil {
+		s.cache.put(sess, gen, time.Now())
 	}
 	return sess, nil
 }
@@ -277,6 +305,7 @@ func (s *Store) Update(ctx context.Context, sess *session.Session) error {
 	if err != nil {
 		return unavailable("update", err)
 	}
+	s.evictEverywhere(ctx, sess.ID)
 	switch n {
 	case 1:
 		return nil
@@ -294,6 +323,7 @@ func (s *Store) Delete(ctx context.Context, id string) error {
 	if err := s.c.Del(ctx, s.key(id, kindSession)).Err(); err != nil {
 		return unavailable("delete", err)
 	}
+	s.evictEverywhere(ctx, id)
 	return nil
 }
 

@@ -419,3 +419,62 @@ func TestMillis(t *testing.T) {
 		}
 	}
 }
+
+// TestCacheConformance runs the store suite with the session cache on: it
+// must keep every promise of the Store interface on one replica.
+func TestCacheConformance(t *testing.T) {
+	sessiontest.Run(t, func(t *testing.T) session.Store {
+		c := redistest.Client(t)
+		st := New(c, Options{Prefix: redistest.Prefix(t, c), CacheTTL: time.Second})
+		t.Cleanup(func() { st.Close() })
+		return st
+	})
+}
+
+// TestCacheAcrossReplicas: reads of a cached session cost no command, and
+// an update or delete on another replica evicts the copy promptly.
+func TestCacheAcrossReplicas(t *testing.T) {
+	ctx := context.Background()
+	ca, cb := redistest.Client(t), redistest.Client(t)
+	prefix := redistest.Prefix(t, ca)
+	hook := &redistest.CountingHook{}
+	ca.AddHook(hook)
+	a := New(ca, Options{Prefix: prefix, CacheTTL: time.Minute})
+	b := New(cb, Options{Prefix: prefix, CacheTTL: time.Minute})
+	t.Cleanup(func() { a.Close(); b.Close() })
+	s := &session.Session{ID: "s1", Owner: "o", ProtocolVersion: "2025-11-25", TTL: time.Hour}
+	if err := b.Create(ctx, s); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := a.Get(ctx, "s1"); err != nil {
+		t.Fatal(err)
+	}
+	hook.Reset()
+	for range 10 {
+		if _, err := a.Get(ctx, "s1"); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if n := hook.Counts().Commands; n != 0 {
+		t.Fatalf("cached reads sent %d commands", n)
+	}
+	s.LogLevel = "debug"
+	if err := b.Update(ctx, s); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, func() bool { got, err := a.Get(ctx, "s1"); return err == nil && got.LogLevel == "debug" })
+	if err := b.Delete(ctx, "s1"); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, func() bool { _, err := a.Get(ctx, "s1"); return errors.Is(err, session.ErrNotFound) })
+}
+
+func eventually(t *testing.T, ok func() bool) {
+	t.Helper()
+	for deadline := time.Now().Add(time.Second); time.Now().Before(deadline); time.Sleep(2 * time.Millisecond) {
+		if ok() {
+			return
+		}
+	}
+	t.Fatal("the other replica's write was not seen within 1s")
+}

@@ -33,6 +33,7 @@ func main() {
 	path := flag.String("path", "/mcp", "endpoint path")
 	ntools := flag.Int("tools", 0, "number of extra dummy tools (tool_0000 ...)")
 	redisURL := flag.String("redis", "", "Redis URL for the session store (default: in memory)")
+	cacheTTL := flag.Duration("cache", 0, "with -redis: redisstore.Options.CacheTTL (0: read Redis on every request)")
 	flag.Parse()
 
 	tools := []mcphandler.Tool{mcphandler.NewTool(mcphandler.Tool{Name: "echo", Description: "Echoes the given text back as a text content block."},
@@ -54,7 +55,7 @@ func main() {
 		opt.ContextTimeoutEnabled = true
 		opt.PoolSize = 64
 		c := redis.NewClient(opt)
-		st := redisstore.New(c, redisstore.Options{Prefix: fmt.Sprintf("mcph-bench-%d:", os.Getpid())})
+		st := redisstore.New(c, redisstore.Options{Prefix: fmt.Sprintf("mcph-bench-%d:", os.Getpid()), CacheTTL: *cacheTTL})
 		defer st.Close()
 		cfg.Store = st
 	}
