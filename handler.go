@@ -34,7 +34,8 @@ var supportedVersions = []string{Version20251125, Version20250618, Version202503
 func isSupported(v string) bool { return slices.Contains(supportedVersions, v) }
 
 // Handler serves MCP on one endpoint. Create it with [New]; it is safe for
-// concurrent use.
+// concurrent use. With a store shared by replicas, call [Handler.Close]
+// when done with it.
 type Handler struct {
 	cfg        Config
 	roleRank   map[string]int
@@ -50,6 +51,7 @@ type Handler struct {
 
 	runMu   sync.Mutex         // guards running
 	running map[string]running // in-flight requests by session and id
+	cancels canceller          // cancellations from other replicas
 
 	bufPool sync.Pool // *bytes.Buffer for request bodies
 }

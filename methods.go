@@ -32,6 +32,7 @@ func (h *Handler) serveRequest(rq *request, m *jsonrpc.Message) {
 			var cancel context.CancelFunc
 			rq.ctx, cancel = context.WithCancel(context.WithoutCancel(rq.ctx))
 			key := runKey(rq.sess.ID, m.ID)
+			h.listenCancels(rq.ctx)
 			h.runMu.Lock()
 			h.running[key] = running{cancel, rq.st}
 			h.runMu.Unlock()
@@ -313,13 +314,7 @@ func (h *Handler) notification(rq *request, m *jsonrpc.Message) {
 		if rq.sess == nil || json.Unmarshal(m.Params, &p) != nil || len(p.RequestID) == 0 {
 			return
 		}
-		h.runMu.Lock()
-		run, ok := h.running[runKey(rq.sess.ID, p.RequestID)]
-		h.runMu.Unlock()
-		if ok {
-			run.st.suppress()
-			run.cancel()
-		}
+		h.cancel(rq.r.Context(), runKey(rq.sess.ID, p.RequestID))
 	case "notifications/initialized":
 		if rq.sess != nil && !rq.sess.Initialized {
 			rq.sess.Initialized = true

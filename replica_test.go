@@ -64,7 +64,7 @@ func newCluster(t *testing.T, n int, cfg mcphandler.Config, client func() redis.
 		cfg.Store = st
 		r := &replica{h: mcphandler.New(cfg), store: st, client: c}
 		r.srv = httptest.NewServer(r.h)
-		t.Cleanup(r.srv.Close)
+		t.Cleanup(func() { r.srv.Close(); r.h.Close() })
 		cl.replicas = append(cl.replicas, r)
 	}
 	cl.proxy = httptest.NewServer(http.HandlerFunc(cl.forward))
@@ -382,5 +382,51 @@ func TestReplicasRunnerDeathIsReported(t *testing.T) {
 	}
 	if n := f.count("delete_thing"); n != 1 {
 		t.Fatalf("ran %d times, want 1", n)
+	}
+}
+
+// notifications/cancelled received by one replica cancels the call running
+// on another.
+func TestReplicasCancelAcrossReplicas(t *testing.T) {
+	cfg := (&fixture{}).config()
+	started := make(chan struct{}, 1)
+	stopped := make(chan error, 1)
+	cfg.BeforeCall = nil
+	cfg.ListTools = func(context.Context) ([]mcphandler.Tool, error) {
+		return []mcphandler.Tool{{Name: "slow", Handler: func(ctx context.Context, call *mcphandler.ToolCall) (*mcphandler.ToolResult, error) {
+			started <- struct{}{}
+			select {
+			case <-ctx.Done():
+				stopped <- ctx.Err()
+			case <-time.After(10 * time.Second):
+				stopped <- nil
+			}
+			return mcphandler.TextResult("done"), nil
+		}}}, nil
+	}
+	cl := newCluster(t, 2, cfg, redisClient(t))
+	ctx := context.Background()
+	c := mcptest.Dial(cl.proxy.URL, mcptest.WithToken("acme-viewer"))
+	defer c.Close()
+	if _, err := c.Initialize(ctx); err != nil {
+		t.Fatal(err)
+	}
+	go func() {
+		resp, err := c.Post(ctx, []byte(`{"jsonrpc":"2.0","id":"slow-1","method":"tools/call","params":{"name":"slow"}}`), nil)
+		if err == nil {
+			io.Copy(io.Discard, resp.Body)
+			resp.Body.Close()
+		}
+	}()
+	<-started
+	runner := cl.lastCall.Load()
+	if err := c.Notify(ctx, "notifications/cancelled", map[string]any{"requestId": "slow-1"}); err != nil {
+		t.Fatal(err)
+	}
+	if n := cl.next.Load() % int64(len(cl.replicas)); n == runner {
+		t.Fatalf("the cancellation went to the replica running the call (%d): the test proves nothing", n)
+	}
+	if err := <-stopped; !errors.Is(err, context.Canceled) {
+		t.Fatalf("the call on replica %d was not cancelled: %v", runner, err)
 	}
 }

@@ -232,8 +232,9 @@ func TestTwoProcessesShareRedis(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		t.Cleanup(func() { cfg.Store.(*redisstore.Store).Close() })
-		handlers = append(handlers, d.handler(cfg))
+		h := d.handler(cfg)
+		t.Cleanup(func() { h.Close(); cfg.Store.(*redisstore.Store).Close() })
+		handlers = append(handlers, h)
 	}
 	// A 2025 session opened on process 0 lists tools on process 1.
 	a := mcptest.New(t, handlers[0], mcptest.WithToken("acme-viewer"))
