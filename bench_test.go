@@ -165,6 +165,7 @@ func BenchmarkToolsCallStore(b *testing.B) {
 		cfg := cfg
 		cfg.Store = st
 		h := mcphandler.New(cfg)
+		defer h.Close()
 		hook.Reset()
 		serveLoop(b, h, body)
 		n := hook.Counts()
@@ -211,6 +212,8 @@ func BenchmarkToolsCallParallel(b *testing.B) {
 		defer st.Close()
 		cfg := cfg
 		cfg.Store = st
-		run(b, mcphandler.New(cfg))
+		h := mcphandler.New(cfg)
+		defer h.Close()
+		run(b, h)
 	})
 }
