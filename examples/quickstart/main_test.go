@@ -274,3 +274,28 @@ func TestTwoProcessesShareRedis(t *testing.T) {
 		t.Fatalf("process 0 still sees the deleted document: %+v", got)
 	}
 }
+
+// A 2026-07-28 client deletes a document: the first round asks the human
+// to type the id (input_required), the retry with the answer deletes it.
+func TestDeleteDocConfirmed2026(t *testing.T) {
+	d := newDemo(newMemDocs())
+	h := d.handler(mcphandler.Config{})
+	var asked string
+	c := mcptest.NewModern(t, h, mcptest.WithToken("acme-admin"),
+		mcptest.WithElicitationHandler(func(_ context.Context, p mcptest.ElicitParams) (mcptest.ElicitResult, error) {
+			asked = p.Message
+			return mcptest.ElicitResult{Action: "accept", Content: map[string]any{"id": "a1"}}, nil
+		}))
+	ctx := context.Background()
+	res, err := c.CallTool(ctx, "delete_doc", map[string]any{"id": "a1"})
+	if err != nil || res.IsError || string(res.StructuredContent) != `{"deleted":"a1"}` {
+		t.Fatalf("delete: %+v, %v", res, err)
+	}
+	if c.Rounds() != 2 || !strings.Contains(asked, "Delete document a1 ") {
+		t.Fatalf("rounds %d, asked %q", c.Rounds(), asked)
+	}
+	docs, _ := d.docs.list(ctx, "acme")
+	if len(docs) != 2 {
+		t.Fatalf("after delete: %+v", docs)
+	}
+}
