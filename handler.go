@@ -46,9 +46,6 @@ type Handler struct {
 	staticInfo []byte // serverInfo when Config.ServerInfo is nil
 	keys       *seal.Keys
 
-	getMu      sync.Mutex          // guards getStreams
-	getStreams map[string]struct{} // sessions with an open GET stream here
-
 	runMu   sync.Mutex         // guards running
 	running map[string]running // in-flight requests by session and id
 	cancels canceller          // cancellations from other replicas
@@ -61,11 +58,10 @@ type Handler struct {
 func New(cfg Config) *Handler {
 	cfg.applyDefaults()
 	h := &Handler{
-		cfg:        cfg,
-		roleRank:   make(map[string]int, len(cfg.Roles)),
-		origins:    make(map[string]bool, len(cfg.AllowedOrigins)),
-		getStreams: make(map[string]struct{}),
-		running:    make(map[string]running),
+		cfg:      cfg,
+		roleRank: make(map[string]int, len(cfg.Roles)),
+		origins:  make(map[string]bool, len(cfg.AllowedOrigins)),
+		running:  make(map[string]running),
 	}
 	for i, r := range cfg.Roles {
 		h.roleRank[r] = i
@@ -620,21 +616,20 @@ func (h *Handler) serveGET(w http.ResponseWriter, r *http.Request) {
 	if last := r.Header.Get("Last-Event-ID"); last != "" && h.resume(w, r, sid, last) {
 		return
 	}
-	h.getMu.Lock()
-	_, busy := h.getStreams[sid]
-	if !busy {
-		h.getStreams[sid] = struct{}{}
-	}
-	h.getMu.Unlock()
-	if busy {
+	// One standalone stream per session, across replicas: each message
+	// must go on exactly one stream. The claim lives in the store and is
+	// renewed with every keep-alive; a dead holder's lapses after two.
+	claim, claimTTL := []byte(randText()), 2*h.cfg.KeepAlive
+	ok, err := h.cfg.Store.PutIfAbsent(r.Context(), getStreamKey(sid), claim, claimTTL)
+	switch {
+	case err != nil:
+		h.storeUnavailable(w, err)
+		return
+	case !ok:
 		writeHTTPError(w, http.StatusConflict, jsonrpc.CodeInvalidRequest, "Conflict: only one GET stream per session is allowed")
 		return
 	}
-	defer func() {
-		h.getMu.Lock()
-		delete(h.getStreams, sid)
-		h.getMu.Unlock()
-	}()
+	defer h.cfg.Store.CompareAndSwap(context.WithoutCancel(r.Context()), getStreamKey(sid), claim, nil, time.Millisecond)
 	sub, err := h.cfg.Store.Subscribe(r.Context(), sessionChannel(sid))
 	if err != nil {
 		h.storeUnavailable(w, err)
@@ -669,6 +664,9 @@ func (h *Handler) serveGET(w http.ResponseWriter, r *http.Request) {
 			if st.comment() != nil {
 				return
 			}
+			if ok, err := h.cfg.Store.CompareAndSwap(r.Context(), getStreamKey(sid), claim, claim, claimTTL); err == nil && !ok {
+				return // the claim lapsed and another stream took over
+			}
 		case msg, ok := <-sub.C():
 			if !ok || bytes.Equal(msg, sessionEnded) {
 				return
@@ -686,6 +684,9 @@ func (h *Handler) serveGET(w http.ResponseWriter, r *http.Request) {
 		}
 	}
 }
+
+// getStreamKey names the claim of a session's standalone GET stream.
+func getStreamKey(sid string) string { return "getstream/" + sid }
 
 // sessionChannel carries messages for a session's GET stream.
 func sessionChannel(sid string) string { return "session/" + sid }

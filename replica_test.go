@@ -430,3 +430,32 @@ func TestReplicasCancelAcrossReplicas(t *testing.T) {
 		t.Fatalf("the call on replica %d was not cancelled: %v", runner, err)
 	}
 }
+
+// A session has one standalone GET stream across all replicas, so that no
+// message is delivered twice.
+func TestReplicasOneGETStream(t *testing.T) {
+	cl := newCluster(t, 2, (&fixture{}).config(), redisClient(t))
+	ctx := context.Background()
+	a := connect(t, cl.replicas[0].h, "acme-viewer")
+	b := mcptest.New(t, cl.replicas[1].h, mcptest.WithToken("acme-viewer"))
+	b.SetSessionID(a.SessionID())
+	b.SetProtocolVersion(a.ProtocolVersion())
+	s, err := a.OpenStream(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := b.OpenStream(ctx); !isHTTP(err, http.StatusConflict) {
+		t.Fatalf("a second GET on another replica: %v, want 409", err)
+	}
+	s.Close()
+	var s2 *mcptest.Stream
+	for deadline := time.Now().Add(5 * time.Second); time.Now().Before(deadline); time.Sleep(20 * time.Millisecond) {
+		if s2, err = b.OpenStream(ctx); err == nil {
+			break
+		}
+	}
+	if err != nil {
+		t.Fatalf("after the first stream closed: %v", err)
+	}
+	s2.Close()
+}
