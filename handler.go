@@ -126,6 +126,23 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		writeHTTPError(w, status, jsonrpc.CodeInvalidRequest, msg)
 		return
 	}
+	if origin := r.Header.Get("Origin"); origin != "" {
+		// An allowed browser origin may read the answer and the headers a
+		// client needs (CORS).
+		hdr := w.Header()
+		hdr.Set("Access-Control-Allow-Origin", origin)
+		hdr.Add("Vary", "Origin")
+		hdr.Set("Access-Control-Expose-Headers", "Mcp-Session-Id, WWW-Authenticate, Retry-After")
+		if r.Method == http.MethodOptions {
+			hdr.Set("Access-Control-Allow-Methods", "GET, POST, DELETE")
+			if req := r.Header.Get("Access-Control-Request-Headers"); req != "" {
+				hdr.Set("Access-Control-Allow-Headers", req)
+			}
+			hdr.Set("Access-Control-Max-Age", "600")
+			w.WriteHeader(http.StatusNoContent)
+			return
+		}
+	}
 	switch r.Method {
 	case http.MethodPost:
 		h.servePOST(w, r)

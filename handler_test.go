@@ -520,3 +520,39 @@ func TestStateless(t *testing.T) {
 		t.Fatal("GET on a stateless server succeeded")
 	}
 }
+
+// An allowed browser origin gets CORS headers, and its preflight succeeds;
+// a foreign one is refused before any of it.
+func TestCORS(t *testing.T) {
+	f := &fixture{}
+	cfg := f.config()
+	cfg.AllowedOrigins = []string{"https://app.example.com"}
+	srv := httptest.NewServer(mcphandler.New(cfg))
+	t.Cleanup(srv.Close)
+	do := func(method, origin string) *http.Response {
+		req, _ := http.NewRequest(method, srv.URL, strings.NewReader(initBody))
+		req.Header.Set("Origin", origin)
+		req.Header.Set("Authorization", "Bearer acme-viewer")
+		req.Header.Set("Content-Type", "application/json")
+		req.Header.Set("Accept", "application/json, text/event-stream")
+		req.Header.Set("Access-Control-Request-Headers", "authorization, mcp-session-id")
+		resp, err := srv.Client().Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		return resp
+	}
+	pre := do("OPTIONS", "https://app.example.com")
+	if pre.StatusCode != 204 || pre.Header.Get("Access-Control-Allow-Origin") != "https://app.example.com" ||
+		pre.Header.Get("Access-Control-Allow-Headers") != "authorization, mcp-session-id" {
+		t.Fatalf("preflight: %d %v", pre.StatusCode, pre.Header)
+	}
+	post := do("POST", "https://app.example.com")
+	if post.StatusCode != 200 || !strings.Contains(post.Header.Get("Access-Control-Expose-Headers"), "Mcp-Session-Id") {
+		t.Fatalf("POST: %d %v", post.StatusCode, post.Header)
+	}
+	if evil := do("OPTIONS", "https://evil.example.com"); evil.StatusCode != 403 || evil.Header.Get("Access-Control-Allow-Origin") != "" {
+		t.Fatalf("foreign preflight: %d %v", evil.StatusCode, evil.Header)
+	}
+}
