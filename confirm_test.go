@@ -33,6 +33,13 @@ func confirmID(t *testing.T, c *mcptest.Client) json.RawMessage {
 	return nil
 }
 
+// waitOutcome reads the reported events until one has outcome o.
+func waitOutcome(t *testing.T, f *fixture, o mcphandler.Outcome) {
+	t.Helper()
+	for f.event(t).Outcome != o {
+	}
+}
+
 func errorsAs(err error, target **mcptest.HTTPError) bool { return errors.As(err, target) }
 
 func isHTTP(err error, status int) bool {
@@ -134,6 +141,9 @@ func TestConfirmConcurrentAnswersRunOnce(t *testing.T) {
 	if err != nil && !isHTTP(err, 400) { // the client's own answer comes last and is refused
 		t.Fatal(err)
 	}
+	// That refusal may end the client's call before the tool ran: wait for
+	// the call's event.
+	waitOutcome(t, f, mcphandler.OutcomeConfirmed)
 	if accepted.Load() != 1 {
 		t.Fatalf("%d answers accepted, want 1", accepted.Load())
 	}

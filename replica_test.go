@@ -179,7 +179,10 @@ func TestReplicasOneAnswerOneRun(t *testing.T) {
 	if _, err := c.Initialize(ctx); err != nil {
 		t.Fatal(err)
 	}
+	// The client's own answer comes last and is refused, which may end its
+	// call before the tool ran: wait for the call's event.
 	c.CallTool(ctx, "delete_thing", nil)
+	waitOutcome(t, f, mcphandler.OutcomeConfirmed)
 	if n := f.count("delete_thing"); n != 1 {
 		t.Fatalf("ran %d times, want 1", n)
 	}
@@ -345,11 +348,7 @@ func TestReplicasConfirmSurvivesReplicaDeath(t *testing.T) {
 	}
 	// The replica that finished the call reports it (after the client got
 	// the result, so wait for it).
-	for {
-		if ev := f.event(t); ev.Outcome == mcphandler.OutcomeConfirmed {
-			break
-		}
-	}
+	waitOutcome(t, f, mcphandler.OutcomeConfirmed)
 }
 
 // The replica running a confirmed call dies mid-run: the client, resumed on
