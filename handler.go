@@ -132,8 +132,8 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		hdr := w.Header()
 		hdr.Set("Access-Control-Allow-Origin", origin)
 		hdr.Add("Vary", "Origin")
-		hdr.Set("Access-Control-Expose-Headers", "Mcp-Session-Id, WWW-Authenticate, Retry-After")
-		if r.Method == http.MethodOptions {
+		hdr.Set("Access-Control-Expose-Headers", "Mcp-Session-Id, Mcp-Protocol-Version, WWW-Authenticate, Retry-After")
+		if r.Method == http.MethodOptions && r.Header.Get("Access-Control-Request-Method") != "" {
 			hdr.Set("Access-Control-Allow-Methods", "GET, POST, DELETE")
 			if req := r.Header.Get("Access-Control-Request-Headers"); req != "" {
 				hdr.Set("Access-Control-Allow-Headers", req)

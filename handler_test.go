@@ -536,6 +536,9 @@ func TestCORS(t *testing.T) {
 		req.Header.Set("Content-Type", "application/json")
 		req.Header.Set("Accept", "application/json, text/event-stream")
 		req.Header.Set("Access-Control-Request-Headers", "authorization, mcp-session-id")
+		if method == "OPTIONS" {
+			req.Header.Set("Access-Control-Request-Method", "POST")
+		}
 		resp, err := srv.Client().Do(req)
 		if err != nil {
 			t.Fatal(err)

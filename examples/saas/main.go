@@ -133,7 +133,7 @@ func newServer(ctx context.Context, o options) (*http.ServeMux, *auth.ProtectedR
 	})
 	mux := http.NewServeMux()
 	prm.Mount(mux)
-	mux.Handle(mcpPath, cors(o.origins, h))
+	mux.Handle(mcpPath, h) // AllowedOrigins also answers their CORS preflights
 	return mux, prm, nil
 }
 
@@ -168,34 +168,6 @@ func unionFields(list []string, more ...string) []string {
 		}
 	}
 	return out
-}
-
-// cors lets the listed browser origins call h directly (e.g. MCP Inspector
-// in "direct" connection mode): it answers preflights and exposes the
-// headers MCP clients read. The handler itself checks Origin again.
-func cors(origins []string, h http.Handler) http.Handler {
-	if len(origins) == 0 {
-		return h
-	}
-	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		origin := r.Header.Get("Origin")
-		if origin == "" || !(slices.Contains(origins, origin) || slices.Contains(origins, "*")) {
-			h.ServeHTTP(w, r)
-			return
-		}
-		hd := w.Header()
-		hd.Set("Access-Control-Allow-Origin", origin)
-		hd.Add("Vary", "Origin")
-		hd.Set("Access-Control-Expose-Headers", "Mcp-Session-Id, Mcp-Protocol-Version, WWW-Authenticate")
-		if r.Method == http.MethodOptions && r.Header.Get("Access-Control-Request-Method") != "" {
-			hd.Set("Access-Control-Allow-Methods", "GET, POST, DELETE, OPTIONS")
-			hd.Set("Access-Control-Allow-Headers", "Authorization, Content-Type, Accept, Mcp-Session-Id, Mcp-Protocol-Version, Last-Event-Id")
-			hd.Set("Access-Control-Max-Age", "600")
-			w.WriteHeader(http.StatusNoContent)
-			return
-		}
-		h.ServeHTTP(w, r)
-	})
 }
 
 // noteWriteScope is the scope add_note needs: a token without it sees the
