@@ -42,7 +42,6 @@ type Handler struct {
 	origins    map[string]bool
 	anyOrig    bool
 	caps       []byte // the initialize result's capabilities object
-	modernCaps []byte // server/discover's capabilities object
 	staticInfo []byte // serverInfo when Config.ServerInfo is nil
 	keys       *seal.Keys
 
@@ -73,7 +72,6 @@ func New(cfg Config) *Handler {
 		h.origins[strings.ToLower(strings.TrimSuffix(o, "/"))] = true
 	}
 	h.caps = h.capabilities()
-	h.modernCaps = h.caps
 	h.staticInfo, _ = json.Marshal(ServerInfo{Name: cfg.Name, Version: cmp.Or(cfg.Version, "0.0.0")})
 	secrets := cfg.StateKeys
 	if len(secrets) == 0 {

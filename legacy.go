@@ -3,6 +3,7 @@ package mcphandler
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
 	"net/http"
 	"net/url"
@@ -207,7 +208,7 @@ func (h *Handler) serveLegacyMessage(w http.ResponseWriter, r *http.Request) {
 func (h *Handler) initializeLegacy(rq *request, m *jsonrpc.Message) {
 	var p initializeParams
 	if len(m.Params) > 0 {
-		if err := jsonUnmarshal(m.Params, &p); err != nil {
+		if err := json.Unmarshal(m.Params, &p); err != nil {
 			rq.fail(m.ID, invalidParams("Invalid params: "+jsonError(err)))
 			return
 		}

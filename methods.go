@@ -169,8 +169,6 @@ var emptyResult = []byte("{}")
 // that must be unguessable.
 func randText() string { return rand.Text() }
 
-func jsonUnmarshal(b []byte, v any) error { return json.Unmarshal(b, v) }
-
 func methodNotFound(method string) *jsonrpc.Error {
 	return &jsonrpc.Error{Code: CodeMethodNotFound, Message: "Method not found: " + method}
 }

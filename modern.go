@@ -269,14 +269,12 @@ func (h *Handler) discover(rq *request, m *jsonrpc.Message) {
 	vs, _ := json.Marshal(discoverVersions)
 	b = append(b, vs...)
 	b = append(b, `,"capabilities":`...)
-	b = append(b, h.modernCaps...)
+	// The same capabilities as for 2025: subscribe and listChanged announce
+	// what subscriptions/listen delivers.
+	b = append(b, h.caps...)
 	if info.Instructions != "" {
 		b = append(b, `,"instructions":`...)
 		b = jsonrpc.AppendString(b, info.Instructions)
 	}
 	rq.reply(m.ID, append(b, '}'))
 }
-
-// modernCapabilities are the 2026-07-28 server capabilities: as for 2025,
-// where subscribe/listChanged announce what subscriptions/listen delivers.
-func (h *Handler) modernCapabilities() []byte { return h.caps }
