@@ -92,10 +92,7 @@ func (h *Handler) confirm(ctx context.Context, call *ToolCall, d Decision, ev *C
 	}
 	id := confirmPrefix + rand.Text()
 	ev.ConfirmID = id
-	form, expect := d.Form, d.Expect
-	if form == nil {
-		form, expect = elicitation.Confirm(confirmField, "Confirm"), map[string]any{confirmField: true}
-	}
+	form, expect, msg := confirmQuestion(call, d)
 	rec := confirmRecord{State: "pending", Session: x.sess.ID, Owner: call.Identity.key(), Tool: call.Tool.Name, Digest: argsDigest(call.Arguments),
 		Stream: x.st.streamID(), ReqID: x.reqID, Args: call.Arguments, Expect: expect}
 	rec.Form, _ = json.Marshal(form)
@@ -115,13 +112,9 @@ func (h *Handler) confirm(ctx context.Context, call *ToolCall, d Decision, ev *C
 		h.cfg.Store.CompareAndSwap(context.WithoutCancel(ctx), confirmKey(id), pending, rec.encode(), ttl)
 	}()
 
-	msg := d.Message
-	if msg == "" {
-		msg = confirmMessage(call)
-	}
 	actx, cancel := context.WithTimeout(ctx, h.cfg.ConfirmTimeout)
 	defer cancel()
-	res, role, err := x.elicit(actx, id, ElicitRequest{Message: safeText(msg, 1000), Schema: form})
+	res, role, err := x.elicit(actx, id, ElicitRequest{Message: msg, Schema: form})
 	switch {
 	case err == nil:
 	case errors.Is(err, ErrDisconnected), errors.Is(err, errStreamClosed):
@@ -145,6 +138,21 @@ func (h *Handler) confirm(ctx context.Context, call *ToolCall, d Decision, ev *C
 		return OutcomeRevoked, nil
 	}
 	return OutcomeConfirmed, nil
+}
+
+// confirmQuestion is what a confirm asks: the decision's form and expected
+// values (by default a required "confirm" box that must be ticked), and
+// its message (by default the tool and its arguments), made safe to show.
+func confirmQuestion(call *ToolCall, d Decision) (*elicitation.Schema, map[string]any, string) {
+	form, expect := d.Form, d.Expect
+	if form == nil {
+		form, expect = elicitation.Confirm(confirmField, "Confirm"), map[string]any{confirmField: true}
+	}
+	msg := d.Message
+	if msg == "" {
+		msg = confirmMessage(call)
+	}
+	return form, expect, safeText(msg, 1000)
 }
 
 // decide turns the human's answer into an outcome; result is nil when the
@@ -392,15 +400,8 @@ func (h *Handler) confirmModern(rq *request, m *jsonrpc.Message, call *ToolCall,
 		h.replayDecision(rq, m, rec, ev)
 		return
 	}
-	form, expect := d.Form, d.Expect
-	if form == nil {
-		form, expect = elicitation.Confirm(confirmField, "Confirm"), map[string]any{confirmField: true}
-	}
-	msg := d.Message
-	if msg == "" {
-		msg = confirmMessage(call)
-	}
-	res, _, err := x.elicit(rq.ctx, confirmInputKey, ElicitRequest{Message: safeText(msg, 1000), Schema: form})
+	form, expect, msg := confirmQuestion(call, d)
+	res, _, err := x.elicit(rq.ctx, confirmInputKey, ElicitRequest{Message: msg, Schema: form})
 	switch {
 	case errors.Is(err, ErrInputRequired):
 		ev.Outcome = OutcomeInputRequired
