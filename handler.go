@@ -438,12 +438,7 @@ func decodeMessage(w http.ResponseWriter, body []byte, m *jsonrpc.Message) (json
 // readableID returns id if it is a valid JSON-RPC id, so that an error
 // response can echo it, else nil (sent as null).
 func readableID(id json.RawMessage) json.RawMessage {
-	var m jsonrpc.Message
-	m.JSONRPC, m.ID, m.Method = "2.0", id, "x"
-	if len(id) == 0 {
-		return nil
-	}
-	if _, err := m.Validate(); err != nil {
+	if len(id) == 0 || !jsonrpc.ValidID(id) {
 		return nil
 	}
 	return id

@@ -153,7 +153,10 @@ func (rq *request) newExchange(meta json.RawMessage) *Exchange {
 		x.caps = rq.sess.Capabilities
 		x.logLevel = LogLevel(rq.sess.LogLevel)
 	}
-	if len(meta) > 0 {
+	switch {
+	case rq.modern:
+		x.progressToken = rq.meta.ProgressToken // _meta was read to classify the request
+	case len(meta) > 0:
 		rq.info.meta = meta
 		var mp metaParams
 		if json.Unmarshal(meta, &mp) == nil {

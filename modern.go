@@ -111,8 +111,9 @@ var removedMethods = map[string]bool{
 	"resources/subscribe": true, "resources/unsubscribe": true,
 }
 
-// namedMethods carry Mcp-Name: the tool, prompt or resource they address.
-var namedMethods = map[string]string{"tools/call": "name", "prompts/get": "name", "resources/read": "uri"}
+// namedMethods carry Mcp-Name: the tool or prompt name, or the resource
+// URI, they address.
+var namedMethods = map[string]bool{"tools/call": true, "prompts/get": true, "resources/read": true}
 
 // serveModern serves one 2026-07-28 message: the checks of the spec in
 // its order, then the same methods as the 2025 path, statelessly.
@@ -148,11 +149,16 @@ func (h *Handler) serveModern(w http.ResponseWriter, rq *request, m *jsonrpc.Mes
 		return
 	}
 	name, hasName := "", false
-	if field, ok := namedMethods[m.Method]; ok {
-		var p map[string]json.RawMessage
+	if namedMethods[m.Method] {
+		var p struct {
+			Name string `json:"name"`
+			URI  string `json:"uri"`
+		}
 		json.Unmarshal(m.Params, &p)
-		json.Unmarshal(p[field], &name)
-		hasName = true
+		name, hasName = p.Name, true
+		if m.Method == "resources/read" {
+			name = p.URI
+		}
 	}
 	if he := modern.CheckStandardHeaders(rq.r.Header, m.Method, name, hasName); he != nil {
 		fail(http.StatusBadRequest, headerMismatch(he.Message))

@@ -92,7 +92,7 @@ func (m *Message) Validate() (Kind, *Error) {
 		return 0, &Error{Code: CodeInvalidRequest, Message: `Invalid Request: "jsonrpc" must be "2.0"`}
 	}
 	hasID := len(m.ID) > 0
-	if hasID && !validID(m.ID) {
+	if hasID && !ValidID(m.ID) {
 		return 0, &Error{Code: CodeInvalidRequest, Message: "Invalid Request: id must be a string or an integer"}
 	}
 	switch {
@@ -117,8 +117,9 @@ func (m *Message) Validate() (Kind, *Error) {
 	}
 }
 
-// validID accepts a JSON string or an integer (MCP forbids null ids).
-func validID(id json.RawMessage) bool {
+// ValidID reports whether id is a JSON string or an integer (MCP forbids
+// null ids). id must not be empty.
+func ValidID(id json.RawMessage) bool {
 	switch c := id[0]; {
 	case c == '"':
 		return true
