@@ -150,8 +150,13 @@ type subscription struct {
 	s       *Store
 	channel string // the Redis channel, prefix included
 	c       chan []byte
-	once    sync.Once
-	closed  bool // guarded by s.ps.mu; set once c is closed
+	// fn, if set, receives the messages instead of c: the dispatcher calls
+	// it, with the store's ps.mu held, so it must be quick and must not
+	// call the store. The store's own subscriptions use it, so that none
+	// of their messages is ever dropped.
+	fn     func(string)
+	once   sync.Once
+	closed bool // guarded by s.ps.mu; set once c is closed
 }
 
 // C implements [session.Subscription].
@@ -177,10 +182,10 @@ func (sub *subscription) Close() error {
 // expects). In particular the result is 0 exactly when Redis delivered the
 // message to nobody. Subscribers whose buffer is full still count.
 func (s *Store) Publish(ctx context.Context, channel string, msg []byte) (int, error) {
-	ctx, cancel := s.opCtx(ctx)
+	octx, cancel := s.opCtx(ctx)
 	defer cancel()
 	ch := s.prefix + channel
-	n, err := s.c.Publish(ctx, ch, msg).Result()
+	n, err := s.c.Publish(octx, ch, msg).Result()
 	if err != nil {
 		return 0, unavailable("publish", err)
 	}
@@ -215,10 +220,25 @@ func (s *Store) Publish(ctx context.Context, channel string, msg []byte) (int, e
 // that a Publish after Close does not count this replica. [Store.Close]
 // closes every open subscription.
 func (s *Store) Subscribe(ctx context.Context, channel string) (session.Subscription, error) {
-	ctx, cancel := s.opCtx(ctx)
+	sub, err := s.subscribe(ctx, channel, nil)
+	if err != nil {
+		return nil, err
+	}
+	return sub, nil
+}
+
+// subscribe implements Subscribe, delivering to fn instead of a channel
+// if fn is set.
+func (s *Store) subscribe(ctx context.Context, channel string, fn func(string)) (*subscription, error) {
+	octx, cancel := s.opCtx(ctx)
 	defer cancel()
 	p := &s.ps
-	sub := &subscription{s: s, channel: s.prefix + channel, c: make(chan []byte, SubscriptionBuffer)}
+	sub := &subscription{s: s, channel: s.prefix + channel, fn: fn}
+	if fn == nil {
+		sub.c = make(chan []byte, SubscriptionBuffer)
+	} else {
+		sub.c = make(chan []byte)
+	}
 
 	p.mu.Lock()
 	if p.closed {
@@ -230,7 +250,6 @@ func (s *Store) Subscribe(ctx context.Context, channel string) (session.Subscrip
 		p.ps = s.c.Subscribe(context.Background())
 		go s.dispatch(p.ps)
 	}
-	ps := p.ps
 	st := p.chans[sub.channel]
 	if st == nil {
 		st = &chanState{subs: make(map[*subscription]struct{}, 1)}
@@ -243,19 +262,7 @@ func (s *Store) Subscribe(ctx context.Context, channel string) (session.Subscrip
 		return sub, nil
 	}
 
-	err := p.acquire(ctx)
-	var tok string
-	var b *barrier
-	if err == nil {
-		err = p.reconcile(ctx, ps)
-		if err == nil {
-			tok, b, err = p.ping(ctx, ps)
-		}
-		p.release()
-	}
-	if err == nil {
-		err = p.wait(ctx, tok, b)
-	}
+	err := s.confirm(octx, sub)
 	if err != nil {
 		// Leave Redis as it is: the next holder of the wire unsubscribes
 		// the channel if it has no subscriber left.
@@ -264,14 +271,57 @@ func (s *Store) Subscribe(ctx context.Context, channel string) (session.Subscrip
 	}
 	p.mu.Lock()
 	closed := sub.closed
-	if p.epoch == b.epoch && !closed {
-		st.confirmed = true
-	}
 	p.mu.Unlock()
 	if closed { // Close ran meanwhile
 		return nil, unavailable("subscribe", errClosed)
 	}
 	return sub, nil
+}
+
+// confirm makes sure Redis subscribed the shared connection to the
+// channel of sub, an open subscription: holding the wire, it sends the
+// pending subscription changes and a PING barrier, and waits for the pong.
+// If the connection was not lost meanwhile, it marks the channel
+// confirmed, so that later subscribers of it need no round trip. The
+// caller bounds ctx.
+func (s *Store) confirm(ctx context.Context, sub *subscription) error {
+	p := &s.ps
+	p.mu.Lock()
+	st, ps := p.chans[sub.channel], p.ps
+	p.mu.Unlock()
+	if st == nil || ps == nil {
+		return errClosed
+	}
+	if err := p.acquire(ctx); err != nil {
+		return err
+	}
+	err := p.reconcile(ctx, ps)
+	var tok string
+	var b *barrier
+	if err == nil {
+		tok, b, err = p.ping(ctx, ps)
+	}
+	p.release()
+	if err != nil {
+		if !errors.Is(err, errClosed) {
+			// A command failed on the connection: go-redis drops it and
+			// opens another, and messages may be lost in between.
+			s.lost()
+		}
+		return err
+	}
+	if err := p.wait(ctx, tok, b); err != nil {
+		return err
+	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.epoch == b.epoch && p.chans[sub.channel] == st {
+		st.confirmed = true
+		if s.cache != nil && sub.channel == s.prefix+evictChannel {
+			s.cache.up()
+		}
+	}
+	return nil
 }
 
 // ping registers a barrier and sends PING <token> on ps. The caller holds
@@ -347,6 +397,8 @@ func (s *Store) unsubscribe(sub *subscription, confirm bool) {
 	p.release()
 	if err == nil {
 		p.wait(ctx, tok, b)
+	} else if !errors.Is(err, errClosed) {
+		s.lost()
 	}
 }
 
@@ -387,7 +439,7 @@ func (s *Store) dispatch(ps *redis.PubSub) {
 			if p.isClosed() {
 				return
 			}
-			p.lost()
+			s.lost()
 			connected = false
 			failures++
 			continue
@@ -399,9 +451,12 @@ func (s *Store) dispatch(ps *redis.PubSub) {
 				// A channel nobody here listens to any more: an
 				// unsubscription is pending, send it.
 				ctx, cancel := context.WithTimeout(p.ctx, s.opTimeout)
-				p.reconcile(ctx, ps)
+				err := p.reconcile(ctx, ps)
 				cancel()
 				p.release()
+				if err != nil && !p.isClosed() {
+					s.lost()
+				}
 			}
 		case *redis.Pong:
 			p.pong(m.Payload)
@@ -460,6 +515,10 @@ func (p *pubsubState) deliver(m *redis.Message) bool {
 		return false
 	}
 	for sub := range st.subs {
+		if sub.fn != nil {
+			sub.fn(m.Payload)
+			continue
+		}
 		select {
 		case sub.c <- []byte(m.Payload):
 		default:
@@ -479,23 +538,29 @@ func (p *pubsubState) pong(token string) {
 	}
 }
 
-// lost records that the connection broke: no channel is known to be
-// subscribed any more until a new barrier shows it.
-func (p *pubsubState) lost() {
+// lost records that the connection broke, or may have: no channel is
+// known to be subscribed any more until a new barrier shows it, and the
+// session cache stops serving, as evictions may have been missed.
+func (s *Store) lost() {
+	p := &s.ps
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	p.epoch++
 	for _, st := range p.chans {
 		st.confirmed = false
 	}
+	if s.cache != nil {
+		s.cache.down()
+	}
 }
 
-// Close stops the store's Pub/Sub: it closes every open subscription's
-// channel, fails Subscribe calls in progress and to come, stops the
-// dispatcher goroutine and closes the shared Pub/Sub connection, and
-// returns once the goroutine has exited. It does not close the Redis
-// client, and the other methods keep working. Close is safe to call more
-// than once and concurrently with other methods.
+// Close stops what the store runs in the background: it closes every open
+// subscription's channel, fails Subscribe calls in progress and to come,
+// stops the dispatcher and the cache's subscriber, closes the shared
+// Pub/Sub connection, and returns once those goroutines have exited. It
+// does not close the Redis client, and the other methods keep working:
+// the cache, if any, no longer serves (Get reads Redis). Close is safe to
+// call more than once and concurrently with other methods.
 func (s *Store) Close() error {
 	p := &s.ps
 	p.mu.Lock()
@@ -515,12 +580,15 @@ func (s *Store) Close() error {
 		b.done <- errClosed
 		delete(p.barriers, tok)
 	}
+	if s.cache != nil {
+		s.cache.down() // its subscription was closed above
+	}
 	ps := p.ps
 	p.mu.Unlock()
 
-	s.closeCache() // its subscription was closed above
 	close(p.quit)
 	p.stop()
+	s.bg.close()
 	if ps == nil {
 		return nil
 	}

@@ -55,24 +55,36 @@
 // Channel c of the Store interface is the Redis channel "<prefix>c".
 // Publish uses the client's pool like every other call. All the
 // subscriptions of a Store share one Pub/Sub connection, opened at the
-// first Subscribe and read by one goroutine that the Store owns and that
-// [Store.Close] stops; the connection is subscribed to a channel while at
-// least one local subscription of it is open. go-redis reopens that
-// connection and resubscribes its channels when it breaks; messages
-// published meanwhile are lost (Redis Pub/Sub delivers at most once).
+// first Subscribe and read by one goroutine that the Store owns (the
+// dispatcher); the connection is subscribed to a channel while at least
+// one local subscription of it is open. When the connection breaks, the
+// dispatcher reopens it with a capped backoff (50ms doubling to 1s) and
+// go-redis resubscribes its channels; messages published meanwhile are
+// lost (Redis Pub/Sub delivers at most once).
+//
+// The Store owns at most two goroutines, and [Store.Close] stops both and
+// waits for them: the dispatcher; and with [Options.CacheTTL], the
+// cache's subscriber, started by the first Get, which subscribes to the
+// eviction channel and confirms the subscription again after every loss
+// of the connection, retrying with a capped backoff (50ms doubling to 1s)
+// until it works. Neither uses a caller's context: a request that gave
+// up, or a Redis down at the first request, cannot disable them.
 //
 // # Failures
 //
 // Every call is bounded by [Options.OpTimeout]. A network error, a timeout
 // or an error reply from Redis is returned wrapped so that
 // errors.Is(err, session.ErrUnavailable) holds (and errors.Is also matches
-// the underlying error, such as context.DeadlineExceeded).
+// the underlying error, such as context.DeadlineExceeded); the handler
+// answers 503. Subscriptions recover by themselves: go-redis resubscribes
+// open ones when the dispatcher reconnects.
 package redisstore
 
 import (
 	"context"
 	"errors"
 	"fmt"
+	"sync"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -108,10 +120,21 @@ type Options struct {
 	// TTL), so that most requests of a live session need no Redis round
 	// trip at all. Updates and deletes on any replica evict every
 	// replica's copy through Pub/Sub, typically within a millisecond of
-	// the write; until the eviction arrives — and at worst for CacheTTL if
-	// it is lost — another replica may still serve the old record (a
-	// session just deleted elsewhere, a log level just changed). Zero, the
-	// default, reads Redis on every Get: strictly consistent.
+	// the write; until the eviction arrives another replica may still
+	// serve the old record (a session just deleted elsewhere, a log level
+	// just changed). Every replica sharing the prefix must set it, since
+	// only stores with a cache publish evictions.
+	//
+	// The cache serves only while Redis has confirmed its subscription to
+	// the evictions: until the first confirmation (the first Get waits for
+	// the first attempt, within its context), and from the moment the
+	// Pub/Sub connection is known lost until the subscription is confirmed
+	// again on a new one, Get reads through to Redis, strictly consistent,
+	// and a copy read before the loss is never served after it. A
+	// connection that breaks silently is noticed when the operating
+	// system reports it, so the staleness of a copy is bounded by CacheTTL
+	// in any case. Zero, the default, reads Redis on every Get: strictly
+	// consistent.
 	CacheTTL time.Duration
 }
 
@@ -126,21 +149,52 @@ const (
 //
 // The first Subscribe opens one Pub/Sub connection shared by all the
 // store's subscriptions and starts one goroutine, owned by the Store, that
-// reads it and dispatches messages; [Store.Close] stops that goroutine and
-// closes the connection. A Store that never subscribed holds no
-// connection and no goroutine of its own. The Redis client is the
-// caller's: the store never closes it, and it must stay open until Close
-// returned.
+// reads it and dispatches messages; with Options.CacheTTL the first Get
+// starts the cache's subscriber (see the package documentation).
+// [Store.Close] stops them and closes the connection. A Store that never
+// subscribed and never cached holds no connection and no goroutine of its
+// own. The Redis client is the caller's: the store never closes it, and
+// it must stay open until Close returned.
 type Store struct {
 	c         redis.UniversalClient
 	prefix    string
 	opTimeout time.Duration
 
 	ps    pubsubState
+	bg    group  // the cache's subscriber
 	cache *cache // nil unless Options.CacheTTL > 0
 }
 
 var _ session.Store = (*Store)(nil)
+
+// group runs the goroutines a Store owns besides the Pub/Sub dispatcher
+// (the cache's subscriber), and waits for them at Close. They stop when
+// the store's quit channel closes.
+type group struct {
+	mu     sync.Mutex // guards closed, and orders start before wait
+	closed bool
+	wg     sync.WaitGroup
+}
+
+// start runs f in a goroutine of the group, unless the group is closed;
+// it reports whether it did.
+func (g *group) start(f func()) bool {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if g.closed {
+		return false
+	}
+	g.wg.Go(f)
+	return true
+}
+
+// close refuses new goroutines and waits for the running ones.
+func (g *group) close() {
+	g.mu.Lock()
+	g.closed = true
+	g.mu.Unlock()
+	g.wg.Wait()
+}
 
 // New returns a Store that keeps its data in the Redis reached through c,
 // which may be a single node (*redis.Client), a Sentinel failover client
@@ -156,7 +210,7 @@ func New(c redis.UniversalClient, opts Options) *Store {
 	s := &Store{c: c, prefix: opts.Prefix, opTimeout: opts.OpTimeout}
 	s.ps.init()
 	if opts.CacheTTL > 0 {
-		s.cache = &cache{ttl: opts.CacheTTL, entries: make(map[string]cacheEntry)}
+		s.cache = newCache(opts.CacheTTL)
 	}
 	return s
 }
@@ -245,10 +299,10 @@ return 0
 // Create implements [session.Store] with SET NX PX: it fails if the id is
 // taken, and the record lives for the session's TTL.
 func (s *Store) Create(ctx context.Context, sess *session.Session) error {
-	ctx, cancel := s.opCtx(ctx)
+	octx, cancel := s.opCtx(ctx)
 	defer cancel()
 	rec := encodeSession(sess)
-	ok, err := s.c.SetNX(ctx, s.key(sess.ID, kindSession), rec, time.Duration(millis(ttlOf(sess)))*time.Millisecond).Result()
+	ok, err := s.c.SetNX(octx, s.key(sess.ID, kindSession), rec, time.Duration(millis(ttlOf(sess)))*time.Millisecond).Result()
 	if err != nil {
 		return unavailable("create", err)
 	}
@@ -261,21 +315,26 @@ func (s *Store) Create(ctx context.Context, sess *session.Session) error {
 // Get implements [session.Store]. It is one round trip (a Lua script that
 // GETs the record and PEXPIREs it by the session's TTL), and returns a
 // fresh copy. A missing, expired or undecodable record is
-// session.ErrNotFound.
+// session.ErrNotFound. With Options.CacheTTL, a session read recently is
+// returned from memory while the cache's eviction subscription is
+// confirmed (see [Options.CacheTTL]).
 func (s *Store) Get(ctx context.Context, id string) (*session.Session, error) {
-	var gen uint64
-	if s.cache != nil {
-		if sess, ok := s.cache.get(id, time.Now()); ok {
-			return sess, nil
+	var gen, live uint64
+	if c := s.cache; c != nil {
+		live = c.live.Load()
+		if live != 0 {
+			if sess, ok := c.get(id, live, time.Now()); ok {
+				return sess, nil
+			}
+		} else {
+			s.startCache(ctx)
+			live = c.live.Load()
 		}
-		if err := s.startCache(ctx); err != nil {
-			return nil, unavailable("get", err)
-		}
-		gen = s.cache.gen.Load()
+		gen = c.gen.Load()
 	}
-	ctx, cancel := s.opCtx(ctx)
+	octx, cancel := s.opCtx(ctx)
 	defer cancel()
-	v, err := getScript.Run(ctx, s.c, []string{s.key(id, kindSession)}).Text()
+	v, err := getScript.Run(octx, s.c, []string{s.key(id, kindSession)}).Text()
 	if err != nil {
 		if errors.Is(err, redis.Nil) {
 			return nil, session.ErrNotFound
@@ -286,8 +345,8 @@ func (s *Store) Get(ctx context.Context, id string) (*session.Session, error) {
 	if err != nil {
 		return nil, fmt.Errorf("%w: %w", session.ErrNotFound, err)
 	}
-	if s.cache != nil {
-		s.cache.put(sess, gen, time.Now())
+	if live != 0 {
+		s.cache.put(sess, gen, live, time.Now())
 	}
 	return sess, nil
 }
@@ -298,14 +357,14 @@ func (s *Store) Get(ctx context.Context, id string) (*session.Session, error) {
 // have changed); like SET XX, it writes nothing and returns
 // session.ErrNotFound when the session does not exist.
 func (s *Store) Update(ctx context.Context, sess *session.Session) error {
-	ctx, cancel := s.opCtx(ctx)
+	octx, cancel := s.opCtx(ctx)
 	defer cancel()
-	n, err := updateScript.Run(ctx, s.c, []string{s.key(sess.ID, kindSession)},
+	n, err := updateScript.Run(octx, s.c, []string{s.key(sess.ID, kindSession)},
 		appendMutable(nil, sess), millis(ttlOf(sess))).Int64()
 	if err != nil {
 		return unavailable("update", err)
 	}
-	s.evictEverywhere(ctx, sess.ID)
+	s.evictEverywhere(octx, sess.ID)
 	switch n {
 	case 1:
 		return nil
@@ -318,21 +377,22 @@ func (s *Store) Update(ctx context.Context, sess *session.Session) error {
 
 // Delete implements [session.Store] with DEL.
 func (s *Store) Delete(ctx context.Context, id string) error {
-	ctx, cancel := s.opCtx(ctx)
+	octx, cancel := s.opCtx(ctx)
 	defer cancel()
-	if err := s.c.Del(ctx, s.key(id, kindSession)).Err(); err != nil {
+	err := s.c.Del(octx, s.key(id, kindSession)).Err()
+	if err != nil {
 		return unavailable("delete", err)
 	}
-	s.evictEverywhere(ctx, id)
+	s.evictEverywhere(octx, id)
 	return nil
 }
 
 // PutIfAbsent implements [session.Store] with SET NX PX. A ttl below one
 // millisecond is rounded up to one.
 func (s *Store) PutIfAbsent(ctx context.Context, key string, value []byte, ttl time.Duration) (bool, error) {
-	ctx, cancel := s.opCtx(ctx)
+	octx, cancel := s.opCtx(ctx)
 	defer cancel()
-	ok, err := s.c.SetNX(ctx, s.key(key, kindRecord), value, time.Duration(millis(ttl))*time.Millisecond).Result()
+	ok, err := s.c.SetNX(octx, s.key(key, kindRecord), value, time.Duration(millis(ttl))*time.Millisecond).Result()
 	if err != nil {
 		return false, unavailable("put", err)
 	}
@@ -341,9 +401,9 @@ func (s *Store) PutIfAbsent(ctx context.Context, key string, value []byte, ttl t
 
 // Load implements [session.Store] with GET.
 func (s *Store) Load(ctx context.Context, key string) ([]byte, error) {
-	ctx, cancel := s.opCtx(ctx)
+	octx, cancel := s.opCtx(ctx)
 	defer cancel()
-	v, err := s.c.Get(ctx, s.key(key, kindRecord)).Bytes()
+	v, err := s.c.Get(octx, s.key(key, kindRecord)).Bytes()
 	if err != nil {
 		if errors.Is(err, redis.Nil) {
 			return nil, session.ErrNotFound
@@ -357,9 +417,9 @@ func (s *Store) Load(ctx context.Context, key string) ([]byte, error) {
 // and sets (with PX ttl) atomically, so exactly one of racing callers from
 // the same old value wins, on any replica.
 func (s *Store) CompareAndSwap(ctx context.Context, key string, old, new []byte, ttl time.Duration) (bool, error) {
-	ctx, cancel := s.opCtx(ctx)
+	octx, cancel := s.opCtx(ctx)
 	defer cancel()
-	n, err := casScript.Run(ctx, s.c, []string{s.key(key, kindRecord)}, old, new, millis(ttl)).Int64()
+	n, err := casScript.Run(octx, s.c, []string{s.key(key, kindRecord)}, old, new, millis(ttl)).Int64()
 	if err != nil {
 		return false, unavailable("compare-and-swap", err)
 	}
@@ -370,13 +430,13 @@ func (s *Store) CompareAndSwap(ctx context.Context, key string, old, new []byte,
 // MULTI/EXEC pipeline; the list length RPUSH returns is the event's
 // sequence number. A log that expired starts again at 1.
 func (s *Store) AppendEvent(ctx context.Context, stream string, data []byte, ttl time.Duration) (uint64, error) {
-	ctx, cancel := s.opCtx(ctx)
+	octx, cancel := s.opCtx(ctx)
 	defer cancel()
 	k := s.key(stream, kindLog)
 	var push *redis.IntCmd
-	_, err := s.c.TxPipelined(ctx, func(p redis.Pipeliner) error {
-		push = p.RPush(ctx, k, data)
-		p.PExpire(ctx, k, time.Duration(millis(ttl))*time.Millisecond)
+	_, err := s.c.TxPipelined(octx, func(p redis.Pipeliner) error {
+		push = p.RPush(octx, k, data)
+		p.PExpire(octx, k, time.Duration(millis(ttl))*time.Millisecond)
 		return nil
 	})
 	if err != nil {
@@ -395,9 +455,9 @@ func (s *Store) EventsAfter(ctx context.Context, stream string, after uint64) ([
 	if after >= 1<<62 {
 		return nil, nil
 	}
-	ctx, cancel := s.opCtx(ctx)
+	octx, cancel := s.opCtx(ctx)
 	defer cancel()
-	vs, err := s.c.LRange(ctx, s.key(stream, kindLog), int64(after), -1).Result()
+	vs, err := s.c.LRange(octx, s.key(stream, kindLog), int64(after), -1).Result()
 	if err != nil {
 		return nil, unavailable("events-after", err)
 	}
