@@ -2,7 +2,9 @@ package mcphandler
 
 import (
 	"context"
+	"errors"
 	"sync"
+	"time"
 
 	"github.com/mcphandler/mcphandler/session"
 )
@@ -12,17 +14,26 @@ import (
 // request's key, and the replica running it cancels it.
 const cancelChannel = "cancel"
 
-// canceller relays cancellations between replicas that share a store. The
-// goroutine that listens is started at the first request that can be
-// cancelled, and only for a store shared by replicas (any store but the
-// in-memory one); [Handler.Close] stops it.
+// canceller relays cancellations between replicas that share a store.
+// The goroutine that listens (relayCancels) is started at the first
+// request that can be cancelled, and only for a store shared by replicas
+// (any store but the in-memory one). It belongs to the Handler: it runs
+// with a context of its own, never a request's, subscribes again with a
+// capped backoff whenever subscribing fails or the subscription ends, and
+// [Handler.Close] stops it and waits for it.
 type canceller struct {
-	once sync.Once
-	mu   sync.Mutex // guards sub and closed
-	sub  session.Subscription
-	done chan struct{}
-	quit bool
+	mu     sync.Mutex // guards the fields below
+	closed bool
+	stop   context.CancelFunc // nil until the listener started
+	ready  chan struct{}      // closed after the listener's first attempt to subscribe
+	done   chan struct{}      // closed when the listener returned
 }
+
+// Backoff of the cancellation listener between failed subscriptions.
+const (
+	cancelMinBackoff = 100 * time.Millisecond
+	cancelMaxBackoff = time.Second
+)
 
 // cancelLocal cancels the request key if it runs here, and reports whether
 // it did.
@@ -51,47 +62,110 @@ func (h *Handler) sharedStore() bool {
 }
 
 // listenCancels starts, once, the goroutine that applies cancellations
-// published by other replicas.
+// published by other replicas, and waits until its first attempt to
+// subscribe ended (or ctx is done), so that with a healthy store a
+// cancellation published after the call started reaches it. ctx only
+// bounds that wait: the listener does not depend on the request.
 func (h *Handler) listenCancels(ctx context.Context) {
 	if !h.sharedStore() {
 		return
 	}
 	c := &h.cancels
-	c.once.Do(func() {
-		sub, err := h.cfg.Store.Subscribe(context.WithoutCancel(ctx), cancelChannel)
-		if err != nil {
-			h.logger().Error("mcphandler: session store", "err", err)
-			return
+	c.mu.Lock()
+	if c.stop == nil && !c.closed {
+		var lctx context.Context
+		lctx, c.stop = context.WithCancel(context.Background())
+		c.ready, c.done = make(chan struct{}), make(chan struct{})
+		go h.relayCancels(lctx, c.ready, c.done)
+	}
+	ready := c.ready
+	c.mu.Unlock()
+	if ready == nil { // closed before it started
+		return
+	}
+	select {
+	case <-ready:
+	case <-ctx.Done():
+	}
+}
+
+// relayCancels is the listener: it subscribes to the cancellation channel
+// and cancels the requests it names that run here, until ctx ends. When
+// subscribing fails, or the subscription ends (the store was closed), it
+// tries again after a backoff that doubles up to cancelMaxBackoff. It logs
+// the first failure in a row, then one in 60.
+func (h *Handler) relayCancels(ctx context.Context, ready, done chan<- struct{}) {
+	defer close(done)
+	first := true
+	failures := 0
+	d := cancelMinBackoff
+	t := time.NewTimer(d)
+	defer t.Stop()
+	for {
+		sub, err := h.cfg.Store.Subscribe(ctx, cancelChannel)
+		if first {
+			first = false
+			close(ready)
 		}
-		c.mu.Lock()
-		defer c.mu.Unlock()
-		if c.quit {
-			sub.Close()
-			return
-		}
-		c.sub, c.done = sub, make(chan struct{})
-		go func() {
-			defer close(c.done)
-			for key := range sub.C() {
-				h.cancelLocal(string(key))
+		if err == nil {
+			if failures > 0 {
+				h.logger().Info("mcphandler: cancellations from other replicas: subscribed again",
+					"failures", failures)
 			}
-		}()
-	})
+			d, failures = cancelMinBackoff, 0
+			if !h.applyCancels(ctx, sub) {
+				return
+			}
+			err = errors.New("the subscription ended")
+		}
+		if ctx.Err() != nil {
+			return
+		}
+		if failures%60 == 0 {
+			h.logger().Error("mcphandler: cancellations from other replicas: session store",
+				"err", err, "failures", failures+1, "retry_in", d)
+		}
+		failures++
+		t.Reset(d)
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+		d = min(2*d, cancelMaxBackoff)
+	}
+}
+
+// applyCancels cancels the requests named on sub until ctx ends (it then
+// closes sub and reports false) or sub's channel closes (true).
+func (h *Handler) applyCancels(ctx context.Context, sub session.Subscription) bool {
+	for {
+		select {
+		case key, ok := <-sub.C():
+			if !ok {
+				return true
+			}
+			h.cancelLocal(string(key))
+		case <-ctx.Done():
+			sub.Close()
+			return false
+		}
+	}
 }
 
 // Close stops what the Handler runs in the background: with a store shared
 // by replicas, the goroutine that receives cancellations from the other
-// replicas. It does not close the store. Requests still being served are
-// not interrupted. It is safe to call more than once.
+// replicas, and waits for it to end. It does not close the store. Requests
+// still being served are not interrupted. It is safe to call more than
+// once, and concurrently.
 func (h *Handler) Close() error {
 	c := &h.cancels
 	c.mu.Lock()
-	c.quit = true
-	sub, done := c.sub, c.done
-	c.sub = nil
+	c.closed = true
+	stop, done := c.stop, c.done
 	c.mu.Unlock()
-	if sub != nil {
-		sub.Close()
+	if stop != nil {
+		stop()
 		<-done
 	}
 	return nil

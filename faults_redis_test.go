@@ -1,0 +1,151 @@
+package mcphandler_test
+
+import (
+	"context"
+	"errors"
+	"io"
+	"log/slog"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/mcphandler/mcphandler"
+	"github.com/mcphandler/mcphandler/mcptest"
+	"github.com/mcphandler/mcphandler/session/redisstore"
+	"github.com/mcphandler/mcphandler/session/redisstore/redistest"
+)
+
+// redisReplica returns a handler for cfg on a Redis store of c under
+// prefix; both are closed when the test ends.
+func redisReplica(t *testing.T, cfg mcphandler.Config, c redis.UniversalClient, prefix string, opts redisstore.Options) *mcphandler.Handler {
+	t.Helper()
+	opts.Prefix = prefix
+	st := redisstore.New(c, opts)
+	t.Cleanup(func() { st.Close() })
+	cfg.Store = st
+	cfg.Logger = slog.New(slog.DiscardHandler)
+	h := mcphandler.New(cfg)
+	t.Cleanup(func() { h.Close() })
+	return h
+}
+
+// slowTool is a tool that runs until cancelled (or 10s): started receives
+// when it starts, stopped why it stopped (nil for the 10s).
+func slowTool(cfg *mcphandler.Config) (started chan struct{}, stopped chan error) {
+	started, stopped = make(chan struct{}, 1), make(chan error, 1)
+	cfg.BeforeCall = nil
+	cfg.ListTools = func(context.Context) ([]mcphandler.Tool, error) {
+		return []mcphandler.Tool{{Name: "slow", Handler: func(ctx context.Context, call *mcphandler.ToolCall) (*mcphandler.ToolResult, error) {
+			started <- struct{}{}
+			select {
+			case <-ctx.Done():
+				stopped <- ctx.Err()
+			case <-time.After(10 * time.Second):
+				stopped <- nil
+			}
+			return mcphandler.TextResult("done"), nil
+		}}}, nil
+	}
+	return started, stopped
+}
+
+// TestReplicasCancelAfterSubscribeFailed: when the first cancellable call
+// reaches a replica, its subscription to cancellations from the other
+// replicas fails (Redis cuts every SUBSCRIBE). Once Redis lets it
+// subscribe, a notifications/cancelled received by another replica must
+// still cancel the call, without a restart.
+func TestReplicasCancelAfterSubscribeFailed(t *testing.T) {
+	cfg := (&fixture{}).config()
+	started, stopped := slowTool(&cfg)
+	p := redistest.NewProxy(t, "")
+	prefix := redistest.Prefix(t, redistest.Client(t))
+	opts := redisstore.Options{OpTimeout: 300 * time.Millisecond}
+	runner := redisReplica(t, cfg, p.Client(t), prefix, opts)
+	other := redisReplica(t, cfg, redistest.Client(t), prefix, opts)
+	ctx := context.Background()
+
+	p.CutOnCommand("SUBSCRIBE", -1)
+	a := connect(t, runner, "acme-viewer")
+	b := mcptest.New(t, other, mcptest.WithToken("acme-viewer"))
+	b.SetSessionID(a.SessionID())
+	b.SetProtocolVersion(a.ProtocolVersion())
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		resp, err := a.Post(ctx, []byte(`{"jsonrpc":"2.0","id":"slow-1","method":"tools/call","params":{"name":"slow"}}`), nil)
+		if err == nil {
+			io.Copy(io.Discard, resp.Body)
+			resp.Body.Close()
+		}
+	}()
+	defer func() { <-done }()
+	<-started
+	if p.Cuts() == 0 {
+		t.Fatal("the runner's SUBSCRIBE was never cut: the test proves nothing")
+	}
+	p.ClearCuts()
+	// The cancellation is published, not stored: send it until the
+	// runner's listener, retrying by itself, is subscribed again.
+	for deadline := time.Now().Add(10 * time.Second); ; {
+		if err := b.Notify(ctx, "notifications/cancelled", map[string]any{"requestId": "slow-1"}); err != nil {
+			t.Fatal(err)
+		}
+		select {
+		case err := <-stopped:
+			if !errors.Is(err, context.Canceled) {
+				t.Fatalf("the call stopped with %v, want context.Canceled", err)
+			}
+			return
+		case <-time.After(100 * time.Millisecond):
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("a cancellation from another replica never reached the call after the first SUBSCRIBE failed")
+		}
+	}
+}
+
+// TestHandlerCloseStopsListener: Close stops the cancellation listener
+// even while it is retrying a subscription that keeps failing, waits for
+// it, and can be called again.
+func TestHandlerCloseStopsListener(t *testing.T) {
+	cfg := (&fixture{}).config()
+	started, stopped := slowTool(&cfg)
+	p := redistest.NewProxy(t, "")
+	prefix := redistest.Prefix(t, redistest.Client(t))
+	c := p.Client(t)
+	st := redisstore.New(c, redisstore.Options{Prefix: prefix, OpTimeout: 200 * time.Millisecond})
+	t.Cleanup(func() { st.Close() })
+	cfg.Store = st
+	cfg.Logger = slog.New(slog.DiscardHandler)
+	h := mcphandler.New(cfg)
+	ctx := context.Background()
+
+	p.CutOnCommand("SUBSCRIBE", -1)
+	a := connect(t, h, "acme-viewer")
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		resp, err := a.Post(ctx, []byte(`{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"slow"}}`), nil)
+		if err == nil {
+			io.Copy(io.Discard, resp.Body)
+			resp.Body.Close()
+		}
+	}()
+	<-started
+	a.Notify(ctx, "notifications/cancelled", map[string]any{"requestId": 1}) // same replica
+	if err := <-stopped; !errors.Is(err, context.Canceled) {
+		t.Fatalf("local cancellation: %v", err)
+	}
+	<-done
+	start := time.Now()
+	for range 2 {
+		if err := h.Close(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if d := time.Since(start); d > 2*time.Second {
+		t.Fatalf("Close took %v", d)
+	}
+	// goleak, in TestMain, checks that the listener is gone.
+}
