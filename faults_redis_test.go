@@ -149,3 +149,64 @@ func TestHandlerCloseStopsListener(t *testing.T) {
 	}
 	// goleak, in TestMain, checks that the listener is gone.
 }
+
+// BenchmarkUnavailable measures how long a request waits for its 503 while
+// Redis is unreachable, once the store has seen a few calls fail (the
+// first five requests, the breaker's default threshold, are sent before
+// the timer starts and reported as onset-ms): with Redis refusing
+// connections and with Redis frozen (connections open, nothing answered),
+// for a go-redis client with its default dial retries and one with
+// DialerRetries: 1. The store's options are the defaults (OpTimeout 2s).
+//
+//	go test -run XXX -bench Unavailable -benchtime 20x
+func BenchmarkUnavailable(b *testing.B) {
+	for _, fault := range []string{"refused", "frozen"} {
+		for _, client := range []string{"default", "dialerRetries1"} {
+			b.Run(fault+"/"+client, func(b *testing.B) {
+				p := redistest.NewProxy(b, "")
+				c := p.Client(b).(*redis.Client)
+				if client == "dialerRetries1" {
+					opt := *c.Options()
+					opt.DialerRetries = 1
+					c = redis.NewClient(&opt)
+					b.Cleanup(func() { c.Close() })
+				}
+				st := redisstore.New(c, redisstore.Options{Prefix: redistest.Prefix(b, redistest.Client(b))})
+				b.Cleanup(func() { st.Close() })
+				cfg := (&fixture{}).config()
+				cfg.Store = st
+				cfg.Logger = slog.New(slog.DiscardHandler)
+				h := mcphandler.New(cfg)
+				b.Cleanup(func() { h.Close() })
+				cl := mcptest.New(b, h, mcptest.WithToken("acme-viewer"))
+				ctx := context.Background()
+				if _, err := cl.Initialize(ctx); err != nil {
+					b.Fatal(err)
+				}
+				if fault == "refused" {
+					p.RefuseConnections()
+					p.CutAll()
+				} else {
+					p.Stall()
+				}
+				ping := func() {
+					if err := cl.Ping(ctx); !isHTTP(err, 503) {
+						b.Fatalf("ping with Redis %s: %v, want 503", fault, err)
+					}
+				}
+				start := time.Now()
+				for range 5 {
+					ping()
+				}
+				onset := time.Since(start)
+				for b.Loop() {
+					ping()
+				}
+				b.ReportMetric(float64(onset.Milliseconds()), "onset-ms")
+				if fault == "frozen" {
+					p.Resume() // let the connections drain before the cleanups
+				}
+			})
+		}
+	}
+}

@@ -114,7 +114,7 @@ func (s *Store) keepCache() {
 				first = false
 				close(c.ready)
 			}
-		case c.live.Load() == 0:
+		case c.live.Load() == 0 && s.br.allow() == nil:
 			ctx, cancel := s.opCtx(p.ctx)
 			err = s.confirm(ctx, sub)
 			cancel()

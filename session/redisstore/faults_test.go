@@ -3,8 +3,12 @@ package redisstore
 import (
 	"context"
 	"errors"
+	"fmt"
+	"sync"
 	"testing"
 	"time"
+
+	"github.com/redis/go-redis/v9"
 
 	"github.com/mcphandler/mcphandler/session"
 	"github.com/mcphandler/mcphandler/session/redisstore/redistest"
@@ -150,4 +154,293 @@ func TestCacheStopsServingWhileEvictionsAreLost(t *testing.T) {
 		got, err := a.Get(ctx, "s1")
 		return err == nil && got.LogLevel == "info"
 	})
+}
+
+// failsFast makes calls of st until they fail with ErrUnavailable in less
+// than bound, at most tries times, then checks that ten more do. It
+// returns how many calls it took.
+func failsFast(t *testing.T, st *Store, bound time.Duration, tries int) int {
+	t.Helper()
+	ctx := context.Background()
+	for i := range tries {
+		start := time.Now()
+		_, err := st.Get(ctx, "s1")
+		if !errors.Is(err, session.ErrUnavailable) {
+			t.Fatalf("call %d with Redis unreachable: %v, want ErrUnavailable", i, err)
+		}
+		if time.Since(start) < bound {
+			for j, call := range calls(st) {
+				start := time.Now()
+				err := call(ctx)
+				if d := time.Since(start); !errors.Is(err, session.ErrUnavailable) || d >= bound {
+					t.Fatalf("%s once the store knows Redis is down: %v after %v, want ErrUnavailable within %v", j, err, d, bound)
+				}
+			}
+			return i
+		}
+	}
+	t.Fatalf("after %d calls, calls still take more than %v to fail", tries, bound)
+	return 0
+}
+
+// TestBreakerRefused: while Redis refuses connections, the store stops
+// trying after a few calls and fails every call at once; when Redis
+// accepts connections again, service resumes by itself.
+func TestBreakerRefused(t *testing.T) {
+	ctx := context.Background()
+	p := redistest.NewProxy(t, "")
+	prefix := redistest.Prefix(t, redistest.Client(t))
+	const opTimeout = 400 * time.Millisecond
+	st := New(p.Client(t), Options{Prefix: prefix, OpTimeout: opTimeout})
+	t.Cleanup(func() { st.Close() })
+	if err := st.Create(ctx, sample("s1")); err != nil {
+		t.Fatal(err)
+	}
+	p.RefuseConnections()
+	p.CutAll()
+	n := failsFast(t, st, opTimeout/4, 10)
+	t.Logf("failing fast after %d calls", n)
+	p.AcceptConnections()
+	pollUntil(t, 5*time.Second, "service resumes", func() bool { _, err := st.Get(ctx, "s1"); return err == nil })
+}
+
+// TestBreakerFrozen: a Redis that accepts connections and answers nothing
+// costs OpTimeout per call only until the store knows; then calls fail at
+// once, and service resumes by itself when Redis answers again.
+func TestBreakerFrozen(t *testing.T) {
+	ctx := context.Background()
+	p := redistest.NewProxy(t, "")
+	prefix := redistest.Prefix(t, redistest.Client(t))
+	const opTimeout = 300 * time.Millisecond
+	st := New(p.Client(t), Options{Prefix: prefix, OpTimeout: opTimeout})
+	t.Cleanup(func() { st.Close() })
+	if err := st.Create(ctx, sample("s1")); err != nil {
+		t.Fatal(err)
+	}
+	p.Stall()
+	n := failsFast(t, st, opTimeout/4, 10)
+	t.Logf("failing fast after %d calls", n)
+	p.Resume()
+	pollUntil(t, 5*time.Second, "service resumes", func() bool { _, err := st.Get(ctx, "s1"); return err == nil })
+}
+
+// pingHook counts the PINGs a client sends and the most that were in
+// flight at once.
+type pingHook struct {
+	mu             sync.Mutex
+	inFlight, most int
+	total          int
+}
+
+func (h *pingHook) DialHook(next redis.DialHook) redis.DialHook { return next }
+func (h *pingHook) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
+	return next
+}
+func (h *pingHook) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
+	return func(ctx context.Context, cmd redis.Cmder) error {
+		if cmd.Name() != "ping" {
+			return next(ctx, cmd)
+		}
+		h.mu.Lock()
+		h.total++
+		h.inFlight++
+		h.most = max(h.most, h.inFlight)
+		h.mu.Unlock()
+		defer func() {
+			h.mu.Lock()
+			h.inFlight--
+			h.mu.Unlock()
+		}()
+		return next(ctx, cmd)
+	}
+}
+
+func (h *pingHook) counts() (total, most int) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return h.total, h.most
+}
+
+// TestBreakerProbes: while the breaker is open the store sends nothing
+// but PINGs, one at a time, on the backoff schedule; the first answer
+// closes it.
+func TestBreakerProbes(t *testing.T) {
+	ctx := context.Background()
+	p := redistest.NewProxy(t, "")
+	c := p.Client(t)
+	prefix := redistest.Prefix(t, redistest.Client(t))
+	pings := new(pingHook)
+	c.AddHook(pings)
+	counts := new(redistest.CountingHook)
+	c.AddHook(counts)
+	const opTimeout = 200 * time.Millisecond
+	st := New(c, Options{Prefix: prefix, OpTimeout: opTimeout, BreakerThreshold: 2,
+		BreakerMinBackoff: 20 * time.Millisecond, BreakerMaxBackoff: 40 * time.Millisecond})
+	t.Cleanup(func() { st.Close() })
+	if err := st.Create(ctx, sample("s1")); err != nil {
+		t.Fatal(err)
+	}
+	p.Stall()
+	for range 2 { // the threshold: two calls that time out
+		if _, err := st.Get(ctx, "s1"); !errors.Is(err, session.ErrUnavailable) {
+			t.Fatalf("Get on a frozen Redis: %v", err)
+		}
+	}
+	if !st.br.open.Load() {
+		t.Fatal("two failures in a row did not open a breaker of threshold 2")
+	}
+	counts.Reset()
+	time.Sleep(time.Second)
+	for name, call := range calls(st) {
+		if err := call(ctx); !errors.Is(err, session.ErrUnavailable) {
+			t.Fatalf("%s while open: %v", name, err)
+		}
+	}
+	n := counts.Counts()
+	// Each PING waits OpTimeout (200ms) then 40ms: about 4 in a second,
+	// each on a new connection (go-redis drops one that timed out), whose
+	// setup (HELLO, CLIENT SETINFO) is counted too.
+	if n.ByName["ping"] < 2 || n.ByName["ping"] > 8 || n.Commands != n.ByName["ping"]+n.ByName["hello"]+n.ByName["client"] {
+		t.Fatalf("in 1s of open breaker the store sent %v; want only PINGs, about 4", n.ByName)
+	}
+	if _, most := pings.counts(); most != 1 {
+		t.Fatalf("%d PINGs in flight at once, want 1", most)
+	}
+	p.Resume()
+	pollUntil(t, time.Second, "the breaker closes", func() bool { return !st.br.open.Load() })
+	if _, err := st.Get(ctx, "s1"); err != nil {
+		t.Fatalf("after the breaker closed: %v", err)
+	}
+}
+
+// TestBreakerStaysClosed: what does not show Redis down leaves the
+// breaker closed: a single slow command, failures in a row fewer than the
+// threshold, error replies (WRONGTYPE, a script error, NOSCRIPT answered
+// by go-redis's fallback), and calls whose caller gave up.
+func TestBreakerStaysClosed(t *testing.T) {
+	ctx := context.Background()
+	addr, _, _ := redistest.Start(t) // SCRIPT FLUSH must not touch the shared Redis
+	p := redistest.NewProxy(t, addr)
+	c := redistest.ClientAt(t, p.Addr())
+	const opTimeout = 200 * time.Millisecond
+	st := New(c, Options{OpTimeout: opTimeout})
+	t.Cleanup(func() { st.Close() })
+	if err := st.Create(ctx, sample("s1")); err != nil {
+		t.Fatal(err)
+	}
+	closed := func(what string) {
+		t.Helper()
+		if st.br.open.Load() {
+			t.Fatalf("%s opened the breaker", what)
+		}
+		start := time.Now()
+		if _, err := st.Get(ctx, "s1"); err != nil {
+			t.Fatalf("after %s: %v", what, err)
+		}
+		if d := time.Since(start); d > opTimeout {
+			t.Fatalf("after %s, a Get took %v", what, d)
+		}
+	}
+
+	p.SetLatency(opTimeout, 0)
+	if _, err := st.Get(ctx, "s1"); !errors.Is(err, session.ErrUnavailable) {
+		t.Fatalf("a Get slower than OpTimeout: %v, want ErrUnavailable", err)
+	}
+	p.SetLatency(0, 0)
+	closed("a single slow command")
+
+	p.Stall()
+	for range DefaultBreakerThreshold - 1 {
+		st.Get(ctx, "s1")
+	}
+	p.Resume()
+	closed(fmt.Sprint(DefaultBreakerThreshold-1, " timeouts in a row"))
+	p.Stall()
+	for range DefaultBreakerThreshold - 1 {
+		st.Get(ctx, "s1")
+	}
+	p.Resume()
+	closed("as many timeouts again, after a success")
+
+	c.RPush(ctx, st.key("list", kindSession), "x")
+	for range 3 * DefaultBreakerThreshold {
+		if _, err := st.Get(ctx, "list"); !errors.Is(err, session.ErrUnavailable) || !isReply(err) {
+			t.Fatalf("Get of a list: %v, want a WRONGTYPE reply", err)
+		}
+	}
+	closed("WRONGTYPE replies")
+
+	c.Set(ctx, st.key("k", kindRecord), "v", time.Minute)
+	bad := redis.NewScript(`return redis.call('NOPE')`)
+	for range 3 * DefaultBreakerThreshold {
+		err := bad.Run(ctx, c, nil).Err()
+		st.observe(ctx, err) // as a call of the store would
+		if !isReply(err) {
+			t.Fatalf("a failing script: %v, want an error reply", err)
+		}
+	}
+	closed("script errors")
+
+	for range 3 * DefaultBreakerThreshold {
+		if err := c.ScriptFlush(ctx).Err(); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := st.CompareAndSwap(ctx, "k", []byte("v"), []byte("v"), time.Minute); err != nil {
+			t.Fatalf("CompareAndSwap after SCRIPT FLUSH: %v", err)
+		}
+	}
+	closed("NOSCRIPT replies")
+
+	p.Stall()
+	gone, cancel := context.WithCancel(ctx)
+	time.AfterFunc(20*time.Millisecond, cancel)
+	impatient, cancel2 := context.WithTimeout(ctx, 20*time.Millisecond)
+	defer cancel2()
+	for _, ctx := range []context.Context{gone, impatient} {
+		for range 2 * DefaultBreakerThreshold {
+			if _, err := st.Get(ctx, "s1"); err == nil {
+				t.Fatal("a Get on a frozen Redis succeeded")
+			}
+		}
+	}
+	p.Resume()
+	closed("callers that gave up")
+}
+
+// TestBreakerOptions: the threshold is configurable, a negative one
+// disables the breaker, and Close turns it off.
+func TestBreakerOptions(t *testing.T) {
+	ctx := context.Background()
+	p := redistest.NewProxy(t, "")
+	prefix := redistest.Prefix(t, redistest.Client(t))
+	const opTimeout = 150 * time.Millisecond
+	one := New(p.Client(t), Options{Prefix: prefix, OpTimeout: opTimeout, BreakerThreshold: 1, BreakerMinBackoff: time.Hour})
+	t.Cleanup(func() { one.Close() })
+	off := New(p.Client(t), Options{Prefix: prefix, OpTimeout: opTimeout, BreakerThreshold: -1})
+	t.Cleanup(func() { off.Close() })
+	for _, st := range []*Store{one, off} {
+		if err := st.Create(ctx, sample(fmt.Sprint("s", st.br.threshold))); err != nil {
+			t.Fatal(err)
+		}
+	}
+	p.Stall()
+	one.Get(ctx, "s1")
+	if !one.br.open.Load() {
+		t.Fatal("one failure did not open a breaker of threshold 1")
+	}
+	for range 2 * DefaultBreakerThreshold {
+		start := time.Now()
+		if _, err := off.Get(ctx, "s0"); !errors.Is(err, session.ErrUnavailable) || time.Since(start) < opTimeout/2 {
+			t.Fatalf("with the breaker disabled, Get on a frozen Redis: %v after %v, want a timeout", err, time.Since(start))
+		}
+	}
+	p.Resume()
+	// Its first probe would come in an hour, but Close turns the breaker
+	// off: calls go to Redis again.
+	if err := one.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := one.Get(ctx, "s1"); err != nil {
+		t.Fatalf("Get after Close: %v", err)
+	}
 }

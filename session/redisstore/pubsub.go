@@ -182,10 +182,14 @@ func (sub *subscription) Close() error {
 // expects). In particular the result is 0 exactly when Redis delivered the
 // message to nobody. Subscribers whose buffer is full still count.
 func (s *Store) Publish(ctx context.Context, channel string, msg []byte) (int, error) {
+	if err := s.br.allow(); err != nil {
+		return 0, unavailable("publish", err)
+	}
 	octx, cancel := s.opCtx(ctx)
 	defer cancel()
 	ch := s.prefix + channel
 	n, err := s.c.Publish(octx, ch, msg).Result()
+	s.observe(ctx, err)
 	if err != nil {
 		return 0, unavailable("publish", err)
 	}
@@ -206,7 +210,8 @@ func (s *Store) Publish(ctx context.Context, channel string, msg []byte) (int, e
 // subscription. A channel this store already listens to needs no round
 // trip; otherwise Subscribe sends SUBSCRIBE and PING on the shared
 // connection (opening it and starting the dispatcher on first use) and
-// waits for the pong, all within OpTimeout.
+// waits for the pong, all within OpTimeout. While the circuit breaker is
+// open it fails at once.
 //
 // Messages are delivered in publication order to a buffered channel of
 // [SubscriptionBuffer] messages; when it is full, messages are dropped for
@@ -230,6 +235,9 @@ func (s *Store) Subscribe(ctx context.Context, channel string) (session.Subscrip
 // subscribe implements Subscribe, delivering to fn instead of a channel
 // if fn is set.
 func (s *Store) subscribe(ctx context.Context, channel string, fn func(string)) (*subscription, error) {
+	if err := s.br.allow(); err != nil {
+		return nil, unavailable("subscribe", err)
+	}
 	octx, cancel := s.opCtx(ctx)
 	defer cancel()
 	p := &s.ps
@@ -263,6 +271,7 @@ func (s *Store) subscribe(ctx context.Context, channel string, fn func(string)) 
 	}
 
 	err := s.confirm(octx, sub)
+	s.observe(ctx, err)
 	if err != nil {
 		// Leave Redis as it is: the next holder of the wire unsubscribes
 		// the channel if it has no subscriber left.
@@ -556,11 +565,12 @@ func (s *Store) lost() {
 
 // Close stops what the store runs in the background: it closes every open
 // subscription's channel, fails Subscribe calls in progress and to come,
-// stops the dispatcher and the cache's subscriber, closes the shared
-// Pub/Sub connection, and returns once those goroutines have exited. It
-// does not close the Redis client, and the other methods keep working:
-// the cache, if any, no longer serves (Get reads Redis). Close is safe to
-// call more than once and concurrently with other methods.
+// stops the dispatcher, the cache's subscriber and the breaker's probe,
+// closes the shared Pub/Sub connection, and returns once those goroutines
+// have exited. It does not close the Redis client, and the other methods
+// keep working: the cache, if any, no longer serves (Get reads Redis),
+// and the circuit breaker is off (every call tries Redis). Close is safe
+// to call more than once and concurrently with other methods.
 func (s *Store) Close() error {
 	p := &s.ps
 	p.mu.Lock()
@@ -589,6 +599,8 @@ func (s *Store) Close() error {
 	close(p.quit)
 	p.stop()
 	s.bg.close()
+	s.br.off.Store(true)
+	s.br.open.Store(false)
 	if ps == nil {
 		return nil
 	}

@@ -62,13 +62,14 @@
 // go-redis resubscribes its channels; messages published meanwhile are
 // lost (Redis Pub/Sub delivers at most once).
 //
-// The Store owns at most two goroutines, and [Store.Close] stops both and
-// waits for them: the dispatcher; and with [Options.CacheTTL], the
+// The Store owns at most three goroutines, and [Store.Close] stops all of
+// them and waits for them: the dispatcher; with [Options.CacheTTL], the
 // cache's subscriber, started by the first Get, which subscribes to the
 // eviction channel and confirms the subscription again after every loss
 // of the connection, retrying with a capped backoff (50ms doubling to 1s)
-// until it works. Neither uses a caller's context: a request that gave
-// up, or a Redis down at the first request, cannot disable them.
+// until it works; and, while the circuit breaker is open, its probe. None
+// of them uses a caller's context: a request that gave up, or a Redis
+// down at the first request, cannot disable them.
 //
 // # Failures
 //
@@ -76,8 +77,49 @@
 // or an error reply from Redis is returned wrapped so that
 // errors.Is(err, session.ErrUnavailable) holds (and errors.Is also matches
 // the underlying error, such as context.DeadlineExceeded); the handler
-// answers 503. Subscriptions recover by themselves: go-redis resubscribes
-// open ones when the dispatcher reconnects.
+// answers 503.
+//
+// When Redis stops answering, the first calls of the outage each wait
+// until they fail: about 0.1s for a refused connection with the client
+// settings below (1.3–1.8s with go-redis's defaults), OpTimeout for a
+// Redis that accepts connections but answers nothing (a frozen process, a
+// lost network). After
+// [Options.BreakerThreshold] such failures in a row (default 5) the
+// circuit breaker opens: every call fails at once with
+// session.ErrUnavailable, without touching the network, so a request gets
+// its 503 in microseconds and holds nothing meanwhile. While it is open,
+// the store PINGs Redis, one PING at a time, 100ms after it opened and
+// then backing off to once a second (BreakerMinBackoff,
+// BreakerMaxBackoff); the first answer closes it, and calls go to Redis
+// again. Only network failures and timeouts count: an error reply
+// (WRONGTYPE, a script error, NOSCRIPT, which go-redis answers with EVAL
+// by itself) shows Redis is up, and a call whose caller gave up says
+// nothing about Redis. Subscriptions recover by themselves: go-redis
+// resubscribes open ones when the dispatcher reconnects, whatever the
+// breaker says.
+//
+// # Client settings
+//
+// The store uses the go-redis client it is given as is (go-redis copies
+// its options when the client is created, so they cannot be adjusted
+// afterwards). Create it with:
+//
+//	redis.NewClient(&redis.Options{
+//		Addr:                  addr,
+//		ContextTimeoutEnabled: true,        // OpTimeout interrupts socket I/O
+//		DialTimeout:           time.Second, // no more than OpTimeout
+//		DialerRetries:         1,           // a refused dial fails at once
+//	})
+//
+// ContextTimeoutEnabled lets OpTimeout (a context deadline) bound network
+// waits; without it, the client's ReadTimeout, WriteTimeout and
+// DialTimeout do. go-redis's default DialerRetries (5 attempts, 100ms
+// apart) is repeated for each of the MaxRetries+1 attempts of a command,
+// so a call to a Redis that refuses connections takes 1.3–1.8s to fail;
+// with DialerRetries: 1 it fails in about 0.1s (the backoffs between the
+// attempts of MaxRetries), and MaxRetries (default 3) still retries a
+// command whose pooled connection was dropped on a new one. The breaker bounds what the defaults cost to the first
+// BreakerThreshold calls of an outage, but those calls pay it in full.
 package redisstore
 
 import (
@@ -109,10 +151,8 @@ type Options struct {
 	// ReadTimeout, WriteTimeout and DialTimeout bound the calls instead.
 	// Also keep the client's DialTimeout no larger than OpTimeout: when
 	// the Pub/Sub connection breaks, go-redis redials it under a lock that
-	// Subscribe and Subscription.Close may then wait for. With go-redis's
-	// default retries (MaxRetries, DialerRetries), a Redis that refuses
-	// connections typically fails a call only when OpTimeout ends.
-	// Default 2s.
+	// Subscribe and Subscription.Close may then wait for. See "Client
+	// settings" in the package documentation for the retries. Default 2s.
 	OpTimeout time.Duration
 
 	// CacheTTL, if positive, keeps the sessions a replica read in its
@@ -136,12 +176,33 @@ type Options struct {
 	// in any case. Zero, the default, reads Redis on every Get: strictly
 	// consistent.
 	CacheTTL time.Duration
+
+	// BreakerThreshold is how many calls in a row must fail for a network
+	// reason (a refused, reset or broken connection, a timeout) before the
+	// store considers Redis down and opens its circuit breaker: from then
+	// on every call fails at once with session.ErrUnavailable, sending
+	// nothing, until a PING shows Redis answers again (see
+	// BreakerMinBackoff). Error replies from Redis, calls whose caller
+	// gave up, and calls after Close are not counted; a success resets the
+	// count. Default 5; a negative value disables the breaker, so that
+	// every call tries Redis and fails only when OpTimeout ends.
+	BreakerThreshold int
+
+	// BreakerMinBackoff and BreakerMaxBackoff schedule the PINGs of an
+	// open breaker: the first is sent BreakerMinBackoff after it opened,
+	// each one that fails doubles the wait, up to BreakerMaxBackoff, and
+	// the first answer closes the breaker. There is at most one PING at a
+	// time, each bounded by OpTimeout. Defaults 100ms and 1s.
+	BreakerMinBackoff, BreakerMaxBackoff time.Duration
 }
 
 // Default option values.
 const (
-	DefaultPrefix    = "mcph:"
-	DefaultOpTimeout = 2 * time.Second
+	DefaultPrefix            = "mcph:"
+	DefaultOpTimeout         = 2 * time.Second
+	DefaultBreakerThreshold  = 5
+	DefaultBreakerMinBackoff = 100 * time.Millisecond
+	DefaultBreakerMaxBackoff = time.Second
 )
 
 // Store is a [session.Store] backed by Redis. Create it with [New]; it is
@@ -150,26 +211,28 @@ const (
 // The first Subscribe opens one Pub/Sub connection shared by all the
 // store's subscriptions and starts one goroutine, owned by the Store, that
 // reads it and dispatches messages; with Options.CacheTTL the first Get
-// starts the cache's subscriber (see the package documentation).
-// [Store.Close] stops them and closes the connection. A Store that never
-// subscribed and never cached holds no connection and no goroutine of its
-// own. The Redis client is the caller's: the store never closes it, and
-// it must stay open until Close returned.
+// starts the cache's subscriber, and an open circuit breaker runs its
+// probe (see the package documentation). [Store.Close] stops them and
+// closes the connection. A Store that never subscribed, never cached and
+// never found Redis down holds no connection and no goroutine of its own.
+// The Redis client is the caller's: the store never closes it, and it must
+// stay open until Close returned.
 type Store struct {
 	c         redis.UniversalClient
 	prefix    string
 	opTimeout time.Duration
 
 	ps    pubsubState
-	bg    group  // the cache's subscriber
+	br    breaker
+	bg    group  // the breaker's probe and the cache's subscriber
 	cache *cache // nil unless Options.CacheTTL > 0
 }
 
 var _ session.Store = (*Store)(nil)
 
 // group runs the goroutines a Store owns besides the Pub/Sub dispatcher
-// (the cache's subscriber), and waits for them at Close. They stop when
-// the store's quit channel closes.
+// (the breaker's probe, the cache's subscriber), and waits for them at
+// Close. They stop when the store's quit channel closes.
 type group struct {
 	mu     sync.Mutex // guards closed, and orders start before wait
 	closed bool
@@ -207,7 +270,19 @@ func New(c redis.UniversalClient, opts Options) *Store {
 	if opts.OpTimeout <= 0 {
 		opts.OpTimeout = DefaultOpTimeout
 	}
+	if opts.BreakerThreshold == 0 {
+		opts.BreakerThreshold = DefaultBreakerThreshold
+	}
+	if opts.BreakerMinBackoff <= 0 {
+		opts.BreakerMinBackoff = DefaultBreakerMinBackoff
+	}
+	if opts.BreakerMaxBackoff <= 0 {
+		opts.BreakerMaxBackoff = DefaultBreakerMaxBackoff
+	}
 	s := &Store{c: c, prefix: opts.Prefix, opTimeout: opts.OpTimeout}
+	s.br.threshold = int32(min(max(opts.BreakerThreshold, 0), 1<<30))
+	s.br.minBackoff = opts.BreakerMinBackoff
+	s.br.maxBackoff = max(opts.BreakerMaxBackoff, opts.BreakerMinBackoff)
 	s.ps.init()
 	if opts.CacheTTL > 0 {
 		s.cache = newCache(opts.CacheTTL)
@@ -299,10 +374,14 @@ return 0
 // Create implements [session.Store] with SET NX PX: it fails if the id is
 // taken, and the record lives for the session's TTL.
 func (s *Store) Create(ctx context.Context, sess *session.Session) error {
+	if err := s.br.allow(); err != nil {
+		return unavailable("create", err)
+	}
 	octx, cancel := s.opCtx(ctx)
 	defer cancel()
 	rec := encodeSession(sess)
 	ok, err := s.c.SetNX(octx, s.key(sess.ID, kindSession), rec, time.Duration(millis(ttlOf(sess)))*time.Millisecond).Result()
+	s.observe(ctx, err)
 	if err != nil {
 		return unavailable("create", err)
 	}
@@ -332,9 +411,13 @@ func (s *Store) Get(ctx context.Context, id string) (*session.Session, error) {
 		}
 		gen = c.gen.Load()
 	}
+	if err := s.br.allow(); err != nil {
+		return nil, unavailable("get", err)
+	}
 	octx, cancel := s.opCtx(ctx)
 	defer cancel()
 	v, err := getScript.Run(octx, s.c, []string{s.key(id, kindSession)}).Text()
+	s.observe(ctx, err)
 	if err != nil {
 		if errors.Is(err, redis.Nil) {
 			return nil, session.ErrNotFound
@@ -357,10 +440,14 @@ func (s *Store) Get(ctx context.Context, id string) (*session.Session, error) {
 // have changed); like SET XX, it writes nothing and returns
 // session.ErrNotFound when the session does not exist.
 func (s *Store) Update(ctx context.Context, sess *session.Session) error {
+	if err := s.br.allow(); err != nil {
+		return unavailable("update", err)
+	}
 	octx, cancel := s.opCtx(ctx)
 	defer cancel()
 	n, err := updateScript.Run(octx, s.c, []string{s.key(sess.ID, kindSession)},
 		appendMutable(nil, sess), millis(ttlOf(sess))).Int64()
+	s.observe(ctx, err)
 	if err != nil {
 		return unavailable("update", err)
 	}
@@ -377,9 +464,13 @@ func (s *Store) Update(ctx context.Context, sess *session.Session) error {
 
 // Delete implements [session.Store] with DEL.
 func (s *Store) Delete(ctx context.Context, id string) error {
+	if err := s.br.allow(); err != nil {
+		return unavailable("delete", err)
+	}
 	octx, cancel := s.opCtx(ctx)
 	defer cancel()
 	err := s.c.Del(octx, s.key(id, kindSession)).Err()
+	s.observe(ctx, err)
 	if err != nil {
 		return unavailable("delete", err)
 	}
@@ -390,9 +481,13 @@ func (s *Store) Delete(ctx context.Context, id string) error {
 // PutIfAbsent implements [session.Store] with SET NX PX. A ttl below one
 // millisecond is rounded up to one.
 func (s *Store) PutIfAbsent(ctx context.Context, key string, value []byte, ttl time.Duration) (bool, error) {
+	if err := s.br.allow(); err != nil {
+		return false, unavailable("put", err)
+	}
 	octx, cancel := s.opCtx(ctx)
 	defer cancel()
 	ok, err := s.c.SetNX(octx, s.key(key, kindRecord), value, time.Duration(millis(ttl))*time.Millisecond).Result()
+	s.observe(ctx, err)
 	if err != nil {
 		return false, unavailable("put", err)
 	}
@@ -401,9 +496,13 @@ func (s *Store) PutIfAbsent(ctx context.Context, key string, value []byte, ttl t
 
 // Load implements [session.Store] with GET.
 func (s *Store) Load(ctx context.Context, key string) ([]byte, error) {
+	if err := s.br.allow(); err != nil {
+		return nil, unavailable("load", err)
+	}
 	octx, cancel := s.opCtx(ctx)
 	defer cancel()
 	v, err := s.c.Get(octx, s.key(key, kindRecord)).Bytes()
+	s.observe(ctx, err)
 	if err != nil {
 		if errors.Is(err, redis.Nil) {
 			return nil, session.ErrNotFound
@@ -417,9 +516,13 @@ func (s *Store) Load(ctx context.Context, key string) ([]byte, error) {
 // and sets (with PX ttl) atomically, so exactly one of racing callers from
 // the same old value wins, on any replica.
 func (s *Store) CompareAndSwap(ctx context.Context, key string, old, new []byte, ttl time.Duration) (bool, error) {
+	if err := s.br.allow(); err != nil {
+		return false, unavailable("compare-and-swap", err)
+	}
 	octx, cancel := s.opCtx(ctx)
 	defer cancel()
 	n, err := casScript.Run(octx, s.c, []string{s.key(key, kindRecord)}, old, new, millis(ttl)).Int64()
+	s.observe(ctx, err)
 	if err != nil {
 		return false, unavailable("compare-and-swap", err)
 	}
@@ -430,6 +533,9 @@ func (s *Store) CompareAndSwap(ctx context.Context, key string, old, new []byte,
 // MULTI/EXEC pipeline; the list length RPUSH returns is the event's
 // sequence number. A log that expired starts again at 1.
 func (s *Store) AppendEvent(ctx context.Context, stream string, data []byte, ttl time.Duration) (uint64, error) {
+	if err := s.br.allow(); err != nil {
+		return 0, unavailable("append-event", err)
+	}
 	octx, cancel := s.opCtx(ctx)
 	defer cancel()
 	k := s.key(stream, kindLog)
@@ -439,6 +545,7 @@ func (s *Store) AppendEvent(ctx context.Context, stream string, data []byte, ttl
 		p.PExpire(octx, k, time.Duration(millis(ttl))*time.Millisecond)
 		return nil
 	})
+	s.observe(ctx, err)
 	if err != nil {
 		return 0, unavailable("append-event", err)
 	}
@@ -455,9 +562,13 @@ func (s *Store) EventsAfter(ctx context.Context, stream string, after uint64) ([
 	if after >= 1<<62 {
 		return nil, nil
 	}
+	if err := s.br.allow(); err != nil {
+		return nil, unavailable("events-after", err)
+	}
 	octx, cancel := s.opCtx(ctx)
 	defer cancel()
 	vs, err := s.c.LRange(octx, s.key(stream, kindLog), int64(after), -1).Result()
+	s.observe(ctx, err)
 	if err != nil {
 		return nil, unavailable("events-after", err)
 	}
