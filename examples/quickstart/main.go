@@ -50,6 +50,7 @@ func main() {
 			os.Exit(2)
 		}
 		opt.ContextTimeoutEnabled = true
+		opt.DialerRetries = 1 // fail a refused dial at once: see package redisstore, "Client settings"
 		d, cfg, err = withRedis(context.Background(), redis.NewClient(opt), "mcph-quickstart:")
 		if err != nil {
 			fmt.Fprintln(os.Stderr, "quickstart: redis:", err)
