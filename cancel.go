@@ -85,6 +85,11 @@ func (h *Handler) listenCancels(ctx context.Context) {
 	}
 	select {
 	case <-ready:
+		return // the usual case; asking ctx for Done would allocate
+	default:
+	}
+	select {
+	case <-ready:
 	case <-ctx.Done():
 	}
 }

@@ -80,6 +80,11 @@ func (s *Store) startCache(ctx context.Context) {
 	})
 	select {
 	case <-c.ready:
+		return // the usual case; asking ctx for Done may allocate
+	default:
+	}
+	select {
+	case <-c.ready:
 	case <-ctx.Done():
 	}
 }
