@@ -60,7 +60,7 @@ func TestReplicasCancelAfterSubscribeFailed(t *testing.T) {
 	started, stopped := slowTool(&cfg)
 	p := redistest.NewProxy(t, "")
 	prefix := redistest.Prefix(t, redistest.Client(t))
-	opts := redisstore.Options{OpTimeout: 300 * time.Millisecond}
+	opts := redisstore.Options{OpTimeout: time.Second}
 	runner := redisReplica(t, cfg, p.Client(t), prefix, opts)
 	other := redisReplica(t, cfg, redistest.Client(t), prefix, opts)
 	ctx := context.Background()
@@ -114,7 +114,7 @@ func TestHandlerCloseStopsListener(t *testing.T) {
 	p := redistest.NewProxy(t, "")
 	prefix := redistest.Prefix(t, redistest.Client(t))
 	c := p.Client(t)
-	st := redisstore.New(c, redisstore.Options{Prefix: prefix, OpTimeout: 200 * time.Millisecond})
+	st := redisstore.New(c, redisstore.Options{Prefix: prefix, OpTimeout: time.Second})
 	t.Cleanup(func() { st.Close() })
 	cfg.Store = st
 	cfg.Logger = slog.New(slog.DiscardHandler)

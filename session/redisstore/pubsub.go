@@ -271,7 +271,12 @@ func (s *Store) subscribe(ctx context.Context, channel string, fn func(string)) 
 	}
 
 	err := s.confirm(octx, sub)
-	s.observe(ctx, err)
+	if fn == nil {
+		// The host's subscriptions feed the breaker; the store's own (the
+		// cache's, retried in the background) would make it count time
+		// rather than calls.
+		s.observe(ctx, err)
+	}
 	if err != nil {
 		// Leave Redis as it is: the next holder of the wire unsubscribes
 		// the channel if it has no subscriber left.
