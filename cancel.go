@@ -37,12 +37,14 @@ func (h *Handler) cancelLocal(key string) bool {
 	return ok
 }
 
-// cancel cancels request key of a session wherever it runs.
+// cancel cancels request key of a session wherever it runs. The message
+// other replicas receive is the key, signed for the cancel channel: one
+// that does not verify, or is older than messageWindow, cancels nothing.
 func (h *Handler) cancel(ctx context.Context, key string) {
 	if h.cancelLocal(key) || !h.sharedStore() {
 		return
 	}
-	h.cfg.Store.Publish(ctx, cancelChannel, []byte(key))
+	h.publish(ctx, h.macs.cancel, cancelChannel, []byte(key))
 }
 
 func (h *Handler) sharedStore() bool {
@@ -72,8 +74,10 @@ func (h *Handler) listenCancels(ctx context.Context) {
 		c.sub, c.done = sub, make(chan struct{})
 		go func() {
 			defer close(c.done)
-			for key := range sub.C() {
-				h.cancelLocal(string(key))
+			for b := range sub.C() {
+				if key, ok := h.openMessage(h.macs.cancel, cancelChannel, b); ok {
+					h.cancelLocal(string(key))
+				}
 			}
 		}()
 	})

@@ -15,7 +15,6 @@ package main
 
 import (
 	"context"
-	"crypto/rand"
 	"encoding/json"
 	"errors"
 	"flag"
@@ -35,6 +34,7 @@ import (
 func main() {
 	addr := flag.String("addr", "127.0.0.1:8080", "address to listen on")
 	redisURL := flag.String("redis", os.Getenv("REDIS_URL"), "Redis URL (e.g. redis://127.0.0.1:6379/0): keep sessions, confirms and documents there, shared by every process that uses it (default $REDIS_URL; empty: in memory)")
+	stateKey := flag.String("state-key", os.Getenv("MCP_STATE_KEY"), "with -redis, the secret every process shares (at least 32 bytes), which seals 2026-07-28 request states and authenticates what the processes exchange through Redis (default $MCP_STATE_KEY)")
 	flag.Parse()
 
 	var (
@@ -50,7 +50,11 @@ func main() {
 			os.Exit(2)
 		}
 		opt.ContextTimeoutEnabled = true
-		d, cfg, err = withRedis(context.Background(), redis.NewClient(opt), "mcph-quickstart:")
+		if len(*stateKey) < 32 {
+			fmt.Fprintln(os.Stderr, "quickstart: -redis needs -state-key (or $MCP_STATE_KEY): a secret of at least 32 bytes, the same for every process")
+			os.Exit(2)
+		}
+		d, cfg, err = withRedis(context.Background(), redis.NewClient(opt), "mcph-quickstart:", []byte(*stateKey))
 		if err != nil {
 			fmt.Fprintln(os.Stderr, "quickstart: redis:", err)
 			os.Exit(1)
@@ -79,32 +83,20 @@ func main() {
 }
 
 // withRedis returns the demo and the handler configuration that keep
-// everything in Redis under prefix.
-func withRedis(ctx context.Context, c redis.UniversalClient, prefix string) (*demo, mcphandler.Config, error) {
+// everything in Redis under prefix. stateKey is the secret every process
+// shares: it seals 2026-07-28 request states and authenticates the records
+// and messages the processes exchange through Redis, so it must not be
+// kept in Redis itself (anything with access to Redis could then forge
+// them). A real deployment reads it from its secret store.
+func withRedis(ctx context.Context, c redis.UniversalClient, prefix string, stateKey []byte) (*demo, mcphandler.Config, error) {
 	var cfg mcphandler.Config
 	docs, err := newRedisDocs(ctx, c, prefix)
 	if err != nil {
 		return nil, cfg, err
 	}
-	if cfg.StateKeys, err = sharedStateKey(ctx, c, prefix+"state-key"); err != nil {
-		return nil, cfg, err
-	}
+	cfg.StateKeys = [][]byte{stateKey}
 	cfg.Store = redisstore.New(c, redisstore.Options{Prefix: prefix})
 	return newDemo(docs), cfg, nil
-}
-
-// sharedStateKey returns the key that seals 2026-07-28 request states,
-// made once and kept in Redis, so that every process of the demo opens the
-// states the others sealed. A real deployment sets Config.StateKeys from
-// its secret store instead.
-func sharedStateKey(ctx context.Context, c redis.UniversalClient, key string) ([][]byte, error) {
-	k := make([]byte, 32)
-	rand.Read(k)
-	if _, err := c.SetNX(ctx, key, k, 0).Result(); err != nil {
-		return nil, err
-	}
-	b, err := c.Get(ctx, key).Bytes()
-	return [][]byte{b}, err
 }
 
 // tokens maps the demo's bearer tokens to identities.

@@ -228,7 +228,7 @@ func TestTwoProcessesShareRedis(t *testing.T) {
 	prefix := redistest.Prefix(t, first)
 	var handlers []http.Handler
 	for _, c := range []redis.UniversalClient{first, redistest.Client(t)} {
-		d, cfg, err := withRedis(ctx, c, prefix)
+		d, cfg, err := withRedis(ctx, c, prefix, []byte("a secret both processes share, 32+ bytes"))
 		if err != nil {
 			t.Fatal(err)
 		}
