@@ -16,7 +16,9 @@
 //
 // Tests sharing a Redis keep apart with [Prefix], which also deletes the
 // test's keys when it ends. [CountingHook] counts the commands and round
-// trips a client makes.
+// trips a client makes. [NewProxy] puts a TCP proxy between a client and
+// Redis that injects faults on demand: latency, a frozen Redis, dropped
+// connections, refused connections, and connections cut mid-command.
 package redistest
 
 import (
