@@ -113,6 +113,32 @@ func TestAttackConfirmReplyLost(t *testing.T) {
 	})
 }
 
+// The store fails just when the replica that received the answer reads
+// the confirm. The client must be told to try again (503), not that nobody
+// waits (400): its answer is not lost, and the retry decides it.
+func TestConfirmAnswerWhileStoreFails(t *testing.T) {
+	eachStore(t, func(t *testing.T, stores func(int) session.Store) {
+		l := newLab(t, labOptions{replicas: 2, store: stores})
+		cs := l.session("acme-admin")
+		pc := startCall(t, cs[0], 1)
+		prefix := "confirm/"
+		l.reps[1].st.failKeys.Store(&prefix)
+		if err := cs[1].Respond(context.Background(), pc.id, accept); !isHTTP(err, 503) {
+			t.Fatalf("an answer the store could not take: %v, want 503", err)
+		}
+		l.reps[1].st.failKeys.Store(nil)
+		if err := cs[1].Respond(context.Background(), pc.id, accept); err != nil {
+			t.Fatalf("the answer again: %v", err)
+		}
+		told := verdictOf(pc.await(cs, alwaysAlive, 5*time.Second))
+		l.idle(5 * time.Second)
+		checkConfirmInvariants(t, l, pc, 1, told, "store failing at the answer")
+		if told != toldRan {
+			t.Fatalf("client told %v", told)
+		}
+	})
+}
+
 // Someone with write access to the store (another application on a shared
 // Redis) publishes an accept on the confirm's reply channel, or writes an
 // answered record, without the client ever answering. They must not make

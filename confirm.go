@@ -411,10 +411,15 @@ func decide(res elicitation.Result, form *elicitation.Schema, expect map[string]
 // deadline, through the session and from the identity it was asked of —
 // and the asker is woken. If the asker is gone (nobody holds the lease),
 // this replica takes the confirm over and finishes the call. A refused
-// answer is reported to OnCall as a replay, and answered 400.
-func (h *Handler) answerConfirm(rq *request, id string, m *jsonrpc.Message) bool {
+// answer is errNotWaiting (400) and reported to OnCall as a replay; when
+// the store cannot be reached, its error (503: the client may send the
+// answer again).
+func (h *Handler) answerConfirm(rq *request, id string, m *jsonrpc.Message) error {
 	ctx := context.WithoutCancel(rq.r.Context())
 	rec, raw, err := h.loadConfirm(ctx, id)
+	if err != nil && !isAbsent(err) {
+		return err
+	}
 	ok := err == nil && rec.State == statePending && rec.Session == rq.sess.ID && rec.Owner == rq.id.key() &&
 		!time.Now().After(rec.deadline())
 	if ok {
@@ -423,25 +428,27 @@ func (h *Handler) answerConfirm(rq *request, id string, m *jsonrpc.Message) bool
 		if m.Error == nil {
 			next.Answer = m.Result
 		}
-		raw, ok, _ = h.moveConfirm(ctx, id, raw, statePending, &next)
+		if raw, ok, err = h.moveConfirm(ctx, id, raw, statePending, &next); err != nil {
+			return err // the client may try again: a retry finds it answered, or pending
+		}
 		rec = next
 	}
 	if !ok {
 		if h.cfg.OnCall != nil {
 			h.emit(CallEvent{Tool: rec.Tool, Identity: rq.id, SessionID: rq.sess.ID, Outcome: OutcomeReplayRefused, ConfirmID: id})
 		}
-		return false
+		return errNotWaiting
 	}
 	hint, _ := json.Marshal(reply{Role: rq.id.Role})
 	h.publish(ctx, h.macs.reply, replyChannel(rq.sess.ID, id), hint)
 	if rec.Stream == "" {
-		return true // not resumable: only its asker can finish it
+		return nil // not resumable: only its asker can finish it
 	}
 	if ls, err := h.takeLease(ctx, id); err == nil && ls != nil {
 		// The asker is gone: finish the call here.
 		h.adopt(rq.r, rq.start, rq.id, rq.sess, id, ls, rec, raw)
 	}
-	return true
+	return nil
 }
 
 // adopt finishes a 2025 confirm whose asker is gone, on this replica,

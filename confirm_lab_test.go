@@ -35,6 +35,7 @@ type faultStore struct {
 	zeroCount atomic.Bool
 	dropReply atomic.Bool
 	beforeCAS atomic.Pointer[func(key string, new []byte)]
+	failKeys  atomic.Pointer[string] // records under this prefix cannot be reached
 
 	mu        sync.Mutex // guards published and puts
 	published []publishedMsg
@@ -47,6 +48,14 @@ type publishedMsg struct {
 }
 
 var errDead = fmt.Errorf("%w: the replica is dead", session.ErrUnavailable)
+
+// gateKey is gate for a record's key.
+func (s *faultStore) gateKey(key string) error {
+	if p := s.failKeys.Load(); p != nil && strings.HasPrefix(key, *p) {
+		return errDead
+	}
+	return s.gate()
+}
 
 func (s *faultStore) gate() error {
 	if d := time.Duration(s.delay.Load()); d > 0 {
@@ -111,7 +120,7 @@ func (s *faultStore) Subscribe(ctx context.Context, channel string) (session.Sub
 }
 
 func (s *faultStore) PutIfAbsent(ctx context.Context, key string, value []byte, ttl time.Duration) (bool, error) {
-	if err := s.gate(); err != nil {
+	if err := s.gateKey(key); err != nil {
 		return false, err
 	}
 	s.mu.Lock()
@@ -121,14 +130,14 @@ func (s *faultStore) PutIfAbsent(ctx context.Context, key string, value []byte, 
 }
 
 func (s *faultStore) Load(ctx context.Context, key string) ([]byte, error) {
-	if err := s.gate(); err != nil {
+	if err := s.gateKey(key); err != nil {
 		return nil, err
 	}
 	return s.Store.Load(ctx, key)
 }
 
 func (s *faultStore) CompareAndSwap(ctx context.Context, key string, old, new []byte, ttl time.Duration) (bool, error) {
-	if err := s.gate(); err != nil {
+	if err := s.gateKey(key); err != nil {
 		return false, err
 	}
 	if hook := s.beforeCAS.Load(); hook != nil {
@@ -237,7 +246,7 @@ func redisStores(t *testing.T) func(int) session.Store {
 	first := redistest.Client(t)
 	prefix := redistest.Prefix(t, first)
 	return func(int) session.Store {
-		st := redisstore.New(redistest.Client(t), redisstore.Options{Prefix: prefix, OpTimeout: 500 * time.Millisecond})
+		st := redisstore.New(redistest.Client(t), redisstore.Options{Prefix: prefix})
 		t.Cleanup(func() { st.Close() })
 		return st
 	}

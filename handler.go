@@ -401,8 +401,8 @@ func (h *Handler) servePOST(w http.ResponseWriter, r *http.Request) {
 		h.notification(rq, &m)
 		w.WriteHeader(http.StatusAccepted)
 	case jsonrpc.KindResponse:
-		if !h.deliverResponse(rq, &m) {
-			writeHTTPError(w, http.StatusBadRequest, jsonrpc.CodeInvalidRequest, "Bad Request: no request is waiting for this response")
+		if err := h.deliverResponse(rq, &m); err != nil {
+			h.refuseResponse(w, err)
 			return
 		}
 		w.WriteHeader(http.StatusAccepted)
@@ -568,18 +568,22 @@ func (b *batchWriter) Header() http.Header         { return b.header }
 func (b *batchWriter) Write(p []byte) (int, error) { return b.body.Write(p) }
 func (b *batchWriter) WriteHeader(int)             {}
 
+// errNotWaiting reports a response nobody waits for.
+var errNotWaiting = errors.New("mcphandler: no request is waiting for this response")
+
 // deliverResponse hands a client's response to the server request waiting
-// for it, on whichever replica it waits. It reports false for a response
-// nobody waits for (unknown, answered, or timed-out id). An answer to a
-// confirm is accepted once only, from the identity and session it was
-// asked of (see claimAnswer).
-func (h *Handler) deliverResponse(rq *request, m *jsonrpc.Message) bool {
+// for it, on whichever replica it waits. It returns errNotWaiting for a
+// response nobody waits for (unknown, answered, or timed-out id), and the
+// store's error when the store cannot be reached. An answer to a confirm
+// is accepted once only, from the identity and session it was asked of
+// (see answerConfirm).
+func (h *Handler) deliverResponse(rq *request, m *jsonrpc.Message) error {
 	if rq.sess == nil {
-		return false
+		return errNotWaiting
 	}
 	var id string
 	if err := json.Unmarshal(m.ID, &id); err != nil || !strings.HasPrefix(id, "mcph") {
-		return false
+		return errNotWaiting
 	}
 	if isConfirmID(id) {
 		return h.answerConfirm(rq, id, m)
@@ -591,10 +595,22 @@ func (h *Handler) deliverResponse(rq *request, m *jsonrpc.Message) bool {
 	b, _ := json.Marshal(reply{Role: rq.id.Role, Msg: resp})
 	n, err := h.publish(rq.r.Context(), h.macs.reply, replyChannel(rq.sess.ID, id), b)
 	if err != nil {
-		h.logger().Error("mcphandler: session store", "err", err)
-		return false
+		return err
 	}
-	return n > 0
+	if n == 0 {
+		return errNotWaiting
+	}
+	return nil
+}
+
+// refuseResponse answers a client's response that was not delivered: 400
+// when nobody waits for it, 503 when the store cannot tell.
+func (h *Handler) refuseResponse(w http.ResponseWriter, err error) {
+	if errors.Is(err, errNotWaiting) {
+		writeHTTPError(w, http.StatusBadRequest, jsonrpc.CodeInvalidRequest, "Bad Request: no request is waiting for this response")
+		return
+	}
+	h.storeUnavailable(w, err)
 }
 
 // serveGET opens the session's server-to-client SSE stream. One stream per

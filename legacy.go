@@ -177,8 +177,8 @@ func (h *Handler) serveLegacyMessage(w http.ResponseWriter, r *http.Request) {
 	}
 	rq := &request{h: h, r: r, start: start, id: id, sess: s, version: s.ProtocolVersion}
 	if kind == jsonrpc.KindResponse {
-		if !h.deliverResponse(rq, &m) {
-			writeHTTPError(w, http.StatusBadRequest, jsonrpc.CodeInvalidRequest, "Bad Request: no request is waiting for this response")
+		if err := h.deliverResponse(rq, &m); err != nil {
+			h.refuseResponse(w, err)
 			return
 		}
 		w.WriteHeader(http.StatusAccepted)
