@@ -1,7 +1,9 @@
 // Command quickstart serves a small multi-tenant MCP demo on
 // http://127.0.0.1:8080/mcp, with everything in memory — or, with -redis,
 // in Redis, so that several processes on several ports behave as one
-// service.
+// service. Those processes share a secret, -state-key (default
+// $MCP_STATE_KEY, at least 32 bytes), that authenticates what they
+// exchange through Redis.
 //
 // Three bearer tokens stand for three users of two tenants:
 //
