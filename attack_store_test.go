@@ -265,7 +265,8 @@ func TestAttackForgedStreamEvents(t *testing.T) {
 			t.Fatal(err)
 		}
 		stream := func(id int) (string, string) {
-			resp, err := c.Post(ctx, []byte(fmt.Sprintf(`{"jsonrpc":"2.0","id":%d,"method":"tools/call","params":{"name":"slow"}}`, id)), nil)
+			// Its connection is closed by CloseStream: do not reuse it.
+			resp, err := c.Post(ctx, []byte(fmt.Sprintf(`{"jsonrpc":"2.0","id":%d,"method":"tools/call","params":{"name":"slow"}}`, id)), http.Header{"Connection": {"close"}})
 			if err != nil {
 				t.Fatal(err)
 			}
