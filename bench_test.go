@@ -11,6 +11,7 @@ import (
 	"testing"
 
 	"github.com/mcphandler/mcphandler"
+	"github.com/mcphandler/mcphandler/mcptest"
 	"github.com/mcphandler/mcphandler/session"
 	"github.com/mcphandler/mcphandler/session/redisstore"
 	"github.com/mcphandler/mcphandler/session/redisstore/redistest"
@@ -164,6 +165,7 @@ func BenchmarkToolsCallStore(b *testing.B) {
 		defer st.Close()
 		cfg := cfg
 		cfg.Store = st
+		cfg.StateKeys = testStateKeys
 		h := mcphandler.New(cfg)
 		defer h.Close()
 		hook.Reset()
@@ -212,8 +214,47 @@ func BenchmarkToolsCallParallel(b *testing.B) {
 		defer st.Close()
 		cfg := cfg
 		cfg.Store = st
+		cfg.StateKeys = testStateKeys
 		h := mcphandler.New(cfg)
 		defer h.Close()
 		run(b, h)
+	})
+}
+
+// BenchmarkConfirmedCall measures one 2025 confirmed tools/call end to end
+// over HTTP: the question on the call's stream, the client's accept posted
+// back, the run and the result; with Redis, the commands each costs.
+func BenchmarkConfirmedCall(b *testing.B) {
+	run := func(b *testing.B, cfg mcphandler.Config) {
+		f := &fixture{}
+		base := f.config()
+		base.OnCall = nil
+		base.Store, base.StateKeys = cfg.Store, cfg.StateKeys
+		h := mcphandler.New(base)
+		defer h.Close()
+		c := mcptest.New(b, h, mcptest.WithToken("acme-admin"), mcptest.WithElicitationHandler(answer("accept", map[string]any{"confirm": true})))
+		ctx := context.Background()
+		if _, err := c.Initialize(ctx); err != nil {
+			b.Fatal(err)
+		}
+		b.ReportAllocs()
+		b.ResetTimer()
+		for b.Loop() {
+			if res, err := c.CallTool(ctx, "delete_thing", nil); err != nil || res.IsError {
+				b.Fatalf("%+v %v", res, err)
+			}
+		}
+	}
+	b.Run("memory", func(b *testing.B) { run(b, mcphandler.Config{}) })
+	b.Run("redis", func(b *testing.B) {
+		c := redistest.Client(b)
+		hook := &redistest.CountingHook{}
+		c.AddHook(hook)
+		st := redisstore.New(c, redisstore.Options{Prefix: redistest.Prefix(b, c)})
+		defer st.Close()
+		hook.Reset()
+		run(b, mcphandler.Config{Store: st, StateKeys: testStateKeys})
+		n := hook.Counts()
+		b.ReportMetric(float64(n.Commands)/float64(b.N), "redis-cmds/op")
 	})
 }

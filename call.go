@@ -32,7 +32,8 @@ type metaParams struct {
 func (h *Handler) callTool(rq *request, m *jsonrpc.Message) {
 	ev := CallEvent{Identity: rq.id, SessionID: rq.info.sessionID}
 	defer func() {
-		if h.cfg.OnCall != nil {
+		// A confirm handed over is reported by the replica that finishes it.
+		if h.cfg.OnCall != nil && ev.Outcome != outcomeHandedOver {
 			ev.Duration = time.Since(rq.start)
 			h.emit(ev)
 		}
@@ -113,26 +114,31 @@ func (h *Handler) callTool(rq *request, m *jsonrpc.Message) {
 			h.confirmModern(rq, m, call, d, &ev)
 			return
 		}
-		outcome, result := h.confirm(rq.ctx, call, d, &ev)
+		outcome, result, run := h.confirm(rq.ctx, call, d, &ev)
 		ev.Outcome = outcome
 		switch {
-		case outcome == OutcomeDisconnected:
-			return // nobody is listening any more
+		case outcome == outcomeHandedOver:
+			return // the replica that finished the confirm answers
 		case outcome == OutcomeRevoked:
 			rq.fail(m.ID, errUnknownTool(p.Name))
 			return
-		case result != nil:
-			ev.IsError = result.IsError
+		case result != nil || run == nil:
+			// After a disconnect nobody listens: the result goes to the
+			// stream's log only, for a client that resumes.
+			ev.IsError = result != nil && result.IsError
+			if result == nil {
+				result = ErrorResult("Not run.")
+			}
 			rq.sendResult(m.ID, result)
 			return
 		}
+		// The run holds the confirm's lease while the tool runs, and
+		// records its end once the response went out.
+		defer run.finish(rq.ctx)
 	default:
 		ev.Outcome = OutcomeAllowed
 	}
 
-	if ev.Outcome == OutcomeConfirmed && !rq.modern {
-		defer h.holdRun(rq.ctx, ev.ConfirmID)()
-	}
 	result, err := h.run(rq.ctx, call, &ev)
 	if rq.finishRounds(x, m, err) {
 		ev.Outcome, ev.IsError, ev.ErrorClass = OutcomeInputRequired, false, ""

@@ -48,12 +48,14 @@ func (h *Handler) cancelLocal(key string) bool {
 	return ok
 }
 
-// cancel cancels request key of a session wherever it runs.
+// cancel cancels request key of a session wherever it runs. The message
+// other replicas receive is the key, signed for the cancel channel: one
+// that does not verify, or is older than messageWindow, cancels nothing.
 func (h *Handler) cancel(ctx context.Context, key string) {
 	if h.cancelLocal(key) || !h.sharedStore() {
 		return
 	}
-	h.cfg.Store.Publish(ctx, cancelChannel, []byte(key))
+	h.publish(ctx, h.macs.cancel, cancelChannel, []byte(key))
 }
 
 func (h *Handler) sharedStore() bool {
@@ -146,11 +148,13 @@ func (h *Handler) relayCancels(ctx context.Context, ready, done chan<- struct{})
 func (h *Handler) applyCancels(ctx context.Context, sub session.Subscription) bool {
 	for {
 		select {
-		case key, ok := <-sub.C():
+		case b, ok := <-sub.C():
 			if !ok {
 				return true
 			}
-			h.cancelLocal(string(key))
+			if key, ok := h.openMessage(h.macs.cancel, cancelChannel, b); ok {
+				h.cancelLocal(string(key))
+			}
 		case <-ctx.Done():
 			sub.Close()
 			return false

@@ -78,14 +78,29 @@ type Config struct {
 
 	// ConfirmTimeout bounds how long a Confirm waits for the human's
 	// answer. If zero, 2 minutes. On 2026-07-28 it is also the lifetime of
-	// a requestState, and of a confirmed call's recorded outcome.
+	// a requestState. A confirm's record lives a minute longer than it
+	// after its last change, so that late answers and retries find it
+	// decided.
 	ConfirmTimeout time.Duration
 
-	// StateKeys seal the requestState of 2026-07-28 multi round-trip
-	// requests (AES-256-GCM; each key at least 32 bytes). The first key
-	// seals, every key opens, so keys can be rotated by prepending a new
-	// one. Replicas must share them. If empty, a random key is made at
-	// New: fine for one replica, but states do not survive a restart.
+	// StateKeys are the secrets every replica shares, each at least 32
+	// bytes. From each, the handler derives (HKDF-SHA256, one label per
+	// purpose) the AES-256-GCM key that seals the requestState of
+	// 2026-07-28 multi round-trip requests, and the HMAC-SHA256 keys that
+	// authenticate the records and messages replicas exchange through
+	// Store: confirms, decided 2026-07-28 confirms, answers,
+	// cancellations, change notifications and stream events. Without
+	// them, access to the store is not enough to answer a confirm, run a
+	// tool, cancel a call or inject a notification. The first key seals
+	// and signs, every key opens and verifies, so keys rotate by
+	// prepending a new one (drop the old one once what it sealed expired:
+	// ConfirmTimeout plus a minute, and ResumeWindow for event logs).
+	// Keep them in a secret store, never in the shared store itself.
+	//
+	// If empty, a random key is made at New: fine for one replica with
+	// the in-memory store (states do not survive a restart), and New
+	// panics if Store is anything else, since replicas could not
+	// authenticate each other.
 	StateKeys [][]byte
 
 	// CacheTTL is the ttlMs hint of cacheable 2026-07-28 results (lists,
@@ -95,7 +110,8 @@ type Config struct {
 	CacheTTL time.Duration
 
 	// Store keeps sessions. If nil, a [session.NewMemory] store is used,
-	// which is correct for a single replica only.
+	// which is correct for a single replica only. Any other store is
+	// treated as shared by replicas and needs StateKeys.
 	Store session.Store
 	// SessionTTL is how long a session lives without requests. If zero,
 	// 30 minutes.

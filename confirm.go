@@ -7,8 +7,8 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"errors"
+	"net/http"
 	"strings"
-	"sync"
 	"time"
 	"unicode"
 	"unicode/utf8"
@@ -25,36 +25,20 @@ const confirmField = "confirm"
 // answers are claimed atomically in the store.
 const confirmPrefix = "mcphc-"
 
-func isConfirmID(id string) bool { return strings.HasPrefix(id, confirmPrefix) }
-
-func confirmKey(id string) string { return "confirm/" + id }
-
-// confirmRecord is what the store holds for a pending confirm: it binds the
-// answer to the session and identity that were asked, and to the tool and
-// arguments that were shown. State moves pending → answered (by the one
-// answer accepted) or pending → closed (when the asker gave up).
-type confirmRecord struct {
-	State   string `json:"st"`
-	Session string `json:"sid"`
-	Owner   string `json:"own"`
-	Tool    string `json:"tool"`
-	Digest  string `json:"args"`
-	// What another replica needs to finish the call when the replica that
-	// asked is gone (see takeOver): the call's stream, its request id, its
-	// arguments and the form with the values it expects.
-	Stream string          `json:"stream,omitempty"`
-	ReqID  json.RawMessage `json:"req,omitempty"`
-	Args   json.RawMessage `json:"argv,omitempty"`
-	Form   json.RawMessage `json:"form,omitempty"`
-	Expect map[string]any  `json:"expect,omitempty"`
-}
-
-func (r confirmRecord) encode() []byte { b, _ := json.Marshal(r); return b }
+func isConfirmID(id string) bool { return strings.HasPrefix(id, confirmPrefix) && len(id) <= 64 }
 
 func argsDigest(args []byte) string {
 	sum := sha256.Sum256(args)
 	return hex.EncodeToString(sum[:])
 }
+
+// outcomeHandedOver is what the asker of a 2025 confirm ends with when
+// another replica finished the confirm (its lease had lapsed) or when the
+// store could not tell it what was decided: it sends nothing more and
+// reports nothing, and the replica that finishes the confirm answers the
+// client on the stream's log (the client resumes with Last-Event-ID) and
+// reports the call.
+const outcomeHandedOver Outcome = "handed_over"
 
 // ConfirmDestructive returns a BeforeCall policy that asks a human to
 // confirm every tool whose annotations mark it destructive (see
@@ -76,68 +60,317 @@ func ConfirmDestructive(next BeforeCallFunc) BeforeCallFunc {
 	}
 }
 
-// confirm asks the human to confirm call. It returns the outcome and, when
-// the tool must not run, the result to send (nil when it may run).
+// confirm asks the human to confirm call on a 2025 session. It returns the
+// outcome, the result to send when the tool must not run, and when it may
+// run, the run whose finish records its end.
 //
-// The question is an elicitation with an unguessable id whose record in
-// the store binds the answer to this session, identity, tool and
-// arguments; deliverResponse accepts one answer only. When the answer
-// comes, the tool's visibility is checked again with the answering
-// identity's role.
-func (h *Handler) confirm(ctx context.Context, call *ToolCall, d Decision, ev *CallEvent) (Outcome, *ToolResult) {
+// The question is an elicitation with an unguessable id. Its record in the
+// store binds the answer to this session, identity, tool and arguments,
+// and decides the confirm in one transition (see confirm_state.go): the
+// answer is stored in the record by the replica that receives it
+// (pending → answered), or the asker closes the record when it gives up
+// (pending → closed). The asker holds the confirm's lease while it waits,
+// so no other replica takes the confirm over; the Pub/Sub reply only wakes
+// it, and it also reads the record every confirmPoll and at its timeout.
+// An answer stored just before the timeout is acted on, never reported
+// as timed out.
+func (h *Handler) confirm(ctx context.Context, call *ToolCall, d Decision, ev *CallEvent) (Outcome, *ToolResult, *confirmRun) {
 	x := call.Exchange
 	canAsk := x.sess != nil && !x.st.noSSE && x.caps.Has(session.CapElicitationForm)
 	if !canAsk {
-		return OutcomeFallback, fallbackResult(call, d)
+		return OutcomeFallback, fallbackResult(call, d), nil
 	}
 	id := confirmPrefix + rand.Text()
 	ev.ConfirmID = id
 	form, expect, msg := confirmQuestion(call, d)
-	rec := confirmRecord{State: "pending", Session: x.sess.ID, Owner: call.Identity.key(), Tool: call.Tool.Name, Digest: argsDigest(call.Arguments),
+	params, err := x.elicitParams(ElicitRequest{Message: msg, Schema: form})
+	if err != nil {
+		h.logger().Error("mcphandler: confirm form", "tool", call.Tool.Name, "err", err)
+		return OutcomeError, ErrorResult("Not run: the confirmation could not be asked."), nil
+	}
+	c := &confirmCall{h: h, id: id, tool: call.Tool.Name, ident: call.Identity, form: form, expect: expect, found: call.Tool}
+	c.rec = confirmRecord{State: statePending, Session: x.sess.ID, Owner: call.Identity.key(), Tool: call.Tool.Name,
+		Digest: argsDigest(call.Arguments), Deadline: time.Now().Add(h.cfg.ConfirmTimeout).UnixMilli(),
 		Stream: x.st.streamID(), ReqID: x.reqID, Args: call.Arguments, Expect: expect}
-	rec.Form, _ = json.Marshal(form)
-	pending := rec.encode()
-	ttl := h.cfg.ConfirmTimeout + time.Minute
-	if ok, err := h.cfg.Store.PutIfAbsent(ctx, confirmKey(id), pending, ttl); err != nil || !ok {
+	c.rec.Form, _ = json.Marshal(form)
+	bg := context.WithoutCancel(ctx)
+	// The lease before the record: an answer never finds the record
+	// without the lease of its live asker.
+	if c.ls, err = h.takeLease(bg, id); err == nil && c.ls == nil {
+		err = errors.New("mcphandler: confirm id already in use")
+	}
+	if err == nil {
+		if c.raw, err = h.createConfirm(bg, id, &c.rec); err != nil {
+			c.ls.release()
+		}
+	}
+	if err != nil {
 		h.logger().Error("mcphandler: storing a confirm", "err", err)
-		return OutcomeError, ErrorResult("Not run: the confirmation could not be recorded.")
+		return OutcomeError, ErrorResult("Not run: the confirmation could not be recorded."), nil
 	}
-	if rec.Stream != "" {
-		// A resumed stream finds its confirm here (see watchRunner).
-		h.cfg.Store.PutIfAbsent(ctx, confirmOfKey(x.sess.ID, rec.Stream), []byte(id), ttl+h.cfg.ResumeWindow)
+	if c.rec.Stream != "" {
+		// A resumed stream finds its confirm here (see watchConfirm).
+		h.cfg.Store.PutIfAbsent(bg, confirmOfKey(x.sess.ID, c.rec.Stream), []byte(id), h.confirmOfTTL())
 	}
-	// Whatever happens next, a pending confirm can no longer be answered.
-	defer func() {
-		rec.State = "closed"
-		h.cfg.Store.CompareAndSwap(context.WithoutCancel(ctx), confirmKey(id), pending, rec.encode(), ttl)
-	}()
+	return c.wait(ctx, x, params)
+}
 
-	actx, cancel := context.WithTimeout(ctx, h.cfg.ConfirmTimeout)
-	defer cancel()
-	res, role, err := x.elicit(actx, id, ElicitRequest{Message: msg, Schema: form})
-	switch {
-	case err == nil:
-	case errors.Is(err, ErrDisconnected), errors.Is(err, errStreamClosed):
-		return OutcomeDisconnected, nil
-	case ctx.Err() != nil:
-		return OutcomeCancelled, ErrorResult("Not run: the request was cancelled.")
-	case errors.Is(err, context.DeadlineExceeded):
-		return OutcomeTimedOut, ErrorResult("Not run: the confirmation of " + call.Tool.Name + " timed out.")
-	default:
-		return OutcomeDeclined, ErrorResult("Not run: the confirmation of " + call.Tool.Name + " failed.")
+// confirmCall is one 2025 confirm being decided by the replica that holds
+// its lease: the asker, or a replica that took it over.
+type confirmCall struct {
+	h      *Handler
+	id     string
+	tool   string
+	ident  Identity // who called; the role of the answer replaces its role
+	form   *elicitation.Schema
+	expect map[string]any
+	ls     *lease
+	rec    confirmRecord // as last read or written
+	raw    []byte        // its exact bytes in the store
+	found  Tool          // the tool, found again when the answer is judged
+	x      *Exchange     // the asker's exchange; nil for a take-over
+}
+
+// confirmRun is a confirmed call about to run: its record is running and
+// this replica holds the lease.
+type confirmRun struct {
+	c   *confirmCall
+	raw []byte
+}
+
+// finish records that the run ended (running → done) and releases the
+// lease. If the record is no longer running (a replica found the lease
+// lapsed and reported the outcome as unknown), that stays.
+func (r *confirmRun) finish(ctx context.Context) {
+	c := r.c
+	next := c.rec
+	next.State, next.Outcome = stateDone, OutcomeConfirmed
+	if _, ok, err := c.h.moveConfirm(ctx, c.id, r.raw, stateRunning, &next); !ok {
+		c.h.logger().Error("mcphandler: recording a confirmed call's end", "confirm", c.id, "err", err)
 	}
-	if outcome, result := decide(res, form, expect, call.Tool.Name); result != nil {
+	c.ls.release()
+}
+
+// wait sends the question and waits for the record to leave pending.
+func (c *confirmCall) wait(ctx context.Context, x *Exchange, params []byte) (Outcome, *ToolResult, *confirmRun) {
+	h := c.h
+	c.x = x
+	channel := replyChannel(c.rec.Session, c.id)
+	sub, err := h.cfg.Store.Subscribe(ctx, channel)
+	if err != nil {
+		h.logger().Error("mcphandler: session store", "err", err)
+		return c.giveUp(ctx, OutcomeError)
+	}
+	defer sub.Close()
+	qid := jsonrpc.AppendString(nil, c.id)
+	if err := x.st.send(jsonrpc.AppendRequest(nil, qid, "elicitation/create", params)); err != nil {
+		return c.giveUp(ctx, OutcomeDisconnected)
+	}
+	timeout := time.NewTimer(time.Until(c.rec.deadline()))
+	defer timeout.Stop()
+	poll := time.NewTicker(h.ct.poll)
+	defer poll.Stop()
+	hints := sub.C()
+	for {
+		select {
+		case b, ok := <-hints:
+			if !ok {
+				hints = nil // the poll still reads the record
+				continue
+			}
+			if _, ok := h.openMessage(h.macs.reply, channel, b); !ok {
+				continue
+			}
+		case <-poll.C:
+		case <-timeout.C:
+			return c.giveUp(ctx, OutcomeTimedOut)
+		case <-x.gone:
+			return c.giveUp(ctx, OutcomeDisconnected)
+		case <-ctx.Done():
+			return c.giveUp(ctx, OutcomeCancelled)
+		}
+		rec, raw, err := h.loadConfirm(context.WithoutCancel(ctx), c.id)
+		if err == nil && rec.State == statePending || err != nil && !isAbsent(err) {
+			continue // not answered, or the store cannot tell now
+		}
+		return c.follow(ctx, rec, raw, err, false)
+	}
+}
+
+func isAbsent(err error) bool {
+	return errors.Is(err, session.ErrNotFound) || errors.Is(err, errBadRecord)
+}
+
+// giveUp closes the pending confirm because of outcome (timeout,
+// disconnect, cancellation). If the record was answered first, the answer
+// decides instead. If the store cannot be reached, it keeps trying until
+// ct.skew after the deadline and then hands the confirm over: it says
+// nothing it cannot know.
+func (c *confirmCall) giveUp(ctx context.Context, outcome Outcome) (Outcome, *ToolResult, *confirmRun) {
+	h := c.h
+	ctx = context.WithoutCancel(ctx)
+	limit := c.rec.deadline().Add(h.ct.skew)
+	for {
+		next := c.rec
+		next.State, next.By, next.Outcome = stateClosed, c.ls.by(), outcome
+		raw, ok, err := h.moveConfirm(ctx, c.id, c.raw, statePending, &next)
+		if ok {
+			c.rec, c.raw = next, raw
+			c.ls.release()
+			if outcome == OutcomeTimedOut && c.x != nil {
+				p := append([]byte(`{"requestId":`), jsonrpc.AppendString(nil, c.id)...)
+				p = append(p, `,"reason":"the server stopped waiting"}`...)
+				c.x.st.send(jsonrpc.AppendRequest(nil, nil, "notifications/cancelled", p))
+			}
+			return outcome, c.notRun(outcome), nil
+		}
+		if err == nil {
+			rec, raw, err := h.loadConfirm(ctx, c.id)
+			if err == nil && rec.State == statePending {
+				c.rec, c.raw = rec, raw
+				continue
+			}
+			if err == nil || isAbsent(err) {
+				return c.follow(ctx, rec, raw, err, outcome == OutcomeCancelled)
+			}
+		}
+		if time.Now().After(limit) {
+			h.logger().Error("mcphandler: a confirm's outcome is unknown: the session store is unavailable", "confirm", c.id, "err", err)
+			c.ls.release()
+			return outcomeHandedOver, nil, nil
+		}
+		time.Sleep(h.ct.poll)
+	}
+}
+
+// notRun is the result a call that did not run gets for outcome.
+func (c *confirmCall) notRun(outcome Outcome) *ToolResult {
+	switch outcome {
+	case OutcomeTimedOut:
+		return ErrorResult("Not run: the confirmation of " + c.tool + " timed out.")
+	case OutcomeCancelled:
+		return ErrorResult("Not run: the request was cancelled.")
+	case OutcomeDisconnected:
+		// Logged for a client that resumes the stream.
+		return ErrorResult("Not run: the client went away before the confirmation of " + c.tool + " was answered.")
+	case OutcomeRevoked:
+		return nil
+	}
+	return ErrorResult("Not run: the confirmation of " + c.tool + " failed.")
+}
+
+// follow acts on a record that left pending: an answer is decided here; a
+// transition this replica made (whose reply the store lost) is taken up;
+// anything else was done by another replica, which answers the client.
+// err is the error of reading it (absent or invalid: nobody can answer or
+// run it any more).
+func (c *confirmCall) follow(ctx context.Context, rec confirmRecord, raw []byte, err error, cancelled bool) (Outcome, *ToolResult, *confirmRun) {
+	switch {
+	case err != nil:
+		c.h.logger().Error("mcphandler: a confirm's record is gone or invalid", "confirm", c.id, "err", err)
+		c.ls.release()
+		return OutcomeError, ErrorResult("Not run: the confirmation of " + c.tool + " was lost."), nil
+	case rec.State == stateAnswered:
+		return c.decideAnswer(ctx, rec, raw, cancelled)
+	case rec.By == c.ls.by() && rec.State == stateClosed:
+		c.rec, c.raw = rec, raw
+		c.ls.release()
+		return rec.Outcome, c.notRun(rec.Outcome), nil
+	case rec.By == c.ls.by() && rec.State == stateRunning:
+		c.rec, c.raw = rec, raw
+		return OutcomeConfirmed, nil, &confirmRun{c: c, raw: raw}
+	}
+	c.ls.release()
+	return outcomeHandedOver, nil, nil
+}
+
+// decideAnswer acts on the answer stored in the record: it may run
+// (answered → running) or it does not (answered → closed), and of the
+// replicas that could try, only the one whose transition succeeds acts.
+// A cancelled request does not run whatever the answer.
+func (c *confirmCall) decideAnswer(ctx context.Context, rec confirmRecord, raw []byte, cancelled bool) (Outcome, *ToolResult, *confirmRun) {
+	h := c.h
+	ctx = context.WithoutCancel(ctx)
+	outcome, result := c.judge(ctx, &rec)
+	if cancelled {
+		outcome, result = OutcomeCancelled, ErrorResult("Not run: the request was cancelled.")
+	}
+	next := rec
+	next.By = c.ls.by()
+	if outcome == OutcomeConfirmed {
+		next.State = stateRunning
+	} else {
+		next.State, next.Outcome = stateClosed, outcome
+	}
+	for range 3 {
+		b, ok, err := h.moveConfirm(ctx, c.id, raw, stateAnswered, &next)
+		if ok {
+			c.rec, c.raw = next, b
+			if next.State == stateRunning {
+				return OutcomeConfirmed, nil, &confirmRun{c: c, raw: b}
+			}
+			c.ls.release()
+			return outcome, result, nil
+		}
+		if err == nil {
+			break // another replica decided
+		}
+		time.Sleep(h.ct.poll)
+	}
+	got, graw, err := h.loadConfirm(ctx, c.id)
+	if err != nil && !isAbsent(err) {
+		c.ls.release()
+		return outcomeHandedOver, nil, nil
+	}
+	if err == nil && got.State == stateAnswered {
+		c.ls.release() // we could not record the decision: leave it to whoever can
+		return outcomeHandedOver, nil, nil
+	}
+	if err == nil && got.By == next.By && got.State == stateClosed {
+		c.ls.release()
+		return outcome, result, nil
+	}
+	return c.follow(ctx, got, graw, err, cancelled)
+}
+
+// judge checks the stored answer against the form and the expected
+// values, then the tool's visibility with the role of the identity that
+// answered: outcome confirmed means it may run.
+func (c *confirmCall) judge(ctx context.Context, rec *confirmRecord) (Outcome, *ToolResult) {
+	failed := ErrorResult("Not run: the confirmation of " + c.tool + " failed.")
+	if rec.Failed {
+		return OutcomeDeclined, failed
+	}
+	res, err := elicitation.ParseResult(rec.Answer)
+	if err != nil {
+		return OutcomeDeclined, failed
+	}
+	if res.Action == elicitation.Accept {
+		if err := c.form.Validate(res.Content); err != nil {
+			return OutcomeDeclined, failed
+		}
+	}
+	if outcome, result := decide(res, c.form, c.expect, c.tool); result != nil {
 		return outcome, result
 	}
 	// Re-check: the caller may have lost the tool while the human thought.
-	now := call.Identity
-	if x.mr == nil {
-		now.Role = role // 2025: the answer came in another request
-	}
-	if _, ok, err := h.findTool(ctx, now, call.Tool.Name); err != nil || !ok {
+	now := c.ident
+	now.Role = rec.Role
+	tool, ok, err := c.h.findTool(c.h.toolCtx(ctx, now), now, c.tool)
+	if err != nil || !ok {
 		return OutcomeRevoked, nil
 	}
+	c.found = tool
 	return OutcomeConfirmed, nil
+}
+
+// toolCtx is ctx carrying id for the hooks (IdentityFrom), unless it
+// already carries a request.
+func (h *Handler) toolCtx(ctx context.Context, id Identity) context.Context {
+	if info, ok := ctx.Value(ctxKey{}).(*reqInfo); ok && info != nil {
+		return ctx
+	}
+	return context.WithValue(ctx, ctxKey{}, &reqInfo{identity: id})
 }
 
 // confirmQuestion is what a confirm asks: the decision's form and expected
@@ -173,159 +406,161 @@ func decide(res elicitation.Result, form *elicitation.Schema, expect map[string]
 	}
 }
 
-// claimAnswer accepts the answer to confirm id once: only while it is
-// pending, and only from the session and identity it was asked of. A
-// refused answer is reported to OnCall as a replay.
-func (h *Handler) claimAnswer(rq *request, id string) (confirmRecord, []byte, bool) {
-	ctx := rq.r.Context()
-	var rec confirmRecord
-	old, err := h.cfg.Store.Load(ctx, confirmKey(id))
-	if err != nil || json.Unmarshal(old, &rec) != nil {
-		return rec, nil, false
+// answerConfirm takes a client's answer to confirm id (2025): it is
+// stored in the confirm's record once — only while pending, before the
+// deadline, through the session and from the identity it was asked of —
+// and the asker is woken. If the asker is gone (nobody holds the lease),
+// this replica takes the confirm over and finishes the call. A refused
+// answer is errNotWaiting (400) and reported to OnCall as a replay; when
+// the store cannot be reached, its error (503: the client may send the
+// answer again).
+func (h *Handler) answerConfirm(rq *request, id string, m *jsonrpc.Message) error {
+	ctx := context.WithoutCancel(rq.r.Context())
+	rec, raw, err := h.loadConfirm(ctx, id)
+	if err != nil && !isAbsent(err) {
+		return err
 	}
-	if rec.State == "pending" && rec.Session == rq.sess.ID && rec.Owner == rq.id.key() {
-		rec.State = "answered"
-		answered := rec.encode()
-		if ok, err := h.cfg.Store.CompareAndSwap(ctx, confirmKey(id), old, answered, h.cfg.ConfirmTimeout+time.Minute); err == nil && ok {
-			return rec, answered, true
+	ok := err == nil && rec.State == statePending && rec.Session == rq.sess.ID && rec.Owner == rq.id.key() &&
+		!time.Now().After(rec.deadline())
+	if ok {
+		next := rec
+		next.State, next.Role, next.Failed, next.Answer = stateAnswered, rq.id.Role, m.Error != nil, nil
+		if m.Error == nil {
+			next.Answer = m.Result
 		}
+		if raw, ok, err = h.moveConfirm(ctx, id, raw, statePending, &next); err != nil {
+			return err // the client may try again: a retry finds it answered, or pending
+		}
+		rec = next
+	}
+	if !ok {
+		if h.cfg.OnCall != nil {
+			h.emit(CallEvent{Tool: rec.Tool, Identity: rq.id, SessionID: rq.sess.ID, Outcome: OutcomeReplayRefused, ConfirmID: id})
+		}
+		return errNotWaiting
+	}
+	hint, _ := json.Marshal(reply{Role: rq.id.Role})
+	h.publish(ctx, h.macs.reply, replyChannel(rq.sess.ID, id), hint)
+	if rec.Stream == "" {
+		return nil // not resumable: only its asker can finish it
+	}
+	if ls, err := h.takeLease(ctx, id); err == nil && ls != nil {
+		// The asker is gone: finish the call here.
+		h.adopt(rq.r, rq.start, rq.id, rq.sess, id, ls, rec, raw)
+	}
+	return nil
+}
+
+// adopt finishes a 2025 confirm whose asker is gone, on this replica,
+// which took the confirm's lease over. The record is answered: the answer
+// is judged against the recorded form, the tool's visibility is checked
+// again with the answering identity's role, the tool runs at most once
+// (the answered → running transition), and the response is appended to
+// the call's event log, where the client's resumed GET (Last-Event-ID)
+// receives it. ident is the identity of the request that led here; the
+// call is reported to OnCall.
+func (h *Handler) adopt(r *http.Request, start time.Time, ident Identity, sess *session.Session, id string, ls *lease, rec confirmRecord, raw []byte) {
+	rq := &request{h: h, r: r, start: start, id: ident, sess: sess, version: sess.ProtocolVersion}
+	rq.info = &reqInfo{identity: ident, request: r, version: sess.ProtocolVersion, sessionID: sess.ID}
+	rq.ctx = context.WithValue(context.WithoutCancel(r.Context()), ctxKey{}, rq.info)
+	rq.st = h.logOnly(sess.ID, rec.Stream)
+	form, err := elicitation.Parse(rec.Form)
+	if err != nil {
+		ls.release()
+		return
+	}
+	c := &confirmCall{h: h, id: id, tool: rec.Tool, ident: ident, form: form, expect: rec.Expect, ls: ls, rec: rec, raw: raw}
+	ev := CallEvent{Tool: rec.Tool, Identity: ident, SessionID: sess.ID, ConfirmID: id, Arguments: rec.Args}
+	outcome, result, run := c.follow(rq.ctx, rec, raw, nil, false)
+	ev.Outcome = outcome
+	switch {
+	case outcome == outcomeHandedOver:
+		return
+	case outcome == OutcomeRevoked:
+		rq.fail(rec.ReqID, errUnknownTool(rec.Tool))
+	case run != nil:
+		x := &Exchange{h: h, st: rq.st, sess: sess, version: rq.version, caps: sess.Capabilities, logLevel: LogLevel(sess.LogLevel), reqID: rec.ReqID}
+		call := &ToolCall{Tool: c.found, Arguments: rec.Args, Identity: ident, SessionID: sess.ID, Exchange: x}
+		res, _ := h.run(rq.ctx, call, &ev)
+		rq.sendResult(rec.ReqID, res)
+		run.finish(rq.ctx)
+	case result != nil:
+		ev.IsError = result.IsError
+		rq.sendResult(rec.ReqID, result)
 	}
 	if h.cfg.OnCall != nil {
-		h.emit(CallEvent{Tool: rec.Tool, Identity: rq.id, SessionID: rq.sess.ID, Outcome: OutcomeReplayRefused, ConfirmID: id})
+		ev.Duration = time.Since(start)
+		h.emit(ev)
 	}
-	return rec, nil, false
 }
 
-// takeOver finishes a 2025 confirmed call whose asking replica is gone: the
-// answer was claimed, but nobody waits for it. This replica checks the
-// answer against the recorded form, checks the tool's visibility again with
-// the answering identity, runs the tool at most once (the claim made this
-// replica its only runner), and appends the result to the call's event log,
-// where the client's resumed GET (Last-Event-ID) receives it.
-func (h *Handler) takeOver(rq *request, id string, rec confirmRecord, answered []byte, m *jsonrpc.Message) {
+// logOnly is a stream whose client is not connected here: what is sent
+// goes to the event log of stream, for the client's resume.
+func (h *Handler) logOnly(sid, streamID string) *stream {
+	return &stream{id: streamID, sse: true, gone: true, log: h.eventLog(sid)}
+}
+
+// watchConfirm looks after the confirm of a resumed stream whose asker or
+// runner is gone (nobody holds its lease). A confirm still pending after
+// its deadline is closed as timed out; an answered one is taken over and
+// finished here (see adopt); a running one is recorded as unknown, and the
+// client is told that nothing will run again. Whatever it decides goes to
+// the stream's event log, where the resumed stream reads it. rq is the
+// resuming GET.
+func (h *Handler) watchConfirm(rq *request, streamID string) {
 	ctx := context.WithoutCancel(rq.r.Context())
-	rq.info = &reqInfo{identity: rq.id, request: rq.r, version: rq.sess.ProtocolVersion, sessionID: rq.sess.ID}
-	rq.ctx = context.WithValue(ctx, ctxKey{}, rq.info)
-	rq.version = rq.sess.ProtocolVersion
-	rq.st = &stream{id: rec.Stream, sse: true, gone: true, log: &eventLog{store: h.cfg.Store, sid: rq.sess.ID, ttl: h.cfg.ResumeWindow}}
-	ev := CallEvent{Tool: rec.Tool, Identity: rq.id, SessionID: rq.sess.ID, ConfirmID: id, Arguments: rec.Args}
-	defer func() {
-		if h.cfg.OnCall != nil {
-			ev.Duration = time.Since(rq.start)
-			h.emit(ev)
-		}
-		rec.State = "done"
-		h.cfg.Store.CompareAndSwap(ctx, confirmKey(id), answered, rec.encode(), h.cfg.ConfirmTimeout+time.Minute)
-	}()
-	form, err := elicitation.Parse(rec.Form)
-	var res elicitation.Result
-	if err == nil && m.Error == nil {
-		if res, err = elicitation.ParseResult(m.Result); err == nil && res.Action == elicitation.Accept {
-			err = form.Validate(res.Content)
-		}
-	}
-	if err != nil || m.Error != nil {
-		ev.Outcome = OutcomeDeclined
-		rq.sendResult(rec.ReqID, ErrorResult("Not run: the confirmation of "+rec.Tool+" failed."))
+	st, sid := h.cfg.Store, rq.sess.ID
+	b, err := st.Load(ctx, confirmOfKey(sid, streamID))
+	if err != nil || !isConfirmID(string(b)) {
 		return
 	}
-	if outcome, result := decide(res, form, rec.Expect, rec.Tool); result != nil {
-		ev.Outcome, ev.IsError = outcome, true
-		rq.sendResult(rec.ReqID, result)
+	id := string(b)
+	rec, raw, err := h.loadConfirm(ctx, id)
+	if err != nil || rec.Session != sid || rec.Stream != streamID {
 		return
 	}
-	tool, ok, err := h.findTool(rq.ctx, rq.id, rec.Tool)
-	if err != nil || !ok {
-		ev.Outcome = OutcomeRevoked
-		rq.fail(rec.ReqID, errUnknownTool(rec.Tool))
-		return
-	}
-	x := &Exchange{h: h, st: rq.st, sess: rq.sess, version: rq.version, caps: rq.sess.Capabilities, logLevel: LogLevel(rq.sess.LogLevel)}
-	call := &ToolCall{Tool: tool, Arguments: rec.Args, Identity: rq.id, SessionID: rq.sess.ID, Exchange: x}
-	ev.Outcome = OutcomeConfirmed
-	release := h.holdRun(ctx, id)
-	result, _ := h.run(rq.ctx, call, &ev)
-	rq.sendResult(rec.ReqID, result)
-	release()
-}
-
-// runLease is how long a replica's claim to be running a confirmed call
-// lasts without renewal; it renews it a few times per period while the
-// tool runs.
-const runLease = 5 * time.Second
-
-func confirmOfKey(sid, stream string) string { return "confirm-of/" + sid + "/" + stream }
-func leaseKey(id string) string              { return "lease/" + id }
-
-// holdRun marks the answered confirm id as running and holds a lease on it
-// while the tool runs, so that if this replica dies mid-run a resumed
-// stream can tell the client that the outcome is unknown (watchRunner)
-// instead of anything running again. release marks it done.
-func (h *Handler) holdRun(ctx context.Context, id string) (release func()) {
-	ctx = context.WithoutCancel(ctx)
-	st := h.cfg.Store
-	old, err := st.Load(ctx, confirmKey(id))
-	var rec confirmRecord
-	if err != nil || json.Unmarshal(old, &rec) != nil || rec.State != "answered" {
-		return func() {}
-	}
-	ttl := h.cfg.ConfirmTimeout + time.Minute
-	rec.State = "running"
-	running := rec.encode()
-	if ok, err := st.CompareAndSwap(ctx, confirmKey(id), old, running, ttl); err != nil || !ok {
-		return func() {}
-	}
-	st.PutIfAbsent(ctx, leaseKey(id), []byte("1"), runLease)
-	var mu sync.Mutex
-	var timer *time.Timer
-	stopped := false
-	var renew func()
-	renew = func() {
-		st.CompareAndSwap(ctx, leaseKey(id), []byte("1"), []byte("1"), runLease)
-		mu.Lock()
-		if !stopped {
-			timer = time.AfterFunc(runLease/3, renew)
+	ev := CallEvent{Tool: rec.Tool, Identity: rq.id, SessionID: sid, ConfirmID: id, Arguments: rec.Args, IsError: true}
+	var msg *ToolResult
+	switch rec.State {
+	case stateAnswered:
+		if ls, err := h.takeLease(ctx, id); err == nil && ls != nil {
+			h.adopt(rq.r, time.Now(), rq.id, rq.sess, id, ls, rec, raw)
 		}
-		mu.Unlock()
+		return
+	case statePending:
+		if time.Now().Before(rec.deadline()) {
+			return
+		}
+		ls, err := h.takeLease(ctx, id)
+		if err != nil || ls == nil {
+			return
+		}
+		defer ls.release()
+		next := rec
+		next.State, next.By, next.Outcome = stateClosed, ls.by(), OutcomeTimedOut
+		if _, ok, _ := h.moveConfirm(ctx, id, raw, statePending, &next); !ok {
+			return
+		}
+		ev.Outcome, msg = OutcomeTimedOut, ErrorResult("Not run: the confirmation of "+rec.Tool+" timed out.")
+	case stateRunning:
+		if !h.leaseLapsed(ctx, id) {
+			return // alive, or the store cannot tell now
+		}
+		next := rec
+		next.State = stateUnknown
+		if _, ok, _ := h.moveConfirm(ctx, id, raw, stateRunning, &next); !ok {
+			return
+		}
+		ev.Outcome = OutcomeUnknown
+		msg = ErrorResult("The outcome of " + rec.Tool + " is unknown: the server running it stopped. It will not run again; check whether it took effect before retrying.")
+	default:
+		return
 	}
-	mu.Lock()
-	timer = time.AfterFunc(runLease/3, renew)
-	mu.Unlock()
-	return func() {
-		mu.Lock()
-		stopped = true
-		timer.Stop()
-		mu.Unlock()
-		rec.State = "done"
-		st.CompareAndSwap(ctx, confirmKey(id), running, rec.encode(), ttl)
+	out := &request{h: h, r: rq.r, st: h.logOnly(sid, streamID)}
+	out.sendResult(rec.ReqID, msg)
+	if h.cfg.OnCall != nil {
+		h.emit(ev)
 	}
-}
-
-// watchRunner reports, for a resumed stream, whether the confirmed call
-// it carries was being run by a replica that is gone (its lease expired
-// while the confirm was running). It then records the outcome as unknown,
-// once, and returns the final message to send.
-func (h *Handler) watchRunner(ctx context.Context, sid, stream string) []byte {
-	st := h.cfg.Store
-	id, err := st.Load(ctx, confirmOfKey(sid, stream))
-	if err != nil {
-		return nil
-	}
-	old, err := st.Load(ctx, confirmKey(string(id)))
-	var rec confirmRecord
-	if err != nil || json.Unmarshal(old, &rec) != nil || rec.State != "running" {
-		return nil
-	}
-	if _, err := st.Load(ctx, leaseKey(string(id))); !errors.Is(err, session.ErrNotFound) {
-		return nil // alive, or the store cannot tell now
-	}
-	rec.State = "unknown"
-	if ok, err := st.CompareAndSwap(ctx, confirmKey(string(id)), old, rec.encode(), h.cfg.ConfirmTimeout+time.Minute); err != nil || !ok {
-		return nil
-	}
-	r := ErrorResult("The outcome of " + rec.Tool + " is unknown: the server running it stopped. It will not run again; check whether it took effect before retrying.")
-	b := jsonrpc.AppendResult(nil, rec.ReqID, must(r.appendJSON(nil)))
-	return b
 }
 
 // confirmMessage describes the call for a human: the tool and its
@@ -356,16 +591,6 @@ func safeText(s string, max int) string {
 	return b.String()
 }
 
-// nonceKey names the store record of a 2026-07-28 confirm's outcome.
-func nonceKey(nonce string) string { return "nonce/" + nonce }
-
-// decided is the store record of a 2026-07-28 confirm once answered: the
-// outcome, and the result that was sent (absent while the tool runs).
-type decided struct {
-	Outcome Outcome         `json:"o"`
-	Result  json.RawMessage `json:"r,omitempty"`
-}
-
 // fallbackResult is what a call that needs a confirm gets when the client
 // cannot be asked.
 func fallbackResult(call *ToolCall, d Decision) *ToolResult {
@@ -373,101 +598,4 @@ func fallbackResult(call *ToolCall, d Decision) *ToolResult {
 		return d.Fallback
 	}
 	return ErrorResult("Not run: " + call.Tool.Name + " needs a human confirmation, and this client cannot ask for one.")
-}
-
-// confirmModern runs the 2026-07-28 confirm of call. The first round asks
-// (input_required) with a fresh nonce inside the sealed requestState, which
-// binds it to the caller, the tool and the arguments. The retry's answer is
-// decided once: the nonce is claimed in the store (PutIfAbsent), the tool
-// runs, and its result is recorded, so a client that retries the same
-// state (having lost the response) gets the recorded result and nothing
-// runs twice — on any replica that shares the store.
-func (h *Handler) confirmModern(rq *request, m *jsonrpc.Message, call *ToolCall, d Decision, ev *CallEvent) {
-	x := call.Exchange
-	if !x.caps.Has(session.CapElicitationForm) {
-		r := fallbackResult(call, d)
-		ev.Outcome, ev.IsError = OutcomeFallback, r.IsError
-		rq.sendResult(m.ID, r)
-		return
-	}
-	r := x.mr
-	if r.state.Nonce == "" {
-		r.state.Nonce = rand.Text()
-	}
-	key := nonceKey(r.state.Nonce)
-	ev.ConfirmID = r.state.Nonce
-	if rec, err := h.cfg.Store.Load(rq.ctx, key); err == nil {
-		h.replayDecision(rq, m, rec, ev)
-		return
-	}
-	form, expect, msg := confirmQuestion(call, d)
-	res, _, err := x.elicit(rq.ctx, confirmInputKey, ElicitRequest{Message: msg, Schema: form})
-	switch {
-	case errors.Is(err, ErrInputRequired):
-		ev.Outcome = OutcomeInputRequired
-		rq.inputRequired(m.ID, r)
-		return
-	case err != nil:
-		ev.Outcome = OutcomeError
-		rq.fail(m.ID, invalidParams("Invalid params: the confirm answer does not match its form"))
-		return
-	}
-	outcome, result := decide(res, form, expect, call.Tool.Name)
-	ttl := h.cfg.ConfirmTimeout + time.Minute
-	claim := decided{Outcome: outcome}
-	if result != nil {
-		claim.Result, _ = result.appendJSON(nil)
-	} else {
-		claim.Outcome = "running"
-	}
-	b, _ := json.Marshal(claim)
-	ok, err := h.cfg.Store.PutIfAbsent(rq.ctx, key, b, ttl)
-	if err != nil {
-		ev.Outcome = OutcomeError
-		h.storeFailed(rq, m, err)
-		return
-	}
-	if !ok { // another retry decided first
-		if rec, err := h.cfg.Store.Load(rq.ctx, key); err == nil {
-			h.replayDecision(rq, m, rec, ev)
-			return
-		}
-		ev.Outcome = OutcomeReplayRefused
-		rq.sendResult(m.ID, ErrorResult("Not run: this confirmation was already used."))
-		return
-	}
-	ev.Outcome = outcome
-	if result != nil {
-		ev.IsError = true
-		rq.sendResult(m.ID, result)
-		return
-	}
-	result, _ = h.run(rq.ctx, call, ev)
-	done, _ := json.Marshal(decided{Outcome: OutcomeConfirmed, Result: must(result.appendJSON(nil))})
-	if ok, err := h.cfg.Store.CompareAndSwap(context.WithoutCancel(rq.ctx), key, b, done, ttl); err != nil || !ok {
-		h.logger().Error("mcphandler: recording a confirmed call's outcome", "err", err)
-	}
-	rq.sendResult(m.ID, result)
-}
-
-func must(b []byte, err error) []byte {
-	if err != nil {
-		return nil
-	}
-	return b
-}
-
-// replayDecision answers a retry of a confirm that was already decided:
-// with the recorded result, or — while the tool runs or when the replica
-// that ran it died before recording — with an error that says the outcome
-// is unknown. Nothing runs again.
-func (h *Handler) replayDecision(rq *request, m *jsonrpc.Message, rec []byte, ev *CallEvent) {
-	var dcd decided
-	if json.Unmarshal(rec, &dcd) != nil || dcd.Outcome == "running" || len(dcd.Result) == 0 {
-		ev.Outcome, ev.IsError = OutcomeReplayRefused, true
-		rq.sendResult(m.ID, ErrorResult("Not run again: this confirmed call is still running, or its outcome is unknown."))
-		return
-	}
-	ev.Outcome = OutcomeReplayed
-	rq.reply(m.ID, dcd.Result)
 }

@@ -86,7 +86,7 @@ func TestModernConfirmAtMostOnce(t *testing.T) {
 	f := &fixture{}
 	h := mcphandler.New(f.config())
 	key, state := askConfirm(t, h, "acme-admin", "delete_thing", `{"id":"x"}`)
-	if key != "confirm" {
+	if key != mcphandler.ReservedKeyPrefix+"confirm" {
 		t.Fatalf("input key %q", key)
 	}
 	if ev := f.event(t); ev.Outcome != mcphandler.OutcomeInputRequired || ev.ConfirmID == "" {

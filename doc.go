@@ -61,4 +61,20 @@
 // running it, with their own [Outcome]. A client that cannot be asked gets
 // the decision's fallback result, or a tool error: never an unconfirmed run.
 // Tool handlers ask the client through the same machinery ([Exchange]).
+//
+// A confirm is decided once, in the store: the replica that receives the
+// answer records it, and the asker closes the confirm when it gives up;
+// whichever happens first is the decision, on every replica. The replica
+// responsible for a confirm holds a lease on it; another replica finishes
+// a confirm only once that lease lapsed. On 2026-07-28 the confirm is
+// asked in an input_required round under a key with [ReservedKeyPrefix],
+// and a confirmed tool may go on asking the client in further rounds.
+//
+// # Replicas
+//
+// With a store shared by replicas (session/redisstore), every replica must
+// hold the same [Config.StateKeys]: the records and messages they exchange
+// through the store are authenticated with keys derived from them, so that
+// access to the store alone can deny service but cannot answer a confirm,
+// run a tool, cancel a call or inject a notification.
 package mcphandler

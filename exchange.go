@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"strconv"
+	"strings"
 
 	"github.com/mcphandler/mcphandler/elicitation"
 	"github.com/mcphandler/mcphandler/internal/jsonrpc"
@@ -152,6 +153,8 @@ type ElicitRequest struct {
 	// Key names the question in a 2026-07-28 input_required round (the key
 	// of inputRequests and inputResponses). If empty, the handler picks
 	// one from the question's position. It is not used on 2025 sessions.
+	// Keys starting with [ReservedKeyPrefix] belong to the handler's own
+	// questions (confirms): asking with one is an error.
 	Key string
 	// Message explains what is asked and why.
 	Message string
@@ -167,31 +170,24 @@ type ElicitRequest struct {
 // invalid one is an error. It returns [ErrCannotAsk] if the client did not
 // declare the needed elicitation mode.
 func (x *Exchange) Elicit(ctx context.Context, req ElicitRequest) (elicitation.Result, error) {
-	res, _, err := x.elicit(ctx, req.Key, req)
-	return res, err
-}
-
-// elicit is Elicit with a chosen request id (or input key on 2026-07-28;
-// "" picks one); it also returns the role of the identity that answered.
-func (x *Exchange) elicit(ctx context.Context, id string, req ElicitRequest) (elicitation.Result, string, error) {
 	params, err := x.elicitParams(req)
 	if err != nil {
-		return elicitation.Result{}, "", err
+		return elicitation.Result{}, err
 	}
-	a, err := x.ask(ctx, id, "elicit", "elicitation/create", params)
+	a, err := x.ask(ctx, req.Key, "elicit", "elicitation/create", params)
 	if err != nil {
-		return elicitation.Result{}, "", err
+		return elicitation.Result{}, err
 	}
-	res, err := elicitation.ParseResult(a.result)
+	res, err := elicitation.ParseResult(a)
 	if err != nil {
-		return elicitation.Result{}, a.role, err
+		return elicitation.Result{}, err
 	}
 	if res.Action == elicitation.Accept && req.Schema != nil {
 		if err := req.Schema.Validate(res.Content); err != nil {
-			return res, a.role, err
+			return res, err
 		}
 	}
-	return res, a.role, nil
+	return res, nil
 }
 
 func (x *Exchange) elicitParams(req ElicitRequest) ([]byte, error) {
@@ -246,11 +242,7 @@ func (x *Exchange) createMessage(ctx context.Context, key string, params any) (j
 	if err != nil {
 		return nil, err
 	}
-	a, err := x.ask(ctx, key, "sample", "sampling/createMessage", b)
-	if err != nil {
-		return nil, err
-	}
-	return a.result, nil
+	return x.ask(ctx, key, "sample", "sampling/createMessage", b)
 }
 
 // Root is a directory or file the client exposes.
@@ -268,11 +260,10 @@ func (x *Exchange) listRoots(ctx context.Context, key string) ([]Root, error) {
 	if !x.caps.Has(session.CapRoots) {
 		return nil, missingCap(`{"roots":{}}`)
 	}
-	a, err := x.ask(ctx, key, "roots", "roots/list", nil)
+	raw, err := x.ask(ctx, key, "roots", "roots/list", nil)
 	if err != nil {
 		return nil, err
 	}
-	raw := a.result
 	var r struct {
 		Roots []Root `json:"roots"`
 	}
@@ -290,45 +281,41 @@ func replyChannel(sid, id string) string { return "reply/" + sid + "/" + id }
 // that only the client that received the request can answer it.
 func newRequestID() string { return "mcph-" + rand.Text() }
 
-// reply is what deliverResponse publishes to the waiting request: the
-// client's response and the role of the identity that sent it, so that a
-// confirm can re-check the role at execution time.
+// reply is what deliverResponse publishes to the waiting request (signed
+// for its reply channel): the client's response and the role of the
+// identity that sent it. For a confirm it is only a wake-up: the answer
+// is in the confirm's record.
 type reply struct {
 	Role string          `json:"role"`
-	Msg  json.RawMessage `json:"msg"`
+	Msg  json.RawMessage `json:"msg,omitempty"`
 }
 
 // ask puts a question to the client: on 2026-07-28 into the request's
 // input rounds under key (or the next key of kind), otherwise as a
-// server-to-client request with id key (or a fresh one) on the stream.
-func (x *Exchange) ask(ctx context.Context, key, kind, method string, params []byte) (*answer, error) {
+// server-to-client request with a fresh unguessable id (key names only
+// 2026-07-28 questions). A key with the reserved prefix is refused.
+func (x *Exchange) ask(ctx context.Context, key, kind, method string, params []byte) (json.RawMessage, error) {
+	if strings.HasPrefix(key, ReservedKeyPrefix) {
+		return nil, &reservedKeyError{key: key}
+	}
 	if x.mr != nil {
 		if key == "" {
 			key = x.mr.nextKey(kind)
 		}
-		raw, err := x.mr.ask(key, method, params)
-		if err != nil {
-			return nil, err
-		}
-		return &answer{result: raw, role: ""}, nil
+		return x.mr.ask(key, method, params)
 	}
-	if key == "" {
-		key = newRequestID()
-	}
-	return x.requestID(ctx, key, method, params)
+	return x.request(ctx, newRequestID(), method, params)
 }
 
-type answer struct {
-	result json.RawMessage
-	role   string // the role of the identity that answered
-}
-
-// requestID is request with a caller-chosen, unguessable id.
-func (x *Exchange) requestID(ctx context.Context, id, method string, params []byte) (*answer, error) {
+// request sends the server-to-client request id and waits for the answer
+// that deliverResponse publishes, on whichever replica the client posts
+// it. A message on the reply channel that does not verify is dropped.
+func (x *Exchange) request(ctx context.Context, id, method string, params []byte) (json.RawMessage, error) {
 	if x.sess == nil || x.st == nil || x.st.noSSE {
 		return nil, ErrCannotAsk
 	}
-	sub, err := x.h.cfg.Store.Subscribe(ctx, replyChannel(x.sess.ID, id))
+	channel := replyChannel(x.sess.ID, id)
+	sub, err := x.h.cfg.Store.Subscribe(ctx, channel)
 	if err != nil {
 		return nil, err
 	}
@@ -337,26 +324,32 @@ func (x *Exchange) requestID(ctx context.Context, id, method string, params []by
 	if err := x.st.send(jsonrpc.AppendRequest(nil, qid, method, params)); err != nil {
 		return nil, err
 	}
-	select {
-	case b, ok := <-sub.C():
-		if !ok {
-			return nil, errStreamClosed
+	for {
+		select {
+		case b, ok := <-sub.C():
+			if !ok {
+				return nil, errStreamClosed
+			}
+			p, ok := x.h.openMessage(x.h.macs.reply, channel, b)
+			if !ok {
+				continue
+			}
+			var r reply
+			var m jsonrpc.Message
+			if json.Unmarshal(p, &r) != nil || jsonrpc.Decode(r.Msg, &m) != nil {
+				return nil, errors.New("mcphandler: malformed client response")
+			}
+			if m.Error != nil {
+				return nil, &ClientError{Code: m.Error.Code, Message: m.Error.Message}
+			}
+			return m.Result, nil
+		case <-x.gone:
+			return nil, ErrDisconnected
+		case <-ctx.Done():
+			p := append([]byte(`{"requestId":`), qid...)
+			p = append(p, `,"reason":"the server stopped waiting"}`...)
+			x.st.send(jsonrpc.AppendRequest(nil, nil, "notifications/cancelled", p))
+			return nil, ctx.Err()
 		}
-		var r reply
-		var m jsonrpc.Message
-		if json.Unmarshal(b, &r) != nil || jsonrpc.Decode(r.Msg, &m) != nil {
-			return nil, errors.New("mcphandler: malformed client response")
-		}
-		if m.Error != nil {
-			return nil, &ClientError{Code: m.Error.Code, Message: m.Error.Message}
-		}
-		return &answer{result: m.Result, role: r.Role}, nil
-	case <-x.gone:
-		return nil, ErrDisconnected
-	case <-ctx.Done():
-		p := append([]byte(`{"requestId":`), qid...)
-		p = append(p, `,"reason":"the server stopped waiting"}`...)
-		x.st.send(jsonrpc.AppendRequest(nil, nil, "notifications/cancelled", p))
-		return nil, ctx.Err()
 	}
 }

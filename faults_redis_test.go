@@ -24,6 +24,7 @@ func redisReplica(t *testing.T, cfg mcphandler.Config, c redis.UniversalClient, 
 	st := redisstore.New(c, opts)
 	t.Cleanup(func() { st.Close() })
 	cfg.Store = st
+	cfg.StateKeys = testStateKeys // replicas share their keys
 	cfg.Logger = slog.New(slog.DiscardHandler)
 	h := mcphandler.New(cfg)
 	t.Cleanup(func() { h.Close() })
@@ -117,6 +118,7 @@ func TestHandlerCloseStopsListener(t *testing.T) {
 	st := redisstore.New(c, redisstore.Options{Prefix: prefix, OpTimeout: time.Second})
 	t.Cleanup(func() { st.Close() })
 	cfg.Store = st
+	cfg.StateKeys = testStateKeys // replicas share their keys
 	cfg.Logger = slog.New(slog.DiscardHandler)
 	h := mcphandler.New(cfg)
 	ctx := context.Background()
@@ -174,7 +176,7 @@ func BenchmarkUnavailable(b *testing.B) {
 				st := redisstore.New(c, redisstore.Options{Prefix: redistest.Prefix(b, redistest.Client(b))})
 				b.Cleanup(func() { st.Close() })
 				cfg := (&fixture{}).config()
-				cfg.Store = st
+				cfg.Store, cfg.StateKeys = st, testStateKeys
 				cfg.Logger = slog.New(slog.DiscardHandler)
 				h := mcphandler.New(cfg)
 				b.Cleanup(func() { h.Close() })

@@ -44,6 +44,8 @@ type Handler struct {
 	caps       []byte // the initialize result's capabilities object
 	staticInfo []byte // serverInfo when Config.ServerInfo is nil
 	keys       *seal.Keys
+	macs       *macs        // authenticate what replicas exchange through the store
+	ct         confirmTimes // the confirm machinery's periods
 
 	runMu   sync.Mutex         // guards running
 	running map[string]running // in-flight requests by session and id
@@ -53,7 +55,8 @@ type Handler struct {
 }
 
 // New returns a Handler for cfg. See [Config] for the defaults. It panics
-// if Config.StateKeys holds a key shorter than 32 bytes.
+// if Config.StateKeys holds a key shorter than 32 bytes, or is empty while
+// Config.Store is shared by replicas (anything but a [*session.Memory]).
 func New(cfg Config) *Handler {
 	cfg.applyDefaults()
 	h := &Handler{
@@ -61,6 +64,7 @@ func New(cfg Config) *Handler {
 		roleRank: make(map[string]int, len(cfg.Roles)),
 		origins:  make(map[string]bool, len(cfg.AllowedOrigins)),
 		running:  make(map[string]running),
+		ct:       defaultConfirmTimes,
 	}
 	for i, r := range cfg.Roles {
 		h.roleRank[r] = i
@@ -75,12 +79,18 @@ func New(cfg Config) *Handler {
 	h.staticInfo, _ = json.Marshal(ServerInfo{Name: cfg.Name, Version: cmp.Or(cfg.Version, "0.0.0")})
 	secrets := cfg.StateKeys
 	if len(secrets) == 0 {
+		if h.sharedStore() {
+			panic("mcphandler: Config.StateKeys is empty, but Config.Store is shared by replicas: every replica must be given the same StateKeys, which seal request states and authenticate the records and messages replicas exchange through the store")
+		}
 		k := make([]byte, 32)
 		crand.Read(k)
 		secrets = [][]byte{k}
 	}
 	var err error
 	if h.keys, err = seal.NewKeys(secrets...); err != nil {
+		panic("mcphandler: Config.StateKeys: " + err.Error())
+	}
+	if h.macs, err = newMACs(secrets); err != nil {
 		panic("mcphandler: Config.StateKeys: " + err.Error())
 	}
 	return h
@@ -391,8 +401,8 @@ func (h *Handler) servePOST(w http.ResponseWriter, r *http.Request) {
 		h.notification(rq, &m)
 		w.WriteHeader(http.StatusAccepted)
 	case jsonrpc.KindResponse:
-		if !h.deliverResponse(rq, &m) {
-			writeHTTPError(w, http.StatusBadRequest, jsonrpc.CodeInvalidRequest, "Bad Request: no request is waiting for this response")
+		if err := h.deliverResponse(rq, &m); err != nil {
+			h.refuseResponse(w, err)
 			return
 		}
 		w.WriteHeader(http.StatusAccepted)
@@ -400,7 +410,7 @@ func (h *Handler) servePOST(w http.ResponseWriter, r *http.Request) {
 		rq.st = newStream(w, h.primes(rq), h.cfg.SSERetry)
 		rq.st.chunk = r.ProtoAtLeast(1, 1)
 		if rq.sess != nil {
-			rq.st.log = &eventLog{store: h.cfg.Store, sid: rq.sess.ID, ttl: h.cfg.ResumeWindow}
+			rq.st.log = h.eventLog(rq.sess.ID)
 		}
 		h.serveRequest(rq, &m)
 	}
@@ -558,43 +568,49 @@ func (b *batchWriter) Header() http.Header         { return b.header }
 func (b *batchWriter) Write(p []byte) (int, error) { return b.body.Write(p) }
 func (b *batchWriter) WriteHeader(int)             {}
 
+// errNotWaiting reports a response nobody waits for.
+var errNotWaiting = errors.New("mcphandler: no request is waiting for this response")
+
 // deliverResponse hands a client's response to the server request waiting
-// for it, on whichever replica it waits. It reports false for a response
-// nobody waits for (unknown, answered, or timed-out id). An answer to a
-// confirm is accepted once only, from the identity and session it was
-// asked of (see claimAnswer).
-func (h *Handler) deliverResponse(rq *request, m *jsonrpc.Message) bool {
+// for it, on whichever replica it waits. It returns errNotWaiting for a
+// response nobody waits for (unknown, answered, or timed-out id), and the
+// store's error when the store cannot be reached. An answer to a confirm
+// is accepted once only, from the identity and session it was asked of
+// (see answerConfirm).
+func (h *Handler) deliverResponse(rq *request, m *jsonrpc.Message) error {
 	if rq.sess == nil {
-		return false
+		return errNotWaiting
 	}
 	var id string
 	if err := json.Unmarshal(m.ID, &id); err != nil || !strings.HasPrefix(id, "mcph") {
-		return false
+		return errNotWaiting
 	}
-	var rec confirmRecord
-	var answered []byte
 	if isConfirmID(id) {
-		var ok bool
-		if rec, answered, ok = h.claimAnswer(rq, id); !ok {
-			return false
-		}
+		return h.answerConfirm(rq, id, m)
 	}
 	resp := jsonrpc.AppendResult(nil, m.ID, m.Result)
 	if m.Error != nil {
 		resp = jsonrpc.AppendError(nil, m.ID, m.Error)
 	}
 	b, _ := json.Marshal(reply{Role: rq.id.Role, Msg: resp})
-	n, err := h.cfg.Store.Publish(rq.r.Context(), replyChannel(rq.sess.ID, id), b)
+	n, err := h.publish(rq.r.Context(), h.macs.reply, replyChannel(rq.sess.ID, id), b)
 	if err != nil {
-		h.logger().Error("mcphandler: session store", "err", err)
-		return false
+		return err
 	}
-	if n == 0 && answered != nil && rec.Stream != "" {
-		// The replica that asked is gone; this one finishes the call.
-		h.takeOver(rq, id, rec, answered, m)
-		return true
+	if n == 0 {
+		return errNotWaiting
 	}
-	return n > 0
+	return nil
+}
+
+// refuseResponse answers a client's response that was not delivered: 400
+// when nobody waits for it, 503 when the store cannot tell.
+func (h *Handler) refuseResponse(w http.ResponseWriter, err error) {
+	if errors.Is(err, errNotWaiting) {
+		writeHTTPError(w, http.StatusBadRequest, jsonrpc.CodeInvalidRequest, "Bad Request: no request is waiting for this response")
+		return
+	}
+	h.storeUnavailable(w, err)
 }
 
 // serveGET opens the session's server-to-client SSE stream. One stream per
@@ -623,7 +639,7 @@ func (h *Handler) serveGET(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	sid := rq.sess.ID
-	if last := r.Header.Get("Last-Event-ID"); last != "" && h.resume(w, r, sid, last) {
+	if last := r.Header.Get("Last-Event-ID"); last != "" && h.resume(w, rq, last) {
 		return
 	}
 	// One standalone stream per session, across replicas: each message
@@ -677,18 +693,18 @@ func (h *Handler) serveGET(w http.ResponseWriter, r *http.Request) {
 			if ok, err := h.cfg.Store.CompareAndSwap(r.Context(), getStreamKey(sid), claim, claim, claimTTL); err == nil && !ok {
 				return // the claim lapsed and another stream took over
 			}
-		case msg, ok := <-sub.C():
-			if !ok || bytes.Equal(msg, sessionEnded) {
+		case b, ok := <-sub.C():
+			if !ok {
 				return
 			}
-			if st.send(msg) != nil {
+			if msg, ok := h.openSession(sid, b); ok && (bytes.Equal(msg, sessionEnded) || st.send(msg) != nil) {
 				return
 			}
 		case c, ok := <-changes.C():
 			if !ok {
 				return
 			}
-			if msg := changeMessage(c, id, subscribed); msg != nil && st.send(msg) != nil {
+			if msg := h.changeMessage(c, id, subscribed); msg != nil && st.send(msg) != nil {
 				return
 			}
 		}
@@ -724,6 +740,6 @@ func (h *Handler) serveDELETE(w http.ResponseWriter, r *http.Request) {
 		h.storeUnavailable(w, err)
 		return
 	}
-	h.cfg.Store.Publish(r.Context(), sessionChannel(rq.sess.ID), sessionEnded)
+	h.publishSession(r.Context(), rq.sess.ID, sessionEnded)
 	w.WriteHeader(http.StatusNoContent)
 }

@@ -167,6 +167,10 @@ const (
 	// OutcomeReplayRefused: an answer for a confirm that was already
 	// answered, expired, or asked of someone else; nothing ran.
 	OutcomeReplayRefused Outcome = "replay_refused"
+	// OutcomeUnknown: a 2025 confirmed call whose replica stopped while
+	// running it (its lease lapsed); whether it took effect is unknown, and
+	// it will not run again. Reported by the replica that noticed.
+	OutcomeUnknown Outcome = "unknown"
 )
 
 // CallEvent describes one finished tools/call.

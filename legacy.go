@@ -101,15 +101,18 @@ func (h *Handler) serveLegacyStream(w http.ResponseWriter, r *http.Request, mess
 			if _, err := w.Write([]byte(":\n\n")); err != nil || rc.Flush() != nil {
 				return
 			}
-		case msg, ok := <-sub.C():
-			if !ok || bytes.Equal(msg, sessionEnded) || !write(msg) {
+		case b, ok := <-sub.C():
+			if !ok {
+				return
+			}
+			if msg, ok := h.openSession(s.ID, b); ok && (bytes.Equal(msg, sessionEnded) || !write(msg)) {
 				return
 			}
 		case c, ok := <-changes.C():
 			if !ok {
 				return
 			}
-			if msg := changeMessage(c, id, subscribed); msg != nil && !write(msg) {
+			if msg := h.changeMessage(c, id, subscribed); msg != nil && !write(msg) {
 				return
 			}
 		}
@@ -174,8 +177,8 @@ func (h *Handler) serveLegacyMessage(w http.ResponseWriter, r *http.Request) {
 	}
 	rq := &request{h: h, r: r, start: start, id: id, sess: s, version: s.ProtocolVersion}
 	if kind == jsonrpc.KindResponse {
-		if !h.deliverResponse(rq, &m) {
-			writeHTTPError(w, http.StatusBadRequest, jsonrpc.CodeInvalidRequest, "Bad Request: no request is waiting for this response")
+		if err := h.deliverResponse(rq, &m); err != nil {
+			h.refuseResponse(w, err)
 			return
 		}
 		w.WriteHeader(http.StatusAccepted)
@@ -193,7 +196,7 @@ func (h *Handler) serveLegacyMessage(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	rq.st = &stream{sink: func(msg []byte) error {
-		_, err := h.cfg.Store.Publish(context.WithoutCancel(r.Context()), sessionChannel(sid), msg)
+		_, err := h.publishSession(context.WithoutCancel(r.Context()), sid, msg)
 		return err
 	}}
 	if m.Method == "initialize" {

@@ -75,8 +75,8 @@ func (h *Handler) listen(rq *request, m *jsonrpc.Message) {
 			if !ok {
 				return
 			}
-			var c change
-			if json.Unmarshal(b, &c) != nil || !c.Target.matches(rq.id) {
+			c, ok := h.openChange(b)
+			if !ok || !c.Target.matches(rq.id) {
 				continue
 			}
 			params := append([]byte{'{'}, tag...)

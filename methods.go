@@ -196,8 +196,15 @@ func closeResult(dst []byte) []byte {
 	return append(dst, "}}"...)
 }
 
-// reply sends result, a JSON object, as the request's final message.
+// reply sends result, a JSON object, as the request's final message. A
+// result that is not one (never from the handler itself) is an internal
+// error rather than a malformed response.
 func (rq *request) reply(id json.RawMessage, result []byte) {
+	if len(result) < 2 || result[0] != '{' || result[len(result)-1] != '}' {
+		rq.h.logger().Error("mcphandler: a result to send is not a JSON object")
+		rq.fail(id, &jsonrpc.Error{Code: CodeInternalError, Message: "Internal error"})
+		return
+	}
 	b := rq.openResult(make([]byte, 0, len(result)+len(id)+160), id)
 	b = append(b, result[1:len(result)-1]...)
 	rq.st.finish(closeResult(b))

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"slices"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/mcphandler/mcphandler/elicitation"
@@ -51,12 +52,15 @@ type inputRequest struct {
 }
 
 // statePayload is what a requestState carries, sealed: the keys asked in
-// the round it answers, the answers of earlier rounds, and the nonce of a
-// pending confirm.
+// the round it answers, the answers of earlier rounds, and for a call that
+// needs a confirm, the confirm's nonce and the round of the confirm this
+// state answers (1: the confirm's own question; then one per round the
+// confirmed tool asked the client more).
 type statePayload struct {
 	Asked []string                   `json:"a,omitempty"`
 	Prior map[string]json.RawMessage `json:"p,omitempty"`
 	Nonce string                     `json:"n,omitempty"`
+	Round int                        `json:"r,omitempty"`
 }
 
 // rounds is the multi round-trip state of one 2026-07-28 request.
@@ -70,8 +74,21 @@ type rounds struct {
 	hasState  bool                       // the request carried a requestState
 }
 
+// ReservedKeyPrefix starts the input keys the handler uses for its own
+// questions (a confirm's): they live apart from a tool's questions. A
+// tool's [ElicitRequest.Key] or [Input.Key] that starts with it is refused
+// with an error, on every revision.
+const ReservedKeyPrefix = "mcphandler/"
+
 // confirmInputKey is the input key of a confirm's question.
-const confirmInputKey = "confirm"
+const confirmInputKey = ReservedKeyPrefix + "confirm"
+
+// reservedKeyError reports a tool's question under a reserved key.
+type reservedKeyError struct{ key string }
+
+func (e *reservedKeyError) Error() string {
+	return "mcphandler: input key " + strconv.Quote(e.key) + " starts with the reserved prefix " + strconv.Quote(ReservedKeyPrefix)
+}
 
 // errBadState is the one answer for a requestState that does not open:
 // tampered, expired, sealed for another caller, tool or arguments.
@@ -119,10 +136,10 @@ func (r *rounds) ask(key, method string, params []byte) (json.RawMessage, error)
 		return a, nil
 	}
 	// An answer counts for a question the sealed state says was asked. A
-	// request without any state may answer ordinary questions up front
-	// (the client could answer them anyway), but never a confirm, which
-	// must have been asked by this server.
-	if a, ok := r.responses[key]; ok && (slices.Contains(r.state.Asked, key) || (!r.hasState && key != confirmInputKey)) {
+	// request without any state may answer a tool's questions up front
+	// (the client could answer them anyway). A confirm's answer never
+	// comes through here (see confirmAnswer).
+	if a, ok := r.responses[key]; ok && !strings.HasPrefix(key, ReservedKeyPrefix) && (slices.Contains(r.state.Asked, key) || !r.hasState) {
 		if !validInput(method, a) {
 			return nil, &badInputError{key: key}
 		}
@@ -137,6 +154,24 @@ func (r *rounds) ask(key, method string, params []byte) (json.RawMessage, error)
 	}
 	r.pending[key] = inputRequest{Method: method, Params: params}
 	return nil, ErrInputRequired
+}
+
+// confirmAnswer returns this retry's answer to the confirm's question,
+// if the sealed state says the confirm was asked in the round it answers.
+func (r *rounds) confirmAnswer() (json.RawMessage, bool) {
+	a, ok := r.responses[confirmInputKey]
+	return a, ok && slices.Contains(r.state.Asked, confirmInputKey)
+}
+
+// askConfirm puts the confirm's question in this round.
+func (r *rounds) askConfirm(params []byte) {
+	if r.pending == nil {
+		r.pending = make(map[string]inputRequest, 1)
+	}
+	if _, dup := r.pending[confirmInputKey]; !dup {
+		r.order = append(r.order, confirmInputKey)
+	}
+	r.pending[confirmInputKey] = inputRequest{Method: "elicitation/create", Params: params}
 }
 
 // badInputError reports an inputResponses entry that is not a result of
@@ -179,27 +214,41 @@ func (r *rounds) nextKey(kind string) string {
 // inputRequired answers the request with the questions of this round and
 // a sealed state that carries the answers gathered so far.
 func (rq *request) inputRequired(id json.RawMessage, r *rounds) {
-	st := statePayload{Asked: r.order, Prior: r.state.Prior, Nonce: r.state.Nonce}
-	payload, _ := json.Marshal(st)
-	token, err := rq.h.keys.Seal(r.binding, payload, time.Now().Add(rq.h.cfg.ConfirmTimeout))
+	members, err := rq.inputRequiredMembers(r)
 	if err != nil {
 		rq.fail(id, &jsonrpc.Error{Code: CodeInternalError, Message: "Internal error"})
 		return
 	}
-	reqs := make(map[string]inputRequest, len(r.pending))
-	for k, v := range r.pending {
-		reqs[k] = v
+	rq.sendInputRequired(id, members)
+}
+
+// inputRequiredMembers returns the members of this round's input_required
+// result that a confirmed call records for replays: the questions and the
+// sealed state.
+func (rq *request) inputRequiredMembers(r *rounds) ([]byte, error) {
+	st := statePayload{Asked: r.order, Prior: r.state.Prior, Nonce: r.state.Nonce, Round: r.state.Round}
+	payload, _ := json.Marshal(st)
+	token, err := rq.h.keys.Seal(r.binding, payload, time.Now().Add(rq.h.cfg.ConfirmTimeout))
+	if err != nil {
+		return nil, err
 	}
-	b, _ := json.Marshal(reqs)
-	out := make([]byte, 0, 128+len(b)+len(token))
+	b, _ := json.Marshal(r.pending)
+	out := make([]byte, 0, 40+len(b)+len(token))
+	out = append(out, `"inputRequests":`...)
+	out = append(out, b...)
+	out = append(out, `,"requestState":`...)
+	return jsonrpc.AppendString(out, token), nil
+}
+
+// sendInputRequired answers with an input_required result of members.
+func (rq *request) sendInputRequired(id json.RawMessage, members []byte) {
+	out := make([]byte, 0, 128+len(members))
 	out = append(out, `{"jsonrpc":"2.0","id":`...)
 	out = append(out, id...)
 	out = append(out, `,"result":{"resultType":"input_required","_meta":{"`+metaServerInfo+`":`...)
 	out = append(out, rq.h.serverInfoJSON(rq)...)
-	out = append(out, `},"inputRequests":`...)
-	out = append(out, b...)
-	out = append(out, `,"requestState":`...)
-	out = jsonrpc.AppendString(out, token)
+	out = append(out, "},"...)
+	out = append(out, members...)
 	rq.st.finish(append(out, "}}"...))
 }
 
@@ -207,7 +256,8 @@ func (rq *request) inputRequired(id json.RawMessage, r *rounds) {
 // CreateMessage and ListRoots is set.
 type Input struct {
 	// Key names the question in a 2026-07-28 input_required round; if
-	// empty, one is picked from its position.
+	// empty, one is picked from its position. Keys starting with
+	// [ReservedKeyPrefix] are refused, as for [ElicitRequest.Key].
 	Key           string
 	Elicit        *ElicitRequest
 	CreateMessage any // the params of a sampling/createMessage

@@ -62,21 +62,35 @@ func (h *Handler) NotifyResourceUpdated(ctx context.Context, uri string, t Targe
 	return h.publishChange(ctx, change{Method: "notifications/resources/updated", URI: uri, Target: t})
 }
 
+// publishChange publishes c, signed for the notify channel, to every
+// replica's streams.
 func (h *Handler) publishChange(ctx context.Context, c change) error {
 	b, err := json.Marshal(c)
 	if err != nil {
 		return err
 	}
-	_, err = h.cfg.Store.Publish(ctx, notifyChannel, b)
+	_, err = h.publish(ctx, h.macs.notify, notifyChannel, b)
 	return err
+}
+
+// openChange verifies and decodes a message of the notify channel. One that
+// does not verify, is older than messageWindow or does not decode is
+// dropped: nothing outside the replicas can notify a session.
+func (h *Handler) openChange(b []byte) (change, bool) {
+	var c change
+	p, ok := h.openMessage(h.macs.notify, notifyChannel, b)
+	if !ok || json.Unmarshal(p, &c) != nil {
+		return change{}, false
+	}
+	return c, true
 }
 
 // changeMessage returns the notification a stream of id's session should
 // send for the published change b, or nil if it is not for that session.
 // subscribed reports whether the session subscribed to a URI.
-func changeMessage(b []byte, id Identity, subscribed func(uri string) bool) []byte {
-	var c change
-	if json.Unmarshal(b, &c) != nil || !c.Target.matches(id) {
+func (h *Handler) changeMessage(b []byte, id Identity, subscribed func(uri string) bool) []byte {
+	c, ok := h.openChange(b)
+	if !ok || !c.Target.matches(id) {
 		return nil
 	}
 	if c.Method != "notifications/resources/updated" {

@@ -2,10 +2,13 @@ package mcphandler
 
 import (
 	"bytes"
+	"context"
 	"net/http"
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/mcphandler/mcphandler/session"
 )
 
 // resume serves a GET that carries Last-Event-ID for one of the session's
@@ -13,8 +16,14 @@ import (
 // the stream's response. It reports false when last names no logged
 // stream of this session, so that the GET opens the standalone stream.
 //
+// Every entry and live copy is verified (see eventLog); one that does not
+// verify is dropped. The live copies only bring events sooner: the log is
+// read again every confirmPoll, so a lost message costs latency. Meanwhile
+// the confirm the stream carries, if any, is looked after (watchConfirm):
+// a call whose asker or runner is gone is finished or reported here.
+//
 // See https://modelcontextprotocol.io/specification/2025-11-25/basic/transports#resumability-and-redelivery.
-func (h *Handler) resume(w http.ResponseWriter, r *http.Request, sid, last string) bool {
+func (h *Handler) resume(w http.ResponseWriter, rq *request, last string) bool {
 	i := strings.LastIndexByte(last, '-')
 	if i <= 1 || last[0] != 'p' {
 		return false
@@ -24,13 +33,14 @@ func (h *Handler) resume(w http.ResponseWriter, r *http.Request, sid, last strin
 	if err != nil {
 		return false
 	}
-	ctx := r.Context()
-	live, err := h.cfg.Store.Subscribe(ctx, eventChannel(sid, streamID))
+	ctx, sid := rq.r.Context(), rq.sess.ID
+	channel, key := eventChannel(sid, streamID), eventKey(sid, streamID)
+	live, err := h.cfg.Store.Subscribe(ctx, channel)
 	if err != nil {
 		return false
 	}
 	defer live.Close()
-	evs, err := h.cfg.Store.EventsAfter(ctx, eventKey(sid, streamID), 0)
+	evs, err := h.events(ctx, key, 0)
 	if err != nil || len(evs) == 0 {
 		return false // unknown or expired: not ours to resume
 	}
@@ -48,7 +58,7 @@ func (h *Handler) resume(w http.ResponseWriter, r *http.Request, sid, last strin
 			return false, true
 		}
 		seen = seq
-		if entry[0] == evPriming {
+		if entry[0] != evMessage && entry[0] != evFinal {
 			return false, true
 		}
 		id := strconv.AppendUint(append([]byte(streamID), '-'), seq, 10)
@@ -57,25 +67,28 @@ func (h *Handler) resume(w http.ResponseWriter, r *http.Request, sid, last strin
 		}
 		return entry[0] == evFinal, true
 	}
-	for _, ev := range evs {
-		if final, ok := write(ev.Seq, ev.Data); final || !ok {
-			return true
+	writeAll := func(evs []session.Event) bool {
+		for _, ev := range evs {
+			if final, ok := write(ev.Seq, ev.Data); final || !ok {
+				return true
+			}
 		}
+		return false
+	}
+	if writeAll(evs) {
+		return true
 	}
 	tick := time.NewTicker(h.cfg.KeepAlive)
 	defer tick.Stop()
-	// A confirmed call whose runner died never sends its response: check
-	// its lease now and then, and tell the client the outcome is unknown.
-	watch := time.NewTicker(runLease / 2)
+	watch := time.NewTicker(h.ct.poll)
 	defer watch.Stop()
 	for {
 		select {
 		case <-ctx.Done():
 			return true
 		case <-watch.C:
-			if msg := h.watchRunner(ctx, sid, streamID); msg != nil {
-				w.Write(appendEvent(nil, nil, msg))
-				rc.Flush()
+			h.watchConfirm(rq, streamID)
+			if evs, err := h.events(ctx, key, seen); err == nil && writeAll(evs) {
 				return true
 			}
 		case <-tick.C:
@@ -86,14 +99,41 @@ func (h *Handler) resume(w http.ResponseWriter, r *http.Request, sid, last strin
 			if !ok {
 				return true
 			}
-			sp := bytes.IndexByte(b, ' ')
-			seq, err := strconv.ParseUint(string(b[:max(sp, 0)]), 10, 64)
+			p, ok := h.openMessage(h.macs.event, channel, b)
+			if !ok {
+				continue
+			}
+			sp := bytes.IndexByte(p, ' ')
+			seq, err := strconv.ParseUint(string(p[:max(sp, 0)]), 10, 64)
 			if sp < 0 || err != nil {
 				continue
 			}
-			if final, ok := write(seq, b[sp+1:]); final || !ok {
+			if seq > seen+1 {
+				// An earlier event's live copy was lost: read the log.
+				if evs, err := h.events(ctx, key, seen); err == nil && writeAll(evs) {
+					return true
+				}
+				continue
+			}
+			if final, ok := write(seq, p[sp+1:]); final || !ok {
 				return true
 			}
 		}
 	}
+}
+
+// events returns the verified entries of the event log key after seq
+// after; entries that do not verify are dropped.
+func (h *Handler) events(ctx context.Context, key string, after uint64) ([]session.Event, error) {
+	evs, err := h.cfg.Store.EventsAfter(ctx, key, after)
+	if err != nil {
+		return nil, err
+	}
+	out := evs[:0]
+	for _, ev := range evs {
+		if p, ok := h.openRecord(h.macs.event, key, ev.Data); ok {
+			out = append(out, session.Event{Seq: ev.Seq, Data: p})
+		}
+	}
+	return out, nil
 }

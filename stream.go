@@ -11,6 +11,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/mcphandler/mcphandler/internal/sign"
 	"github.com/mcphandler/mcphandler/session"
 )
 
@@ -57,11 +58,20 @@ type stream struct {
 	log *eventLog
 }
 
-// eventLog is where a session's POST streams keep their events.
+// eventLog is where a session's POST streams keep their events. Each
+// entry (its kind, then the message) is signed for its log's key, and its
+// live copy ("<seq> <entry>") for its channel, so that nothing but a
+// replica can add an event a resumed stream would deliver.
 type eventLog struct {
 	store session.Store
 	sid   string
 	ttl   time.Duration
+	mac   *sign.Signer
+}
+
+// eventLog returns the event log of session sid's POST streams.
+func (h *Handler) eventLog(sid string) *eventLog {
+	return &eventLog{store: h.cfg.Store, sid: sid, ttl: h.cfg.ResumeWindow, mac: h.macs.event}
 }
 
 func eventKey(sid, streamID string) string     { return "events/" + sid + "/" + streamID }
@@ -133,14 +143,16 @@ func (s *stream) nextSeq(kind byte, msg []byte) uint64 {
 	}
 	ctx := context.Background()
 	entry := append([]byte{kind}, msg...)
-	seq, err := s.log.store.AppendEvent(ctx, eventKey(s.log.sid, s.id), entry, s.log.ttl)
+	key := eventKey(s.log.sid, s.id)
+	seq, err := s.log.store.AppendEvent(ctx, key, s.log.mac.Sign(key, entry), s.log.ttl)
 	if err != nil {
 		s.seq++
 		return s.seq
 	}
 	s.seq = seq
 	live := strconv.AppendUint(nil, seq, 10)
-	s.log.store.Publish(ctx, eventChannel(s.log.sid, s.id), append(append(live, ' '), entry...))
+	channel := eventChannel(s.log.sid, s.id)
+	s.log.store.Publish(ctx, channel, s.log.mac.SignMessage(channel, time.Now(), append(append(live, ' '), entry...)))
 	return seq
 }
 

@@ -1,7 +1,9 @@
 // Command quickstart serves a small multi-tenant MCP demo on
 // http://127.0.0.1:8080/mcp, with everything in memory — or, with -redis,
 // in Redis, so that several processes on several ports behave as one
-// service.
+// service. Those processes share a secret, -state-key (default
+// $MCP_STATE_KEY, at least 32 bytes), that authenticates what they
+// exchange through Redis.
 //
 // Three bearer tokens stand for three users of two tenants:
 //
@@ -35,6 +37,7 @@ import (
 func main() {
 	addr := flag.String("addr", "127.0.0.1:8080", "address to listen on")
 	redisURL := flag.String("redis", os.Getenv("REDIS_URL"), "Redis URL (e.g. redis://127.0.0.1:6379/0): keep sessions, confirms and documents there, shared by every process that uses it (default $REDIS_URL; empty: in memory)")
+	stateKey := flag.String("state-key", os.Getenv("MCP_STATE_KEY"), "with -redis, the secret every process shares (at least 32 bytes), which seals 2026-07-28 request states and authenticates what the processes exchange through Redis (default $MCP_STATE_KEY)")
 	flag.Parse()
 
 	var (
@@ -51,7 +54,7 @@ func main() {
 		}
 		opt.ContextTimeoutEnabled = true
 		opt.DialerRetries = 1 // fail a refused dial at once: see package redisstore, "Client settings"
-		d, cfg, err = withRedis(context.Background(), redis.NewClient(opt), "mcph-quickstart:")
+		d, cfg, err = withRedis(context.Background(), redis.NewClient(opt), "mcph-quickstart:", []byte(*stateKey))
 		if err != nil {
 			fmt.Fprintln(os.Stderr, "quickstart: redis:", err)
 			os.Exit(1)
@@ -80,32 +83,43 @@ func main() {
 }
 
 // withRedis returns the demo and the handler configuration that keep
-// everything in Redis under prefix.
-func withRedis(ctx context.Context, c redis.UniversalClient, prefix string) (*demo, mcphandler.Config, error) {
+// everything in Redis under prefix. stateKey is the secret every process
+// shares: it seals 2026-07-28 request states and authenticates the records
+// and messages the processes exchange through Redis, so it must not be
+// kept in Redis itself (anything with access to Redis could then forge
+// them). A real deployment reads it from its secret store. When stateKey
+// is empty, the demo makes one and keeps it in Redis, so that several
+// processes started with only -redis still work together; that gives up
+// the protection against Redis access, and the demo says so.
+func withRedis(ctx context.Context, c redis.UniversalClient, prefix string, stateKey []byte) (*demo, mcphandler.Config, error) {
 	var cfg mcphandler.Config
 	docs, err := newRedisDocs(ctx, c, prefix)
 	if err != nil {
 		return nil, cfg, err
 	}
-	if cfg.StateKeys, err = sharedStateKey(ctx, c, prefix+"state-key"); err != nil {
-		return nil, cfg, err
+	switch {
+	case len(stateKey) == 0:
+		if stateKey, err = demoStateKey(ctx, c, prefix+"state-key"); err != nil {
+			return nil, cfg, err
+		}
+		fmt.Fprintln(os.Stderr, "quickstart: no -state-key: using a demo key kept in Redis; anything with access to that Redis can forge confirms (set -state-key or $MCP_STATE_KEY to a secret of at least 32 bytes)")
+	case len(stateKey) < 32:
+		return nil, cfg, errors.New("-state-key must be at least 32 bytes")
 	}
+	cfg.StateKeys = [][]byte{stateKey}
 	cfg.Store = redisstore.New(c, redisstore.Options{Prefix: prefix})
 	return newDemo(docs), cfg, nil
 }
 
-// sharedStateKey returns the key that seals 2026-07-28 request states,
-// made once and kept in Redis, so that every process of the demo opens the
-// states the others sealed. A real deployment sets Config.StateKeys from
-// its secret store instead.
-func sharedStateKey(ctx context.Context, c redis.UniversalClient, key string) ([][]byte, error) {
+// demoStateKey returns a key made once and kept in Redis, for a demo
+// started without -state-key.
+func demoStateKey(ctx context.Context, c redis.UniversalClient, key string) ([]byte, error) {
 	k := make([]byte, 32)
 	rand.Read(k)
 	if _, err := c.SetNX(ctx, key, k, 0).Result(); err != nil {
 		return nil, err
 	}
-	b, err := c.Get(ctx, key).Bytes()
-	return [][]byte{b}, err
+	return c.Get(ctx, key).Bytes()
 }
 
 // tokens maps the demo's bearer tokens to identities.

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -228,7 +229,7 @@ func TestTwoProcessesShareRedis(t *testing.T) {
 	prefix := redistest.Prefix(t, first)
 	var handlers []http.Handler
 	for _, c := range []redis.UniversalClient{first, redistest.Client(t)} {
-		d, cfg, err := withRedis(ctx, c, prefix)
+		d, cfg, err := withRedis(ctx, c, prefix, []byte("a secret both processes share, 32+ bytes"))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -297,5 +298,32 @@ func TestDeleteDocConfirmed2026(t *testing.T) {
 	docs, _ := d.docs.list(ctx, "acme")
 	if len(docs) != 2 {
 		t.Fatalf("after delete: %+v", docs)
+	}
+}
+
+// Started with -redis only, every process takes the same demo key from
+// Redis, so they still work as one service; a key shorter than 32 bytes
+// is refused.
+func TestRedisWithoutStateKey(t *testing.T) {
+	ctx := context.Background()
+	first := redistest.Client(t)
+	prefix := redistest.Prefix(t, first)
+	var keys [][]byte
+	for _, c := range []redis.UniversalClient{first, redistest.Client(t)} {
+		_, cfg, err := withRedis(ctx, c, prefix, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { cfg.Store.(*redisstore.Store).Close() })
+		if len(cfg.StateKeys) != 1 || len(cfg.StateKeys[0]) < 32 {
+			t.Fatalf("state keys %q", cfg.StateKeys)
+		}
+		keys = append(keys, cfg.StateKeys[0])
+	}
+	if !bytes.Equal(keys[0], keys[1]) {
+		t.Fatal("two processes without -state-key use different keys")
+	}
+	if _, _, err := withRedis(ctx, first, prefix, []byte("short")); err == nil {
+		t.Fatal("a 5-byte state key was accepted")
 	}
 }

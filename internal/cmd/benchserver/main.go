@@ -6,6 +6,7 @@ package main
 
 import (
 	"context"
+	"crypto/rand"
 	"flag"
 	"fmt"
 	"log"
@@ -58,6 +59,10 @@ func main() {
 		st := redisstore.New(c, redisstore.Options{Prefix: fmt.Sprintf("mcph-bench-%d:", os.Getpid()), CacheTTL: *cacheTTL})
 		defer st.Close()
 		cfg.Store = st
+		// One process: a key of its own. Replicas would share one.
+		key := make([]byte, 32)
+		rand.Read(key)
+		cfg.StateKeys = [][]byte{key}
 	}
 	mux := http.NewServeMux()
 	mux.Handle(*path, mcphandler.New(cfg))

@@ -1,0 +1,368 @@
+package mcphandler
+
+import (
+	"context"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"sync"
+	"time"
+
+	"github.com/mcphandler/mcphandler/elicitation"
+	"github.com/mcphandler/mcphandler/internal/jsonrpc"
+	"github.com/mcphandler/mcphandler/session"
+)
+
+// A confirm is a state machine kept in the store, one record per confirm
+// (confirm/<id> on 2025 sessions, nonce/<n> on 2026-07-28). Every change of
+// state is one CompareAndSwap from the exact bytes read, so of replicas
+// racing for a transition exactly one wins, and the loser reads what the
+// winner decided. The decision of a 2025 confirm is the first of
+// pending → answered (the one answer accepted, stored in the record) and
+// pending → closed (the asker gave up); the human's answer is never
+// inferred from a message, only read from the record.
+//
+//	                       ┌──────────► closed (not run: declined, timed out, …)
+//	                       │                ▲
+//	pending ──► answered ──┴──► running ──► done (ran; result recorded)
+//	   │                          │  ▲  └──► unknown (the runner stopped)
+//	   │ 2026: accepted           ▼  │
+//	   └────────────────────► awaiting (2026: the tool asked more; next round)
+//
+// Who may make which transition:
+//   - pending → answered: the replica that received the client's answer
+//     (2025), once, from the session and identity that were asked, before
+//     the record's deadline.
+//   - pending → closed: the asker at its timeout, disconnect or
+//     cancellation; or, once the asker's lease lapsed and the deadline
+//     passed, the replica serving the client's resumed stream.
+//   - answered → running | closed: the replica holding the confirm's lease
+//     (the asker, or the one that took the lease over after it lapsed),
+//     after checking the answer and the tool's visibility.
+//   - pending → running | closed (2026): the retry that carries the answer.
+//   - running → done | awaiting: the runner; running → unknown: a replica
+//     that found the runner's lease lapsed.
+//   - awaiting → running (2026): the retry of the round the record awaits.
+//
+// Lifetimes: a record lives confirmTTL (ConfirmTimeout + confirmLinger)
+// from its last transition; a lease leaseTTL, renewed every leaseTTL/3.
+type confirmState string
+
+const (
+	statePending  confirmState = "pending"  // asked, not answered
+	stateAnswered confirmState = "answered" // 2025: one answer accepted and stored
+	stateRunning  confirmState = "running"  // accepted; the runner holds the lease
+	stateAwaiting confirmState = "awaiting" // 2026: a round asked the client more
+	stateClosed   confirmState = "closed"   // ended without running
+	stateDone     confirmState = "done"     // ran; the outcome is recorded
+	stateUnknown  confirmState = "unknown"  // the runner stopped mid-run
+)
+
+// confirmMoves lists every transition; anything else is refused.
+var confirmMoves = map[confirmState][]confirmState{
+	statePending:  {stateAnswered, stateRunning, stateClosed},
+	stateAnswered: {stateRunning, stateClosed},
+	stateRunning:  {stateDone, stateAwaiting, stateUnknown},
+	stateAwaiting: {stateRunning},
+}
+
+func (s confirmState) valid() bool {
+	switch s {
+	case statePending, stateAnswered, stateRunning, stateAwaiting, stateClosed, stateDone, stateUnknown:
+		return true
+	}
+	return false
+}
+
+func (s confirmState) canMove(to confirmState) bool {
+	for _, t := range confirmMoves[s] {
+		if t == to {
+			return true
+		}
+	}
+	return false
+}
+
+// Lifetimes and periods of the confirm machinery.
+const (
+	// confirmLinger is how long a confirm's record outlives its
+	// ConfirmTimeout, so that a late answer, a replay or a retry finds it
+	// decided instead of absent.
+	confirmLinger = time.Minute
+	// leaseTTL is how long the claim of the replica responsible for a
+	// confirm (asking, or running it) lasts without renewal. It is renewed
+	// every leaseTTL/3; a replica that finds it lapsed may take over.
+	leaseTTL = 5 * time.Second
+	// confirmPoll is how often a waiting asker re-reads its record (the
+	// Pub/Sub reply only wakes it sooner: a lost message costs latency,
+	// never correctness), and how often a resumed stream checks the
+	// confirm it carries.
+	confirmPoll = time.Second
+	// clockSkew is how far replica clocks may disagree. An asker that
+	// cannot reach the store at its deadline keeps trying until this long
+	// after it, when no other replica accepts an answer any more.
+	clockSkew = 2 * time.Second
+)
+
+// confirmTimes are the periods above; tests shorten them.
+type confirmTimes struct {
+	lease, poll, skew time.Duration
+}
+
+var defaultConfirmTimes = confirmTimes{lease: leaseTTL, poll: confirmPoll, skew: clockSkew}
+
+// confirmTTL is the lifetime of a confirm's record from its last write.
+func (h *Handler) confirmTTL() time.Duration { return h.cfg.ConfirmTimeout + confirmLinger }
+
+// confirmOfTTL is the lifetime of the pointer from a stream to its confirm.
+func (h *Handler) confirmOfTTL() time.Duration { return h.confirmTTL() + h.cfg.ResumeWindow }
+
+// errBadRecord reports a record that does not verify or has an unexpected
+// shape: it is treated as absent, and nothing acts on it.
+var errBadRecord = errors.New("mcphandler: invalid record in the session store")
+
+func confirmKey(id string) string            { return "confirm/" + id }
+func confirmOfKey(sid, stream string) string { return "confirm-of/" + sid + "/" + stream }
+func leaseKey(id string) string              { return "lease/" + id }
+func nonceKey(nonce string) string           { return "nonce/" + nonce }
+
+// confirmRecord is the record of a 2025 confirm. It binds the answer to
+// the session and identity that were asked and to the tool and arguments
+// that were shown, and holds what another replica needs to finish the
+// call: its stream, request id, arguments and form, and once answered the
+// answer itself.
+type confirmRecord struct {
+	State    confirmState `json:"st"`
+	Session  string       `json:"sid"`
+	Owner    string       `json:"own"`
+	Tool     string       `json:"tool"`
+	Digest   string       `json:"args"`
+	Deadline int64        `json:"dl"` // unix ms: no answer is accepted after it
+
+	Stream string          `json:"stream,omitempty"`
+	ReqID  json.RawMessage `json:"req,omitempty"`
+	Args   json.RawMessage `json:"argv,omitempty"`
+	Form   json.RawMessage `json:"form"`
+	Expect map[string]any  `json:"expect,omitempty"`
+
+	// Set by the accepted answer: the client's result (or Failed when it
+	// answered with an error) and the role of the identity that sent it.
+	Answer json.RawMessage `json:"ans,omitempty"`
+	Failed bool            `json:"fail,omitempty"`
+	Role   string          `json:"role,omitempty"`
+
+	// By is the lease token of the replica that made the last transition
+	// out of pending or answered; Outcome says why a confirm closed.
+	By      string  `json:"by,omitempty"`
+	Outcome Outcome `json:"o,omitempty"`
+}
+
+func (r *confirmRecord) deadline() time.Time { return time.UnixMilli(r.Deadline) }
+
+// valid checks a decoded record like client input.
+func (r *confirmRecord) valid() bool {
+	if !r.State.valid() || r.State == stateAwaiting || r.Session == "" || r.Owner == "" || r.Tool == "" || r.Deadline <= 0 {
+		return false
+	}
+	if d, err := hex.DecodeString(r.Digest); err != nil || len(d) != 32 {
+		return false
+	}
+	if _, err := elicitation.Parse(r.Form); err != nil {
+		return false
+	}
+	if r.Stream != "" && (!jsonrpc.ValidID(r.ReqID) || !isObject(r.Args)) {
+		return false
+	}
+	if r.State == stateAnswered && !r.Failed && !isObject(r.Answer) {
+		return false
+	}
+	return true
+}
+
+// isObject reports whether b is one valid JSON object.
+func isObject(b []byte) bool {
+	return len(b) >= 2 && b[0] == '{' && b[len(b)-1] == '}' && json.Valid(b)
+}
+
+// loadConfirm reads the record of confirm id and the exact bytes a
+// transition must swap from. A record that does not verify or decode is
+// errBadRecord; a missing one session.ErrNotFound.
+func (h *Handler) loadConfirm(ctx context.Context, id string) (confirmRecord, []byte, error) {
+	var rec confirmRecord
+	raw, err := h.cfg.Store.Load(ctx, confirmKey(id))
+	if err != nil {
+		return rec, nil, err
+	}
+	p, ok := h.openRecord(h.macs.confirm, confirmKey(id), raw)
+	if !ok || json.Unmarshal(p, &rec) != nil || !rec.valid() {
+		return confirmRecord{}, nil, errBadRecord
+	}
+	return rec, raw, nil
+}
+
+func (h *Handler) encodeConfirm(id string, rec *confirmRecord) []byte {
+	b, _ := json.Marshal(rec)
+	return h.macs.confirm.Sign(confirmKey(id), b)
+}
+
+// createConfirm stores the pending record of a new confirm.
+func (h *Handler) createConfirm(ctx context.Context, id string, rec *confirmRecord) ([]byte, error) {
+	raw := h.encodeConfirm(id, rec)
+	ok, err := h.cfg.Store.PutIfAbsent(ctx, confirmKey(id), raw, h.confirmTTL())
+	if err == nil && !ok {
+		err = errors.New("mcphandler: confirm id already in use")
+	}
+	return raw, err
+}
+
+// moveConfirm makes the transition from the record read as raw (whose
+// decoded state is from) to next. It reports whether this call made it;
+// false means another replica changed the record first (read it again).
+func (h *Handler) moveConfirm(ctx context.Context, id string, raw []byte, from confirmState, next *confirmRecord) ([]byte, bool, error) {
+	if !from.canMove(next.State) {
+		return nil, false, errors.New("mcphandler: confirm cannot move from " + string(from) + " to " + string(next.State))
+	}
+	b := h.encodeConfirm(id, next)
+	ok, err := h.cfg.Store.CompareAndSwap(context.WithoutCancel(ctx), confirmKey(id), raw, b, h.confirmTTL())
+	return b, ok && err == nil, err
+}
+
+// nonceRecord is the record of a 2026-07-28 confirm. Round is the round
+// whose requestState may move it next (1 while pending: the round that
+// answers the confirm; while awaiting, the round after the last one run).
+// Result is what a retry gets without anything running: the tool result
+// (closed, done), or while awaiting the members of the last round's
+// input_required answer.
+type nonceRecord struct {
+	State   confirmState    `json:"st"`
+	Round   int             `json:"n"`
+	Outcome Outcome         `json:"o,omitempty"`
+	Result  json.RawMessage `json:"r,omitempty"`
+}
+
+func (r *nonceRecord) valid() bool {
+	switch r.State {
+	case statePending, stateRunning:
+	case stateAwaiting:
+		if len(r.Result) > 0 && !isObject(r.Result) {
+			return false
+		}
+	case stateClosed, stateDone:
+		if !isObject(r.Result) {
+			return false
+		}
+	default:
+		return false
+	}
+	return r.Round >= 1 && r.Round <= maxRounds
+}
+
+// maxRounds bounds the input_required rounds of one confirmed call.
+const maxRounds = 64
+
+func (h *Handler) loadNonce(ctx context.Context, nonce string) (nonceRecord, []byte, error) {
+	var rec nonceRecord
+	raw, err := h.cfg.Store.Load(ctx, nonceKey(nonce))
+	if err != nil {
+		return rec, nil, err
+	}
+	p, ok := h.openRecord(h.macs.nonce, nonceKey(nonce), raw)
+	if !ok || json.Unmarshal(p, &rec) != nil || !rec.valid() {
+		return nonceRecord{}, nil, errBadRecord
+	}
+	return rec, raw, nil
+}
+
+func (h *Handler) encodeNonce(nonce string, rec *nonceRecord) []byte {
+	b, _ := json.Marshal(rec)
+	return h.macs.nonce.Sign(nonceKey(nonce), b)
+}
+
+func (h *Handler) createNonce(ctx context.Context, nonce string) error {
+	ok, err := h.cfg.Store.PutIfAbsent(ctx, nonceKey(nonce), h.encodeNonce(nonce, &nonceRecord{State: statePending, Round: 1}), h.confirmTTL())
+	if err == nil && !ok {
+		err = errors.New("mcphandler: nonce already in use")
+	}
+	return err
+}
+
+func (h *Handler) moveNonce(ctx context.Context, nonce string, raw []byte, from confirmState, next *nonceRecord) ([]byte, bool, error) {
+	if !from.canMove(next.State) {
+		return nil, false, errors.New("mcphandler: confirm cannot move from " + string(from) + " to " + string(next.State))
+	}
+	b := h.encodeNonce(nonce, next)
+	ok, err := h.cfg.Store.CompareAndSwap(context.WithoutCancel(ctx), nonceKey(nonce), raw, b, h.confirmTTL())
+	return b, ok && err == nil, err
+}
+
+// lease is this replica's claim to be responsible for one confirm: held by
+// the asker while it waits and decides, and by the runner while the tool
+// runs. It is renewed every lease/3 until released; a replica that finds
+// it absent may take it (and the confirm) over. The token is random: it
+// carries no decision, so a forged or deleted lease can delay or move who
+// finishes a confirm, never make anything run twice (every transition is
+// a CompareAndSwap on the record).
+type lease struct {
+	h     *Handler
+	key   string
+	token []byte
+
+	mu      sync.Mutex // guards timer and stopped; held while renewing
+	timer   *time.Timer
+	stopped bool
+}
+
+// takeLease takes the lease of confirm id if nobody holds it, and starts
+// renewing it. It returns nil when another replica holds it.
+func (h *Handler) takeLease(ctx context.Context, id string) (*lease, error) {
+	l := &lease{h: h, key: leaseKey(id), token: []byte(randText())}
+	ok, err := h.cfg.Store.PutIfAbsent(context.WithoutCancel(ctx), l.key, l.token, h.ct.lease)
+	if err != nil || !ok {
+		return nil, err
+	}
+	l.mu.Lock()
+	l.timer = time.AfterFunc(h.ct.lease/3, l.renew)
+	l.mu.Unlock()
+	return l, nil
+}
+
+func (l *lease) renew() {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.stopped {
+		return
+	}
+	st, ctx := l.h.cfg.Store, context.Background()
+	if ok, err := st.CompareAndSwap(ctx, l.key, l.token, l.token, l.h.ct.lease); err == nil && !ok {
+		// It lapsed: take it back if nobody else did. Whoever holds it,
+		// every transition of the confirm stays a CompareAndSwap.
+		st.PutIfAbsent(ctx, l.key, l.token, l.h.ct.lease)
+	}
+	l.timer = time.AfterFunc(l.h.ct.lease/3, l.renew)
+}
+
+// by is the lease's token, recorded in the transitions its holder makes.
+func (l *lease) by() string { return string(l.token) }
+
+// release stops renewing and drops the lease. It is safe to call more
+// than once.
+func (l *lease) release() {
+	if l == nil {
+		return
+	}
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.stopped {
+		return
+	}
+	l.stopped = true
+	l.timer.Stop()
+	l.h.cfg.Store.CompareAndSwap(context.Background(), l.key, l.token, l.token, time.Millisecond)
+}
+
+// leaseLapsed reports whether nobody holds the lease of confirm id (false
+// when the store cannot tell now).
+func (h *Handler) leaseLapsed(ctx context.Context, id string) bool {
+	_, err := h.cfg.Store.Load(ctx, leaseKey(id))
+	return errors.Is(err, session.ErrNotFound)
+}

@@ -1,0 +1,71 @@
+package mcphandler
+
+import (
+	"context"
+	"encoding/json"
+	"log/slog"
+	"net/http/httptest"
+	"testing"
+	"time"
+
+	"github.com/mcphandler/mcphandler/elicitation"
+	"github.com/mcphandler/mcphandler/internal/jsonrpc"
+)
+
+// Every transition the confirm machinery makes is in confirmMoves, and
+// nothing leaves a final state.
+func TestConfirmMoves(t *testing.T) {
+	all := []confirmState{statePending, stateAnswered, stateRunning, stateAwaiting, stateClosed, stateDone, stateUnknown}
+	final := map[confirmState]bool{stateClosed: true, stateDone: true, stateUnknown: true}
+	for _, from := range all {
+		for _, to := range all {
+			if final[from] && from.canMove(to) {
+				t.Errorf("%s → %s: a final state moved", from, to)
+			}
+			if from == to && from.canMove(to) {
+				t.Errorf("%s → %s: a transition that changes nothing", from, to)
+			}
+		}
+	}
+	if confirmState("running ").valid() || confirmState("").valid() {
+		t.Error("an unknown state is valid")
+	}
+}
+
+// FuzzStoredRecords signs arbitrary payloads as a replica would (a replica
+// with a bug, or an older version) and feeds them to the code that reads
+// confirm and nonce records: nothing panics, and a nonce record that is
+// accepted answers a retry with one well-formed JSON-RPC message.
+func FuzzStoredRecords(f *testing.F) {
+	f.Add([]byte(`{"st":"done","n":1,"r":{"content":[]}}`))
+	f.Add([]byte(`{"st":"awaiting","n":2,"r":{"inputRequests":{},"requestState":"x"}}`))
+	f.Add([]byte(`{"st":"closed","n":1,"r":1}`))
+	f.Add([]byte(`{"st":"answered","sid":"s","own":"o","tool":"t","args":"` + argsDigest(nil) + `","dl":1,"form":{"type":"object","properties":{}},"ans":{"action":"accept"}}`))
+	f.Add([]byte(`{"st":"pending","sid":"s","own":"o","tool":"t","args":"00","dl":1,"stream":"p1","req":1,"argv":{},"form":{}}`))
+	f.Fuzz(func(t *testing.T, payload []byte) {
+		h := New(Config{Logger: slog.New(slog.DiscardHandler), ListTools: func(context.Context) ([]Tool, error) { return []Tool{{Name: "t"}}, nil }})
+		ctx := context.Background()
+		st := h.cfg.Store
+		st.PutIfAbsent(ctx, nonceKey("n"), h.macs.nonce.Sign(nonceKey("n"), payload), time.Minute)
+		if rec, _, err := h.loadNonce(ctx, "n"); err == nil {
+			for _, round := range []int{0, 1, rec.Round - 1, rec.Round} {
+				w := httptest.NewRecorder()
+				rq := &request{h: h, r: httptest.NewRequest("POST", "/", nil), st: newStream(w, false, 0), modern: true, method: "tools/call"}
+				rq.ctx = ctx
+				h.replayNonce(rq, &jsonrpc.Message{ID: json.RawMessage("1")}, rec, round, &CallEvent{})
+				var m jsonrpc.Message
+				if err := jsonrpc.Decode(w.Body.Bytes(), &m); err != nil {
+					t.Fatalf("record %q, round %d: answer %q: %v", payload, round, w.Body, err)
+				}
+			}
+		}
+		st.PutIfAbsent(ctx, confirmKey("c"), h.macs.confirm.Sign(confirmKey("c"), payload), time.Minute)
+		if rec, _, err := h.loadConfirm(ctx, "c"); err == nil {
+			c := &confirmCall{h: h, id: "c", tool: rec.Tool, expect: rec.Expect}
+			if c.form, err = elicitation.Parse(rec.Form); err != nil {
+				t.Fatalf("a valid record's form does not parse: %v", err)
+			}
+			c.judge(ctx, &rec)
+		}
+	})
+}

@@ -1,0 +1,12 @@
+package mcphandler
+
+import "time"
+
+// SetConfirmTimes shortens the periods of h's confirm machinery (the
+// lease of the replica responsible for a confirm, how often records are
+// re-read, how long an asker retries a store it cannot reach), so that
+// tests of deaths and timeouts run in milliseconds. Call it before h
+// serves any request.
+func SetConfirmTimes(h *Handler, lease, poll time.Duration) {
+	h.ct = confirmTimes{lease: lease, poll: poll, skew: poll}
+}
