@@ -3,7 +3,9 @@
 // in Redis, so that several processes on several ports behave as one
 // service. Those processes share a secret, -state-key (default
 // $MCP_STATE_KEY, at least 32 bytes), that authenticates what they
-// exchange through Redis.
+// exchange through Redis; without one the demo keeps a key in Redis
+// itself, which is fine for trying it and says so, but leaves confirms
+// forgeable by anything with access to that Redis.
 //
 // Three bearer tokens stand for three users of two tenants:
 //
