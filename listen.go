@@ -35,11 +35,13 @@ func (h *Handler) listen(rq *request, m *jsonrpc.Message) {
 	agreed.ToolsListChanged = want.ToolsListChanged && h.cfg.ListTools != nil
 	agreed.PromptsListChanged = want.PromptsListChanged && h.cfg.ListPrompts != nil
 	agreed.ResourcesListChanged = want.ResourcesListChanged && h.hasResources()
+	// One call of each list hook resolves the whole filter.
+	rr := resourceResolver{h: h, ctx: rq.ctx, id: rq.id}
 	for _, uri := range want.ResourceSubscriptions {
 		if h.cfg.ReadResource == nil {
 			break
 		}
-		if _, ok, err := h.findResource(rq.ctx, rq.id, uri); err == nil && ok {
+		if _, ok, err := rr.find(uri); err == nil && ok {
 			agreed.ResourceSubscriptions = append(agreed.ResourceSubscriptions, uri)
 		}
 	}
