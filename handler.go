@@ -445,8 +445,9 @@ func readableID(id json.RawMessage) json.RawMessage {
 }
 
 // resolveSession finds the request's session (or, in stateless mode, only
-// settles the protocol version). It writes 400, 404 or 503 and returns
-// false when the request cannot go on.
+// settles the protocol version) and sets rq.version to the session's. It
+// writes 400 (a version header that contradicts the session), 404 or 503
+// and returns false when the request cannot go on.
 func (h *Handler) resolveSession(w http.ResponseWriter, rq *request) bool {
 	if h.cfg.Stateless {
 		if rq.version == "" {
@@ -471,10 +472,17 @@ func (h *Handler) resolveSession(w http.ResponseWriter, rq *request) bool {
 		h.storeUnavailable(w, err)
 		return false
 	}
-	rq.sess = s
-	if rq.version == "" {
-		rq.version = s.ProtocolVersion
+	// The version negotiated at initialize decides everything a revision
+	// changes (batches, priming events, elicitation formats). Clients must
+	// repeat it in MCP-Protocol-Version; a header naming another revision
+	// is refused rather than obeyed or ignored.
+	if rq.version != "" && rq.version != s.ProtocolVersion {
+		writeHTTPError(w, http.StatusBadRequest, jsonrpc.CodeInvalidRequest,
+			"Bad Request: MCP-Protocol-Version "+rq.version+" is not the session's negotiated version "+s.ProtocolVersion)
+		return false
 	}
+	rq.sess = s
+	rq.version = s.ProtocolVersion
 	return true
 }
 
@@ -716,7 +724,7 @@ func (h *Handler) serveDELETE(w http.ResponseWriter, r *http.Request) {
 	if !ok {
 		return
 	}
-	rq := &request{h: h, r: r, id: id}
+	rq := &request{h: h, r: r, id: id, version: strings.TrimSpace(r.Header.Get("MCP-Protocol-Version"))}
 	if !h.resolveSession(w, rq) {
 		return
 	}
