@@ -13,6 +13,7 @@ import (
 	"net/http"
 	"net/url"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -366,7 +367,7 @@ func (h *Handler) servePOST(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	var m jsonrpc.Message
-	kind, ok := decodeMessage(w, body, &m)
+	kind, ok := h.decodeMessage(w, body, &m)
 	if !ok {
 		return
 	}
@@ -417,8 +418,9 @@ func (h *Handler) primes(rq *request) bool {
 }
 
 // decodeMessage decodes and validates one JSON-RPC message, answering 400
-// (-32700 or -32600) when it is not one.
-func decodeMessage(w http.ResponseWriter, body []byte, m *jsonrpc.Message) (jsonrpc.Kind, bool) {
+// (-32700 or -32600) when it is not one or its id is longer than
+// Config.MaxIDBytes.
+func (h *Handler) decodeMessage(w http.ResponseWriter, body []byte, m *jsonrpc.Message) (jsonrpc.Kind, bool) {
 	if err := jsonrpc.Decode(body, m); err != nil {
 		if errors.Is(err, jsonrpc.ErrNotObject) {
 			writeHTTPError(w, http.StatusBadRequest, jsonrpc.CodeInvalidRequest, "Invalid Request: the body must be a JSON-RPC message object")
@@ -428,11 +430,25 @@ func decodeMessage(w http.ResponseWriter, body []byte, m *jsonrpc.Message) (json
 		return 0, false
 	}
 	kind, verr := m.Validate()
+	if verr == nil {
+		verr = h.checkID(m)
+	}
 	if verr != nil {
 		writeRPCError(w, http.StatusBadRequest, readableID(m.ID), verr)
 		return 0, false
 	}
 	return kind, true
+}
+
+// checkID refuses a message whose id is longer than Config.MaxIDBytes: ids
+// are echoed in responses and kept while a request runs. The error is
+// sent without the id.
+func (h *Handler) checkID(m *jsonrpc.Message) *jsonrpc.Error {
+	if len(m.ID) <= h.cfg.MaxIDBytes {
+		return nil
+	}
+	m.ID = nil
+	return &jsonrpc.Error{Code: CodeInvalidRequest, Message: "Invalid Request: an id has at most " + strconv.Itoa(h.cfg.MaxIDBytes) + " bytes"}
 }
 
 // readableID returns id if it is a valid JSON-RPC id, so that an error
@@ -520,6 +536,8 @@ func (h *Handler) serveBatch(w http.ResponseWriter, rq *request, body []byte) {
 			resp = jsonrpc.AppendError(nil, nil, &jsonrpc.Error{Code: CodeInvalidRequest, Message: "Invalid Request"})
 		} else if kind, verr := m.Validate(); verr != nil {
 			resp = jsonrpc.AppendError(nil, readableID(m.ID), verr)
+		} else if verr := h.checkID(&m); verr != nil {
+			resp = jsonrpc.AppendError(nil, nil, verr)
 		} else {
 			switch kind {
 			case jsonrpc.KindNotification:

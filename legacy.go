@@ -64,6 +64,10 @@ func (h *Handler) serveLegacyStream(w http.ResponseWriter, r *http.Request, mess
 		h.storeUnavailable(w, err)
 		return
 	}
+	if err := h.admit(ctx, id, s); err != nil {
+		h.storeUnavailable(w, err)
+		return
+	}
 	// The old transport's session is the stream: it ends with it.
 	defer h.cfg.Store.Delete(context.WithoutCancel(ctx), s.ID)
 
@@ -168,7 +172,7 @@ func (h *Handler) serveLegacyMessage(w http.ResponseWriter, r *http.Request) {
 	}
 	defer h.releaseBody(buf)
 	var m jsonrpc.Message
-	kind, ok := decodeMessage(w, buf.Bytes(), &m)
+	kind, ok := h.decodeMessage(w, buf.Bytes(), &m)
 	if !ok {
 		return
 	}
@@ -219,7 +223,8 @@ func (h *Handler) initializeLegacy(rq *request, m *jsonrpc.Message) {
 	}
 	rq.sess.ProtocolVersion = version
 	rq.sess.Capabilities = p.Capabilities.flags()
-	rq.sess.ClientName, rq.sess.ClientVersion = p.ClientInfo.Name, p.ClientInfo.Version
+	rq.sess.ClientName = clip(p.ClientInfo.Name, h.cfg.MaxClientInfoBytes)
+	rq.sess.ClientVersion = clip(p.ClientInfo.Version, h.cfg.MaxClientInfoBytes)
 	rq.version = version
 	rq.info = &reqInfo{identity: rq.id, request: rq.r, version: version, sessionID: rq.sess.ID}
 	rq.ctx = context.WithValue(rq.r.Context(), ctxKey{}, rq.info)

@@ -3,6 +3,7 @@ package mcphandler
 import (
 	"encoding/json"
 	"slices"
+	"strconv"
 	"time"
 
 	"github.com/mcphandler/mcphandler/internal/jsonrpc"
@@ -32,6 +33,16 @@ func (h *Handler) listen(rq *request, m *jsonrpc.Message) {
 		return
 	}
 	want, agreed := p.Notifications, listenFilter{}
+	if len(want.ResourceSubscriptions) > h.cfg.MaxSubscriptions {
+		rq.fail(m.ID, invalidParams("Invalid params: a listen filter names at most "+strconv.Itoa(h.cfg.MaxSubscriptions)+" resourceSubscriptions"))
+		return
+	}
+	for _, uri := range want.ResourceSubscriptions {
+		if e := h.checkSubscriptionURI(uri); e != nil {
+			rq.fail(m.ID, e)
+			return
+		}
+	}
 	agreed.ToolsListChanged = want.ToolsListChanged && h.cfg.ListTools != nil
 	agreed.PromptsListChanged = want.PromptsListChanged && h.cfg.ListPrompts != nil
 	agreed.ResourcesListChanged = want.ResourcesListChanged && h.hasResources()

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"strconv"
 	"strings"
 
 	"github.com/mcphandler/mcphandler/internal/jsonrpc"
@@ -337,7 +338,9 @@ func (h *Handler) readResource(rq *request, m *jsonrpc.Message) {
 }
 
 // subscribe records a resources/subscribe (or unsubscribe) in the session.
-// Only a resource the caller may read can be subscribed to.
+// Only a resource the caller may read can be subscribed to, with a URI of
+// at most Config.MaxSubscriptionURIBytes, and a session holds at most
+// Config.MaxSubscriptions.
 func (h *Handler) subscribe(rq *request, m *jsonrpc.Message, on bool) {
 	var p uriParams
 	if json.Unmarshal(m.Params, &p) != nil || p.URI == "" {
@@ -345,6 +348,14 @@ func (h *Handler) subscribe(rq *request, m *jsonrpc.Message, on bool) {
 		return
 	}
 	if on {
+		if e := h.checkSubscriptionURI(p.URI); e != nil {
+			rq.fail(m.ID, e)
+			return
+		}
+		if rq.sess != nil && len(rq.sess.Subscriptions) >= h.cfg.MaxSubscriptions && indexOf(rq.sess.Subscriptions, p.URI) < 0 {
+			rq.fail(m.ID, invalidParams("Invalid params: a session holds at most "+strconv.Itoa(h.cfg.MaxSubscriptions)+" resource subscriptions"))
+			return
+		}
 		if _, ok, err := h.findResource(rq.ctx, rq.id, p.URI); err != nil {
 			h.hookFailed(rq, m, "ListResources", err)
 			return
@@ -371,6 +382,15 @@ func (h *Handler) subscribe(rq *request, m *jsonrpc.Message, on bool) {
 		}
 	}
 	rq.reply(m.ID, emptyResult)
+}
+
+// checkSubscriptionURI refuses a URI to subscribe to that is longer than
+// Config.MaxSubscriptionURIBytes.
+func (h *Handler) checkSubscriptionURI(uri string) *jsonrpc.Error {
+	if len(uri) > h.cfg.MaxSubscriptionURIBytes {
+		return invalidParams("Invalid params: a subscribed uri has at most " + strconv.Itoa(h.cfg.MaxSubscriptionURIBytes) + " bytes")
+	}
+	return nil
 }
 
 func indexOf(list []string, s string) int {
