@@ -12,6 +12,7 @@ import (
 	"net"
 	"net/http"
 	"net/url"
+	"os"
 	"slices"
 	"strconv"
 	"strings"
@@ -274,8 +275,15 @@ func acceptsType(accept, typ string) bool {
 	return false
 }
 
-// readBody reads a POST body within MaxBodyBytes into a pooled buffer the
-// caller must release.
+// readBody reads a POST body within MaxBodyBytes and ReadBodyTimeout into
+// a pooled buffer the caller must release. It returns 413 for a body too
+// large, 408 for one too slow (the connection is then closed, so that the
+// server does not wait for the rest) and 400 for one that broke off.
+//
+// The time bound is a read deadline on the connection (or HTTP/2 stream),
+// lifted once the body is read — net/http does it too on HTTP/1.x — since
+// the response that follows may be a long SSE stream, and net/http cancels
+// a request whose connection fails to read.
 func (h *Handler) readBody(w http.ResponseWriter, r *http.Request) (*bytes.Buffer, int) {
 	if r.ContentLength > h.cfg.MaxBodyBytes {
 		return nil, http.StatusRequestEntityTooLarge
@@ -288,16 +296,37 @@ func (h *Handler) readBody(w http.ResponseWriter, r *http.Request) (*bytes.Buffe
 	if r.ContentLength > 0 {
 		buf.Grow(int(r.ContentLength))
 	}
+	rc := http.NewResponseController(w)
+	bounded := rc.SetReadDeadline(time.Now().Add(h.cfg.ReadBodyTimeout)) == nil
 	_, err := buf.ReadFrom(http.MaxBytesReader(w, r.Body, h.cfg.MaxBodyBytes))
+	if bounded && err == nil {
+		rc.SetReadDeadline(time.Time{})
+	}
 	if err != nil {
 		h.releaseBody(buf)
 		var mbe *http.MaxBytesError
-		if errors.As(err, &mbe) {
+		switch {
+		case errors.As(err, &mbe):
 			return nil, http.StatusRequestEntityTooLarge
+		case errors.Is(err, os.ErrDeadlineExceeded):
+			w.Header().Set("Connection", "close")
+			return nil, http.StatusRequestTimeout
 		}
 		return nil, http.StatusBadRequest
 	}
 	return buf, 0
+}
+
+// bodyError answers a POST whose body readBody refused with status.
+func bodyError(w http.ResponseWriter, status int) {
+	msg := "Bad Request: could not read the body"
+	switch status {
+	case http.StatusRequestEntityTooLarge:
+		msg = "Request Entity Too Large"
+	case http.StatusRequestTimeout:
+		msg = "Request Timeout: the body was not received in time"
+	}
+	writeHTTPError(w, status, jsonrpc.CodeInvalidRequest, msg)
 }
 
 func (h *Handler) releaseBody(buf *bytes.Buffer) {
@@ -344,11 +373,7 @@ func (h *Handler) servePOST(w http.ResponseWriter, r *http.Request) {
 	hv := strings.TrimSpace(r.Header.Get("MCP-Protocol-Version"))
 	buf, status := h.readBody(w, r)
 	if status != 0 {
-		msg := "Bad Request: could not read the body"
-		if status == http.StatusRequestEntityTooLarge {
-			msg = "Request Entity Too Large"
-		}
-		writeHTTPError(w, status, jsonrpc.CodeInvalidRequest, msg)
+		bodyError(w, status)
 		return
 	}
 	defer h.releaseBody(buf)
@@ -648,6 +673,10 @@ func (h *Handler) serveGET(w http.ResponseWriter, r *http.Request) {
 	if !h.resolveSession(w, rq) {
 		return
 	}
+	// The stream lives while its caller stays who it was (see callerContext).
+	ctx, cancel := h.callerContext(r, id)
+	defer cancel()
+	r = r.WithContext(ctx)
 	sid := rq.sess.ID
 	if last := r.Header.Get("Last-Event-ID"); last != "" && h.resume(w, r, sid, last) {
 		return

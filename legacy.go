@@ -46,7 +46,9 @@ func (h *Handler) serveLegacyStream(w http.ResponseWriter, r *http.Request, mess
 	if !ok {
 		return
 	}
-	ctx := r.Context()
+	// The stream lives while its caller stays who it was (see callerContext).
+	ctx, cancel := h.callerContext(r, id)
+	defer cancel()
 	s := &session.Session{ID: randText(), Owner: id.key(), ProtocolVersion: Version20241105, TTL: h.cfg.SessionTTL}
 	sub, err := h.cfg.Store.Subscribe(ctx, sessionChannel(s.ID))
 	if err != nil {
@@ -167,7 +169,7 @@ func (h *Handler) serveLegacyMessage(w http.ResponseWriter, r *http.Request) {
 	}
 	buf, status := h.readBody(w, r)
 	if status != 0 {
-		writeHTTPError(w, status, jsonrpc.CodeInvalidRequest, "Bad Request: could not read the body")
+		bodyError(w, status)
 		return
 	}
 	defer h.releaseBody(buf)

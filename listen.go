@@ -75,7 +75,10 @@ func (h *Handler) listen(rq *request, m *jsonrpc.Message) {
 	}
 	tick := time.NewTicker(h.cfg.KeepAlive)
 	defer tick.Stop()
-	done := rq.r.Context().Done()
+	// The stream lives while its caller stays who it was (see callerContext).
+	ctx, cancel := h.callerContext(rq.r, rq.id)
+	defer cancel()
+	done := ctx.Done()
 	for {
 		select {
 		case <-done:
