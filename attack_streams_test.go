@@ -22,6 +22,7 @@ import (
 
 	"github.com/mcphandler/mcphandler"
 	"github.com/mcphandler/mcphandler/mcptest"
+	"github.com/mcphandler/mcphandler/session"
 )
 
 // tokenTable is an authorization server whose tokens can be revoked,
@@ -325,5 +326,57 @@ func TestReadBodyTimeoutSparesStreams(t *testing.T) {
 	done := streamKinds[1].open(t, h, "acme-viewer")
 	if endsWithin(done, 500*time.Millisecond) {
 		t.Fatal("a listen stream ended after ReadBodyTimeout")
+	}
+}
+
+// keyRecorder is a store that records the longest key or channel name the
+// handler used.
+type keyRecorder struct {
+	session.Store
+	longest atomic.Int64
+}
+
+func (k *keyRecorder) record(key string) {
+	for {
+		cur := k.longest.Load()
+		if int64(len(key)) <= cur || k.longest.CompareAndSwap(cur, int64(len(key))) {
+			return
+		}
+	}
+}
+
+func (k *keyRecorder) Subscribe(ctx context.Context, ch string) (session.Subscription, error) {
+	k.record(ch)
+	return k.Store.Subscribe(ctx, ch)
+}
+
+func (k *keyRecorder) EventsAfter(ctx context.Context, stream string, after uint64) ([]session.Event, error) {
+	k.record(stream)
+	return k.Store.EventsAfter(ctx, stream, after)
+}
+
+// The attacker resumes with a Last-Event-ID that looks like a POST
+// stream's but is 64 KB long, so that every replica sends Redis keys and
+// channel names of that size. Only the ids the handler makes are looked up:
+// the GET opens the standalone stream without such a key reaching the
+// store.
+func TestAttackHugeLastEventID(t *testing.T) {
+	cfg := (&fixture{}).config()
+	st := &keyRecorder{Store: session.NewMemory()}
+	cfg.Store = st
+	h := mcphandler.New(cfg)
+	c := connect(t, h, "acme-viewer")
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	resp, err := c.Do(ctx, "GET", nil, http.Header{mcptest.HeaderLastEventID: {"p" + strings.Repeat("a", 64<<10) + "-1"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != 200 {
+		t.Fatalf("GET: %d", resp.StatusCode)
+	}
+	if n := st.longest.Load(); n > 256 {
+		t.Fatalf("a %d-byte key reached the store", n)
 	}
 }

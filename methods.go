@@ -450,18 +450,42 @@ func (h *Handler) page(params json.RawMessage, n int) (lo, hi int, next string, 
 		}
 	}
 	if p.Cursor != "" {
-		b, err := base64.RawURLEncoding.DecodeString(p.Cursor)
-		off, err2 := strconv.Atoi(string(b))
-		if err != nil || err2 != nil || off < 0 || off > n || len(b) == 0 || b[0] == '+' {
+		off, ok := decodeCursor(p.Cursor, n)
+		if !ok {
 			return 0, 0, "", invalidParams("Invalid params: invalid cursor")
 		}
 		lo = off
 	}
 	hi = min(lo+h.cfg.PageSize, n)
 	if hi < n {
-		next = base64.RawURLEncoding.EncodeToString(strconv.AppendInt(nil, int64(hi), 10))
+		next = encodeCursor(hi)
 	}
 	return lo, hi, next, nil
+}
+
+// encodeCursor returns the opaque cursor of the page that starts at off:
+// the offset in decimal, base64url without padding.
+func encodeCursor(off int) string {
+	return base64.RawURLEncoding.EncodeToString(strconv.AppendInt(nil, int64(off), 10))
+}
+
+// decodeCursor returns the offset of cursor into a list of n entries. Only
+// the cursors encodeCursor makes for 0..n are valid: anything else (another
+// spelling of an offset, an offset past n, a cursor of any length that is
+// not one) reports false, at a cost linear in len(cursor).
+func decodeCursor(cursor string, n int) (int, bool) {
+	if len(cursor) == 0 || len(cursor) > 27 { // 20 digits of base64
+		return 0, false
+	}
+	b, err := base64.RawURLEncoding.DecodeString(cursor)
+	if err != nil || len(b) == 0 || b[0] < '0' || b[0] > '9' {
+		return 0, false
+	}
+	off, err := strconv.Atoi(string(b))
+	if err != nil || off < 0 || off > n || encodeCursor(off) != cursor {
+		return 0, false
+	}
+	return off, true
 }
 
 func (h *Handler) listTools(rq *request, m *jsonrpc.Message) {
