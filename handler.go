@@ -296,11 +296,11 @@ func (h *Handler) readBody(w http.ResponseWriter, r *http.Request) (*bytes.Buffe
 	if r.ContentLength > 0 {
 		buf.Grow(int(r.ContentLength))
 	}
-	rc := http.NewResponseController(w)
-	bounded := rc.SetReadDeadline(time.Now().Add(h.cfg.ReadBodyTimeout)) == nil
+	setDeadline := readDeadline(w)
+	bounded := setDeadline != nil && setDeadline(time.Now().Add(h.cfg.ReadBodyTimeout)) == nil
 	_, err := buf.ReadFrom(http.MaxBytesReader(w, r.Body, h.cfg.MaxBodyBytes))
 	if bounded && err == nil {
-		rc.SetReadDeadline(time.Time{})
+		setDeadline(time.Time{})
 	}
 	if err != nil {
 		h.releaseBody(buf)
@@ -315,6 +315,19 @@ func (h *Handler) readBody(w http.ResponseWriter, r *http.Request) (*bytes.Buffe
 		return nil, http.StatusBadRequest
 	}
 	return buf, 0
+}
+
+// readDeadline returns the function that sets w's read deadline, or nil if
+// w has none: net/http's writers have it as a method (no allocation on the
+// hot path); one that wraps another goes through http.ResponseController.
+func readDeadline(w http.ResponseWriter) func(time.Time) error {
+	switch d := w.(type) {
+	case interface{ SetReadDeadline(time.Time) error }:
+		return d.SetReadDeadline
+	case interface{ Unwrap() http.ResponseWriter }:
+		return http.NewResponseController(w).SetReadDeadline
+	}
+	return nil
 }
 
 // bodyError answers a POST whose body readBody refused with status.
