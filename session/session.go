@@ -89,6 +89,7 @@ type Store interface {
 	// for one owner, on any replica, end each session at most once and
 	// leave at most max of the owner's admitted sessions. What the store
 	// keeps for an owner lives no longer than its newest session (s.TTL).
+	// A max below 1 ends nothing.
 	Admit(ctx context.Context, s *Session, max int) (ended []string, err error)
 
 	// Publish delivers msg to every current subscriber of channel and
