@@ -84,10 +84,64 @@ func drain(next func() error) <-chan struct{} {
 	return done
 }
 
+// streamHost is the fixture with tokens from tt and a tool "hold" that ends
+// its POST's connection at once (as SSE polling does) and then runs until
+// the test ends, so that its stream can only be resumed.
+func streamHost(t *testing.T, tt *tokenTable, keepAlive time.Duration) *mcphandler.Handler {
+	cfg := (&fixture{}).config()
+	cfg.Authenticate = tt.authenticate
+	cfg.KeepAlive = keepAlive
+	release := make(chan struct{})
+	t.Cleanup(func() { close(release) })
+	tools := cfg.ListTools
+	hold := mcphandler.Tool{Name: "hold", Annotations: &mcphandler.ToolAnnotations{ReadOnlyHint: true},
+		Handler: func(ctx context.Context, call *mcphandler.ToolCall) (*mcphandler.ToolResult, error) {
+			call.CloseStream()
+			select {
+			case <-release:
+			case <-ctx.Done():
+			}
+			return mcphandler.TextResult("released"), nil
+		}}
+	cfg.ListTools = func(ctx context.Context) ([]mcphandler.Tool, error) {
+		ts, err := tools(ctx)
+		return append(ts, hold), err
+	}
+	return mcphandler.New(cfg)
+}
+
 var streamKinds = []streamKind{
 	{"2025 GET stream", func(t *testing.T, h *mcphandler.Handler, token string) <-chan struct{} {
 		c := connect(t, h, token)
 		s, err := c.OpenStream(context.Background())
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { s.Close() })
+		return drain(func() error { _, err := s.Next(context.Background()); return err })
+	}},
+	{"2025 resumed POST stream", func(t *testing.T, h *mcphandler.Handler, token string) <-chan struct{} {
+		c := connect(t, h, token, mcptest.WithAutoResume(false))
+		resp, err := c.Post(context.Background(), []byte(`{"jsonrpc":"2.0","id":"h1","method":"tools/call","params":{"name":"hold"}}`), nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		r := mcptest.NewSSEReader(resp.Body)
+		last := ""
+		for {
+			ev, err := r.Next()
+			if err != nil {
+				break
+			}
+			if ev.ID != "" {
+				last = ev.ID
+			}
+		}
+		resp.Body.Close()
+		if last == "" {
+			t.Fatal("the POST stream ended without an event id")
+		}
+		s, err := c.Resume(context.Background(), last)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -142,7 +196,8 @@ func endsWithin(done <-chan struct{}, d time.Duration) bool {
 
 // The attacker's token is revoked (or reissued to someone else, or cannot
 // be checked any more) while their stream is open. The stream must end
-// within about one KeepAlive, on every kind of stream, and not before.
+// within about one KeepAlive, on every kind of stream (a resumed POST
+// stream is a GET too), and not before.
 func TestAttackRevokedTokenKeepsStream(t *testing.T) {
 	// Not shorter: a GET stream's claim lapses after two KeepAlives
 	// without renewal, which a loaded machine may delay.
@@ -160,10 +215,7 @@ func TestAttackRevokedTokenKeepsStream(t *testing.T) {
 		for _, kind := range streamKinds {
 			t.Run(change.name+"/"+kind.name, func(t *testing.T) {
 				tt := newTokenTable()
-				cfg := (&fixture{}).config()
-				cfg.Authenticate = tt.authenticate
-				cfg.KeepAlive = keepAlive
-				h := mcphandler.New(cfg)
+				h := streamHost(t, tt, keepAlive)
 				done := kind.open(t, h, "acme-viewer")
 				time.Sleep(3 * keepAlive)
 				if !open(done) {
@@ -188,10 +240,7 @@ func TestAttackExpiredTokenKeepsStream(t *testing.T) {
 		for _, kind := range streamKinds {
 			t.Run(fmt.Sprint(lifetime, "/", kind.name), func(t *testing.T) {
 				tt := newTokenTable()
-				cfg := (&fixture{}).config()
-				cfg.Authenticate = tt.authenticate
-				cfg.KeepAlive = time.Hour
-				h := mcphandler.New(cfg)
+				h := streamHost(t, tt, time.Hour)
 				expires := time.Now().Add(lifetime)
 				tt.set(func(ids map[string]mcphandler.Identity) {
 					id := ids["acme-viewer"]
@@ -323,7 +372,7 @@ func TestReadBodyTimeoutSparesStreams(t *testing.T) {
 	if err != nil || !strings.Contains(string(raw), "done") {
 		t.Fatalf("a 500ms SSE response with ReadBodyTimeout 100ms: %s %v", raw, err)
 	}
-	done := streamKinds[1].open(t, h, "acme-viewer")
+	done := streamKinds[2].open(t, h, "acme-viewer")
 	if endsWithin(done, 500*time.Millisecond) {
 		t.Fatal("a listen stream ended after ReadBodyTimeout")
 	}
