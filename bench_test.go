@@ -114,7 +114,8 @@ func BenchmarkIdleSession(b *testing.B) {
 	const n = 5000
 	for b.Loop() {
 		store := session.NewMemory()
-		h := mcphandler.New(mcphandler.Config{Authenticate: bearer, Store: store})
+		// One identity holds every session here.
+		h := mcphandler.New(mcphandler.Config{Authenticate: bearer, Store: store, MaxSessionsPerIdentity: n})
 		var before, after runtime.MemStats
 		runtime.GC()
 		runtime.ReadMemStats(&before)

@@ -146,6 +146,49 @@ type Config struct {
 	// zero, 25 seconds.
 	KeepAlive time.Duration
 
+	// Bounds on what a client may make the handler keep. Each has a
+	// default; past it the request is refused with a message naming the
+	// limit (or, for client info, the value is kept cut short), so that a
+	// session record stays a few KB whatever a client sends.
+
+	// MaxClientInfoBytes bounds each of the clientInfo name and version
+	// that initialize records in the session. A longer value is kept cut
+	// to this many bytes (at a UTF-8 boundary): initialize does not fail
+	// for it. If zero, 256.
+	MaxClientInfoBytes int
+	// MaxSubscriptions bounds the resources/subscribe URIs one session
+	// holds and the resourceSubscriptions of one subscriptions/listen
+	// filter. A subscription past it, or a filter naming more, is refused
+	// with -32602. If zero, 16.
+	MaxSubscriptions int
+	// MaxSubscriptionURIBytes bounds the length of a URI given to
+	// resources/subscribe or in a listen filter; a longer one is refused
+	// with -32602. If zero, 512.
+	MaxSubscriptionURIBytes int
+	// MaxIDBytes bounds the JSON text of a request id and of a
+	// progressToken, which are echoed in every response and progress
+	// event. A message with a longer id is refused with HTTP 400 and
+	// -32600; a request with a longer progress token with -32602. If
+	// zero, 256.
+	MaxIDBytes int
+	// MaxSessionsPerIdentity bounds the live sessions (Streamable HTTP and
+	// legacy HTTP+SSE alike) of one identity (tenant and subject), across
+	// every replica sharing the Store. An initialize past it ends the
+	// identity's oldest session, as a client that leaves without DELETE
+	// would let it expire: requests with its id get 404, which tells its
+	// client to initialize again, and its streams end. The zero Identity
+	// (no Authenticate hook, or one that names no tenant and subject) is
+	// not limited: its callers cannot be told apart. If zero, 100.
+	MaxSessionsPerIdentity int
+	// ReadBodyTimeout bounds the time spent reading a POST body, from the
+	// moment the handler starts reading it, so that a client that sends
+	// its headers and then trickles the body cannot hold a connection and
+	// a goroutine for long: past it the request gets 408 and the
+	// connection is closed. It is set with
+	// [http.ResponseController.SetReadDeadline] and lifted once the body
+	// is read, so long SSE responses are not cut. If zero, 30 seconds.
+	ReadBodyTimeout time.Duration
+
 	// Logger receives the handler's own errors (a failing store, a
 	// panicking hook). If nil, [slog.Default] is used.
 	Logger *slog.Logger
@@ -160,6 +203,13 @@ const (
 	defaultSSERetry       = time.Second
 	defaultKeepAlive      = 25 * time.Second
 	defaultResumeWindow   = 5 * time.Minute
+
+	defaultMaxClientInfoBytes      = 256
+	defaultMaxSubscriptions        = 16
+	defaultMaxSubscriptionURIBytes = 512
+	defaultMaxIDBytes              = 256
+	defaultMaxSessionsPerIdentity  = 100
+	defaultReadBodyTimeout         = 30 * time.Second
 )
 
 func (c *Config) applyDefaults() {
@@ -189,6 +239,24 @@ func (c *Config) applyDefaults() {
 	}
 	if c.KeepAlive <= 0 {
 		c.KeepAlive = defaultKeepAlive
+	}
+	if c.MaxClientInfoBytes <= 0 {
+		c.MaxClientInfoBytes = defaultMaxClientInfoBytes
+	}
+	if c.MaxSubscriptions <= 0 {
+		c.MaxSubscriptions = defaultMaxSubscriptions
+	}
+	if c.MaxSubscriptionURIBytes <= 0 {
+		c.MaxSubscriptionURIBytes = defaultMaxSubscriptionURIBytes
+	}
+	if c.MaxIDBytes <= 0 {
+		c.MaxIDBytes = defaultMaxIDBytes
+	}
+	if c.MaxSessionsPerIdentity <= 0 {
+		c.MaxSessionsPerIdentity = defaultMaxSessionsPerIdentity
+	}
+	if c.ReadBodyTimeout <= 0 {
+		c.ReadBodyTimeout = defaultReadBodyTimeout
 	}
 	if c.Logger == nil {
 		c.Logger = slog.Default()

@@ -49,7 +49,22 @@
 // session record — negotiated version, client capabilities, log level —
 // lives in a [session.Store]: in memory by default, or shared by replicas.
 // Idle sessions expire after [Config.SessionTTL]. [Config.Stateless] turns
-// sessions off.
+// sessions off. What a client can make a session keep is bounded (client
+// info, subscriptions, ids; see the Max fields of [Config]), and one
+// identity holds at most [Config.MaxSessionsPerIdentity] sessions: past it,
+// its oldest session ends.
+//
+// # Serving it
+//
+// Long-lived streams (GET, subscriptions/listen, legacy HTTP+SSE) re-run
+// [Config.Authenticate] every [Config.KeepAlive] and end when the caller's
+// credentials are revoked, change identity, or reach [Identity.Expires].
+// The handler bounds the time it reads a POST body
+// ([Config.ReadBodyTimeout]); the host's [net/http.Server] should set
+// ReadHeaderTimeout and IdleTimeout, and neither ReadTimeout nor
+// WriteTimeout, which would cut those streams:
+//
+//	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second, IdleTimeout: 2 * time.Minute}
 //
 // # Confirms
 //

@@ -70,7 +70,7 @@ func (h *Handler) stepUp(rq *request, m *jsonrpc.Message, need []string) bool {
 	if len(missing) == 0 {
 		return false
 	}
-	challenge := `Bearer error="insufficient_scope", scope="` + strings.Join(need, " ") + `"`
+	challenge := `Bearer error="insufficient_scope", scope=` + quotedString(strings.Join(need, " "))
 	if h.cfg.ScopeChallenge != nil {
 		// The request carries the caller in its context (IdentityFrom),
 		// so the challenge can name the scopes already granted too.
@@ -81,4 +81,24 @@ func (h *Handler) stepUp(rq *request, m *jsonrpc.Message, need []string) bool {
 	data, _ := json.Marshal(map[string]any{"requiredScopes": need})
 	rq.fail(m.ID, &jsonrpc.Error{Code: CodeForbidden, Message: "Insufficient scope", Data: data})
 	return true
+}
+
+// quotedString returns s as an RFC 9110 quoted-string: '"' and '\'
+// escaped, control characters (which a quoted-string cannot hold) dropped,
+// so that a scope name cannot end the parameter and add others.
+func quotedString(s string) string {
+	var b strings.Builder
+	b.Grow(len(s) + 2)
+	b.WriteByte('"')
+	for _, r := range s {
+		switch {
+		case r < 0x20 && r != '\t', r == 0x7f:
+			continue
+		case r == '"' || r == '\\':
+			b.WriteByte('\\')
+		}
+		b.WriteRune(r)
+	}
+	b.WriteByte('"')
+	return b.String()
 }

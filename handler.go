@@ -12,7 +12,9 @@ import (
 	"net"
 	"net/http"
 	"net/url"
+	"os"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -283,8 +285,15 @@ func acceptsType(accept, typ string) bool {
 	return false
 }
 
-// readBody reads a POST body within MaxBodyBytes into a pooled buffer the
-// caller must release.
+// readBody reads a POST body within MaxBodyBytes and ReadBodyTimeout into
+// a pooled buffer the caller must release. It returns 413 for a body too
+// large, 408 for one too slow (the connection is then closed, so that the
+// server does not wait for the rest) and 400 for one that broke off.
+//
+// The time bound is a read deadline on the connection (or HTTP/2 stream),
+// lifted once the body is read — net/http does it too on HTTP/1.x — since
+// the response that follows may be a long SSE stream, and net/http cancels
+// a request whose connection fails to read.
 func (h *Handler) readBody(w http.ResponseWriter, r *http.Request) (*bytes.Buffer, int) {
 	if r.ContentLength > h.cfg.MaxBodyBytes {
 		return nil, http.StatusRequestEntityTooLarge
@@ -297,16 +306,50 @@ func (h *Handler) readBody(w http.ResponseWriter, r *http.Request) (*bytes.Buffe
 	if r.ContentLength > 0 {
 		buf.Grow(int(r.ContentLength))
 	}
+	setDeadline := readDeadline(w)
+	bounded := setDeadline != nil && setDeadline(time.Now().Add(h.cfg.ReadBodyTimeout)) == nil
 	_, err := buf.ReadFrom(http.MaxBytesReader(w, r.Body, h.cfg.MaxBodyBytes))
+	if bounded && err == nil {
+		setDeadline(time.Time{})
+	}
 	if err != nil {
 		h.releaseBody(buf)
 		var mbe *http.MaxBytesError
-		if errors.As(err, &mbe) {
+		switch {
+		case errors.As(err, &mbe):
 			return nil, http.StatusRequestEntityTooLarge
+		case errors.Is(err, os.ErrDeadlineExceeded):
+			w.Header().Set("Connection", "close")
+			return nil, http.StatusRequestTimeout
 		}
 		return nil, http.StatusBadRequest
 	}
 	return buf, 0
+}
+
+// readDeadline returns the function that sets w's read deadline, or nil if
+// w has none: net/http's writers have it as a method (no allocation on the
+// hot path); one that wraps another goes through http.ResponseController.
+func readDeadline(w http.ResponseWriter) func(time.Time) error {
+	switch d := w.(type) {
+	case interface{ SetReadDeadline(time.Time) error }:
+		return d.SetReadDeadline
+	case interface{ Unwrap() http.ResponseWriter }:
+		return http.NewResponseController(w).SetReadDeadline
+	}
+	return nil
+}
+
+// bodyError answers a POST whose body readBody refused with status.
+func bodyError(w http.ResponseWriter, status int) {
+	msg := "Bad Request: could not read the body"
+	switch status {
+	case http.StatusRequestEntityTooLarge:
+		msg = "Request Entity Too Large"
+	case http.StatusRequestTimeout:
+		msg = "Request Timeout: the body was not received in time"
+	}
+	writeHTTPError(w, status, jsonrpc.CodeInvalidRequest, msg)
 }
 
 func (h *Handler) releaseBody(buf *bytes.Buffer) {
@@ -353,11 +396,7 @@ func (h *Handler) servePOST(w http.ResponseWriter, r *http.Request) {
 	hv := strings.TrimSpace(r.Header.Get("MCP-Protocol-Version"))
 	buf, status := h.readBody(w, r)
 	if status != 0 {
-		msg := "Bad Request: could not read the body"
-		if status == http.StatusRequestEntityTooLarge {
-			msg = "Request Entity Too Large"
-		}
-		writeHTTPError(w, status, jsonrpc.CodeInvalidRequest, msg)
+		bodyError(w, status)
 		return
 	}
 	defer h.releaseBody(buf)
@@ -376,7 +415,7 @@ func (h *Handler) servePOST(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	var m jsonrpc.Message
-	kind, ok := decodeMessage(w, body, &m)
+	kind, ok := h.decodeMessage(w, body, &m)
 	if !ok {
 		return
 	}
@@ -427,8 +466,9 @@ func (h *Handler) primes(rq *request) bool {
 }
 
 // decodeMessage decodes and validates one JSON-RPC message, answering 400
-// (-32700 or -32600) when it is not one.
-func decodeMessage(w http.ResponseWriter, body []byte, m *jsonrpc.Message) (jsonrpc.Kind, bool) {
+// (-32700 or -32600) when it is not one or its id is longer than
+// Config.MaxIDBytes.
+func (h *Handler) decodeMessage(w http.ResponseWriter, body []byte, m *jsonrpc.Message) (jsonrpc.Kind, bool) {
 	if err := jsonrpc.Decode(body, m); err != nil {
 		if errors.Is(err, jsonrpc.ErrNotObject) {
 			writeHTTPError(w, http.StatusBadRequest, jsonrpc.CodeInvalidRequest, "Invalid Request: the body must be a JSON-RPC message object")
@@ -438,11 +478,25 @@ func decodeMessage(w http.ResponseWriter, body []byte, m *jsonrpc.Message) (json
 		return 0, false
 	}
 	kind, verr := m.Validate()
+	if verr == nil {
+		verr = h.checkID(m)
+	}
 	if verr != nil {
 		writeRPCError(w, http.StatusBadRequest, readableID(m.ID), verr)
 		return 0, false
 	}
 	return kind, true
+}
+
+// checkID refuses a message whose id is longer than Config.MaxIDBytes: ids
+// are echoed in responses and kept while a request runs. The error is
+// sent without the id.
+func (h *Handler) checkID(m *jsonrpc.Message) *jsonrpc.Error {
+	if len(m.ID) <= h.cfg.MaxIDBytes {
+		return nil
+	}
+	m.ID = nil
+	return &jsonrpc.Error{Code: CodeInvalidRequest, Message: "Invalid Request: an id has at most " + strconv.Itoa(h.cfg.MaxIDBytes) + " bytes"}
 }
 
 // readableID returns id if it is a valid JSON-RPC id, so that an error
@@ -455,8 +509,9 @@ func readableID(id json.RawMessage) json.RawMessage {
 }
 
 // resolveSession finds the request's session (or, in stateless mode, only
-// settles the protocol version). It writes 400, 404 or 503 and returns
-// false when the request cannot go on.
+// settles the protocol version) and sets rq.version to the session's. It
+// writes 400 (a version header that contradicts the session), 404 or 503
+// and returns false when the request cannot go on.
 func (h *Handler) resolveSession(w http.ResponseWriter, rq *request) bool {
 	if h.cfg.Stateless {
 		if rq.version == "" {
@@ -481,10 +536,17 @@ func (h *Handler) resolveSession(w http.ResponseWriter, rq *request) bool {
 		h.storeUnavailable(w, err)
 		return false
 	}
-	rq.sess = s
-	if rq.version == "" {
-		rq.version = s.ProtocolVersion
+	// The version negotiated at initialize decides everything a revision
+	// changes (batches, priming events, elicitation formats). Clients must
+	// repeat it in MCP-Protocol-Version; a header naming another revision
+	// is refused rather than obeyed or ignored.
+	if rq.version != "" && rq.version != s.ProtocolVersion {
+		writeHTTPError(w, http.StatusBadRequest, jsonrpc.CodeInvalidRequest,
+			"Bad Request: MCP-Protocol-Version "+rq.version+" is not the session's negotiated version "+s.ProtocolVersion)
+		return false
 	}
+	rq.sess = s
+	rq.version = s.ProtocolVersion
 	return true
 }
 
@@ -522,6 +584,8 @@ func (h *Handler) serveBatch(w http.ResponseWriter, rq *request, body []byte) {
 			resp = jsonrpc.AppendError(nil, nil, &jsonrpc.Error{Code: CodeInvalidRequest, Message: "Invalid Request"})
 		} else if kind, verr := m.Validate(); verr != nil {
 			resp = jsonrpc.AppendError(nil, readableID(m.ID), verr)
+		} else if verr := h.checkID(&m); verr != nil {
+			resp = jsonrpc.AppendError(nil, nil, verr)
 		} else {
 			switch kind {
 			case jsonrpc.KindNotification:
@@ -638,6 +702,11 @@ func (h *Handler) serveGET(w http.ResponseWriter, r *http.Request) {
 	if !h.resolveSession(w, rq) {
 		return
 	}
+	// The stream lives while its caller stays who it was (see callerContext).
+	ctx, cancel := h.callerContext(r, id)
+	defer cancel()
+	r = r.WithContext(ctx)
+	rq.r = r
 	sid := rq.sess.ID
 	if last := r.Header.Get("Last-Event-ID"); last != "" && h.resume(w, rq, last) {
 		return
@@ -732,7 +801,7 @@ func (h *Handler) serveDELETE(w http.ResponseWriter, r *http.Request) {
 	if !ok {
 		return
 	}
-	rq := &request{h: h, r: r, id: id}
+	rq := &request{h: h, r: r, id: id, version: strings.TrimSpace(r.Header.Get("MCP-Protocol-Version"))}
 	if !h.resolveSession(w, rq) {
 		return
 	}

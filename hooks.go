@@ -23,6 +23,10 @@ type Identity struct {
 	Scopes []string
 	// Attributes carry anything else the host's hooks need.
 	Attributes map[string]any
+	// Expires is when the caller's credentials expire, if Authenticate can
+	// tell (package auth sets it from a token's "exp"); zero means
+	// unknown. A long-lived stream of the caller ends at that time.
+	Expires time.Time
 }
 
 // key is the binding of sessions and confirms: tenant and subject,
@@ -34,6 +38,12 @@ func (id Identity) key() string {
 // AuthenticateFunc decides who sent r. It runs on every request (POST, GET
 // and DELETE). A non-nil error answers 401 with the challenge of
 // [Config.Challenge]; wrap [ErrForbidden] to answer 403 instead.
+//
+// While a long-lived stream is open (a GET stream, a subscriptions/listen
+// stream, a legacy HTTP+SSE stream), it runs again on the stream's request
+// every [Config.KeepAlive], from another goroutine: an error, or an
+// identity with another tenant or subject, ends the stream. It must not
+// read r's body.
 type AuthenticateFunc func(r *http.Request) (Identity, error)
 
 // ChallengeFunc returns the WWW-Authenticate header value for a request

@@ -46,7 +46,9 @@ func (h *Handler) serveLegacyStream(w http.ResponseWriter, r *http.Request, mess
 	if !ok {
 		return
 	}
-	ctx := r.Context()
+	// The stream lives while its caller stays who it was (see callerContext).
+	ctx, cancel := h.callerContext(r, id)
+	defer cancel()
 	s := &session.Session{ID: randText(), Owner: id.key(), ProtocolVersion: Version20241105, TTL: h.cfg.SessionTTL}
 	sub, err := h.cfg.Store.Subscribe(ctx, sessionChannel(s.ID))
 	if err != nil {
@@ -61,6 +63,10 @@ func (h *Handler) serveLegacyStream(w http.ResponseWriter, r *http.Request, mess
 	}
 	defer changes.Close()
 	if err := h.cfg.Store.Create(ctx, s); err != nil {
+		h.storeUnavailable(w, err)
+		return
+	}
+	if err := h.admit(ctx, id, s); err != nil {
 		h.storeUnavailable(w, err)
 		return
 	}
@@ -166,12 +172,12 @@ func (h *Handler) serveLegacyMessage(w http.ResponseWriter, r *http.Request) {
 	}
 	buf, status := h.readBody(w, r)
 	if status != 0 {
-		writeHTTPError(w, status, jsonrpc.CodeInvalidRequest, "Bad Request: could not read the body")
+		bodyError(w, status)
 		return
 	}
 	defer h.releaseBody(buf)
 	var m jsonrpc.Message
-	kind, ok := decodeMessage(w, buf.Bytes(), &m)
+	kind, ok := h.decodeMessage(w, buf.Bytes(), &m)
 	if !ok {
 		return
 	}
@@ -222,7 +228,8 @@ func (h *Handler) initializeLegacy(rq *request, m *jsonrpc.Message) {
 	}
 	rq.sess.ProtocolVersion = version
 	rq.sess.Capabilities = p.Capabilities.flags()
-	rq.sess.ClientName, rq.sess.ClientVersion = p.ClientInfo.Name, p.ClientInfo.Version
+	rq.sess.ClientName = clip(p.ClientInfo.Name, h.cfg.MaxClientInfoBytes)
+	rq.sess.ClientVersion = clip(p.ClientInfo.Version, h.cfg.MaxClientInfoBytes)
 	rq.version = version
 	rq.info = &reqInfo{identity: rq.id, request: rq.r, version: version, sessionID: rq.sess.ID}
 	rq.ctx = context.WithValue(rq.r.Context(), ctxKey{}, rq.info)

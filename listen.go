@@ -3,6 +3,7 @@ package mcphandler
 import (
 	"encoding/json"
 	"slices"
+	"strconv"
 	"time"
 
 	"github.com/mcphandler/mcphandler/internal/jsonrpc"
@@ -32,14 +33,26 @@ func (h *Handler) listen(rq *request, m *jsonrpc.Message) {
 		return
 	}
 	want, agreed := p.Notifications, listenFilter{}
+	if len(want.ResourceSubscriptions) > h.cfg.MaxSubscriptions {
+		rq.fail(m.ID, invalidParams("Invalid params: a listen filter names at most "+strconv.Itoa(h.cfg.MaxSubscriptions)+" resourceSubscriptions"))
+		return
+	}
+	for _, uri := range want.ResourceSubscriptions {
+		if e := h.checkSubscriptionURI(uri); e != nil {
+			rq.fail(m.ID, e)
+			return
+		}
+	}
 	agreed.ToolsListChanged = want.ToolsListChanged && h.cfg.ListTools != nil
 	agreed.PromptsListChanged = want.PromptsListChanged && h.cfg.ListPrompts != nil
 	agreed.ResourcesListChanged = want.ResourcesListChanged && h.hasResources()
+	// One call of each list hook resolves the whole filter.
+	rr := resourceResolver{h: h, ctx: rq.ctx, id: rq.id}
 	for _, uri := range want.ResourceSubscriptions {
 		if h.cfg.ReadResource == nil {
 			break
 		}
-		if _, ok, err := h.findResource(rq.ctx, rq.id, uri); err == nil && ok {
+		if _, ok, err := rr.find(uri); err == nil && ok {
 			agreed.ResourceSubscriptions = append(agreed.ResourceSubscriptions, uri)
 		}
 	}
@@ -62,7 +75,10 @@ func (h *Handler) listen(rq *request, m *jsonrpc.Message) {
 	}
 	tick := time.NewTicker(h.cfg.KeepAlive)
 	defer tick.Stop()
-	done := rq.r.Context().Done()
+	// The stream lives while its caller stays who it was (see callerContext).
+	ctx, cancel := h.callerContext(rq.r, rq.id)
+	defer cancel()
+	done := ctx.Done()
 	for {
 		select {
 		case <-done:

@@ -1,6 +1,7 @@
 package mcphandler
 
 import (
+	"bytes"
 	"context"
 	"crypto/rand"
 	"encoding/base64"
@@ -8,6 +9,7 @@ import (
 	"errors"
 	"net/http"
 	"strconv"
+	"unicode/utf8"
 
 	"github.com/mcphandler/mcphandler/internal/jsonrpc"
 	"github.com/mcphandler/mcphandler/session"
@@ -17,6 +19,10 @@ import (
 // stateless POST).
 func (h *Handler) serveRequest(rq *request, m *jsonrpc.Message) {
 	rq.method = m.Method
+	if e := rq.checkProgressToken(m); e != nil {
+		rq.fail(m.ID, e)
+		return
+	}
 	if rq.info == nil {
 		rq.info = &reqInfo{identity: rq.id, request: rq.r, version: rq.version}
 	}
@@ -166,6 +172,28 @@ func (rq *request) newExchange(meta json.RawMessage) *Exchange {
 	return x
 }
 
+// checkProgressToken refuses a request whose progressToken is longer than
+// Config.MaxIDBytes: the token is copied into every progress event.
+func (rq *request) checkProgressToken(m *jsonrpc.Message) *jsonrpc.Error {
+	var tok json.RawMessage
+	switch {
+	case rq.modern:
+		tok = rq.meta.ProgressToken
+	case bytes.Contains(m.Params, []byte(`"progressToken"`)):
+		var p struct {
+			Meta struct {
+				ProgressToken json.RawMessage `json:"progressToken"`
+			} `json:"_meta"`
+		}
+		json.Unmarshal(m.Params, &p)
+		tok = p.Meta.ProgressToken
+	}
+	if len(tok) > rq.h.cfg.MaxIDBytes {
+		return invalidParams("Invalid params: a progressToken has at most " + strconv.Itoa(rq.h.cfg.MaxIDBytes) + " bytes")
+	}
+	return nil
+}
+
 var emptyResult = []byte("{}")
 
 // randText returns 130 random bits as 26 characters of base32, for ids
@@ -261,12 +289,16 @@ func (h *Handler) initialize(rq *request, m *jsonrpc.Message) {
 			ID:              randText(),
 			Owner:           rq.id.key(),
 			ProtocolVersion: version,
-			ClientName:      p.ClientInfo.Name,
-			ClientVersion:   p.ClientInfo.Version,
+			ClientName:      clip(p.ClientInfo.Name, h.cfg.MaxClientInfoBytes),
+			ClientVersion:   clip(p.ClientInfo.Version, h.cfg.MaxClientInfoBytes),
 			Capabilities:    p.Capabilities.flags(),
 			TTL:             h.cfg.SessionTTL,
 		}
-		if err := h.cfg.Store.Create(rq.ctx, s); err != nil {
+		err := h.cfg.Store.Create(rq.ctx, s)
+		if err == nil {
+			err = h.admit(rq.ctx, rq.id, s)
+		}
+		if err != nil {
 			h.logger().Error("mcphandler: session store", "err", err)
 			rq.st.status = 503
 			rq.fail(m.ID, &jsonrpc.Error{Code: CodeStoreUnavailable, Message: "The session store is unavailable"})
@@ -275,6 +307,35 @@ func (h *Handler) initialize(rq *request, m *jsonrpc.Message) {
 		rq.st.w.Header().Set("Mcp-Session-Id", s.ID)
 	}
 	h.initializeResult(rq, m, version)
+}
+
+// admit enforces Config.MaxSessionsPerIdentity once the session s of id
+// is created: the store ends id's oldest sessions beyond the limit, and
+// their streams are told to end. The zero identity is not limited. If the
+// store fails, s is deleted again and the error returned.
+func (h *Handler) admit(ctx context.Context, id Identity, s *session.Session) error {
+	if id.Tenant == "" && id.Subject == "" {
+		return nil
+	}
+	ended, err := h.cfg.Store.Admit(ctx, s, h.cfg.MaxSessionsPerIdentity)
+	for _, sid := range ended {
+		h.publishSession(ctx, sid, sessionEnded)
+	}
+	if err != nil {
+		h.cfg.Store.Delete(context.WithoutCancel(ctx), s.ID)
+	}
+	return err
+}
+
+// clip returns s cut to at most n bytes, at a UTF-8 boundary.
+func clip(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	for n > 0 && !utf8.RuneStart(s[n]) {
+		n--
+	}
+	return s[:n]
 }
 
 // initializeResult answers initialize with the negotiated version, the
@@ -396,18 +457,42 @@ func (h *Handler) page(params json.RawMessage, n int) (lo, hi int, next string, 
 		}
 	}
 	if p.Cursor != "" {
-		b, err := base64.RawURLEncoding.DecodeString(p.Cursor)
-		off, err2 := strconv.Atoi(string(b))
-		if err != nil || err2 != nil || off < 0 || off > n || len(b) == 0 || b[0] == '+' {
+		off, ok := decodeCursor(p.Cursor, n)
+		if !ok {
 			return 0, 0, "", invalidParams("Invalid params: invalid cursor")
 		}
 		lo = off
 	}
 	hi = min(lo+h.cfg.PageSize, n)
 	if hi < n {
-		next = base64.RawURLEncoding.EncodeToString(strconv.AppendInt(nil, int64(hi), 10))
+		next = encodeCursor(hi)
 	}
 	return lo, hi, next, nil
+}
+
+// encodeCursor returns the opaque cursor of the page that starts at off:
+// the offset in decimal, base64url without padding.
+func encodeCursor(off int) string {
+	return base64.RawURLEncoding.EncodeToString(strconv.AppendInt(nil, int64(off), 10))
+}
+
+// decodeCursor returns the offset of cursor into a list of n entries. Only
+// the cursors encodeCursor makes for 0..n are valid: anything else (another
+// spelling of an offset, an offset past n, a cursor of any length that is
+// not one) reports false, at a cost linear in len(cursor).
+func decodeCursor(cursor string, n int) (int, bool) {
+	if len(cursor) == 0 || len(cursor) > 27 { // 20 digits of base64
+		return 0, false
+	}
+	b, err := base64.RawURLEncoding.DecodeString(cursor)
+	if err != nil || len(b) == 0 || b[0] < '0' || b[0] > '9' {
+		return 0, false
+	}
+	off, err := strconv.Atoi(string(b))
+	if err != nil || off < 0 || off > n || encodeCursor(off) != cursor {
+		return 0, false
+	}
+	return off, true
 }
 
 func (h *Handler) listTools(rq *request, m *jsonrpc.Message) {

@@ -180,7 +180,9 @@ func (h *Handler) getPrompt(rq *request, m *jsonrpc.Message) {
 }
 
 // CompleteFunc suggests values for an argument of a prompt or a resource
-// template the caller may see.
+// template the caller may see, and whose scopes the caller's token holds
+// (without them the request answers 403 insufficient_scope, as prompts/get
+// and resources/read do).
 type CompleteFunc func(ctx context.Context, req *CompleteRequest) (*CompleteResult, error)
 
 // CompleteRequest is one completion/complete.
@@ -248,6 +250,7 @@ func (h *Handler) complete(rq *request, m *jsonrpc.Message) {
 		for i := range ts {
 			if ts[i].URITemplate == p.Ref.URI {
 				req.Template = &ts[i]
+				break
 			}
 		}
 		if req.Template == nil {
@@ -256,6 +259,17 @@ func (h *Handler) complete(rq *request, m *jsonrpc.Message) {
 		}
 	default:
 		rq.fail(m.ID, invalidParams("Invalid params: ref.type must be ref/prompt or ref/resource"))
+		return
+	}
+	// Completing an argument uses the prompt or template: it needs the
+	// same scopes as getting or reading it.
+	var need []string
+	if req.Prompt != nil {
+		need = req.Prompt.Scopes
+	} else {
+		need = req.Template.Scopes
+	}
+	if h.stepUp(rq, m, need) {
 		return
 	}
 	res, err := h.cfg.Complete(rq.ctx, req)

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"strconv"
 	"strings"
 
 	"github.com/mcphandler/mcphandler/internal/jsonrpc"
@@ -29,7 +30,9 @@ type Resource struct {
 
 // ResourceTemplate describes a family of resources by an RFC 6570 (level 1)
 // URI template such as "docs://{id}". A URI that matches a template the
-// caller may see can be read.
+// caller may see can be read, unless it is the URI of a concrete resource:
+// a concrete resource the caller may not see shadows every template, so
+// its URI reads as not found for that caller.
 type ResourceTemplate struct {
 	URITemplate string       `json:"uriTemplate"`
 	Name        string       `json:"name"`
@@ -55,7 +58,8 @@ type ListResourceTemplatesFunc func(ctx context.Context) ([]ResourceTemplate, er
 
 // ReadResourceFunc returns the contents of the resource in req. It is only
 // called for a URI the caller may see: one of its resources, or one that
-// matches one of its templates. Return [ErrResourceNotFound] when the
+// matches one of its templates and is not the URI of a concrete resource
+// hidden from the caller. Return [ErrResourceNotFound] when the
 // resource does not exist after all.
 type ReadResourceFunc func(ctx context.Context, req *ResourceRequest) ([]ResourceContents, error)
 
@@ -158,25 +162,68 @@ func (h *Handler) visibleTemplates(ctx context.Context, id Identity) ([]Resource
 	return gate(h, ts, id, func(t *ResourceTemplate) gates { return gates{t.MinRole, t.Scopes} }), nil
 }
 
-// findResource resolves uri among what the caller may see: a concrete
-// resource first, then the first matching template.
+// findResource resolves uri among what the caller may see; see
+// resourceResolver.
 func (h *Handler) findResource(ctx context.Context, id Identity, uri string) (*ResourceRequest, bool, error) {
-	rs, err := h.visibleResources(ctx, id)
-	if err != nil {
-		return nil, false, err
-	}
-	for i := range rs {
-		if rs[i].URI == uri {
-			return &ResourceRequest{URI: uri, Resource: &rs[i], Identity: id}, true, nil
+	rr := resourceResolver{h: h, ctx: ctx, id: id}
+	return rr.find(uri)
+}
+
+// resourceResolver resolves resource URIs for one caller, calling each list
+// hook at most once however many URIs it resolves.
+//
+// A URI names a concrete resource of the host's list first: if the caller
+// may see it, that is the resource; if not, the URI does not exist for the
+// caller — a concrete resource the caller cannot see shadows every template
+// its URI matches. Only a URI that no concrete resource claims is matched
+// against the templates the caller may see, the first match winning.
+type resourceResolver struct {
+	h   *Handler
+	ctx context.Context
+	id  Identity
+
+	rs, ts       bool // the lists below were loaded
+	resources    []Resource
+	templates    []ResourceTemplate
+	resourcesErr error
+	templatesErr error
+}
+
+func (rr *resourceResolver) find(uri string) (*ResourceRequest, bool, error) {
+	h := rr.h
+	if !rr.rs {
+		rr.rs = true
+		if h.cfg.ListResources != nil {
+			rr.resources, rr.resourcesErr = h.cfg.ListResources(rr.ctx)
 		}
 	}
-	ts, err := h.visibleTemplates(ctx, id)
-	if err != nil {
-		return nil, false, err
+	if rr.resourcesErr != nil {
+		return nil, false, rr.resourcesErr
 	}
-	for i := range ts {
-		if vars, ok := MatchTemplate(ts[i].URITemplate, uri); ok {
-			return &ResourceRequest{URI: uri, Template: &ts[i], Params: vars, Identity: id}, true, nil
+	shadowed := false
+	for i := range rr.resources {
+		r := &rr.resources[i]
+		if r.URI != uri {
+			continue
+		}
+		if h.visible(gates{r.MinRole, r.Scopes}, rr.id) {
+			return &ResourceRequest{URI: uri, Resource: r, Identity: rr.id}, true, nil
+		}
+		shadowed = true
+	}
+	if shadowed {
+		return nil, false, nil
+	}
+	if !rr.ts {
+		rr.ts = true
+		rr.templates, rr.templatesErr = h.visibleTemplates(rr.ctx, rr.id)
+	}
+	if rr.templatesErr != nil {
+		return nil, false, rr.templatesErr
+	}
+	for i := range rr.templates {
+		if vars, ok := MatchTemplate(rr.templates[i].URITemplate, uri); ok {
+			return &ResourceRequest{URI: uri, Template: &rr.templates[i], Params: vars, Identity: rr.id}, true, nil
 		}
 	}
 	return nil, false, nil
@@ -291,7 +338,9 @@ func (h *Handler) readResource(rq *request, m *jsonrpc.Message) {
 }
 
 // subscribe records a resources/subscribe (or unsubscribe) in the session.
-// Only a resource the caller may read can be subscribed to.
+// Only a resource the caller may read can be subscribed to, with a URI of
+// at most Config.MaxSubscriptionURIBytes, and a session holds at most
+// Config.MaxSubscriptions.
 func (h *Handler) subscribe(rq *request, m *jsonrpc.Message, on bool) {
 	var p uriParams
 	if json.Unmarshal(m.Params, &p) != nil || p.URI == "" {
@@ -299,6 +348,14 @@ func (h *Handler) subscribe(rq *request, m *jsonrpc.Message, on bool) {
 		return
 	}
 	if on {
+		if e := h.checkSubscriptionURI(p.URI); e != nil {
+			rq.fail(m.ID, e)
+			return
+		}
+		if rq.sess != nil && len(rq.sess.Subscriptions) >= h.cfg.MaxSubscriptions && indexOf(rq.sess.Subscriptions, p.URI) < 0 {
+			rq.fail(m.ID, invalidParams("Invalid params: a session holds at most "+strconv.Itoa(h.cfg.MaxSubscriptions)+" resource subscriptions"))
+			return
+		}
 		if _, ok, err := h.findResource(rq.ctx, rq.id, p.URI); err != nil {
 			h.hookFailed(rq, m, "ListResources", err)
 			return
@@ -325,6 +382,15 @@ func (h *Handler) subscribe(rq *request, m *jsonrpc.Message, on bool) {
 		}
 	}
 	rq.reply(m.ID, emptyResult)
+}
+
+// checkSubscriptionURI refuses a URI to subscribe to that is longer than
+// Config.MaxSubscriptionURIBytes.
+func (h *Handler) checkSubscriptionURI(uri string) *jsonrpc.Error {
+	if len(uri) > h.cfg.MaxSubscriptionURIBytes {
+		return invalidParams("Invalid params: a subscribed uri has at most " + strconv.Itoa(h.cfg.MaxSubscriptionURIBytes) + " bytes")
+	}
+	return nil
 }
 
 func indexOf(list []string, s string) int {

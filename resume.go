@@ -5,7 +5,6 @@ import (
 	"context"
 	"net/http"
 	"strconv"
-	"strings"
 	"time"
 
 	"github.com/mcphandler/mcphandler/session"
@@ -24,13 +23,8 @@ import (
 //
 // See https://modelcontextprotocol.io/specification/2025-11-25/basic/transports#resumability-and-redelivery.
 func (h *Handler) resume(w http.ResponseWriter, rq *request, last string) bool {
-	i := strings.LastIndexByte(last, '-')
-	if i <= 1 || last[0] != 'p' {
-		return false
-	}
-	streamID := last[:i]
-	after, err := strconv.ParseUint(last[i+1:], 10, 64)
-	if err != nil {
+	streamID, after, ok := parseLastEventID(last)
+	if !ok {
 		return false
 	}
 	ctx, sid := rq.r.Context(), rq.sess.ID
@@ -136,4 +130,31 @@ func (h *Handler) events(ctx context.Context, key string, after uint64) ([]sessi
 		}
 	}
 	return out, nil
+}
+
+// parseLastEventID splits the Last-Event-ID of an event of a POST stream,
+// "<stream>-<seq>", into the stream id and the sequence number after which
+// to resume. Stream ids are "p" and 16 lowercase hex digits (see
+// stream.streamID), so anything else — including a header of any length
+// that merely looks alike — is not a POST stream's id and reports false,
+// without reaching the store. Its cost is linear in len(last).
+func parseLastEventID(last string) (streamID string, after uint64, ok bool) {
+	const idLen = 17 // "p" + 16 hex digits
+	if len(last) < idLen+2 || len(last) > idLen+21 || last[0] != 'p' || last[idLen] != '-' {
+		return "", 0, false
+	}
+	for _, c := range []byte(last[1:idLen]) {
+		if !('0' <= c && c <= '9' || 'a' <= c && c <= 'f') {
+			return "", 0, false
+		}
+	}
+	seq := last[idLen+1:]
+	if seq[0] == '+' {
+		return "", 0, false
+	}
+	after, err := strconv.ParseUint(seq, 10, 64)
+	if err != nil {
+		return "", 0, false
+	}
+	return last[:idLen], after, true
 }

@@ -90,3 +90,61 @@ func TestScopeHidden(t *testing.T) {
 func isHTTPErr(err error, target **mcptest.HTTPError, status int) bool {
 	return errorsAs(err, target) && (*target).Status == status
 }
+
+// authParams parses the auth-params of a challenge ("Bearer a="x", b="y"")
+// as RFC 9110 does, unescaping quoted-strings.
+func authParams(t *testing.T, challenge string) map[string]string {
+	t.Helper()
+	rest, ok := strings.CutPrefix(challenge, "Bearer ")
+	if !ok {
+		t.Fatalf("challenge %q", challenge)
+	}
+	params := map[string]string{}
+	for rest != "" {
+		name, after, ok := strings.Cut(rest, `="`)
+		if !ok {
+			t.Fatalf("malformed challenge %q at %q", challenge, rest)
+		}
+		var val strings.Builder
+		i := 0
+		for ; i < len(after) && after[i] != '"'; i++ {
+			if after[i] == '\\' && i+1 < len(after) {
+				i++
+			}
+			val.WriteByte(after[i])
+		}
+		if i == len(after) {
+			t.Fatalf("unterminated quoted-string in %q", challenge)
+		}
+		if _, dup := params[name]; dup {
+			t.Fatalf("parameter %s twice in %q", name, challenge)
+		}
+		params[name] = val.String()
+		rest = strings.TrimPrefix(after[i+1:], ", ")
+	}
+	return params
+}
+
+// The attacker controls a scope name (a host that derives scopes from
+// tenant data) and puts a quote and a backslash in it, to end the scope
+// parameter of the step-up challenge and add one of their own. The
+// challenge must still carry exactly error and scope, and scope must name
+// the scopes exactly.
+func TestAttackScopeNameInChallenge(t *testing.T) {
+	evil := []string{`docs:"write"`, `a\b`, `x", error="invalid_token`}
+	cfg := mcphandler.Config{
+		ListTools: func(context.Context) ([]mcphandler.Tool, error) {
+			return []mcphandler.Tool{{Name: "wipe", Scopes: evil}}, nil
+		},
+	}
+	c := connect(t, mcphandler.New(cfg), "")
+	_, err := c.CallTool(context.Background(), "wipe", nil)
+	var he *mcptest.HTTPError
+	if !isHTTPErr(err, &he, 403) {
+		t.Fatalf("call without the scopes: %v", err)
+	}
+	got := authParams(t, he.Header.Get("WWW-Authenticate"))
+	if len(got) != 2 || got["error"] != "insufficient_scope" || got["scope"] != strings.Join(evil, " ") {
+		t.Fatalf("challenge %q parses as %q", he.Header.Get("WWW-Authenticate"), got)
+	}
+}

@@ -138,6 +138,16 @@ func numericDate(v any) (time.Time, bool) {
 // callers must treat it as read-only.
 type ClaimsMapper func(ctx context.Context, claims Claims) (mcphandler.Identity, error)
 
+// withExpiry returns id with Expires set to the token's expiry when that
+// is known and earlier than what the mapper set, so that the handler ends
+// the caller's long-lived streams when the token expires.
+func withExpiry(id mcphandler.Identity, c Claims) mcphandler.Identity {
+	if !c.Expiry.IsZero() && (id.Expires.IsZero() || c.Expiry.Before(id.Expires)) {
+		id.Expires = c.Expiry
+	}
+	return id
+}
+
 // DefaultTenantClaim is the claim [DefaultClaims] reads the tenant from
 // when given "".
 const DefaultTenantClaim = "tenant"
@@ -157,6 +167,10 @@ const DefaultTenantClaim = "tenant"
 //     RFC 9068), or else the claim "scp" (an array of strings, or a
 //     space-separated string as Azure AD writes it).
 //   - Attributes is nil.
+//
+// Whatever the mapper, the authenticators of this package set
+// Identity.Expires to the token's expiry ("exp") when it is earlier than
+// the mapper's value, so that the handler ends long-lived streams then.
 //
 // A custom mapper may call the default one and adjust its result:
 //

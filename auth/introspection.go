@@ -146,7 +146,8 @@ func NewIntrospection(cfg IntrospectionConfig) (*Introspection, error) {
 }
 
 // Authenticate introspects the bearer token of r (or reuses a cached
-// active answer) and maps the answer to the caller's identity. It is a
+// active answer) and maps the answer to the caller's identity, whose
+// Expires is the answer's "exp" (zero without one). It is a
 // [mcphandler.AuthenticateFunc].
 //
 // It returns [ErrNoToken] without a token; a [*TokenError] "inactive" when
@@ -175,6 +176,7 @@ func (in *Introspection) Authenticate(r *http.Request) (mcphandler.Identity, err
 	if err != nil {
 		return mcphandler.Identity{}, err
 	}
+	id = withExpiry(id, claims)
 	if in.ttl > 0 {
 		now := in.now()
 		exp := now.Add(in.ttl)

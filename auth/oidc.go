@@ -165,7 +165,8 @@ func NewOIDC(ctx context.Context, cfg OIDCConfig) (*OIDC, error) {
 }
 
 // Authenticate verifies the bearer token of r and maps its claims to the
-// caller's identity. It is a [mcphandler.AuthenticateFunc].
+// caller's identity, whose Expires is the token's "exp". It is a
+// [mcphandler.AuthenticateFunc].
 //
 // It returns [ErrNoToken] without a token, a [*TokenError] for a token
 // refused for good (see its reasons), an error wrapping [ErrUnavailable]
@@ -197,6 +198,7 @@ func (o *OIDC) verify(ctx context.Context, tok string) (mcphandler.Identity, err
 	if err != nil {
 		return mcphandler.Identity{}, err
 	}
+	id = withExpiry(id, claims)
 	if o.keep {
 		id = withSubjectToken(id, tok)
 	}

@@ -170,3 +170,18 @@ func TestChallenge(t *testing.T) {
 	var _ mcphandler.ChallengeFunc = prm.Challenge
 	var _ func(*http.Request, []string) string = prm.ScopeChallenge
 }
+
+// A scope name holding a quote or a backslash cannot end the scope
+// parameter of a challenge and add another: both are escaped.
+func TestChallengeScopeEscaping(t *testing.T) {
+	p := &ProtectedResource{Resource: "https://api.example.com/mcp", AuthorizationServers: []string{"https://login.example.com"},
+		Scopes: []string{`base"`}}
+	got := p.ScopeChallenge(nil, []string{`docs:"write"`, `a\b`, `x",error="invalid_token`})
+	want := `Bearer error="insufficient_scope", scope="base\" docs:\"write\" a\\b x\",error=\"invalid_token", resource_metadata="https://api.example.com/.well-known/oauth-protected-resource/mcp"`
+	if got != want {
+		t.Fatalf("ScopeChallenge:\n got %s\nwant %s", got, want)
+	}
+	if got := p.Challenge(nil, nil); got != `Bearer resource_metadata="https://api.example.com/.well-known/oauth-protected-resource/mcp", scope="base\""` {
+		t.Fatalf("Challenge: %s", got)
+	}
+}

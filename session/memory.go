@@ -16,8 +16,9 @@ import (
 // nothing, and every Create sweeps the table once per TTL period, so the
 // store starts no goroutine and needs no Close.
 type Memory struct {
-	mu        sync.RWMutex // guards sessions and nextSweep
+	mu        sync.RWMutex // guards sessions, owners and nextSweep
 	sessions  map[string]*memEntry
+	owners    map[string][]string // owner -> admitted session ids, oldest first
 	nextSweep time.Time
 	now       func() time.Time
 
@@ -37,6 +38,7 @@ type memEntry struct {
 func NewMemory() *Memory {
 	return &Memory{
 		sessions: make(map[string]*memEntry),
+		owners:   make(map[string][]string),
 		subs:     make(map[string]map[*memSub]struct{}),
 		now:      time.Now,
 		rec: memRecords{
@@ -77,6 +79,53 @@ func (m *Memory) sweepLocked(now time.Time) {
 			delete(m.sessions, id)
 		}
 	}
+	for owner, ids := range m.owners {
+		if ids = m.liveLocked(ids, now); len(ids) == 0 {
+			delete(m.owners, owner)
+		} else {
+			m.owners[owner] = ids
+		}
+	}
+}
+
+// liveLocked returns the ids of sessions that still exist, in order,
+// reusing ids' array.
+func (m *Memory) liveLocked(ids []string, now time.Time) []string {
+	live := ids[:0]
+	for _, id := range ids {
+		if e, ok := m.sessions[id]; ok && !e.expired(now) {
+			live = append(live, id)
+		}
+	}
+	clear(ids[len(live):])
+	return live
+}
+
+// Admit implements [Store].
+func (m *Memory) Admit(_ context.Context, s *Session, max int) ([]string, error) {
+	now := m.now()
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	ids := m.liveLocked(m.owners[s.Owner], now)
+	if !slices.Contains(ids, s.ID) {
+		if e, ok := m.sessions[s.ID]; ok && !e.expired(now) {
+			ids = append(ids, s.ID)
+		}
+	}
+	var ended []string
+	if max > 0 && len(ids) > max {
+		ended = slices.Clone(ids[:len(ids)-max])
+		for _, id := range ended {
+			delete(m.sessions, id)
+		}
+		ids = slices.Delete(ids, 0, len(ids)-max)
+	}
+	if len(ids) == 0 {
+		delete(m.owners, s.Owner)
+	} else {
+		m.owners[s.Owner] = ids
+	}
+	return ended, nil
 }
 
 func (e *memEntry) expired(now time.Time) bool {

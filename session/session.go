@@ -82,6 +82,15 @@ type Store interface {
 	Update(ctx context.Context, s *Session) error
 	// Delete removes the session; deleting a missing session is not an error.
 	Delete(ctx context.Context, id string) error
+	// Admit records that the session s, just created, belongs to s.Owner,
+	// and ends the owner's oldest sessions beyond the newest max: each is
+	// deleted as by Delete, and their ids are returned, oldest first.
+	// Sessions that expired or were deleted do not count. Concurrent calls
+	// for one owner, on any replica, end each session at most once and
+	// leave at most max of the owner's admitted sessions. What the store
+	// keeps for an owner lives no longer than its newest session (s.TTL).
+	// A max below 1 ends nothing.
+	Admit(ctx context.Context, s *Session, max int) (ended []string, err error)
 
 	// Publish delivers msg to every current subscriber of channel and
 	// reports how many there were. Messages published with no subscriber

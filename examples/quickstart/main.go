@@ -28,6 +28,7 @@ import (
 	"net/http"
 	"os"
 	"strings"
+	"time"
 
 	"github.com/redis/go-redis/v9"
 
@@ -77,7 +78,11 @@ func main() {
 		u := tokens[t]
 		fmt.Printf("  %-14s tenant %-6s subject %-5s role %s\n", t, u.Tenant, u.Subject, u.Role)
 	}
-	srv := &http.Server{Addr: *addr, Handler: mux}
+	// ReadHeaderTimeout and IdleTimeout bound slow or idle clients. No
+	// ReadTimeout or WriteTimeout: they would cut SSE streams (GET,
+	// subscriptions/listen, long tool calls); the handler bounds the time
+	// it reads a POST body itself (Config.ReadBodyTimeout).
+	srv := &http.Server{Addr: *addr, Handler: mux, ReadHeaderTimeout: 10 * time.Second, IdleTimeout: 2 * time.Minute}
 	if err := srv.ListenAndServe(); err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		os.Exit(1)

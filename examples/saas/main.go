@@ -69,7 +69,11 @@ func main() {
 	log.Printf("MCP endpoint:       %s", *audience)
 	log.Printf("resource metadata:  %s", prm.MetadataURL())
 	log.Printf("authorization server: %s (tenant claim %q)", *issuer, *tenantClaim)
-	srv := &http.Server{Addr: *addr, Handler: mux, ReadHeaderTimeout: 10 * time.Second}
+	// ReadHeaderTimeout and IdleTimeout bound slow or idle clients. No
+	// ReadTimeout or WriteTimeout: they would cut SSE streams (GET,
+	// subscriptions/listen, long tool calls); the handler bounds the time
+	// it reads a POST body itself (Config.ReadBodyTimeout).
+	srv := &http.Server{Addr: *addr, Handler: mux, ReadHeaderTimeout: 10 * time.Second, IdleTimeout: 2 * time.Minute}
 	log.Fatal(srv.ListenAndServe())
 }
 

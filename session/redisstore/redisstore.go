@@ -17,6 +17,10 @@
 //	                               element per event (element i is sequence
 //	                               number i+1); it lives for the ttl of the
 //	                               last AppendEvent.
+//	mcph:{owner/<owner>}:o list    the ids of an owner's admitted sessions,
+//	                               oldest first, at most the max of Admit;
+//	                               it lives as long as the newest session's
+//	                               TTL.
 //	mcph:<channel>         -       a Pub/Sub channel: nothing is stored, a
 //	                               message published with no subscriber is
 //	                               lost.
@@ -44,7 +48,8 @@
 // once per server when the script is not cached), Delete is DEL, Publish
 // is PUBLISH, PutIfAbsent is SET NX PX, Load is GET, CompareAndSwap is a
 // Lua script, AppendEvent is MULTI RPUSH PEXPIRE EXEC in one pipeline,
-// EventsAfter is LRANGE. Get is a script rather than GETEX because the
+// EventsAfter is LRANGE, Admit is a Lua script under the limit (see
+// [Store.Admit] past it). Get is a script rather than GETEX because the
 // lifetime to extend by is the session's own TTL, which is inside the
 // record: the script reads it from the header and PEXPIREs by it, in the
 // same round trip. Update is a script so that it keeps the stored owner,

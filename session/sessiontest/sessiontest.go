@@ -36,6 +36,8 @@ func Run(t *testing.T, newStore func(t *testing.T) session.Store) {
 	t.Run("SingleWinner", func(t *testing.T) { testSingleWinner(t, newStore(t)) })
 	t.Run("EventLog", func(t *testing.T) { testEventLog(t, newStore(t)) })
 	t.Run("EventLogExpiry", func(t *testing.T) { testEventLogExpiry(t, newStore(t)) })
+	t.Run("Admit", func(t *testing.T) { testAdmit(t, newStore(t)) })
+	t.Run("AdmitConcurrent", func(t *testing.T) { testAdmitConcurrent(t, newStore(t)) })
 }
 
 func sample(id string) *session.Session {
@@ -393,5 +395,102 @@ func testEventLogExpiry(t *testing.T, st session.Store) {
 	}
 	if seq, _ := st.AppendEvent(ctx, "s1", []byte("b"), time.Minute); seq != 1 {
 		t.Fatalf("a new log after expiry starts at %d, want 1", seq)
+	}
+}
+
+// admit creates the session id of owner and admits it with max.
+func admit(t *testing.T, st session.Store, owner, id string, ttl time.Duration, max int) []string {
+	t.Helper()
+	s := sample(id)
+	s.Owner, s.TTL = owner, ttl
+	if err := st.Create(context.Background(), s); err != nil {
+		t.Fatalf("Create(%s): %v", id, err)
+	}
+	ended, err := st.Admit(context.Background(), s, max)
+	if err != nil {
+		t.Fatalf("Admit(%s): %v", id, err)
+	}
+	return ended
+}
+
+func alive(st session.Store, id string) bool {
+	_, err := st.Get(context.Background(), id)
+	return err == nil
+}
+
+func testAdmit(t *testing.T, st session.Store) {
+	ctx := context.Background()
+	const alice, bob = "4:acme/alice", "4:acme/bob"
+	for _, id := range []string{"a1", "a2", "a3"} {
+		if ended := admit(t, st, alice, id, time.Minute, 3); len(ended) != 0 {
+			t.Fatalf("admitting %s under the limit ended %v", id, ended)
+		}
+	}
+	admit(t, st, bob, "b1", time.Minute, 3)
+	if ended := admit(t, st, alice, "a4", time.Minute, 3); !slices.Equal(ended, []string{"a1"}) {
+		t.Fatalf("the fourth session ended %v, want [a1]", ended)
+	}
+	if alive(st, "a1") || !alive(st, "a2") || !alive(st, "a4") || !alive(st, "b1") {
+		t.Fatal("Admit ended the wrong sessions")
+	}
+	// A deleted session does not count.
+	st.Delete(ctx, "a3")
+	if ended := admit(t, st, alice, "a5", time.Minute, 3); len(ended) != 0 {
+		t.Fatalf("with a3 deleted, admitting a5 ended %v", ended)
+	}
+	// Neither does an expired one.
+	admit(t, st, bob, "b2", 100*time.Millisecond, 2)
+	time.Sleep(250 * time.Millisecond)
+	if ended := admit(t, st, bob, "b3", time.Minute, 2); len(ended) != 0 {
+		t.Fatalf("with b2 expired, admitting b3 ended %v", ended)
+	}
+	if ended := admit(t, st, bob, "b4", time.Minute, 2); !slices.Equal(ended, []string{"b1"}) {
+		t.Fatalf("admitting b4 ended %v, want [b1]", ended)
+	}
+	// Two over the limit at once end the two oldest, oldest first.
+	if ended := admit(t, st, alice, "a6", time.Minute, 1); !slices.Equal(ended, []string{"a2", "a4", "a5"}) {
+		t.Fatalf("admitting a6 with max 1 ended %v, want [a2 a4 a5]", ended)
+	}
+}
+
+func testAdmitConcurrent(t *testing.T, st session.Store) {
+	const owner, n, max = "5:carol/carol", 12, 4
+	var mu sync.Mutex
+	ended := map[string]int{}
+	var wg sync.WaitGroup
+	for i := range n {
+		wg.Go(func() {
+			s := sample(fmt.Sprintf("c%d", i))
+			s.Owner = owner
+			if err := st.Create(context.Background(), s); err != nil {
+				t.Error(err)
+				return
+			}
+			e, err := st.Admit(context.Background(), s, max)
+			if err != nil {
+				t.Error(err)
+			}
+			mu.Lock()
+			for _, id := range e {
+				ended[id]++
+			}
+			mu.Unlock()
+		})
+	}
+	wg.Wait()
+	live := 0
+	for i := range n {
+		id := fmt.Sprintf("c%d", i)
+		if alive(st, id) {
+			live++
+			if ended[id] != 0 {
+				t.Errorf("%s is alive but was reported ended", id)
+			}
+		} else if ended[id] != 1 {
+			t.Errorf("%s is gone but was reported ended %d times", id, ended[id])
+		}
+	}
+	if live != max {
+		t.Fatalf("%d sessions alive after %d concurrent admits with max %d", live, n, max)
 	}
 }

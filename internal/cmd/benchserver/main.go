@@ -14,6 +14,7 @@ import (
 	"os"
 	"os/signal"
 	"syscall"
+	"time"
 
 	"github.com/redis/go-redis/v9"
 
@@ -66,7 +67,11 @@ func main() {
 	}
 	mux := http.NewServeMux()
 	mux.Handle(*path, mcphandler.New(cfg))
-	srv := &http.Server{Addr: *addr, Handler: mux}
+	// ReadHeaderTimeout and IdleTimeout bound slow or idle clients. No
+	// ReadTimeout or WriteTimeout: they would cut SSE streams (GET,
+	// subscriptions/listen, long tool calls); the handler bounds the time
+	// it reads a POST body itself (Config.ReadBodyTimeout).
+	srv := &http.Server{Addr: *addr, Handler: mux, ReadHeaderTimeout: 10 * time.Second, IdleTimeout: 2 * time.Minute}
 	go func() {
 		sig := make(chan os.Signal, 1)
 		signal.Notify(sig, syscall.SIGINT, syscall.SIGTERM)
