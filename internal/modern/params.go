@@ -336,15 +336,10 @@ func visibleASCII(s string) bool {
 
 // numEqual reports whether the header text h and the JSON number b are the
 // same number. h is a decimal with an optional '-', fraction and exponent;
-// leading zeros are allowed. Comparison is exact.
+// leading zeros are allowed. Comparison is exact, in time linear in the
+// lengths (exponents of any length included).
 func numEqual(h, b string) bool {
-	hn, hd, he, ok1 := decimal.Parse(h, false)
-	bn, bd, be, ok2 := decimal.Parse(b, false)
-	if !ok1 || !ok2 || hd != bd {
-		return false
-	}
-	if hd == "" { // both zero, whatever the sign
-		return true
-	}
-	return hn == bn && he.Cmp(be) == 0
+	x, ok1 := decimal.Parse(h, false)
+	y, ok2 := decimal.Parse(b, false)
+	return ok1 && ok2 && x == y
 }

@@ -306,23 +306,23 @@ func appendCanonString(dst []byte, s string) []byte {
 // appendCanonNumber appends the canonical form of the JSON number s
 // (documented on Canonical).
 func appendCanonNumber(dst []byte, s string) ([]byte, error) {
-	neg, digits, exp, ok := decimal.Parse(s, true)
+	n, ok := decimal.Parse(s, true)
 	if !ok {
 		return nil, fmt.Errorf("%w: number %q", ErrInvalidJSON, s)
 	}
-	if digits == "" {
+	if n.IsZero() {
 		return append(dst, '0'), nil
 	}
-	if neg {
+	if n.Neg {
 		dst = append(dst, '-')
 	}
-	dst = append(dst, digits...)
-	if exp.IsInt64() && exp.Int64() >= 0 && exp.Int64() <= 20 {
-		for range exp.Int64() {
+	dst = append(dst, n.Digits...)
+	if x, ok := n.Exp.Int64(); ok && x >= 0 && x <= 20 {
+		for range x {
 			dst = append(dst, '0')
 		}
 		return dst, nil
 	}
 	dst = append(dst, 'e')
-	return exp.Append(dst, 10), nil
+	return n.Exp.Append(dst), nil
 }
