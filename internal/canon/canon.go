@@ -56,13 +56,10 @@ const DefaultMaxDepth = 128
 // deeper input, so Check never accepts more.
 const maxJSONDepth = 10000
 
-// DefaultLimits are the limits Canonical, Digest and Describe apply: nesting
-// up to DefaultMaxDepth, exact duplicate keys refused, no bound on string
-// or number length (the body size bounds them).
-var DefaultLimits = Limits{MaxDepth: DefaultMaxDepth}
-
-// Limits bound what Check and AppendCanonical accept. The zero value is
-// DefaultLimits.
+// Limits bound what Check and AppendCanonical accept. The zero value, which
+// Canonical, Digest and Describe apply, allows nesting up to
+// DefaultMaxDepth, refuses keys equal after decoding, and bounds no string
+// or number (the body size does).
 type Limits struct {
 	// MaxDepth is the deepest nesting of arrays and objects accepted: [] is
 	// depth 1, [[]] depth 2. If zero (or negative), DefaultMaxDepth is used;

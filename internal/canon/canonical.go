@@ -9,8 +9,8 @@ import (
 	"github.com/mcphandler/mcphandler/internal/decimal"
 )
 
-// Canonical returns the canonical encoding of the JSON value in b under
-// DefaultLimits: valid JSON that depends only on the value, as
+// Canonical returns the canonical encoding of the JSON value in b under the
+// zero Limits: valid JSON that depends only on the value, as
 // encoding/json reads it.
 //
 //   - No insignificant whitespace.
@@ -31,7 +31,7 @@ import (
 // once to validate it and sort every object's keys, and once more to write
 // each value exactly once.
 func Canonical(b []byte) ([]byte, error) {
-	return AppendCanonical(nil, b, DefaultLimits)
+	return AppendCanonical(nil, b, Limits{})
 }
 
 // AppendCanonical appends the canonical encoding of the JSON value in b

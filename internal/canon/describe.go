@@ -65,7 +65,7 @@ type DescribeOptions struct {
 //
 // Elision starts with opt.StringRunes characters per string and opt.Items
 // elements per container, and halves both until the rendering fits. The
-// error for invalid JSON is one of Check's (under DefaultLimits). Describe
+// error for invalid JSON is one of Check's (under the zero Limits). Describe
 // runs in time linear in len(b).
 func Describe(b []byte, opt DescribeOptions) (string, error) {
 	if opt.Budget <= 0 {
@@ -94,7 +94,7 @@ func Describe(b []byte, opt DescribeOptions) (string, error) {
 	}
 	best, ok := d.render(opt, last)
 	if !ok {
-		return "", fmt.Errorf("%w: the keys alone need more than %d runes", ErrTooLong, opt.Budget)
+		return "", fmt.Errorf("%w: even with every value elided it needs more than %d runes", ErrTooLong, opt.Budget)
 	}
 	lo, hi := 0, last // lo does not fit, hi fits
 	for hi-lo > 1 {
