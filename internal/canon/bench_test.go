@@ -185,3 +185,26 @@ func BenchmarkCanonicalSmall(b *testing.B) {
 		}
 	})
 }
+
+// BenchmarkDescribe runs Describe on every family and size.
+func BenchmarkDescribe(b *testing.B) {
+	for _, f := range families {
+		for _, n := range sizes {
+			in := f.gen(n)
+			b.Run(f.name+"/"+sizeName(n), func(b *testing.B) {
+				for b.Loop() {
+					Describe(in, DescribeOptions{})
+				}
+				reportPerByte(b, len(in))
+			})
+		}
+	}
+	b.Run("tool_arguments", func(b *testing.B) {
+		b.ReportAllocs()
+		for b.Loop() {
+			if _, err := Describe(args, DescribeOptions{}); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
+}
