@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"slices"
 	"sort"
 	"strconv"
 )
@@ -74,15 +73,17 @@ func orderedObject(raw json.RawMessage) ([]string, []json.RawMessage, error) {
 	}
 	var names []string
 	var values []json.RawMessage
+	seen := map[string]bool{}
 	for dec.More() {
 		tok, err := dec.Token()
 		if err != nil {
 			return nil, nil, err
 		}
 		name, _ := tok.(string) // keys of a valid object are strings
-		if slices.Contains(names, name) {
+		if seen[name] {
 			return nil, nil, fmt.Errorf("duplicate property %q", name)
 		}
+		seen[name] = true
 		var v json.RawMessage
 		if err := dec.Decode(&v); err != nil {
 			return nil, nil, err

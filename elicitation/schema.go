@@ -90,6 +90,7 @@ type property struct {
 	minimum, maximum     *float64
 	minItems, maxItems   *int
 	values               []string // enum values or option consts
+	valueSet             map[string]bool
 	titles               []string // option titles or enumNames
 	def                  any
 	hasDef               bool
@@ -239,6 +240,7 @@ func (p *property) init(opts []FieldOption) error {
 		if p.kind == kLegacyEnum && len(p.titles) != len(p.values) {
 			return fmt.Errorf("enumNames has %d entries but enum has %d", len(p.titles), len(p.values))
 		}
+		p.valueSet = seen
 	}
 	for _, o := range opts {
 		if o.apply == nil {

@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"math"
 	"net/url"
-	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -106,7 +105,7 @@ func (p *property) check(v any) string {
 		if !ok {
 			return "must be a string"
 		}
-		if !slices.Contains(p.values, str) {
+		if !p.valueSet[str] {
 			return "must be one of " + quoteList(p.values)
 		}
 	case kMultiEnum, kTitledMultiEnum:
@@ -121,7 +120,7 @@ func (p *property) check(v any) string {
 			return fmt.Sprintf("must have at most %d items", *p.maxItems)
 		}
 		for _, it := range items {
-			if !slices.Contains(p.values, it) {
+			if !p.valueSet[it] {
 				return fmt.Sprintf("item %q must be one of %s", it, quoteList(p.values))
 			}
 		}

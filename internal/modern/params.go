@@ -9,6 +9,8 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"unicode"
+	"unicode/utf8"
 
 	"github.com/mcphandler/mcphandler/internal/decimal"
 )
@@ -48,15 +50,41 @@ func ParamHeaders(inputSchema []byte) (map[string][]string, error) {
 		return nil, errors.New("modern: input schema is not a JSON object")
 	}
 	w := walker{seen: map[string]string{}}
-	if err := w.schema(m, nil, true, "#"); err != nil {
+	if err := w.schema(m, true); err != nil {
 		return nil, err
 	}
 	return w.out, nil
 }
 
+// walker visits a schema's subschemas. It keeps the path and location of
+// the current one as stacks, so that a schema nested d deep costs O(d), not
+// O(d²).
 type walker struct {
 	out  map[string][]string
 	seen map[string]string // lower-cased annotation -> location
+	path []string          // the "properties" names from the root
+	loc  []string          // JSON Pointer tokens from the root, escaped
+}
+
+// where returns the location of the current schema, such as
+// "#/properties/a".
+func (w *walker) where() string {
+	if len(w.loc) == 0 {
+		return "#"
+	}
+	return "#/" + strings.Join(w.loc, "/")
+}
+
+// sub visits the subschema sub at the location tokens below the current
+// one.
+func (w *walker) sub(sub map[string]any, static bool, tokens ...string) error {
+	n := len(w.loc)
+	for _, t := range tokens {
+		w.loc = append(w.loc, pointerEscape(t))
+	}
+	err := w.schema(sub, static)
+	w.loc = w.loc[:n]
+	return err
 }
 
 // Subschema keywords that are not "properties". An annotation found through
@@ -71,17 +99,19 @@ var (
 	schemaMap  = []string{"$defs", "definitions", "dependencies", "dependentSchemas", "patternProperties"}
 )
 
-func (w *walker) schema(s map[string]any, path []string, static bool, loc string) error {
+func (w *walker) schema(s map[string]any, static bool) error {
 	if raw, ok := s[annotation]; ok {
-		if err := w.annotate(s, raw, path, static, loc); err != nil {
+		if err := w.annotate(s, raw, static); err != nil {
 			return err
 		}
 	}
 	if props, ok := s["properties"].(map[string]any); ok {
 		for _, name := range sortedKeys(props) {
 			if sub, ok := props[name].(map[string]any); ok {
-				p := append(path[:len(path):len(path)], name)
-				if err := w.schema(sub, p, static, loc+"/properties/"+pointerEscape(name)); err != nil {
+				w.path = append(w.path, name)
+				err := w.sub(sub, static, "properties", name)
+				w.path = w.path[:len(w.path)-1]
+				if err != nil {
 					return err
 				}
 			}
@@ -89,7 +119,7 @@ func (w *walker) schema(s map[string]any, path []string, static bool, loc string
 	}
 	for _, kw := range oneSchema {
 		if sub, ok := s[kw].(map[string]any); ok {
-			if err := w.schema(sub, path, false, loc+"/"+pointerEscape(kw)); err != nil {
+			if err := w.sub(sub, false, kw); err != nil {
 				return err
 			}
 		}
@@ -98,7 +128,7 @@ func (w *walker) schema(s map[string]any, path []string, static bool, loc string
 		if list, ok := s[kw].([]any); ok {
 			for i, v := range list {
 				if sub, ok := v.(map[string]any); ok {
-					if err := w.schema(sub, path, false, fmt.Sprintf("%s/%s/%d", loc, pointerEscape(kw), i)); err != nil {
+					if err := w.sub(sub, false, kw, strconv.Itoa(i)); err != nil {
 						return err
 					}
 				}
@@ -109,7 +139,7 @@ func (w *walker) schema(s map[string]any, path []string, static bool, loc string
 		if subs, ok := s[kw].(map[string]any); ok {
 			for _, k := range sortedKeys(subs) {
 				if sub, ok := subs[k].(map[string]any); ok {
-					if err := w.schema(sub, path, false, loc+"/"+pointerEscape(kw)+"/"+pointerEscape(k)); err != nil {
+					if err := w.sub(sub, false, kw, k); err != nil {
 						return err
 					}
 				}
@@ -119,29 +149,29 @@ func (w *walker) schema(s map[string]any, path []string, static bool, loc string
 	return nil
 }
 
-func (w *walker) annotate(s map[string]any, raw any, path []string, static bool, loc string) error {
-	if !static || len(path) == 0 {
-		return fmt.Errorf("modern: %s: %s is only allowed on a property reached from the root through properties", loc, annotation)
+func (w *walker) annotate(s map[string]any, raw any, static bool) error {
+	if !static || len(w.path) == 0 {
+		return fmt.Errorf("modern: %s: %s is only allowed on a property reached from the root through properties", w.where(), annotation)
 	}
 	name, ok := raw.(string)
 	if !ok || name == "" {
-		return fmt.Errorf("modern: %s: %s must be a non-empty string", loc, annotation)
+		return fmt.Errorf("modern: %s: %s must be a non-empty string", w.where(), annotation)
 	}
 	if !isToken(name) {
-		return fmt.Errorf("modern: %s: %s %q is not an HTTP token", loc, annotation, name)
+		return fmt.Errorf("modern: %s: %s %q is not an HTTP token", w.where(), annotation, name)
 	}
 	if !primitiveType(s["type"]) {
-		return fmt.Errorf("modern: %s: %s %q is on a property whose type is not string, integer or boolean", loc, annotation, name)
+		return fmt.Errorf("modern: %s: %s %q is on a property whose type is not string, integer or boolean", w.where(), annotation, name)
 	}
 	lower := strings.ToLower(name)
 	if prev, dup := w.seen[lower]; dup {
-		return fmt.Errorf("modern: %s: %s %q repeats the one at %s (names are case-insensitive)", loc, annotation, name, prev)
+		return fmt.Errorf("modern: %s: %s %q repeats the one at %s (names are case-insensitive)", w.where(), annotation, name, prev)
 	}
-	w.seen[lower] = loc
+	w.seen[lower] = w.where()
 	if w.out == nil {
 		w.out = map[string][]string{}
 	}
-	w.out[name] = slices.Clone(path)
+	w.out[name] = slices.Clone(w.path)
 	return nil
 }
 
@@ -185,9 +215,9 @@ func isToken(s string) bool {
 	return true
 }
 
-func pointerEscape(s string) string {
-	return strings.NewReplacer("~", "~0", "/", "~1").Replace(s)
-}
+var pointerEscaper = strings.NewReplacer("~", "~0", "/", "~1")
+
+func pointerEscape(s string) string { return pointerEscaper.Replace(s) }
 
 func sortedKeys(m map[string]any) []string {
 	keys := make([]string, 0, len(m))
@@ -239,19 +269,72 @@ func CheckParamHeaders(h http.Header, params map[string][]string, args []byte) *
 		names = append(names, x)
 	}
 	slices.Sort(names)
+	c := paramCheck{h: foldHeaders(h), keys: map[string]map[string][]string{}}
 	for _, x := range names {
-		if e := checkParam(h, x, params[x], obj); e != nil {
+		if e := c.param(x, params[x], obj); e != nil {
 			return e
 		}
 	}
 	return nil
 }
 
-func checkParam(h http.Header, x string, path []string, obj any) *HeaderError {
+// paramCheck holds what checking one request's parameters reads more than
+// once, indexed once so that the check costs time linear in the headers
+// and arguments, whatever the number of parameters.
+type paramCheck struct {
+	h    map[string][]string            // header values by folded name
+	keys map[string]map[string][]string // per object on a path: keys by folded key
+}
+
+// foldHeaders indexes h by header name ignoring case, as headerValues
+// matches names, with surrounding spaces and tabs removed from values.
+func foldHeaders(h http.Header) map[string][]string {
+	out := make(map[string][]string, len(h))
+	for k, vs := range h {
+		f := foldKey(k)
+		for _, v := range vs {
+			out[f] = append(out[f], strings.Trim(v, " \t"))
+		}
+	}
+	return out
+}
+
+// foldKey maps strings that are equal under strings.EqualFold (Unicode
+// simple folding) to one string: each rune becomes the smallest of its
+// folding orbit, except that ASCII letters become lower case, so that a
+// lower-case ASCII string is its own folding and costs nothing.
+func foldKey(s string) string {
+	plain := true
+	for i := 0; i < len(s) && plain; i++ {
+		plain = s[i] < utf8.RuneSelf && !('A' <= s[i] && s[i] <= 'Z')
+	}
+	if plain {
+		return s
+	}
+	var b strings.Builder
+	b.Grow(len(s))
+	for _, r := range s {
+		for {
+			r2 := unicode.SimpleFold(r)
+			if r2 <= r {
+				r = r2
+				break
+			}
+			r = r2
+		}
+		if 'A' <= r && r <= 'Z' {
+			r += 'a' - 'A'
+		}
+		b.WriteRune(r)
+	}
+	return b.String()
+}
+
+func (c *paramCheck) param(x string, path []string, obj any) *HeaderError {
 	header := ParamHeaderPrefix + x
 	argName := strings.Join(path, ".")
 
-	vs := headerValues(h, header)
+	vs := c.h[foldKey(header)]
 	if len(vs) > 1 {
 		return headerErr(header, "multiple %s headers", header)
 	}
@@ -268,7 +351,7 @@ func checkParam(h http.Header, x string, path []string, obj any) *HeaderError {
 		hv = d
 	}
 
-	val, found, clash := lookup(obj, path)
+	val, found, clash := c.lookup(obj, path)
 	if clash != "" {
 		return headerErr(header, "argument key %s differs from parameter %s only in case", quote(clash), quote(argName))
 	}
@@ -302,18 +385,31 @@ func checkParam(h http.Header, x string, path []string, obj any) *HeaderError {
 }
 
 // lookup follows path through nested objects. clash names a key that
-// equals a path step only when case is ignored.
-func lookup(obj any, path []string) (val any, found bool, clash string) {
+// equals a path step only when case is ignored (the smallest such key).
+func (c *paramCheck) lookup(obj any, path []string) (val any, found bool, clash string) {
 	cur := obj
-	for _, step := range path {
+	for i, step := range path {
 		m, ok := cur.(map[string]any)
 		if !ok {
 			return nil, false, ""
 		}
-		for k := range m {
-			if k != step && strings.EqualFold(k, step) {
-				return nil, false, k
+		prefix := strings.Join(path[:i], "\x00")
+		folded, ok := c.keys[prefix]
+		if !ok {
+			folded = make(map[string][]string, len(m))
+			for k := range m {
+				f := foldKey(k)
+				folded[f] = append(folded[f], k)
 			}
+			c.keys[prefix] = folded
+		}
+		for _, k := range folded[foldKey(step)] {
+			if k != step && (clash == "" || k < clash) {
+				clash = k
+			}
+		}
+		if clash != "" {
+			return nil, false, clash
 		}
 		if cur, ok = m[step]; !ok {
 			return nil, false, ""
@@ -336,15 +432,10 @@ func visibleASCII(s string) bool {
 
 // numEqual reports whether the header text h and the JSON number b are the
 // same number. h is a decimal with an optional '-', fraction and exponent;
-// leading zeros are allowed. Comparison is exact.
+// leading zeros are allowed. Comparison is exact, in time linear in the
+// lengths (exponents of any length included).
 func numEqual(h, b string) bool {
-	hn, hd, he, ok1 := decimal.Parse(h, false)
-	bn, bd, be, ok2 := decimal.Parse(b, false)
-	if !ok1 || !ok2 || hd != bd {
-		return false
-	}
-	if hd == "" { // both zero, whatever the sign
-		return true
-	}
-	return hn == bn && he.Cmp(be) == 0
+	x, ok1 := decimal.Parse(h, false)
+	y, ok2 := decimal.Parse(b, false)
+	return ok1 && ok2 && x == y
 }

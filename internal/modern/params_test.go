@@ -231,3 +231,15 @@ func TestIsToken(t *testing.T) {
 		}
 	}
 }
+
+func TestFoldKey(t *testing.T) {
+	words := []string{"", "a", "A", "region", "Region", "REGION", "rEgIoN", "k", "K", "\u212a", "s", "S", "\u017f",
+		"ß", "ẞ", "σ", "Σ", "ς", "é", "É", "mcp-param-x", "Mcp-Param-X", "Mcp-Param-\u212a", "ǅ", "Ǆ", "ǆ", "\xff", "\ufffd"}
+	for _, a := range words {
+		for _, b := range words {
+			if got, want := foldKey(a) == foldKey(b), strings.EqualFold(a, b); got != want {
+				t.Errorf("foldKey(%q) == foldKey(%q) is %v, EqualFold says %v", a, b, got, want)
+			}
+		}
+	}
+}

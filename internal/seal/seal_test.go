@@ -8,6 +8,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/mcphandler/mcphandler/internal/costguard"
 )
 
 var (
@@ -439,8 +441,11 @@ func FuzzOpen(f *testing.F) {
 	f.Add("v1." + b64.EncodeToString(make([]byte, minRaw)))
 	f.Add("v1.\n\r")
 	f.Add("v1.eyJtIjoidG9vbHMvY2FsbCIsIm4iOiJkZWxldGVfcHJvamVjdCIsImV4cCI6MTc4NjAwMDAwMH0.q7Zk")
+	f.Add("v1." + b64.EncodeToString(make([]byte, 64<<10))) // long: decoded and authenticated in linear time
 	f.Fuzz(func(t *testing.T, tok string) {
-		p, err := k.Open(tok, b, t0)
+		var p []byte
+		var err error
+		costguard.Check(t, len(tok), func() { p, err = k.Open(tok, b, t0) })
 		if err == nil {
 			// Only a token sealed above may open: the fuzzer cannot forge
 			// one, and each byte string has a single accepted encoding.

@@ -1,0 +1,5 @@
+//go:build !race
+
+package costguard
+
+const raceEnabled = false

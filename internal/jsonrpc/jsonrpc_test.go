@@ -1,0 +1,107 @@
+package jsonrpc
+
+import (
+	"encoding/json"
+	"errors"
+	"strings"
+	"testing"
+
+	"github.com/mcphandler/mcphandler/internal/costguard"
+)
+
+var messages = []string{
+	`{"jsonrpc":"2.0","id":1,"method":"ping"}`,
+	`{"jsonrpc":"2.0","id":"x","method":"tools/call","params":{"name":"a","arguments":{"b":[1,2]}}}`,
+	`{"jsonrpc":"2.0","method":"notifications/initialized"}`,
+	`{"jsonrpc":"2.0","id":7,"result":{"ok":true}}`,
+	`{"jsonrpc":"2.0","id":7,"error":{"code":-32601,"message":"no"}}`,
+	`{"jsonrpc":"1.0","id":1,"method":"x"}`, `{"jsonrpc":"2.0","id":null,"method":"x"}`, `{"jsonrpc":"2.0","id":1.5,"method":"x"}`,
+	`{"jsonrpc":"2.0","id":1,"method":"x","params":[1]}`, `{"jsonrpc":"2.0","id":1,"method":"x","params":null}`,
+	`{"jsonrpc":"2.0","id":1,"result":1,"error":{"code":1,"message":""}}`, `{"jsonrpc":"2.0","id":-0,"method":"x"}`,
+	`[{"jsonrpc":"2.0","id":1,"method":"ping"},{"jsonrpc":"2.0","method":"x"}]`, `[]`, `[1,"a",{}]`, `"str"`, `1`, `{`, ``, `{"id":1,"id":2}`,
+}
+
+func TestDecode(t *testing.T) {
+	var m Message
+	if err := Decode([]byte(`{"jsonrpc":"2.0","id":1,"method":"ping"}`), &m); err != nil {
+		t.Fatal(err)
+	}
+	if k, e := m.Validate(); e != nil || k != KindRequest {
+		t.Fatalf("Validate = %v, %v", k, e)
+	}
+	var syn *json.SyntaxError
+	if err := Decode([]byte(`{"jsonrpc":`), &Message{}); !errors.As(err, &syn) {
+		t.Errorf("truncated: %v, want a *json.SyntaxError", err)
+	}
+	if err := Decode([]byte(`[1]`), &Message{}); !errors.Is(err, ErrNotObject) {
+		t.Errorf("array: %v, want ErrNotObject", err)
+	}
+}
+
+// FuzzDecode: no input panics Decode, Validate, DecodeBatch or the
+// encoders; a syntax error is reported exactly for invalid JSON; what
+// Validate accepts has a valid id, which the encoders echo into valid
+// JSON; and it all costs linear time.
+func FuzzDecode(f *testing.F) {
+	for _, s := range messages {
+		f.Add([]byte(s))
+	}
+	f.Add([]byte(`{"jsonrpc":"2.0","id":1,"method":"x","params":{"a":"` + strings.Repeat(`\u00e9`, 8<<10) + `"}}`))
+	f.Add([]byte(`[` + strings.Repeat(`{"jsonrpc":"2.0","method":"x"},`, 2000) + `1]`))
+	f.Fuzz(func(t *testing.T, body []byte) {
+		var m Message
+		var err error
+		var kind Kind
+		var verr *Error
+		costguard.Check(t, len(body), func() {
+			m = Message{}
+			if err = Decode(body, &m); err == nil {
+				kind, verr = m.Validate()
+			}
+		})
+		var syn *json.SyntaxError
+		switch {
+		case err != nil && errors.As(err, &syn) != !json.Valid(body):
+			t.Fatalf("Decode(%q) = %v; json.Valid says %v", body, err, json.Valid(body))
+		case err != nil && !errors.As(err, &syn) && !errors.Is(err, ErrNotObject):
+			t.Fatalf("Decode(%q) = %v, neither a syntax error nor ErrNotObject", body, err)
+		case err == nil && verr == nil:
+			if kind != KindNotification && !ValidID(m.ID) {
+				t.Fatalf("Validate accepted id %q", m.ID)
+			}
+			if kind == KindRequest || kind == KindNotification {
+				if m.Method == "" || len(m.Params) > 0 && m.Params[0] != '{' {
+					t.Fatalf("Validate accepted method %q params %q", m.Method, m.Params)
+				}
+			}
+			if kind != KindNotification {
+				out := AppendError(nil, m.ID, &Error{Code: CodeInvalidParams, Message: m.Method, Data: m.Params})
+				var back struct {
+					ID    json.RawMessage `json:"id"`
+					Error Error           `json:"error"`
+				}
+				if json.Unmarshal(out, &back) != nil || back.Error.Message != m.Method || string(back.ID) != string(m.ID) {
+					t.Fatalf("AppendError echoed %q as %q", m.Method, out)
+				}
+				if req := AppendRequest(nil, m.ID, m.Method, m.Params); !json.Valid(req) {
+					t.Fatalf("AppendRequest = %q", req)
+				}
+			}
+		case err == nil && verr != nil && verr.Code != CodeInvalidRequest:
+			t.Fatalf("Validate error %v", verr)
+		}
+		if json.Valid(body) && IsBatch(body) {
+			var elems []json.RawMessage
+			var berr error
+			costguard.Check(t, len(body), func() { elems, berr = DecodeBatch(body) })
+			if berr == nil {
+				for _, e := range elems {
+					var em Message
+					if Decode(e, &em) == nil {
+						em.Validate()
+					}
+				}
+			}
+		}
+	})
+}
