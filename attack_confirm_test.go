@@ -10,6 +10,9 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"io"
+	"log/slog"
+	"net/http"
 	"net/http/httptest"
 	"strings"
 	"sync"
@@ -506,6 +509,201 @@ func TestAttackModernGarbageNonceRecords(t *testing.T) {
 					t.Fatalf("no clean answer: %d %v", status, m)
 				}
 			})
+		}
+	})
+}
+
+// argsHost serves one destructive tool, delete_doc, under ConfirmDestructive,
+// that records the arguments it ran with; asked collects the confirm
+// messages a client was shown.
+type argsHost struct {
+	mu    sync.Mutex
+	ran   []string
+	asked []string
+}
+
+func (a *argsHost) config() mcphandler.Config {
+	return mcphandler.Config{
+		Authenticate: bearer,
+		Logger:       slog.New(slog.DiscardHandler),
+		ListTools: func(context.Context) ([]mcphandler.Tool, error) {
+			return []mcphandler.Tool{{Name: "delete_doc", Handler: func(_ context.Context, call *mcphandler.ToolCall) (*mcphandler.ToolResult, error) {
+				a.mu.Lock()
+				a.ran = append(a.ran, string(call.Arguments))
+				a.mu.Unlock()
+				return mcphandler.TextResult("deleted"), nil
+			}}}, nil
+		},
+		BeforeCall:     mcphandler.ConfirmDestructive(nil),
+		ConfirmTimeout: 2 * time.Second,
+	}
+}
+
+func (a *argsHost) accept(_ context.Context, p mcptest.ElicitParams) (mcptest.ElicitResult, error) {
+	a.mu.Lock()
+	a.asked = append(a.asked, p.Message)
+	a.mu.Unlock()
+	return mcptest.ElicitResult{Action: "accept", Content: map[string]any{"confirm": true}}, nil
+}
+
+// The attacker repeats a key, padding the first occurrence so that a
+// message cut after a few hundred characters shows only it: the human
+// would approve draft-notes.txt while the tool, which keeps the last
+// value, deletes customers-prod. A repeated key gives the arguments no
+// single meaning, so the call is refused before anything is shown or run
+// — on every revision and transport, and wherever the repeat hides.
+func TestAttackRepeatedKeyShowsOneRunsAnother(t *testing.T) {
+	args := `{"id":"draft-notes.txt"` + strings.Repeat(" ", 400) + `,"id":"customers-prod"}`
+	call := func(args string) string {
+		return `{"jsonrpc":"2.0","id":7,"method":"tools/call","params":{"name":"delete_doc","arguments":` + args + `}}`
+	}
+	modern := func(args string) string {
+		return `{"jsonrpc":"2.0","id":7,"method":"tools/call","params":{"name":"delete_doc","arguments":` + args +
+			`,"_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28","io.modelcontextprotocol/clientCapabilities":{"elicitation":{}}}}}`
+	}
+	for _, tc := range []struct {
+		name, body string
+		code       int
+	}{
+		{"2025 arguments", call(args), mcphandler.CodeInvalidParams},
+		{"2025 nested", call(`{"doc":{"id":"a","id":"b"}}`), mcphandler.CodeInvalidParams},
+		{"2025 escaped spelling", call(`{"id":"a","\u0069d":"b"}`), mcphandler.CodeInvalidParams},
+		{"2025 envelope", `{"jsonrpc":"2.0","id":7,"method":"tools/list","method":"tools/call","params":{"name":"delete_doc"}}`, mcphandler.CodeInvalidRequest},
+		{"2025 params", `{"jsonrpc":"2.0","id":7,"method":"tools/call","params":{"name":"read","name":"delete_doc"}}`, mcphandler.CodeInvalidParams},
+		{"2026-07-28 arguments", modern(args), mcphandler.CodeInvalidParams},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			a := &argsHost{}
+			h := mcphandler.New(a.config())
+			var resp *http.Response
+			var err error
+			if strings.HasPrefix(tc.name, "2026") {
+				c := mcptest.NewModern(t, h, mcptest.WithToken("acme-admin"), mcptest.WithElicitationHandler(a.accept))
+				resp, err = c.Post(context.Background(), []byte(tc.body), nil)
+			} else {
+				c := connect(t, h, "acme-admin", mcptest.WithElicitationHandler(a.accept))
+				resp, err = c.Post(context.Background(), []byte(tc.body), nil)
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			body, _ := io.ReadAll(resp.Body)
+			resp.Body.Close()
+			var m struct {
+				Error *struct{ Code int } `json:"error"`
+			}
+			if resp.StatusCode != http.StatusBadRequest || json.Unmarshal(body, &m) != nil || m.Error == nil || m.Error.Code != tc.code {
+				t.Fatalf("status %d, body %s; want 400 with %d", resp.StatusCode, body, tc.code)
+			}
+			if len(a.ran) != 0 || len(a.asked) != 0 {
+				t.Fatalf("ran %q, asked %q", a.ran, a.asked)
+			}
+		})
+	}
+	t.Run("legacy 2024-11-05", func(t *testing.T) {
+		a := &argsHost{}
+		h := mcphandler.New(a.config())
+		sse, msgs := h.LegacySSE("/messages")
+		mux := http.NewServeMux()
+		mux.Handle("/sse", sse)
+		mux.Handle("/messages", msgs)
+		c := mcptest.NewLegacy(t, mux, "/sse", mcptest.WithToken("acme-admin"), mcptest.WithElicitationHandler(a.accept))
+		ctx := context.Background()
+		if err := c.Connect(ctx); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := c.Initialize(ctx); err != nil {
+			t.Fatal(err)
+		}
+		resp, err := c.Post(ctx, []byte(call(args)), nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusBadRequest || len(a.ran) != 0 || len(a.asked) != 0 {
+			t.Fatalf("status %d, ran %q, asked %q", resp.StatusCode, a.ran, a.asked)
+		}
+	})
+	t.Run("2025-03-26 batch member", func(t *testing.T) {
+		a := &argsHost{}
+		h := mcphandler.New(a.config())
+		c := mcptest.New(t, h, mcptest.WithToken("acme-admin"), mcptest.WithProtocolVersion("2025-03-26"))
+		if _, err := c.Initialize(context.Background()); err != nil {
+			t.Fatal(err)
+		}
+		resp, err := c.Post(context.Background(), []byte("["+call(args)+"]"), nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		body, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if !strings.Contains(string(body), `"code":-32602`) || len(a.ran) != 0 {
+			t.Fatalf("batch answer %s, ran %q", body, a.ran)
+		}
+	})
+}
+
+// The attacker puts a huge value first so that the fields after it fall
+// off a message cut at a fixed length, or hides a reordering character
+// in a value. The default confirm message shows every key, elides a long
+// value inside itself with a visible marker, and shows invisible
+// characters escaped; the tool runs with exactly the canonical arguments
+// the message was rendered from. Arguments too large to show in full are
+// not run at all.
+func TestAttackConfirmMessageHidesNothing(t *testing.T) {
+	ctx := context.Background()
+	t.Run("later fields survive a huge first value", func(t *testing.T) {
+		a := &argsHost{}
+		c := connect(t, mcphandler.New(a.config()), "acme-admin", mcptest.WithElicitationHandler(a.accept))
+		args := map[string]any{"a_note": strings.Repeat("A", 5000), "id": "customers-prod", "z_force": true}
+		if res, err := c.CallTool(ctx, "delete_doc", args); err != nil || res.IsError {
+			t.Fatalf("%+v %v", res, err)
+		}
+		msg := a.asked[0]
+		for _, want := range []string{`"id":"customers-prod"`, `"z_force":true`, "characters elided"} {
+			if !strings.Contains(msg, want) {
+				t.Fatalf("message %q lacks %q", msg, want)
+			}
+		}
+		want, _ := json.Marshal(args) // encoding/json sorts keys: the canonical form here
+		if len(a.ran) != 1 || a.ran[0] != string(want) {
+			t.Fatalf("ran with %.80q, want the canonical arguments", a.ran)
+		}
+	})
+	t.Run("reordering characters are shown escaped", func(t *testing.T) {
+		a := &argsHost{}
+		c := connect(t, mcphandler.New(a.config()), "acme-admin", mcptest.WithElicitationHandler(a.accept))
+		if _, err := c.CallTool(ctx, "delete_doc", map[string]any{"id": "txt.\u202eprod-customers"}); err != nil {
+			t.Fatal(err)
+		}
+		if msg := a.asked[0]; !strings.Contains(msg, `\u202e`) || strings.ContainsRune(msg, '\u202e') {
+			t.Fatalf("message %q", msg)
+		}
+	})
+	t.Run("too large to show is not run", func(t *testing.T) {
+		a := &argsHost{}
+		c := connect(t, mcphandler.New(a.config()), "acme-admin", mcptest.WithElicitationHandler(a.accept))
+		args := map[string]any{}
+		for i := range 400 {
+			args[fmt.Sprintf("key_%03d_%s", i, strings.Repeat("k", 20))] = i
+		}
+		res, err := c.CallTool(ctx, "delete_doc", args)
+		if err != nil || !res.IsError || !strings.Contains(res.Text(), "too large") {
+			t.Fatalf("%+v %v", res, err)
+		}
+		if len(a.ran) != 0 || len(a.asked) != 0 {
+			t.Fatalf("ran %d, asked %d", len(a.ran), len(a.asked))
+		}
+	})
+	t.Run("2026-07-28", func(t *testing.T) {
+		a := &argsHost{}
+		c := mcptest.NewModern(t, mcphandler.New(a.config()), mcptest.WithToken("acme-admin"), mcptest.WithElicitationHandler(a.accept))
+		args := map[string]any{"a_note": strings.Repeat("A", 5000), "id": "customers-prod"}
+		if res, err := c.CallTool(ctx, "delete_doc", args); err != nil || res.IsError {
+			t.Fatalf("%+v %v", res, err)
+		}
+		if len(a.asked) != 1 || !strings.Contains(a.asked[0], `"id":"customers-prod"`) || len(a.ran) != 1 {
+			t.Fatalf("asked %q, ran %d", a.asked, len(a.ran))
 		}
 	})
 }

@@ -9,6 +9,7 @@ import (
 	"runtime/debug"
 	"time"
 
+	"github.com/mcphandler/mcphandler/internal/canon"
 	"github.com/mcphandler/mcphandler/internal/jsonrpc"
 	"github.com/mcphandler/mcphandler/internal/modern"
 )
@@ -110,6 +111,15 @@ func (h *Handler) callTool(rq *request, m *jsonrpc.Message) {
 		rq.fail(m.ID, denyError(d))
 		return
 	case DecisionConfirm:
+		// What the human is shown, what the confirm is bound to and what
+		// runs are one value: the canonical arguments.
+		if canonical, err := canon.Canonical(call.Arguments); err == nil {
+			call.Arguments, ev.Arguments = canonical, canonical
+		} else {
+			ev.Outcome = OutcomeError
+			rq.fail(m.ID, invalidParams("Invalid params: arguments must be valid JSON without repeated keys"))
+			return
+		}
 		if rq.modern {
 			h.confirmModern(rq, m, call, d, &ev)
 			return

@@ -14,6 +14,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/mcphandler/mcphandler/elicitation"
+	"github.com/mcphandler/mcphandler/internal/canon"
 	"github.com/mcphandler/mcphandler/internal/jsonrpc"
 	"github.com/mcphandler/mcphandler/session"
 )
@@ -43,7 +44,8 @@ const outcomeHandedOver Outcome = "handed_over"
 // ConfirmDestructive returns a BeforeCall policy that asks a human to
 // confirm every tool whose annotations mark it destructive (see
 // [Tool.Destructive]) and defers everything else to next (Allow when nil).
-// A Deny or Confirm from next wins over the policy's own confirm.
+// A Deny or Confirm from next wins over the policy's own confirm. Its
+// confirm carries the default message (see [Confirm]).
 func ConfirmDestructive(next BeforeCallFunc) BeforeCallFunc {
 	return func(ctx context.Context, call *ToolCall) (Decision, error) {
 		d := Allow()
@@ -54,7 +56,9 @@ func ConfirmDestructive(next BeforeCallFunc) BeforeCallFunc {
 			}
 		}
 		if d.Kind == DecisionAllow && call.Tool.Destructive() {
-			return Confirm(confirmMessage(call)), nil
+			// The default message (confirmMessage), rendered when the
+			// confirm is asked from the arguments that will run.
+			return Confirm(""), nil
 		}
 		return d, nil
 	}
@@ -82,7 +86,10 @@ func (h *Handler) confirm(ctx context.Context, call *ToolCall, d Decision, ev *C
 	}
 	id := confirmPrefix + rand.Text()
 	ev.ConfirmID = id
-	form, expect, msg := confirmQuestion(call, d)
+	form, expect, msg, err := confirmQuestion(call, d)
+	if err != nil {
+		return OutcomeError, errTooLongToConfirm(call), nil
+	}
 	params, err := x.elicitParams(ElicitRequest{Message: msg, Schema: form})
 	if err != nil {
 		h.logger().Error("mcphandler: confirm form", "tool", call.Tool.Name, "err", err)
@@ -375,17 +382,26 @@ func (h *Handler) toolCtx(ctx context.Context, id Identity) context.Context {
 
 // confirmQuestion is what a confirm asks: the decision's form and expected
 // values (by default a required "confirm" box that must be ticked), and
-// its message (by default the tool and its arguments), made safe to show.
-func confirmQuestion(call *ToolCall, d Decision) (*elicitation.Schema, map[string]any, string) {
+// its message: the decision's, made safe to show, or by default the tool
+// and every one of its arguments (confirmMessage). It fails when the
+// arguments cannot be shown in full within the message's budget.
+func confirmQuestion(call *ToolCall, d Decision) (*elicitation.Schema, map[string]any, string, error) {
 	form, expect := d.Form, d.Expect
 	if form == nil {
 		form, expect = elicitation.Confirm(confirmField, "Confirm"), map[string]any{confirmField: true}
 	}
-	msg := d.Message
-	if msg == "" {
-		msg = confirmMessage(call)
+	if d.Message != "" {
+		return form, expect, safeText(d.Message, 1000), nil
 	}
-	return form, expect, safeText(msg, 1000)
+	msg, err := confirmMessage(call)
+	return form, expect, msg, err
+}
+
+// errTooLongToConfirm is the result of a call whose arguments are too
+// large to show a human in full: rather than hide part of what would
+// run, it does not run.
+func errTooLongToConfirm(call *ToolCall) *ToolResult {
+	return ErrorResult("Not run: the arguments of " + call.Tool.Name + " are too large to show for a confirmation.")
 }
 
 // decide turns the human's answer into an outcome; result is nil when the
@@ -563,14 +579,22 @@ func (h *Handler) watchConfirm(rq *request, streamID string) {
 	}
 }
 
-// confirmMessage describes the call for a human: the tool and its
-// arguments, bounded and without control characters.
-func confirmMessage(call *ToolCall) string {
+// confirmMessage describes the call for a human: the tool and every
+// argument it will run with, rendered from the canonical arguments by
+// canon.Describe — every key shown, a long value elided inside itself with
+// a visible marker, invisible and reordering characters escaped, never
+// dropped. It fails (canon.ErrTooLong) when that cannot fit
+// canon.DefaultBudget runes.
+func confirmMessage(call *ToolCall) (string, error) {
 	name := call.Tool.Title
 	if name == "" {
 		name = call.Tool.Name
 	}
-	return "Allow " + safeText(name, 80) + " to run with " + safeText(string(call.Arguments), 400) + "?"
+	args, err := canon.Describe(call.Arguments, canon.DescribeOptions{})
+	if err != nil {
+		return "", err
+	}
+	return "Allow " + safeText(name, 80) + " to run with " + args + "?", nil
 }
 
 // safeText drops control and format characters and bounds s to max runes.

@@ -39,7 +39,13 @@ func (h *Handler) confirmModern(rq *request, m *jsonrpc.Message, call *ToolCall,
 		return
 	}
 	r := x.mr
-	form, expect, msg := confirmQuestion(call, d)
+	form, expect, msg, err := confirmQuestion(call, d)
+	if err != nil {
+		r := errTooLongToConfirm(call)
+		ev.Outcome, ev.IsError = OutcomeError, true
+		rq.sendResult(m.ID, r)
+		return
+	}
 	if r.state.Nonce == "" {
 		n := rand.Text()
 		ev.ConfirmID = n

@@ -19,6 +19,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/mcphandler/mcphandler/internal/canon"
 	"github.com/mcphandler/mcphandler/internal/jsonrpc"
 	"github.com/mcphandler/mcphandler/internal/seal"
 	"github.com/mcphandler/mcphandler/session"
@@ -466,8 +467,9 @@ func (h *Handler) primes(rq *request) bool {
 }
 
 // decodeMessage decodes and validates one JSON-RPC message, answering 400
-// (-32700 or -32600) when it is not one or its id is longer than
-// Config.MaxIDBytes.
+// when it is not one (-32700, -32600), when its id is longer than
+// Config.MaxIDBytes (-32600), or when it has no single meaning (see
+// strictMessage).
 func (h *Handler) decodeMessage(w http.ResponseWriter, body []byte, m *jsonrpc.Message) (jsonrpc.Kind, bool) {
 	if err := jsonrpc.Decode(body, m); err != nil {
 		if errors.Is(err, jsonrpc.ErrNotObject) {
@@ -481,11 +483,42 @@ func (h *Handler) decodeMessage(w http.ResponseWriter, body []byte, m *jsonrpc.M
 	if verr == nil {
 		verr = h.checkID(m)
 	}
+	if verr == nil {
+		verr = strictMessage(body, m)
+	}
 	if verr != nil {
 		writeRPCError(w, http.StatusBadRequest, readableID(m.ID), verr)
 		return 0, false
 	}
 	return kind, true
+}
+
+// messageLimits bounds what strictMessage accepts: arguments may nest
+// canon.DefaultMaxDepth levels inside the envelope, params and arguments
+// objects.
+var messageLimits = canon.Limits{MaxDepth: canon.DefaultMaxDepth + 3}
+
+// strictMessage refuses a message (body, already decoded into m) that
+// parsers could read in more than one way: an object with a repeated key
+// at any depth (encoding/json keeps the last one, other parsers the first,
+// and a confirm could show one value and run another), or nesting deeper
+// than messageLimits. A repeated key of the envelope is -32600, one inside
+// params -32602; so is nesting too deep. It reads the body once, in
+// linear time, without allocating.
+func strictMessage(body []byte, m *jsonrpc.Message) *jsonrpc.Error {
+	err := canon.Check(body, messageLimits)
+	if err == nil {
+		return nil
+	}
+	var dup *canon.DuplicateKeyError
+	switch {
+	case errors.As(err, &dup) && (len(m.Params) == 0 || canon.Check(m.Params, messageLimits) == nil):
+		return &jsonrpc.Error{Code: CodeInvalidRequest, Message: "Invalid Request: repeated member " + strconv.Quote(dup.Key)}
+	case dup != nil:
+		return invalidParams("Invalid params: repeated key " + strconv.Quote(dup.Key) + ": every key may appear once per object")
+	default:
+		return invalidParams("Invalid params: nested deeper than " + strconv.Itoa(canon.DefaultMaxDepth) + " levels")
+	}
 }
 
 // checkID refuses a message whose id is longer than Config.MaxIDBytes: ids
@@ -586,6 +619,8 @@ func (h *Handler) serveBatch(w http.ResponseWriter, rq *request, body []byte) {
 			resp = jsonrpc.AppendError(nil, readableID(m.ID), verr)
 		} else if verr := h.checkID(&m); verr != nil {
 			resp = jsonrpc.AppendError(nil, nil, verr)
+		} else if verr := strictMessage(e, &m); verr != nil {
+			resp = jsonrpc.AppendError(nil, readableID(m.ID), verr)
 		} else {
 			switch kind {
 			case jsonrpc.KindNotification:

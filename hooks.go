@@ -132,6 +132,13 @@ func RateLimit(reason string, retryAfter time.Duration) Decision {
 }
 
 // Confirm asks the human to confirm the call with message before it runs.
+// An empty message asks with the default one: the tool and every argument
+// it will run with, each long value elided inside itself with a visible
+// marker, invisible characters escaped (a call whose arguments cannot be
+// shown in full that way within 2000 runes does not run). A non-empty
+// message is shown with control and format characters removed, cut at
+// 1000 runes: when it shows argument values, build it from the call's
+// Arguments, which a confirmed call receives in canonical form.
 func Confirm(message string) Decision {
 	return Decision{Kind: DecisionConfirm, Message: message}
 }

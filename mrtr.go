@@ -1,6 +1,7 @@
 package mcphandler
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -65,7 +66,9 @@ type statePayload struct {
 
 // rounds is the multi round-trip state of one 2026-07-28 request.
 type rounds struct {
-	binding   seal.Binding
+	binding   seal.Binding // ArgsDigest is set by bind, when first needed
+	args      []byte       // the arguments the state is bound to
+	bound     bool
 	responses map[string]json.RawMessage // inputResponses of this retry
 	state     statePayload               // opened requestState (zero if none)
 	pending   map[string]inputRequest    // questions asked this round
@@ -101,23 +104,25 @@ func (rq *request) newRounds(params json.RawMessage, name string, args []byte) (
 		InputResponses map[string]json.RawMessage `json:"inputResponses"`
 		RequestState   *string                    `json:"requestState"`
 	}
-	if len(params) > 0 && json.Unmarshal(params, &p) != nil {
-		return nil, invalidParams("Invalid params: malformed inputResponses")
-	}
-	digest, err := seal.Digest(args)
-	if err != nil {
-		// e.g. duplicate keys: a state must never be bindable to
-		// arguments that have no single meaning.
-		return nil, invalidParams("Invalid params: arguments must be valid JSON without duplicate keys")
+	// A first round carries neither member: nothing more to read.
+	if bytes.Contains(params, []byte(`"inputResponses"`)) || bytes.Contains(params, []byte(`"requestState"`)) {
+		if json.Unmarshal(params, &p) != nil {
+			return nil, invalidParams("Invalid params: malformed inputResponses")
+		}
 	}
 	r := &rounds{
-		binding:   seal.Binding{Subject: rq.id.Subject, Tenant: rq.id.Tenant, Method: rq.method, Name: name, ArgsDigest: digest},
+		binding:   seal.Binding{Subject: rq.id.Subject, Tenant: rq.id.Tenant, Method: rq.method, Name: name},
+		args:      args,
 		responses: p.InputResponses,
 	}
 	rq.retry = p.RequestState != nil || p.InputResponses != nil
 	if p.RequestState != nil {
 		r.hasState = true
-		payload, err := rq.h.keys.Open(*p.RequestState, r.binding, time.Now())
+		b, err := r.bind()
+		if err != nil {
+			return nil, invalidParams("Invalid params: arguments must be valid JSON without repeated keys")
+		}
+		payload, err := rq.h.keys.Open(*p.RequestState, b, time.Now())
 		if err != nil || json.Unmarshal(payload, &r.state) != nil {
 			return nil, errBadState
 		}
@@ -126,6 +131,21 @@ func (rq *request) newRounds(params json.RawMessage, name string, args []byte) (
 		r.state.Prior = map[string]json.RawMessage{}
 	}
 	return r, nil
+}
+
+// bind returns the binding of the request's state, computing the digest
+// of its arguments the first time: only a request that opens or seals a
+// state needs it. Arguments with no single meaning (a repeated key) have
+// no digest, so no state can be bound to them.
+func (r *rounds) bind() (seal.Binding, error) {
+	if !r.bound {
+		d, err := seal.Digest(r.args)
+		if err != nil {
+			return seal.Binding{}, err
+		}
+		r.binding.ArgsDigest, r.bound = d, true
+	}
+	return r.binding, nil
 }
 
 // ask returns the answer to the question key, from an earlier round or
@@ -228,7 +248,11 @@ func (rq *request) inputRequired(id json.RawMessage, r *rounds) {
 func (rq *request) inputRequiredMembers(r *rounds) ([]byte, error) {
 	st := statePayload{Asked: r.order, Prior: r.state.Prior, Nonce: r.state.Nonce, Round: r.state.Round}
 	payload, _ := json.Marshal(st)
-	token, err := rq.h.keys.Seal(r.binding, payload, time.Now().Add(rq.h.cfg.ConfirmTimeout))
+	binding, err := r.bind()
+	if err != nil {
+		return nil, err
+	}
+	token, err := rq.h.keys.Seal(binding, payload, time.Now().Add(rq.h.cfg.ConfirmTimeout))
 	if err != nil {
 		return nil, err
 	}
