@@ -141,3 +141,54 @@ func TestFailModes(t *testing.T) {
 		})
 	}
 }
+
+// TestTimeoutSweep: Redis's round trip swept across the limiter's
+// Timeout (100ms) behind the fault proxy. Below it the limit is checked
+// (a burst of 1: admitted, then "Rate limited"); above it the call fails
+// closed, answered when the Timeout ends rather than when Redis does, far
+// below the store's OpTimeout.
+func TestTimeoutSweep(t *testing.T) {
+	const timeout = 100 * time.Millisecond
+	for _, tc := range []struct {
+		rtt     time.Duration
+		checked bool
+	}{
+		{10 * time.Millisecond, true},
+		{40 * time.Millisecond, true},
+		{150 * time.Millisecond, false},
+		{400 * time.Millisecond, false},
+	} {
+		t.Run(tc.rtt.String(), func(t *testing.T) {
+			p := redistest.NewProxy(t, "")
+			prefix := rateKeys(t, redistest.Client(t))
+			store := redisstore.New(p.Client(t), redisstore.Options{Prefix: prefix})
+			t.Cleanup(func() { store.Close() })
+			lim := newLimiter(t, ratelimit.Options{Redis: store, Prefix: prefix, Timeout: timeout, Logger: slog.New(slog.DiscardHandler)},
+				ratelimit.Limit{Name: "tenant", By: ratelimit.ByTenant, Rate: 1, Period: time.Hour, Burst: 1})
+			hd := mcphandler.New(newHost().config(lim.Policy(nil)))
+			c := mcptest.NewModern(t, hd, mcptest.WithToken(token("acme", "alice")))
+			// Warm the pool and load the script with no latency, on
+			// another tenant's bucket.
+			call(t, mcptest.NewModern(t, hd, mcptest.WithToken(token("warm", "up"))), "search")
+			p.SetLatency(tc.rtt/2, tc.rtt/2)
+			for i, want := range []string{"", "Rate limited"} {
+				if !tc.checked {
+					want = "Rate limited: the limit cannot be checked now"
+				}
+				start := time.Now()
+				ok, _, re := call(t, c, "search")
+				took := time.Since(start)
+				got := ""
+				if !ok {
+					got = re.Message
+				}
+				if got != want {
+					t.Fatalf("call %d at a round trip of %v: %q, want %q", i, tc.rtt, got, want)
+				}
+				if !tc.checked && took > timeout+300*time.Millisecond {
+					t.Fatalf("call %d at a round trip of %v answered after %v, want about the Timeout (%v)", i, tc.rtt, took, timeout)
+				}
+			}
+		})
+	}
+}

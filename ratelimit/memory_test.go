@@ -148,3 +148,35 @@ func TestBucketID(t *testing.T) {
 		}
 	}
 }
+
+// FuzzBucketID: two calls whose tenant, subject or tool differ never get
+// the same bucket id, and every id is bounded and fit for a hash tag.
+func FuzzBucketID(f *testing.F) {
+	f.Add("a", "b/c", "t", "a/b", "c", "t")
+	f.Add("a", "bs1:c", "t", "at1:b", "c", "t")
+	f.Add("{", "}", "o1:x", "", "", "x")
+	f.Add(strings.Repeat("y", 200), "", "", strings.Repeat("y", 199), "y", "")
+	lim := testLimitF(f, Limit{Name: "l", By: BySubject | ByTool, Rate: 1})
+	f.Fuzz(func(t *testing.T, t1, s1, o1, t2, s2, o2 string) {
+		id := func(tenant, subject, tool string) string {
+			c := &mcphandler.ToolCall{Tool: mcphandler.Tool{Name: tool}, Identity: mcphandler.Identity{Tenant: tenant, Subject: subject}}
+			id := bucketID(nil, lim, c)
+			if len(id) > maxRawID || !plain([]byte(id)) {
+				t.Fatalf("id %q: over %d bytes or not plain", id, maxRawID)
+			}
+			return id
+		}
+		a, b := id(t1, s1, o1), id(t2, s2, o2)
+		if (a == b) != (t1 == t2 && s1 == s2 && o1 == o2) {
+			t.Fatalf("%q/%q/%q → %q and %q/%q/%q → %q", t1, s1, o1, a, t2, s2, o2, b)
+		}
+	})
+}
+
+func testLimitF(f *testing.F, in Limit) *limit {
+	lim, err := newLimit(in)
+	if err != nil {
+		f.Fatal(err)
+	}
+	return &lim
+}
