@@ -194,7 +194,10 @@ func (h *Handler) denyError(d Decision) *jsonrpc.Error {
 	var retry int64
 	if code == CodeRateLimited && d.RetryAfter > 0 {
 		// Rounded up: a client that waits exactly this long is not early.
-		retry = int64((d.RetryAfter + time.Millisecond - 1) / time.Millisecond)
+		retry = int64(d.RetryAfter / time.Millisecond)
+		if d.RetryAfter%time.Millisecond != 0 {
+			retry++
+		}
 		e.Data = fmt.Appendf(nil, `{"retryAfterMs":%d}`, retry)
 	}
 	if d.Data == nil {

@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"log/slog"
+	"math"
 	"strings"
 	"testing"
 	"time"
@@ -31,6 +32,7 @@ func TestDenyData(t *testing.T) {
 		logged bool
 	}{
 		{"retry rounded up", mcphandler.RateLimit("slow down", 1500*time.Microsecond), mcphandler.CodeRateLimited, `{"retryAfterMs":2}`, false},
+		{"longest retry", mcphandler.RateLimit("slow down", math.MaxInt64), mcphandler.CodeRateLimited, `{"retryAfterMs":9223372036855}`, false},
 		{"retry below a millisecond", mcphandler.RateLimit("slow down", 300), mcphandler.CodeRateLimited, `{"retryAfterMs":1}`, false},
 		{"limit", withData(mcphandler.RateLimit("", 250*time.Millisecond), map[string]any{"limit": limit{"tenant", 10}}),
 			mcphandler.CodeRateLimited, `{"limit":{"name":"tenant","rate":10},"retryAfterMs":250}`, false},
