@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"runtime/debug"
+	"strconv"
 	"time"
 
 	"github.com/mcphandler/mcphandler/internal/canon"
@@ -108,7 +109,7 @@ func (h *Handler) callTool(rq *request, m *jsonrpc.Message) {
 	switch d.Kind {
 	case DecisionDeny:
 		ev.Outcome = OutcomeDenied
-		rq.fail(m.ID, denyError(d))
+		rq.fail(m.ID, h.denyError(d))
 		return
 	case DecisionConfirm:
 		// What the human is shown, what the confirm is bound to and what
@@ -185,7 +186,9 @@ func (h *Handler) beforeCall(ctx context.Context, call *ToolCall) (d Decision, e
 	return h.cfg.BeforeCall(ctx, call)
 }
 
-func denyError(d Decision) *jsonrpc.Error {
+// denyError is the JSON-RPC error of a Deny: its code, message, and data
+// (retryAfterMs for a rate limit, and the members of Decision.Data).
+func (h *Handler) denyError(d Decision) *jsonrpc.Error {
 	code := d.Code
 	if code != CodeRateLimited {
 		code = CodeForbidden
@@ -198,9 +201,31 @@ func denyError(d Decision) *jsonrpc.Error {
 		}
 	}
 	e := &jsonrpc.Error{Code: code, Message: msg}
+	var retry int64
 	if code == CodeRateLimited && d.RetryAfter > 0 {
-		e.Data = fmt.Appendf(nil, `{"retryAfterMs":%d}`, d.RetryAfter.Milliseconds())
+		// Rounded up: a client that waits exactly this long is not early.
+		retry = int64(d.RetryAfter / time.Millisecond)
+		if d.RetryAfter%time.Millisecond != 0 {
+			retry++
+		}
+		e.Data = fmt.Appendf(nil, `{"retryAfterMs":%d}`, retry)
 	}
+	if d.Data == nil {
+		return e
+	}
+	var members map[string]json.RawMessage
+	b, err := json.Marshal(d.Data)
+	if err == nil {
+		err = json.Unmarshal(b, &members)
+	}
+	if err != nil || members == nil {
+		h.logger().Error("mcphandler: BeforeCall's Decision.Data is not a JSON object; left out", "err", err)
+		return e
+	}
+	if retry > 0 {
+		members["retryAfterMs"] = strconv.AppendInt(nil, retry, 10)
+	}
+	e.Data, _ = json.Marshal(members) // sorted by name
 	return e
 }
 

@@ -5,6 +5,7 @@ go 1.26.0
 require (
 	github.com/coreos/go-oidc/v3 v3.21.0
 	github.com/go-jose/go-jose/v4 v4.1.9
+	github.com/go-redis/redis_rate/v10 v10.0.1
 	github.com/google/jsonschema-go v0.4.3
 	github.com/redis/go-redis/v9 v9.23.0
 	go.uber.org/goleak v1.3.0

@@ -102,8 +102,16 @@ type Decision struct {
 	// default: never retry with this identity) or [CodeRateLimited] (wait,
 	// then retry).
 	Code int
-	// RetryAfter, with CodeRateLimited, tells the client how long to wait.
+	// RetryAfter, with CodeRateLimited, tells the client how long to wait:
+	// it is sent as data.retryAfterMs, rounded up to whole milliseconds.
 	RetryAfter time.Duration
+	// Data, with a Deny, tells the client more (package ratelimit puts the
+	// limit that applied there): it must marshal (encoding/json) to a JSON
+	// object, whose members are sent in the error's data object, next to
+	// retryAfterMs, which wins over a member of that name. If nil, data is
+	// {"retryAfterMs": …} for a rate limit with a RetryAfter, else absent.
+	// A Data that does not marshal to an object is left out and logged.
+	Data any
 	// Form, with a Confirm, is the form shown to the human instead of the
 	// default one (a required "confirm" box), and Expect holds the values
 	// the answer must carry for the tool to run — e.g. a field where the

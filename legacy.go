@@ -197,6 +197,8 @@ func (h *Handler) serveLegacyMessage(w http.ResponseWriter, r *http.Request) {
 	w.Header().Set("Connection", "close")
 	w.WriteHeader(http.StatusAccepted)
 	http.NewResponseController(w).Flush()
+	// The client may hang up now; that cancels nothing it asked for.
+	rq.r = r.WithContext(context.WithoutCancel(r.Context()))
 	if kind == jsonrpc.KindNotification {
 		h.notification(rq, &m)
 		return

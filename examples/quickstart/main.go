@@ -15,6 +15,13 @@
 //
 // Each caller sees only its tenant's documents and the tools its tenant and
 // role allow; delete_doc asks a human to confirm before it deletes.
+//
+// With -rate-limit N, each tenant may make N tools/call per second (and
+// bursts of up to N), across every process sharing its -redis, or in this
+// process's memory without -redis; a call over the limit is refused with
+// JSON-RPC error -32000, whose data says how long to wait (retryAfterMs)
+// and which limit applied. The limit is checked before any confirm, so a
+// refused delete_doc asks nobody.
 package main
 
 import (
@@ -34,6 +41,7 @@ import (
 
 	"github.com/mcphandler/mcphandler"
 	"github.com/mcphandler/mcphandler/elicitation"
+	"github.com/mcphandler/mcphandler/ratelimit"
 	"github.com/mcphandler/mcphandler/session/redisstore"
 )
 
@@ -41,6 +49,7 @@ func main() {
 	addr := flag.String("addr", "127.0.0.1:8080", "address to listen on")
 	redisURL := flag.String("redis", os.Getenv("REDIS_URL"), "Redis URL (e.g. redis://127.0.0.1:6379/0): keep sessions, confirms and documents there, shared by every process that uses it (default $REDIS_URL; empty: in memory)")
 	stateKey := flag.String("state-key", os.Getenv("MCP_STATE_KEY"), "with -redis, the secret every process shares (at least 32 bytes), which seals 2026-07-28 request states and authenticates what the processes exchange through Redis (default $MCP_STATE_KEY)")
+	rateLimit := flag.Int("rate-limit", 0, "if positive, each tenant may make at most this many tools/call per second, across every process sharing its -redis (in memory without -redis); 0: no limit")
 	flag.Parse()
 
 	var (
@@ -63,6 +72,16 @@ func main() {
 			os.Exit(1)
 		}
 		fmt.Println("Sessions, confirms and documents live in Redis at", *redisURL)
+	}
+
+	if *rateLimit > 0 {
+		store, _ := cfg.Store.(*redisstore.Store) // nil without -redis: in memory
+		var err error
+		if d.limits, err = tenantLimit(*rateLimit, store, "mcph-quickstart:"); err != nil {
+			fmt.Fprintln(os.Stderr, "quickstart: -rate-limit:", err)
+			os.Exit(2)
+		}
+		fmt.Printf("Each tenant may make %d tools/call per second\n", *rateLimit)
 	}
 
 	mux := http.NewServeMux()
@@ -118,6 +137,15 @@ func withRedis(ctx context.Context, c redis.UniversalClient, prefix string, stat
 	return newDemo(docs), cfg, nil
 }
 
+// tenantLimit returns the demo's rate limit: each tenant at most n
+// tools/call per second, in bursts of up to n, kept in the Redis of store
+// under prefix (shared by every process using it), or in this process's
+// memory when store is nil.
+func tenantLimit(n int, store *redisstore.Store, prefix string) (*ratelimit.Limiter, error) {
+	return ratelimit.New(ratelimit.Options{Redis: store, Prefix: prefix + "rl:"},
+		ratelimit.Limit{Name: "tenant", By: ratelimit.ByTenant, Rate: n})
+}
+
 // demoStateKey returns a key made once and kept in Redis, for a demo
 // started without -state-key.
 func demoStateKey(ctx context.Context, c redis.UniversalClient, key string) ([]byte, error) {
@@ -150,7 +178,8 @@ func authenticate(r *http.Request) (mcphandler.Identity, error) {
 
 // demo is the demo's tools and hooks over its documents.
 type demo struct {
-	docs docStore
+	docs   docStore
+	limits *ratelimit.Limiter // nil: no rate limit
 
 	whoami, searchDocs, deleteDoc, createInvoice mcphandler.Tool
 }
@@ -174,6 +203,9 @@ func (d *demo) handler(cfg mcphandler.Config) *mcphandler.Handler {
 	cfg.Roles = []string{"viewer", "editor", "admin"}
 	cfg.ListTools = d.listTools
 	cfg.BeforeCall = beforeCall
+	if d.limits != nil {
+		cfg.BeforeCall = d.limits.Policy(beforeCall) // limits first: a refused call asks nobody
+	}
 	cfg.ListResourceTemplates = func(context.Context) ([]mcphandler.ResourceTemplate, error) {
 		return []mcphandler.ResourceTemplate{{
 			URITemplate: "docs://{id}", Name: "doc", Title: "A document of your workspace",

@@ -9,6 +9,7 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/redis/go-redis/v9"
 
@@ -326,4 +327,118 @@ func TestRedisWithoutStateKey(t *testing.T) {
 	if _, _, err := withRedis(ctx, first, prefix, []byte("short")); err == nil {
 		t.Fatal("a 5-byte state key was accepted")
 	}
+}
+
+// rateLimited calls whoami n times through clients in turn and returns
+// how many calls were admitted and how long the calls took; every refusal
+// must be the tenant limit's -32000.
+func rateLimited(t *testing.T, n, rate int, clients ...*mcptest.Client) (int, time.Duration) {
+	t.Helper()
+	admitted := 0
+	start := time.Now()
+	for i := range n {
+		_, err := clients[i%len(clients)].CallTool(context.Background(), "whoami", nil)
+		if err == nil {
+			admitted++
+			continue
+		}
+		var re *mcptest.RPCError
+		var data struct {
+			Limit struct {
+				Name  string `json:"name"`
+				Rate  int    `json:"rate"`
+				Burst int    `json:"burst"`
+			} `json:"limit"`
+			RetryAfterMs int64 `json:"retryAfterMs"`
+		}
+		if !errors.As(err, &re) || re.Code != mcphandler.CodeRateLimited || json.Unmarshal(re.Data, &data) != nil ||
+			data.Limit.Name != "tenant" || data.Limit.Rate != rate || data.Limit.Burst != rate || data.RetryAfterMs <= 0 {
+			t.Fatalf("call %d: %v, want a -32000 of the tenant limit", i, err)
+		}
+	}
+	return admitted, time.Since(start)
+}
+
+// checkAdmitted fails the test unless admitted is what a bucket of rate
+// per second and burst rate admits over took: rate, plus one per 1/rate
+// seconds, within one either way.
+func checkAdmitted(t *testing.T, admitted, rate int, took time.Duration) {
+	t.Helper()
+	most := rate + int(took.Seconds()*float64(rate)) + 1
+	if admitted < rate || admitted > most {
+		t.Fatalf("%d calls admitted in %v, want %d–%d", admitted, took, rate, most)
+	}
+}
+
+// With -rate-limit, in memory: a tenant gets its N calls, then -32000;
+// another tenant still gets its own; a refused delete_doc asks nobody.
+func TestRateLimit(t *testing.T) {
+	const rate = 3
+	d := newDemo(newMemDocs())
+	var err error
+	if d.limits, err = tenantLimit(rate, nil, ""); err != nil {
+		t.Fatal(err)
+	}
+	asked := 0
+	h := d.handler(mcphandler.Config{})
+	acme := mcptest.New(t, h, mcptest.WithToken("acme-admin"), mcptest.WithElicitationHandler(func(context.Context, mcptest.ElicitParams) (mcptest.ElicitResult, error) {
+		asked++
+		return mcptest.ElicitResult{Action: "decline"}, nil
+	}))
+	if _, err := acme.Initialize(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	admitted, took := rateLimited(t, 4*rate, rate, acme)
+	checkAdmitted(t, admitted, rate, took)
+	for i := 0; ; i++ {
+		before := asked
+		_, err := acme.CallTool(context.Background(), "delete_doc", map[string]any{"id": "a1"})
+		var re *mcptest.RPCError
+		if errors.As(err, &re) && re.Code == mcphandler.CodeRateLimited {
+			if asked != before {
+				t.Fatal("a rate-limited delete_doc asked a human")
+			}
+			break
+		}
+		if i == 10 {
+			t.Fatalf("10 delete_doc calls not refused by a limit of %d per second: %v", rate, err)
+		}
+	}
+	if _, err := connect(t, "globex-editor").CallTool(context.Background(), "whoami", nil); err != nil {
+		t.Fatalf("globex after acme's calls: %v", err)
+	}
+}
+
+// With -redis and -rate-limit, the limit holds across processes: a tenant
+// calling both gets N per second in all, not N from each.
+func TestRateLimitAcrossProcesses(t *testing.T) {
+	const rate = 3
+	ctx := context.Background()
+	first := redistest.Client(t)
+	prefix := redistest.Prefix(t, first)
+	t.Cleanup(func() {
+		for _, k := range redistest.Keys(t, first, "rate:"+prefix) {
+			first.Del(context.Background(), k)
+		}
+	})
+	var clients []*mcptest.Client
+	for _, c := range []redis.UniversalClient{first, redistest.Client(t)} {
+		d, cfg, err := withRedis(ctx, c, prefix, []byte("a secret both processes share, 32+ bytes"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		store := cfg.Store.(*redisstore.Store)
+		if d.limits, err = tenantLimit(rate, store, prefix); err != nil {
+			t.Fatal(err)
+		}
+		h := d.handler(cfg)
+		t.Cleanup(func() { h.Close(); store.Close() })
+		c := mcptest.New(t, h, mcptest.WithToken("acme-viewer"))
+		if _, err := c.Initialize(ctx); err != nil {
+			t.Fatal(err)
+		}
+		clients = append(clients, c)
+	}
+	admitted, took := rateLimited(t, 4*rate, rate, clients...)
+	checkAdmitted(t, admitted, rate, took)
 }

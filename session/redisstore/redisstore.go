@@ -101,7 +101,9 @@
 // by itself) shows Redis is up, and a call whose caller gave up says
 // nothing about Redis. Subscriptions recover by themselves: go-redis
 // resubscribes open ones when the dispatcher reconnects, whatever the
-// breaker says.
+// breaker says. [Store.Do] runs another package's operations on the same
+// client under the same breaker and bound (package ratelimit keeps its
+// limits that way).
 //
 // # Client settings
 //
