@@ -222,8 +222,9 @@ type Store struct {
 	prefix    string
 	opTimeout time.Duration
 
-	ps    pubsubState
-	br    breaker
+	ps        pubsubState
+	evictName string // the Redis channel of the cache's evictions
+	br        breaker
 	bg    group  // the breaker's probe and the cache's subscriber
 	cache *cache // nil unless Options.CacheTTL > 0
 }
@@ -283,7 +284,8 @@ func New(c redis.UniversalClient, opts Options) *Store {
 	s.br.threshold = int32(min(max(opts.BreakerThreshold, 0), 1<<30))
 	s.br.minBackoff = opts.BreakerMinBackoff
 	s.br.maxBackoff = max(opts.BreakerMaxBackoff, opts.BreakerMinBackoff)
-	s.ps.init()
+	s.ps.init(c)
+	s.evictName, _ = s.channelName(evictChannel)
 	if opts.CacheTTL > 0 {
 		s.cache = newCache(opts.CacheTTL)
 	}

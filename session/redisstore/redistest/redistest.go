@@ -190,6 +190,11 @@ func Start(t testing.TB) (addr string, stop func(), restart func()) {
 // server is one redis-server process, started and stopped at will.
 type server struct {
 	bin, addr, dir string
+	// conf, if set, is a configuration file the server starts from, in
+	// Sentinel mode.
+	conf string
+	// args are more options, after the common ones.
+	args []string
 
 	mu     sync.Mutex
 	cmd    *exec.Cmd
@@ -204,10 +209,15 @@ func (s *server) start() error {
 	}
 	_, port, _ := net.SplitHostPort(s.addr)
 	var out bytes.Buffer
-	cmd := exec.Command(s.bin,
-		"--port", port, "--bind", "127.0.0.1",
-		"--save", "", "--appendonly", "no",
-		"--dir", s.dir)
+	args := []string{"--port", port, "--bind", "127.0.0.1", "--dir", s.dir}
+	if s.conf != "" {
+		args = append([]string{s.conf, "--sentinel"}, args...)
+	} else {
+		// No persistence; a replica's first sync starts at once rather
+		// than after the default 5s wait for other replicas.
+		args = append(args, "--save", "", "--appendonly", "no", "--repl-diskless-sync-delay", "0")
+	}
+	cmd := exec.Command(s.bin, append(args, s.args...)...)
 	cmd.Stdout = &out
 	cmd.Stderr = &out
 	if err := cmd.Start(); err != nil {
@@ -236,6 +246,13 @@ func (s *server) start() error {
 	}
 	s.cmd, s.exited = cmd, exited
 	return nil
+}
+
+// running reports whether the process was started and not stopped.
+func (s *server) running() bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.cmd != nil
 }
 
 func (s *server) stop() {

@@ -1,0 +1,114 @@
+package redistest
+
+import (
+	"os"
+	"sync"
+	"testing"
+)
+
+// shared holds the servers one test binary shares: started by the first
+// test that asks, stopped when Main's Run returns.
+var shared struct {
+	mu       sync.Mutex
+	main     bool // the tests run under Main
+	dir      string
+	cluster  *Cluster
+	sentinel *Sentinel
+	err      map[string]error // why a shared set could not start, by kind
+}
+
+// Main wraps the tests of a package so that the servers [SharedCluster]
+// and [SharedSentinel] start are stopped once they have run. Use it in
+// TestMain, around whatever else runs the tests:
+//
+//	func TestMain(m *testing.M) {
+//		goleak.VerifyTestMain(redistest.Main(m))
+//	}
+func Main(m interface{ Run() int }) interface{ Run() int } { return mainRunner{m} }
+
+type mainRunner struct{ m interface{ Run() int } }
+
+func (r mainRunner) Run() int {
+	shared.mu.Lock()
+	shared.main = true
+	shared.mu.Unlock()
+	defer stopShared()
+	return r.m.Run()
+}
+
+func stopShared() {
+	shared.mu.Lock()
+	defer shared.mu.Unlock()
+	if shared.cluster != nil {
+		shared.cluster.stop()
+	}
+	if shared.sentinel != nil {
+		shared.sentinel.stop()
+	}
+	if shared.dir != "" {
+		os.RemoveAll(shared.dir)
+	}
+	shared.cluster, shared.sentinel, shared.dir, shared.main = nil, nil, "", false
+}
+
+// SharedCluster returns the Redis Cluster of the test binary — three
+// masters with one replica each, as [StartCluster] starts them — starting
+// it on first use. Tests sharing it keep apart with [Prefix] and must
+// leave it as they found it: three masters, each with a replica, which
+// [Cluster.Failover] and [Cluster.KillMaster] (restarting the killed node
+// when the test ends) do. It fails the test unless TestMain runs the
+// tests through [Main], which stops the cluster at the end.
+func SharedCluster(t testing.TB) *Cluster {
+	t.Helper()
+	shared.mu.Lock()
+	defer shared.mu.Unlock()
+	if err := sharedDir(t); err != nil {
+		t.Fatalf("redistest: SharedCluster: %v", err)
+	}
+	if shared.cluster == nil && shared.err["cluster"] == nil {
+		shared.cluster, shared.err["cluster"] = startCluster(shared.dir+"/cluster", 3, 1)
+	}
+	if err := shared.err["cluster"]; err != nil {
+		t.Fatalf("redistest: SharedCluster: %v", err)
+	}
+	return shared.cluster
+}
+
+// SharedSentinel returns the Sentinel set of the test binary, as
+// [StartSentinel] starts it, starting it on first use. Tests sharing it
+// keep apart with [Prefix]; after [Sentinel.Failover] or
+// [Sentinel.KillMaster] the master is another server, which the failover
+// client of [Sentinel.Client] follows. It fails the test unless TestMain
+// runs the tests through [Main], which stops the set at the end.
+func SharedSentinel(t testing.TB) *Sentinel {
+	t.Helper()
+	shared.mu.Lock()
+	defer shared.mu.Unlock()
+	if err := sharedDir(t); err != nil {
+		t.Fatalf("redistest: SharedSentinel: %v", err)
+	}
+	if shared.sentinel == nil && shared.err["sentinel"] == nil {
+		shared.sentinel, shared.err["sentinel"] = startSentinel(shared.dir + "/sentinel")
+	}
+	if err := shared.err["sentinel"]; err != nil {
+		t.Fatalf("redistest: SharedSentinel: %v", err)
+	}
+	return shared.sentinel
+}
+
+// sharedDir makes the directory of the shared servers. The caller holds
+// shared.mu.
+func sharedDir(t testing.TB) error {
+	if !shared.main {
+		t.Fatal("redistest: the shared servers need TestMain to run the tests through redistest.Main, which stops them")
+	}
+	if shared.dir != "" {
+		return nil
+	}
+	d, err := os.MkdirTemp("", "redistest-")
+	if err != nil {
+		return err
+	}
+	shared.dir, shared.err = d, map[string]error{}
+	return nil
+}
