@@ -225,8 +225,8 @@ type Store struct {
 	ps        pubsubState
 	evictName string // the Redis channel of the cache's evictions
 	br        breaker
-	bg    group  // the breaker's probe and the cache's subscriber
-	cache *cache // nil unless Options.CacheTTL > 0
+	bg        group  // the breaker's probe and the cache's subscriber
+	cache     *cache // nil unless Options.CacheTTL > 0
 }
 
 var _ session.Store = (*Store)(nil)
