@@ -194,6 +194,36 @@ type Options struct {
 	// the first answer closes the breaker. There is at most one PING at a
 	// time, each bounded by OpTimeout. Defaults 100ms and 1s.
 	BreakerMinBackoff, BreakerMaxBackoff time.Duration
+
+	// WaitReplicas, if positive, makes every write the store makes —
+	// Create, Update, Delete, PutIfAbsent, CompareAndSwap, AppendEvent;
+	// not the lifetime extension of Get — wait until at least
+	// WaitReplicas replicas of the master that took it have acknowledged
+	// it, so that a failover to one of them keeps it: the store sends
+	// WAIT after the write, on the same connection, in the same round
+	// trip. A write that fewer replicas acknowledged within WaitTimeout
+	// fails with session.ErrUnavailable although the master applied it,
+	// like a write whose answer was lost (a CompareAndSwap then reports
+	// false, so the handler treats the transition as not made, and a
+	// retry of AppendEvent may log the event twice); a write that changed
+	// nothing (a SET NX, a swap or an update that did not happen) does not
+	// fail for that. Such failures do not count for the circuit breaker:
+	// Redis answered.
+	//
+	// The cost is the time a replica takes to acknowledge, about one
+	// round trip between master and replica, added to every write; reads
+	// are unaffected. Set it to the number of replicas each master has
+	// (Sentinel, or a cluster with --cluster-replicas): with fewer, a
+	// failover may promote a replica that missed the write. Zero, the
+	// default, does not wait: Redis replicates asynchronously, and a write
+	// the old master acknowledged but had not yet sent to the replica
+	// that takes over is lost (see "Topologies" in the package
+	// documentation).
+	WaitReplicas int
+
+	// WaitTimeout bounds the wait of WaitReplicas. Default (and maximum)
+	// half of OpTimeout.
+	WaitTimeout time.Duration
 }
 
 // Default option values.
@@ -221,6 +251,9 @@ type Store struct {
 	c         redis.UniversalClient
 	prefix    string
 	opTimeout time.Duration
+
+	waitReplicas int64 // Options.WaitReplicas; 0: writes do not wait
+	waitTimeout  time.Duration
 
 	ps        pubsubState
 	evictName string // the Redis channel of the cache's evictions
@@ -280,7 +313,11 @@ func New(c redis.UniversalClient, opts Options) *Store {
 	if opts.BreakerMaxBackoff <= 0 {
 		opts.BreakerMaxBackoff = DefaultBreakerMaxBackoff
 	}
-	s := &Store{c: c, prefix: opts.Prefix, opTimeout: opts.OpTimeout}
+	if opts.WaitTimeout <= 0 || opts.WaitTimeout > opts.OpTimeout/2 {
+		opts.WaitTimeout = opts.OpTimeout / 2
+	}
+	s := &Store{c: c, prefix: opts.Prefix, opTimeout: opts.OpTimeout,
+		waitReplicas: int64(max(opts.WaitReplicas, 0)), waitTimeout: max(opts.WaitTimeout, time.Millisecond)}
 	s.br.threshold = int32(min(max(opts.BreakerThreshold, 0), 1<<30))
 	s.br.minBackoff = opts.BreakerMinBackoff
 	s.br.maxBackoff = max(opts.BreakerMaxBackoff, opts.BreakerMinBackoff)
@@ -382,7 +419,7 @@ func (s *Store) Create(ctx context.Context, sess *session.Session) error {
 	octx, cancel := s.opCtx(ctx)
 	defer cancel()
 	rec := encodeSession(sess)
-	ok, err := s.c.SetNX(octx, s.key(sess.ID, kindSession), rec, time.Duration(millis(ttlOf(sess)))*time.Millisecond).Result()
+	ok, err := s.setNX(octx, s.key(sess.ID, kindSession), rec, time.Duration(millis(ttlOf(sess)))*time.Millisecond)
 	s.observe(ctx, err)
 	if err != nil {
 		return unavailable("create", err)
@@ -391,6 +428,40 @@ func (s *Store) Create(ctx context.Context, sess *session.Session) error {
 		return errIDInUse
 	}
 	return nil
+}
+
+// setNX is SET NX PX, followed by a WAIT with Options.WaitReplicas; a
+// SET that wrote nothing needs no replica.
+func (s *Store) setNX(ctx context.Context, k string, v any, px time.Duration) (bool, error) {
+	if s.waitReplicas <= 0 {
+		return s.c.SetNX(ctx, k, v, px).Result()
+	}
+	var cmd *redis.BoolCmd
+	err := s.replicated(ctx, k, func(p redis.Pipeliner) { cmd = p.SetNX(ctx, k, v, px) })
+	if isNotReplicated(err) && !cmd.Val() {
+		err = nil
+	}
+	return cmd.Val(), err
+}
+
+// runScript runs script on the key k, followed by a WAIT with
+// Options.WaitReplicas unless the script returned 0 (it wrote nothing).
+func (s *Store) runScript(ctx context.Context, script *redis.Script, k string, args ...any) (int64, error) {
+	if s.waitReplicas <= 0 {
+		return script.Run(ctx, s.c, []string{k}, args...).Int64()
+	}
+	cmd, err := s.replicatedScript(ctx, script, k, args...)
+	n, cerr := cmd.Int64()
+	if err != nil && !isNotReplicated(err) {
+		return n, err
+	}
+	if cerr != nil {
+		return n, cerr
+	}
+	if err != nil && n == 0 {
+		err = nil
+	}
+	return n, err
 }
 
 // Get implements [session.Store]. It is one round trip (a Lua script that
@@ -447,8 +518,8 @@ func (s *Store) Update(ctx context.Context, sess *session.Session) error {
 	}
 	octx, cancel := s.opCtx(ctx)
 	defer cancel()
-	n, err := updateScript.Run(octx, s.c, []string{s.key(sess.ID, kindSession)},
-		appendMutable(nil, sess), millis(ttlOf(sess))).Int64()
+	n, err := s.runScript(octx, updateScript, s.key(sess.ID, kindSession),
+		appendMutable(nil, sess), millis(ttlOf(sess)))
 	s.observe(ctx, err)
 	if err != nil {
 		return unavailable("update", err)
@@ -471,7 +542,17 @@ func (s *Store) Delete(ctx context.Context, id string) error {
 	}
 	octx, cancel := s.opCtx(ctx)
 	defer cancel()
-	err := s.c.Del(octx, s.key(id, kindSession)).Err()
+	k := s.key(id, kindSession)
+	var err error
+	if s.waitReplicas <= 0 {
+		err = s.c.Del(octx, k).Err()
+	} else {
+		var del *redis.IntCmd
+		err = s.replicated(octx, k, func(p redis.Pipeliner) { del = p.Del(octx, k) })
+		if isNotReplicated(err) && del.Val() == 0 {
+			err = nil
+		}
+	}
 	s.observe(ctx, err)
 	if err != nil {
 		return unavailable("delete", err)
@@ -488,7 +569,7 @@ func (s *Store) PutIfAbsent(ctx context.Context, key string, value []byte, ttl t
 	}
 	octx, cancel := s.opCtx(ctx)
 	defer cancel()
-	ok, err := s.c.SetNX(octx, s.key(key, kindRecord), value, time.Duration(millis(ttl))*time.Millisecond).Result()
+	ok, err := s.setNX(octx, s.key(key, kindRecord), value, time.Duration(millis(ttl))*time.Millisecond)
 	s.observe(ctx, err)
 	if err != nil {
 		return false, unavailable("put", err)
@@ -523,7 +604,7 @@ func (s *Store) CompareAndSwap(ctx context.Context, key string, old, new []byte,
 	}
 	octx, cancel := s.opCtx(ctx)
 	defer cancel()
-	n, err := casScript.Run(octx, s.c, []string{s.key(key, kindRecord)}, old, new, millis(ttl)).Int64()
+	n, err := s.runScript(octx, casScript, s.key(key, kindRecord), old, new, millis(ttl))
 	s.observe(ctx, err)
 	if err != nil {
 		return false, unavailable("compare-and-swap", err)
@@ -541,18 +622,41 @@ func (s *Store) AppendEvent(ctx context.Context, stream string, data []byte, ttl
 	octx, cancel := s.opCtx(ctx)
 	defer cancel()
 	k := s.key(stream, kindLog)
-	var push *redis.IntCmd
-	_, err := s.c.TxPipelined(octx, func(p redis.Pipeliner) error {
-		push = p.RPush(octx, k, data)
-		p.PExpire(octx, k, time.Duration(millis(ttl))*time.Millisecond)
-		return nil
-	})
+	px := time.Duration(millis(ttl)) * time.Millisecond
+	var n int64
+	var err error
+	if s.waitReplicas <= 0 {
+		var push *redis.IntCmd
+		_, err = s.c.TxPipelined(octx, func(p redis.Pipeliner) error {
+			push = p.RPush(octx, k, data)
+			p.PExpire(octx, k, px)
+			return nil
+		})
+		if err == nil {
+			n, err = push.Result()
+		}
+	} else {
+		// The same transaction spelled out, so that WAIT can follow
+		// EXEC on its connection.
+		var exec *redis.Cmd
+		err = s.replicated(octx, k, func(p redis.Pipeliner) {
+			p.Do(octx, "multi")
+			p.Do(octx, "rpush", k, data)
+			p.Do(octx, "pexpire", k, px.Milliseconds())
+			exec = p.Do(octx, "exec")
+		})
+		if err == nil {
+			var replies []any
+			if replies, err = exec.Slice(); err == nil && len(replies) > 0 {
+				n, _ = replies[0].(int64)
+			}
+		}
+	}
 	s.observe(ctx, err)
 	if err != nil {
 		return 0, unavailable("append-event", err)
 	}
-	n, err := push.Result()
-	if err != nil || n <= 0 {
+	if n <= 0 {
 		return 0, unavailable("append-event", fmt.Errorf("RPUSH returned %d, %v", n, err))
 	}
 	return uint64(n), nil

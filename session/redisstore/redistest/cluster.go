@@ -342,6 +342,56 @@ func (c *Cluster) KillMaster(t testing.TB, key string) (promoted string, restart
 	return newMaster.srv.addr, restart
 }
 
+// FreezeReplicas stops the processes of the replicas of the master that
+// serves key (SIGSTOP), so that they acknowledge nothing, and returns thaw,
+// which lets them go on (SIGCONT) and waits until the cluster is settled
+// again. thaw runs when the test ends, if not before, and may be called
+// more than once. Keep the freeze well under the cluster's node timeout
+// (one second), or the cluster starts to consider the replicas failed.
+func (c *Cluster) FreezeReplicas(t testing.TB, key string) (thaw func()) {
+	t.Helper()
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	ctx, cancel := context.WithTimeout(context.Background(), settleTimeout)
+	defer cancel()
+	m, err := c.masterOf(key)
+	if err != nil {
+		t.Fatalf("redistest: Cluster.FreezeReplicas: %v", err)
+	}
+	var frozen []*clusterNode
+	for {
+		r, err := c.replicaOf(ctx, m, frozen...)
+		if err != nil {
+			break
+		}
+		if err := r.srv.freeze(); err != nil {
+			t.Fatalf("redistest: Cluster.FreezeReplicas: %v", err)
+		}
+		frozen = append(frozen, r)
+	}
+	if len(frozen) == 0 {
+		t.Fatalf("redistest: Cluster.FreezeReplicas: the master %s has no replica", m.srv.addr)
+	}
+	var once sync.Once
+	thaw = func() {
+		t.Helper()
+		once.Do(func() {
+			c.mu.Lock()
+			defer c.mu.Unlock()
+			for _, r := range frozen {
+				r.srv.thaw()
+			}
+			ctx, cancel := context.WithTimeout(context.Background(), settleTimeout)
+			defer cancel()
+			if err := c.settle(ctx); err != nil {
+				t.Errorf("redistest: thawing the replicas: %v", err)
+			}
+		})
+	}
+	t.Cleanup(thaw)
+	return thaw
+}
+
 // stop kills every node and waits for them.
 func (c *Cluster) stop() {
 	parallel(len(c.nodes), func(i int) error {
@@ -395,10 +445,11 @@ func (c *Cluster) masterOf(key string) (*clusterNode, error) {
 	return nil, fmt.Errorf("no live master serves slot %d of %q", slot, key)
 }
 
-// replicaOf returns a live, replicating replica of the master m.
-func (c *Cluster) replicaOf(ctx context.Context, m *clusterNode) (*clusterNode, error) {
+// replicaOf returns a live, replicating replica of the master m, other
+// than those of except.
+func (c *Cluster) replicaOf(ctx context.Context, m *clusterNode, except ...*clusterNode) (*clusterNode, error) {
 	for _, nd := range c.live() {
-		if nd == m {
+		if nd == m || slices.Contains(except, nd) {
 			continue
 		}
 		view, err := nodesView(ctx, nd.admin)

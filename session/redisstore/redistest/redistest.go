@@ -248,6 +248,16 @@ func (s *server) start() error {
 	return nil
 }
 
+// signal sends sig to the process, if it runs.
+func (s *server) signal(sig os.Signal) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.cmd == nil {
+		return nil
+	}
+	return s.cmd.Process.Signal(sig)
+}
+
 // running reports whether the process was started and not stopped.
 func (s *server) running() bool {
 	s.mu.Lock()
@@ -336,4 +346,47 @@ func scan(ctx context.Context, c redis.UniversalClient, prefix string) ([]string
 		err = one(ctx, c)
 	}
 	return keys, err
+}
+
+// StartReplica starts a private redis-server like [Start] that replicates
+// the Redis at master (host:port), waits until it is in sync, and returns
+// its address. It is killed when the test ends. Replication connects to
+// master as given, so a [Proxy] in between can stall or cut it.
+func StartReplica(t testing.TB, master string) string {
+	t.Helper()
+	bin, err := exec.LookPath("redis-server")
+	if err != nil {
+		t.Fatalf("redistest: redis-server is not on PATH\n%s", howTo)
+	}
+	addrs, err := freeAddrs(1)
+	if err != nil {
+		t.Fatalf("redistest: StartReplica: %v", err)
+	}
+	host, port, err := net.SplitHostPort(master)
+	if err != nil {
+		t.Fatalf("redistest: StartReplica: %v", err)
+	}
+	s := &server{bin: bin, addr: addrs[0], dir: t.TempDir(), args: []string{"--replicaof", host, port}}
+	if err := s.start(); err != nil {
+		t.Fatalf("redistest: StartReplica: %v", err)
+	}
+	t.Cleanup(s.stop)
+	c := adminClient(s.addr)
+	defer c.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), settleTimeout)
+	defer cancel()
+	err = waitUntil(ctx, "the replica syncs", func() error {
+		repl, err := c.Info(ctx, "replication").Result()
+		if err != nil {
+			return err
+		}
+		if !strings.Contains(repl, "master_link_status:up") {
+			return fmt.Errorf("replication link down")
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatalf("redistest: StartReplica: %v", err)
+	}
+	return s.addr
 }

@@ -199,6 +199,26 @@ func (s *Sentinel) Replica(t testing.TB) string {
 	return ""
 }
 
+// Settle waits until the set is whole again after a failover: the
+// Sentinels agree on the master and see it up, and the other server is
+// its replica, in sync, known to every Sentinel — which, after
+// [Sentinel.Failover], takes until the Sentinels turn the old master into
+// a replica, about ten seconds.
+func (s *Sentinel) Settle(t testing.TB) {
+	t.Helper()
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	ctx, cancel := context.WithTimeout(context.Background(), settleTimeout)
+	defer cancel()
+	m, err := s.masterAddr(ctx, s.sentinels[0].addr)
+	if err == nil {
+		err = s.settle(ctx, m, true)
+	}
+	if err != nil {
+		t.Fatalf("redistest: Sentinel.Settle: %v", err)
+	}
+}
+
 // Failover asks a Sentinel for a failover of the healthy master
 // (SENTINEL FAILOVER: the replica is promoted at once, without the
 // Sentinels' agreement) and waits until every Sentinel names the replica

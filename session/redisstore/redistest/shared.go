@@ -75,10 +75,10 @@ func SharedCluster(t testing.TB) *Cluster {
 }
 
 // SharedSentinel returns the Sentinel set of the test binary, as
-// [StartSentinel] starts it, starting it on first use. Tests sharing it
-// keep apart with [Prefix]; after [Sentinel.Failover] or
-// [Sentinel.KillMaster] the master is another server, which the failover
-// client of [Sentinel.Client] follows. It fails the test unless TestMain
+// [StartSentinel] starts it, starting it on first use, once it is settled
+// (see [Sentinel.Settle]). Tests sharing it keep apart with [Prefix];
+// after [Sentinel.Failover] or [Sentinel.KillMaster] the master is
+// another server, which the failover client of [Sentinel.Client] follows. It fails the test unless TestMain
 // runs the tests through [Main], which stops the set at the end.
 func SharedSentinel(t testing.TB) *Sentinel {
 	t.Helper()
@@ -93,6 +93,7 @@ func SharedSentinel(t testing.TB) *Sentinel {
 	if err := shared.err["sentinel"]; err != nil {
 		t.Fatalf("redistest: SharedSentinel: %v", err)
 	}
+	shared.sentinel.Settle(t)
 	return shared.sentinel
 }
 
