@@ -19,10 +19,11 @@ import (
 
 	"github.com/mcphandler/mcphandler"
 	"github.com/mcphandler/mcphandler/mcptest"
+	"github.com/mcphandler/mcphandler/session/redisstore/redistest"
 )
 
 func TestMain(m *testing.M) {
-	goleak.VerifyTestMain(m)
+	goleak.VerifyTestMain(redistest.Main(m))
 }
 
 // fixture is a two-tenant host: acme and globex users, with role-gated and

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"time"
 
 	"github.com/redis/go-redis/v9"
 )
@@ -31,29 +32,49 @@ func isNotReplicated(err error) bool {
 // commands, or a *notReplicatedError if WAIT counted too few replicas.
 //
 // On a cluster the connection is one of the cluster client's connections
-// to the node its slot map names for key; that node answering MOVED (the
-// map is out of date: a failover, a resharding) fails the call, and the
-// client is asked to reload its map.
+// to the node its slot map names for key; if that node answers MOVED (the
+// map is out of date: a failover, a resharding), the client reloads its
+// map and the commands are sent once more, to the node Redis named. ASK
+// (a slot being migrated) fails the call.
 func (s *Store) replicated(ctx context.Context, key string, queue func(p redis.Pipeliner)) error {
-	pipelined := s.c.Pipelined
 	cc := s.ps.cluster
-	if cc != nil {
-		node, err := cc.MasterForKey(ctx, key)
-		if err != nil {
-			return err
-		}
-		pipelined = node.Pipelined
+	if cc == nil {
+		return s.replicatedOn(ctx, s.c, queue)
 	}
+	node, err := cc.MasterForKey(ctx, key)
+	if err != nil {
+		return err
+	}
+	err = s.replicatedOn(ctx, node, queue)
+	addr, moved := redis.IsMovedError(err)
+	if !moved {
+		return err
+	}
+	// The slot map is out of date (a failover, a resharding): MOVED
+	// wrote nothing. Reload it, wait until it names the node Redis
+	// named, and try that node once.
+	cc.ReloadState(ctx)
+	for {
+		if node, err = cc.MasterForKey(ctx, key); err == nil && node.Options().Addr == addr {
+			return s.replicatedOn(ctx, node, queue)
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("redis: MOVED %s, and the cluster client's slot map did not follow: %w", addr, ctx.Err())
+		case <-time.After(5 * time.Millisecond):
+		}
+	}
+}
+
+// replicatedOn is replicated on the client c of one server.
+func (s *Store) replicatedOn(ctx context.Context, c redis.Cmdable, queue func(p redis.Pipeliner)) error {
 	var wait *redis.Cmd
-	_, err := pipelined(ctx, func(p redis.Pipeliner) error {
+	_, err := c.Pipelined(ctx, func(p redis.Pipeliner) error {
 		queue(p)
 		wait = p.Do(ctx, "wait", s.waitReplicas, s.waitTimeout.Milliseconds())
 		return nil
 	})
 	if err != nil {
-		if _, moved := redis.IsMovedError(err); moved && cc != nil {
-			cc.ReloadState(ctx)
-		}
 		return err
 	}
 	n, err := wait.Int64()
