@@ -12,7 +12,16 @@
 //
 // When none of these works the test fails (it is never skipped) with a
 // message saying how to provide a Redis. [Start] always starts a private
-// server, for tests that stop and restart Redis.
+// server, for tests that stop and restart Redis, and [StartReplica] a
+// replica of one.
+//
+// [StartCluster] starts a Redis Cluster and [StartSentinel] a master, its
+// replica and three Sentinels, of private redis-server processes, with
+// clients ([Cluster.Client], [Sentinel.Client]) and failovers on demand
+// ([Cluster.Failover], [Cluster.KillMaster], [Sentinel.Failover],
+// [Sentinel.KillMaster]). Starting them takes a second or two, so a test
+// binary may share one of each ([SharedCluster], [SharedSentinel]), which
+// its TestMain stops through [Main].
 //
 // Tests sharing a Redis keep apart with [Prefix], which also deletes the
 // test's keys when it ends. [CountingHook] counts the commands and round
