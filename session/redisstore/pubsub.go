@@ -746,8 +746,11 @@ func (sh *shard) connect() (*redis.PubSub, error) {
 // single node, from the client (which dials the current master); on a
 // cluster, from the client of the node that serves the tag's slot, once a
 // CLUSTER SLOTS answer agrees with the client's slot map on which node
-// that is (otherwise it asks the client to reload the map and fails, to be
-// tried again). The caller holds the wire.
+// that is and the node itself says it is a master (otherwise it asks the
+// client to reload the map and fails, to be tried again). A replica
+// serving the slot would accept the subscription and receive the
+// messages its master publishes, without the master counting it: Publish
+// would report 0 for a message a replica got. The caller holds the wire.
 func (sh *shard) replace(ctx context.Context) error {
 	s := sh.s
 	var ps *redis.PubSub
@@ -757,7 +760,7 @@ func (sh *shard) replace(ctx context.Context) error {
 			cc.ReloadState(ctx)
 			return err
 		}
-		if err := sh.checkMaster(ctx, cc, node.Options().Addr); err != nil {
+		if err := sh.checkMaster(ctx, cc, node); err != nil {
 			cc.ReloadState(ctx)
 			return err
 		}
@@ -784,8 +787,16 @@ func (sh *shard) replace(ctx context.Context) error {
 }
 
 // checkMaster asks the cluster which node serves the tag's slot, and
-// returns an error unless it is addr.
-func (sh *shard) checkMaster(ctx context.Context, cc *redis.ClusterClient, addr string) error {
+// node what it is, and returns an error unless node is that master.
+func (sh *shard) checkMaster(ctx context.Context, cc *redis.ClusterClient, node *redis.Client) error {
+	role, err := node.Do(ctx, "role").Slice()
+	if err != nil {
+		return err
+	}
+	if len(role) == 0 || role[0] != "master" {
+		return errors.New("the slot map names a node that is no longer a master")
+	}
+	addr := node.Options().Addr
 	slot := -1
 	for _, t := range shardTags {
 		if t.tag == sh.tag {
