@@ -229,7 +229,7 @@ func (s *server) start() error {
 	cmd := exec.Command(s.bin, append(args, s.args...)...)
 	cmd.Stdout = &out
 	cmd.Stderr = &out
-	if err := cmd.Start(); err != nil {
+	if err := startProcess(cmd); err != nil {
 		return err
 	}
 	exited := make(chan struct{})

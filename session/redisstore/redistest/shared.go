@@ -1,16 +1,20 @@
 package redistest
 
 import (
+	"bytes"
 	"os"
+	"runtime"
 	"sync"
+	"sync/atomic"
 	"testing"
+	"time"
 )
 
 // shared holds the servers one test binary shares: started by the first
 // test that asks, stopped when Main's Run returns.
 var shared struct {
-	mu       sync.Mutex
-	main     bool // the tests run under Main
+	main     atomic.Bool // the tests run under Main
+	mu       sync.Mutex  // guards the rest
 	dir      string
 	cluster  *Cluster
 	sentinel *Sentinel
@@ -24,16 +28,36 @@ var shared struct {
 //	func TestMain(m *testing.M) {
 //		goleak.VerifyTestMain(redistest.Main(m))
 //	}
+//
+// Once they are stopped, Main also waits, up to three seconds, for the
+// goroutines go-redis starts to redial a server that refused a
+// connection: they sleep a second between attempts before they notice
+// their client was closed, longer than goleak looks.
 func Main(m interface{ Run() int }) interface{ Run() int } { return mainRunner{m} }
 
 type mainRunner struct{ m interface{ Run() int } }
 
 func (r mainRunner) Run() int {
-	shared.mu.Lock()
-	shared.main = true
-	shared.mu.Unlock()
-	defer stopShared()
-	return r.m.Run()
+	shared.main.Store(true)
+	code := r.m.Run()
+	stopShared()
+	stopSpawner()
+	for deadline := time.Now().Add(3 * time.Second); redialing() && time.Now().Before(deadline); {
+		time.Sleep(50 * time.Millisecond)
+	}
+	return code
+}
+
+// redialing reports whether a go-redis pool's dial retry goroutine runs.
+func redialing() bool {
+	buf := make([]byte, 1<<20)
+	for {
+		n := runtime.Stack(buf, true)
+		if n < len(buf) {
+			return bytes.Contains(buf[:n], []byte("internal/pool.(*ConnPool).tryDial"))
+		}
+		buf = make([]byte, 2*len(buf))
+	}
 }
 
 func stopShared() {
@@ -48,7 +72,8 @@ func stopShared() {
 	if shared.dir != "" {
 		os.RemoveAll(shared.dir)
 	}
-	shared.cluster, shared.sentinel, shared.dir, shared.main = nil, nil, "", false
+	shared.cluster, shared.sentinel, shared.dir = nil, nil, ""
+	shared.main.Store(false)
 }
 
 // SharedCluster returns the Redis Cluster of the test binary — three
@@ -100,7 +125,7 @@ func SharedSentinel(t testing.TB) *Sentinel {
 // sharedDir makes the directory of the shared servers. The caller holds
 // shared.mu.
 func sharedDir(t testing.TB) error {
-	if !shared.main {
+	if !shared.main.Load() {
 		t.Fatal("redistest: the shared servers need TestMain to run the tests through redistest.Main, which stops them")
 	}
 	if shared.dir != "" {
