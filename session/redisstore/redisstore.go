@@ -317,13 +317,18 @@ type Options struct {
 	//
 	// The cost is the time a replica takes to acknowledge, about one
 	// round trip between master and replica, added to every write; reads
-	// are unaffected. Set it to the number of replicas each master has
-	// (Sentinel, or a cluster with --cluster-replicas): with fewer, a
-	// failover may promote a replica that missed the write. Zero, the
-	// default, does not wait: Redis replicates asynchronously, and a write
-	// the old master acknowledged but had not yet sent to the replica
-	// that takes over is lost (see "Topologies" in the package
-	// documentation).
+	// are unaffected. Writes fail while the master has fewer replicas in
+	// sync than WaitReplicas — after a failover, until the old master or
+	// a new server is back as a replica. With as many replicas as
+	// WaitReplicas, a failover promotes a replica that has every write
+	// the store reported done, but one lost server stops the writes;
+	// with one replica more, writes go on through the loss of a server,
+	// and the Sentinels or the cluster promote the replica with the most
+	// data, which has them unless it is the one that missed a write
+	// another acknowledged. Zero, the default, does not wait: Redis
+	// replicates asynchronously, and a write the old master acknowledged
+	// but had not yet sent to the replica that takes over is lost (see
+	// "Topologies" in the package documentation).
 	WaitReplicas int
 
 	// WaitTimeout bounds the wait of WaitReplicas. Default (and maximum)
