@@ -19,12 +19,13 @@ import (
 
 	"github.com/mcphandler/mcphandler"
 	"github.com/mcphandler/mcphandler/mcptest"
+	"github.com/mcphandler/mcphandler/session/redisstore/redistest"
 )
 
 func TestMain(m *testing.M) {
 	// go-redis retries a refused dial from a goroutine of its own that
 	// sleeps a second before it notices its pool was closed; it is not ours.
-	goleak.VerifyTestMain(m, goleak.IgnoreAnyFunction("github.com/redis/go-redis/v9/internal/pool.(*ConnPool).tryDial"))
+	goleak.VerifyTestMain(redistest.Main(m), goleak.IgnoreAnyFunction("github.com/redis/go-redis/v9/internal/pool.(*ConnPool).tryDial"))
 }
 
 // fixture is a two-tenant host: acme and globex users, with role-gated and

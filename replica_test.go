@@ -52,13 +52,21 @@ func (r *replica) kill() {
 
 func newCluster(t *testing.T, n int, cfg mcphandler.Config, client func() redis.UniversalClient) *cluster {
 	t.Helper()
+	return newClusterWith(t, n, cfg, client, redisstore.Options{OpTimeout: 500 * time.Millisecond})
+}
+
+// newClusterWith is newCluster with the replicas' store options (the
+// prefix is the test's).
+func newClusterWith(t *testing.T, n int, cfg mcphandler.Config, client func() redis.UniversalClient, opts redisstore.Options) *cluster {
+	t.Helper()
 	prefix := redistest.Prefix(t, client()) // its own client: replicas may die
 	cfg.StateKeys = [][]byte{[]byte("0123456789abcdef0123456789abcdef")}
 	cfg.Logger = slog.New(slog.DiscardHandler)
 	cl := &cluster{served: make([]atomic.Int64, n)}
+	opts.Prefix = prefix
 	for range n {
 		c := client()
-		st := redisstore.New(c, redisstore.Options{Prefix: prefix, OpTimeout: 500 * time.Millisecond})
+		st := redisstore.New(c, opts)
 		t.Cleanup(func() { st.Close() })
 		cfg := cfg
 		cfg.Store = st
@@ -113,7 +121,12 @@ func (cl *cluster) forward(w http.ResponseWriter, r *http.Request) {
 	}
 }
 
+// redisClient returns the clients of the replica tests: of the test Redis,
+// or of the topology a topology test runs them on (see topology_test.go).
 func redisClient(t *testing.T) func() redis.UniversalClient {
+	if topo := replicaTopology; topo != nil {
+		return topo(t)
+	}
 	return func() redis.UniversalClient { return redistest.Client(t) }
 }
 

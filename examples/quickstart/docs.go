@@ -85,31 +85,51 @@ func (d *memDocs) remove(_ context.Context, tenant, id string) (bool, error) {
 func (d *memDocs) nextInvoice(context.Context) (int64, error) { return d.invoices.Add(1), nil }
 
 // redisDocs keeps the documents in Redis hashes under prefix: titles and
-// bodies per tenant, seeded once.
+// bodies per tenant, seeded once. A tenant's keys share the hash tag
+// {tenant}, so that on a Redis Cluster they are in one slot and one
+// transaction or script can change them together.
 type redisDocs struct {
 	c      redis.UniversalClient
 	prefix string
 }
 
+// tenantKey returns the key of one of tenant's hashes ("titles",
+// "bodies") or of its seeded marker ("seeded").
+func (d *redisDocs) tenantKey(tenant, kind string) string {
+	return d.prefix + "{" + tenant + "}:" + kind
+}
+
+// seedScript writes a tenant's documents (ARGV: id, title, body, ...) into
+// its titles and bodies hashes, then its seeded marker, unless the marker
+// is there: a tenant is seeded once, atomically, and documents deleted
+// later are not brought back by the next process to start.
+var seedScript = redis.NewScript(`
+if redis.call('EXISTS', KEYS[3]) == 1 then return 0 end
+for i = 1, #ARGV, 3 do
+  redis.call('HSET', KEYS[1], ARGV[i], ARGV[i+1])
+  redis.call('HSET', KEYS[2], ARGV[i], ARGV[i+2])
+end
+redis.call('SET', KEYS[3], '1')
+return 1
+`)
+
 func newRedisDocs(ctx context.Context, c redis.UniversalClient, prefix string) (*redisDocs, error) {
 	d := &redisDocs{c: c, prefix: prefix}
-	first, err := c.SetNX(ctx, prefix+"seeded", "1", 0).Result()
-	if err != nil || !first {
-		return d, err
-	}
-	pipe := c.TxPipeline()
 	for t, ds := range seedDocs {
+		var args []any
 		for _, dc := range ds {
-			pipe.HSet(ctx, prefix+"titles:"+t, dc.ID, dc.Title)
-			pipe.HSet(ctx, prefix+"bodies:"+t, dc.ID, seedBodies[t+"/"+dc.ID])
+			args = append(args, dc.ID, dc.Title, seedBodies[t+"/"+dc.ID])
+		}
+		keys := []string{d.tenantKey(t, "titles"), d.tenantKey(t, "bodies"), d.tenantKey(t, "seeded")}
+		if err := seedScript.Run(ctx, c, keys, args...).Err(); err != nil {
+			return d, err
 		}
 	}
-	_, err = pipe.Exec(ctx)
-	return d, err
+	return d, nil
 }
 
 func (d *redisDocs) list(ctx context.Context, tenant string) ([]doc, error) {
-	m, err := d.c.HGetAll(ctx, d.prefix+"titles:"+tenant).Result()
+	m, err := d.c.HGetAll(ctx, d.tenantKey(tenant, "titles")).Result()
 	if err != nil {
 		return nil, err
 	}
@@ -122,7 +142,7 @@ func (d *redisDocs) list(ctx context.Context, tenant string) ([]doc, error) {
 }
 
 func (d *redisDocs) body(ctx context.Context, tenant, id string) (string, bool, error) {
-	s, err := d.c.HGet(ctx, d.prefix+"bodies:"+tenant, id).Result()
+	s, err := d.c.HGet(ctx, d.tenantKey(tenant, "bodies"), id).Result()
 	if errors.Is(err, redis.Nil) {
 		return "", false, nil
 	}
@@ -130,9 +150,9 @@ func (d *redisDocs) body(ctx context.Context, tenant, id string) (string, bool, 
 }
 
 func (d *redisDocs) remove(ctx context.Context, tenant, id string) (bool, error) {
-	pipe := d.c.TxPipeline()
-	n := pipe.HDel(ctx, d.prefix+"titles:"+tenant, id)
-	pipe.HDel(ctx, d.prefix+"bodies:"+tenant, id)
+	pipe := d.c.TxPipeline() // one slot: the tenant's
+	n := pipe.HDel(ctx, d.tenantKey(tenant, "titles"), id)
+	pipe.HDel(ctx, d.tenantKey(tenant, "bodies"), id)
 	if _, err := pipe.Exec(ctx); err != nil {
 		return false, err
 	}

@@ -1,11 +1,14 @@
 // Command quickstart serves a small multi-tenant MCP demo on
-// http://127.0.0.1:8080/mcp, with everything in memory — or, with -redis,
-// in Redis, so that several processes on several ports behave as one
-// service. Those processes share a secret, -state-key (default
-// $MCP_STATE_KEY, at least 32 bytes), that authenticates what they
-// exchange through Redis; without one the demo keeps a key in Redis
-// itself, which is fine for trying it and says so, but leaves confirms
-// forgeable by anything with access to that Redis.
+// http://127.0.0.1:8080/mcp, with everything in memory — or in Redis, so
+// that several processes on several ports behave as one service: a single
+// server (-redis URL), a Redis Cluster (-redis-cluster ADDR[,ADDR...]) or a
+// master watched by Sentinels (-redis-sentinel NAME@ADDR[,ADDR...]), or
+// the same from $REDIS_URL, $REDIS_CLUSTER or $REDIS_SENTINEL. Those
+// processes share a secret, -state-key (default $MCP_STATE_KEY, at least
+// 32 bytes), that authenticates what they exchange through Redis; without
+// one the demo keeps a key in Redis itself, which is fine for trying it
+// and says so, but leaves confirms forgeable by anything with access to
+// that Redis.
 //
 // Three bearer tokens stand for three users of two tenants:
 //
@@ -41,37 +44,44 @@ import (
 
 	"github.com/mcphandler/mcphandler"
 	"github.com/mcphandler/mcphandler/elicitation"
+	"github.com/mcphandler/mcphandler/internal/redisflag"
 	"github.com/mcphandler/mcphandler/ratelimit"
 	"github.com/mcphandler/mcphandler/session/redisstore"
 )
 
 func main() {
 	addr := flag.String("addr", "127.0.0.1:8080", "address to listen on")
-	redisURL := flag.String("redis", os.Getenv("REDIS_URL"), "Redis URL (e.g. redis://127.0.0.1:6379/0): keep sessions, confirms and documents there, shared by every process that uses it (default $REDIS_URL; empty: in memory)")
-	stateKey := flag.String("state-key", os.Getenv("MCP_STATE_KEY"), "with -redis, the secret every process shares (at least 32 bytes), which seals 2026-07-28 request states and authenticates what the processes exchange through Redis (default $MCP_STATE_KEY)")
-	rateLimit := flag.Int("rate-limit", 0, "if positive, each tenant may make at most this many tools/call per second, across every process sharing its -redis (in memory without -redis); 0: no limit")
+	rf := redisflag.Register(flag.CommandLine, os.Getenv)
+	stateKey := flag.String("state-key", os.Getenv("MCP_STATE_KEY"), "with a Redis, the secret every process shares (at least 32 bytes), which seals 2026-07-28 request states and authenticates what the processes exchange through Redis (default $MCP_STATE_KEY)")
+	rateLimit := flag.Int("rate-limit", 0, "if positive, each tenant may make at most this many tools/call per second, across every process sharing its Redis (in memory without one); 0: no limit")
+	flag.Usage = func() {
+		fmt.Fprintf(flag.CommandLine.Output(), "Usage of %s (everything in memory unless one of -redis, -redis-cluster, -redis-sentinel names a Redis, which every process using it shares):\n", os.Args[0])
+		flag.PrintDefaults()
+	}
 	flag.Parse()
+	topo, err := rf.Topology()
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "quickstart:", err)
+		flag.Usage()
+		os.Exit(2)
+	}
 
 	var (
 		d   *demo
 		cfg mcphandler.Config
 	)
-	if *redisURL == "" {
+	if topo.Kind == redisflag.None {
 		d = newDemo(newMemDocs())
 	} else {
-		opt, err := redis.ParseURL(*redisURL)
-		if err != nil {
-			fmt.Fprintln(os.Stderr, "quickstart: -redis:", err)
-			os.Exit(2)
+		c, err := redisflag.NewClient(topo, 0) // tuned as package redisstore asks: see "Client settings" there
+		if err == nil {
+			d, cfg, err = withRedis(context.Background(), c, "mcph-quickstart:", []byte(*stateKey))
 		}
-		opt.ContextTimeoutEnabled = true
-		opt.DialerRetries = 1 // fail a refused dial at once: see package redisstore, "Client settings"
-		d, cfg, err = withRedis(context.Background(), redis.NewClient(opt), "mcph-quickstart:", []byte(*stateKey))
 		if err != nil {
 			fmt.Fprintln(os.Stderr, "quickstart: redis:", err)
 			os.Exit(1)
 		}
-		fmt.Println("Sessions, confirms and documents live in Redis at", *redisURL)
+		fmt.Println("Sessions, confirms and documents live in", topo)
 	}
 
 	if *rateLimit > 0 {

@@ -225,11 +225,27 @@ func TestSummarizePrompt(t *testing.T) {
 // opened on one is served by the other, a 2026-07-28 confirm asked by one
 // is completed by the other, and both see the same documents.
 func TestTwoProcessesShareRedis(t *testing.T) {
+	testTwoProcesses(t, func() redis.UniversalClient { return redistest.Client(t) })
+}
+
+// TestTwoProcessesShareCluster: the same on a Redis Cluster.
+func TestTwoProcessesShareCluster(t *testing.T) {
+	cl := redistest.SharedCluster(t)
+	testTwoProcesses(t, func() redis.UniversalClient { return cl.Client(t) })
+}
+
+// TestTwoProcessesShareSentinel: the same on a master watched by Sentinels.
+func TestTwoProcessesShareSentinel(t *testing.T) {
+	s := redistest.SharedSentinel(t)
+	testTwoProcesses(t, func() redis.UniversalClient { return s.Client(t) })
+}
+
+func testTwoProcesses(t *testing.T, clients func() redis.UniversalClient) {
 	ctx := context.Background()
-	first := redistest.Client(t)
+	first := clients()
 	prefix := redistest.Prefix(t, first)
 	var handlers []http.Handler
-	for _, c := range []redis.UniversalClient{first, redistest.Client(t)} {
+	for _, c := range []redis.UniversalClient{first, clients()} {
 		d, cfg, err := withRedis(ctx, c, prefix, []byte("a secret both processes share, 32+ bytes"))
 		if err != nil {
 			t.Fatal(err)

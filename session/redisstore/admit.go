@@ -44,12 +44,22 @@ func (s *Store) Admit(ctx context.Context, sess *session.Session, max int) ([]st
 	if max < 1 {
 		return nil, nil
 	}
-	ctx, cancel := s.opCtx(ctx)
+	if err := s.br.allow(); err != nil {
+		return nil, unavailable("admit", err)
+	}
+	octx, cancel := s.opCtx(ctx)
 	defer cancel()
+	ended, err := s.admit(octx, sess, max)
+	s.observe(ctx, err)
+	return ended, err
+}
+
+// admit is Admit once the breaker let it through.
+func (s *Store) admit(ctx context.Context, sess *session.Session, max int) ([]string, error) {
 	key := s.key("owner/"+sess.Owner, kindOwner)
 	ttl := millis(ttlOf(sess))
-	ids, err := admitScript.Run(ctx, s.c, []string{key}, sess.ID, ttl, max, "peek").StringSlice()
-	if err != nil && !errors.Is(err, redis.Nil) {
+	ids, err := s.admitList(ctx, key, sess.ID, ttl, max, "peek")
+	if err != nil {
 		return nil, unavailable("admit", err)
 	}
 	if len(ids) == 0 {
@@ -72,8 +82,8 @@ func (s *Store) Admit(ctx context.Context, sess *session.Session, max int) ([]st
 			args = append(args, id)
 		}
 	}
-	ended, err := admitScript.Run(ctx, s.c, []string{key}, args...).StringSlice()
-	if err != nil && !errors.Is(err, redis.Nil) {
+	ended, err := s.admitList(ctx, key, args...)
+	if err != nil {
 		return nil, unavailable("admit", err)
 	}
 	for _, id := range ended {
@@ -82,4 +92,21 @@ func (s *Store) Admit(ctx context.Context, sess *session.Session, max int) ([]st
 		}
 	}
 	return ended, nil
+}
+
+// admitList runs admitScript on key, followed by a WAIT with
+// Options.WaitReplicas, and returns the ids it returned.
+func (s *Store) admitList(ctx context.Context, key string, args ...any) ([]string, error) {
+	var cmd *redis.Cmd
+	var err error
+	if s.waitReplicas <= 0 {
+		cmd = admitScript.Run(ctx, s.c, []string{key}, args...)
+	} else if cmd, err = s.replicatedScript(ctx, admitScript, key, args...); err != nil {
+		return nil, err
+	}
+	ids, err := cmd.StringSlice()
+	if errors.Is(err, redis.Nil) {
+		return nil, nil
+	}
+	return ids, err
 }

@@ -2,8 +2,11 @@ package redisstore
 
 import (
 	"context"
+	"fmt"
 	"testing"
 	"time"
+
+	"github.com/redis/go-redis/v9"
 
 	"github.com/mcphandler/mcphandler/session/redisstore/redistest"
 )
@@ -62,4 +65,55 @@ func BenchmarkGet(b *testing.B) {
 		}
 		report(b)
 	})
+}
+
+// BenchmarkTopology measures a read (Get) and a decisive write
+// (CompareAndSwap, as a confirm's answer is claimed) on a single server,
+// on the shared Redis Cluster and behind the shared Sentinels, without and
+// with WaitReplicas: 1 (the write then waits for a replica's
+// acknowledgement, in the same round trip).
+//
+//	go test -run XXX -bench Topology -benchtime 2000x ./session/redisstore
+func BenchmarkTopology(b *testing.B) {
+	ctx := context.Background()
+	master, _, _ := redistest.Start(b)
+	redistest.StartReplica(b, master)
+	clients := []struct {
+		name string
+		c    func() redis.UniversalClient
+	}{
+		{"Single", func() redis.UniversalClient { return redistest.ClientAt(b, master) }},
+		{"Cluster", func() redis.UniversalClient { return redistest.SharedCluster(b).Client(b) }},
+		{"Sentinel", func() redis.UniversalClient { return redistest.SharedSentinel(b).Client(b) }},
+	}
+	for _, tc := range clients {
+		for _, wait := range []int{0, 1} {
+			b.Run(fmt.Sprintf("%s/WaitReplicas=%d", tc.name, wait), func(b *testing.B) {
+				c := tc.c()
+				st := New(c, Options{Prefix: redistest.Prefix(b, c), WaitReplicas: wait})
+				b.Cleanup(func() { st.Close() })
+				if err := st.Create(ctx, sample("s")); err != nil {
+					b.Fatal(err)
+				}
+				st.PutIfAbsent(ctx, "r", []byte("0"), time.Minute)
+				st.Get(ctx, "s")
+				st.CompareAndSwap(ctx, "r", []byte("0"), []byte("0"), time.Minute)
+				b.Run("Get", func(b *testing.B) {
+					for b.Loop() {
+						if _, err := st.Get(ctx, "s"); err != nil {
+							b.Fatal(err)
+						}
+					}
+				})
+				b.Run("CompareAndSwap", func(b *testing.B) {
+					v := []byte("0")
+					for b.Loop() {
+						if ok, err := st.CompareAndSwap(ctx, "r", v, v, time.Minute); err != nil || !ok {
+							b.Fatal(ok, err)
+						}
+					}
+				})
+			})
+		}
+	}
 }

@@ -52,13 +52,21 @@ func isReply(err error) bool {
 // closed, says nothing about Redis and is not counted; any other error (a
 // refused or broken connection, a timeout of OpTimeout, a pool timeout) is
 // a failure.
+//
+// On a cluster a network failure also asks the client to reload its slot
+// map: go-redis reloads it on MOVED, or every minute, but not when a node
+// stops answering, so without this the slots of a master that died would
+// keep failing after its replica took over.
 func (s *Store) observe(ctx context.Context, err error) {
+	if err != nil && s.ps.cluster != nil && !isReply(err) && !isNotReplicated(err) && ctx.Err() == nil {
+		s.ps.cluster.ReloadState(context.Background())
+	}
 	b := &s.br
 	if b.threshold <= 0 {
 		return
 	}
 	switch {
-	case err == nil || isReply(err):
+	case err == nil || isReply(err) || isNotReplicated(err):
 		if b.failures.Load() != 0 {
 			b.failures.Store(0)
 		}

@@ -34,8 +34,8 @@ type cache struct {
 	ops     int // inserts since the last sweep
 
 	gen  atomic.Uint64 // bumped by every eviction; a read that saw it move caches nothing
-	live atomic.Uint64 // see above; written with the store's ps.mu held
-	next uint64        // the last token given out; guarded by the store's ps.mu
+	live atomic.Uint64 // see above; written with the mu of the eviction channel's shard held
+	next uint64        // the last token given out; guarded by that mu
 
 	start sync.Once     // starts the subscriber goroutine
 	ready chan struct{} // closed after the subscriber's first attempt
@@ -144,7 +144,7 @@ func (s *Store) keepCache() {
 }
 
 // up gives the cache a new token, if it has none, once its subscription
-// was confirmed. The caller holds the store's ps.mu.
+// was confirmed. The caller holds the mu of the eviction channel's shard.
 func (c *cache) up() {
 	if c.live.Load() == 0 {
 		c.next++
@@ -152,8 +152,8 @@ func (c *cache) up() {
 	}
 }
 
-// down stops the cache from serving until up. The caller holds the
-// store's ps.mu.
+// down stops the cache from serving until up. The caller holds the mu of
+// the eviction channel's shard.
 func (c *cache) down() {
 	if c.live.Swap(0) != 0 {
 		select {

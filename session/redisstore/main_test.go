@@ -9,21 +9,28 @@ import (
 
 	"github.com/redis/go-redis/v9"
 	"go.uber.org/goleak"
+
+	"github.com/mcphandler/mcphandler/session/redisstore/redistest"
 )
 
 // TestMain checks that no test leaves a goroutine behind: every Store is
 // closed by its test, and Close must stop the dispatcher.
 func TestMain(m *testing.M) {
 	redis.SetLogger(quietLogger{})
-	goleak.VerifyTestMain(m)
+	goleak.VerifyTestMain(redistest.Main(m))
 }
 
 // quietLogger drops the dial failures go-redis logs several times a second
-// while the failure tests keep Redis down, and prints the rest.
+// while the failure tests keep Redis down, and the failover client's
+// notices of the master it found, and prints the rest.
 type quietLogger struct{}
 
 func (quietLogger) Printf(_ context.Context, format string, v ...any) {
-	if s := fmt.Sprintf(format, v...); !strings.Contains(s, "failed to dial") {
-		log.Print("redis: ", s)
+	s := fmt.Sprintf(format, v...)
+	for _, quiet := range []string{"failed to dial", "sentinel: selected addr", "sentinel: new master"} {
+		if strings.Contains(s, quiet) {
+			return
+		}
 	}
+	log.Print("redis: ", s)
 }

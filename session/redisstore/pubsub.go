@@ -2,8 +2,11 @@ package redisstore
 
 import (
 	"context"
+	"crypto/rand"
 	"errors"
+	"hash/fnv"
 	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -15,15 +18,63 @@ import (
 
 // SubscriptionBuffer is how many messages a subscription holds before the
 // dispatcher starts dropping messages for it: the one goroutine that
-// serves all subscriptions of a Store never waits for a slow reader.
+// serves all subscriptions of a connection never waits for a slow reader.
 const SubscriptionBuffer = 64
 
 // errClosed is returned by calls that need the Pub/Sub connection after
 // Close.
 var errClosed = errors.New("store closed")
 
-// pubsubState is the Pub/Sub half of a Store: one shared *redis.PubSub,
-// the local subscribers of each channel, and the dispatcher goroutine.
+// probeInterval is how often the store checks, while the host holds
+// subscriptions, that each of its Pub/Sub connections still hears what is
+// published through the client (see shard.check); a connection found
+// deaf is replaced, and the next check of it waits twice as long, up to
+// probeMaxInterval, until one passes.
+const (
+	probeInterval    = time.Second
+	probeMaxInterval = 30 * time.Second
+)
+
+// Cluster channels are sharded: each is given one of these hash tags,
+// picked by a hash of its name, so that a store subscribes through at
+// most len(shardTags) connections, one per slot. The tags' slots are
+// spread evenly over the 16384 (slot[i] lies in [1024i, 1024(i+1))), so
+// that an even split of the slots between masters splits the channels
+// evenly too.
+var shardTags = [16]struct {
+	tag  string
+	slot int
+}{
+	{"ps3", 818}, {"ps21", 1704}, {"ps61", 2668}, {"ps43", 3148},
+	{"ps2", 4883}, {"ps20", 5769}, {"ps60", 6733}, {"ps42", 7277},
+	{"ps1", 9072}, {"ps23", 9962}, {"ps63", 10798}, {"ps41", 11278},
+	{"ps0", 13137}, {"ps22", 14027}, {"ps62", 14863}, {"ps40", 15407},
+}
+
+// pubsubState is the Pub/Sub half of a Store: its shards (one Pub/Sub
+// connection each, with the local subscribers of its channels and the
+// dispatcher goroutine that reads it), and what they share.
+//
+// On a single node or behind Sentinel there is one shard, whose
+// connection subscribes with SUBSCRIBE and is reached like every other
+// command (the failover client dials the current master). On a cluster
+// there is a shard per hash tag in use, whose connection goes to the
+// master of the tag's slot and subscribes with SSUBSCRIBE.
+type pubsubState struct {
+	mu      sync.Mutex // guards shards and closed
+	shards  map[string]*shard
+	closed  bool
+	cluster *redis.ClusterClient // the client, if it is a cluster client
+	id      string               // names this store's probe channels
+
+	token atomic.Uint64
+	quit  chan struct{} // closed by Close
+	ctx   context.Context
+	stop  context.CancelFunc
+	watch sync.Once // starts the probe of the connections
+}
+
+// shard is one Pub/Sub connection of a Store.
 //
 // Desired and actual state: chans holds the channels with local
 // subscribers, sent the channels go-redis was told to subscribe (the set it
@@ -40,27 +91,40 @@ var errClosed = errors.New("store closed")
 // token cannot be confused with another caller's change or with go-redis's
 // resubscription after a reconnect.
 //
+// Replacement: go-redis reconnects a broken connection to the same
+// address by itself. When that address is no longer the right one — a
+// cluster node that stopped serving the shard's slot, or a connection the
+// probe found deaf (its server is not the one the client publishes to,
+// e.g. an old master after a Sentinel failover) — the dispatcher replaces
+// the *redis.PubSub with a new one (stale is set meanwhile) and subscribes
+// it to every channel again; changes asked for meanwhile wait for it.
+//
 // Locks: wire is a semaphore held, with a context, around every command
-// the store sends on the Pub/Sub connection, so that callers wait for each
-// other within their OpTimeout rather than on go-redis's own mutex; mu
-// guards the fields below it and is never held during I/O. Order: wire
-// before mu.
-type pubsubState struct {
-	wire chan struct{}
+// the store sends on the connection, and while ps is replaced, so that
+// callers wait for each other within their OpTimeout rather than on
+// go-redis's own mutex; mu guards the fields below it and is never held
+// during I/O. Order: wire before mu.
+type shard struct {
+	s     *Store
+	tag   string // the cluster hash tag; "" for the single shard of a node
+	probe string // the Redis name of the shard's probe channel
+	wire  chan struct{}
 
 	mu       sync.Mutex
-	ps       *redis.PubSub // nil until the first Subscribe
+	ps       *redis.PubSub // nil while a replacement is pending
 	chans    map[string]*chanState
 	sent     map[string]struct{}
+	unsubs   map[string]int // cluster: SUNSUBSCRIBE replies still to come, by channel
 	barriers map[string]*barrier
-	epoch    uint64 // incremented when the connection is lost
+	epoch    uint64 // incremented when the connection is lost or replaced
+	stale    bool   // the dispatcher must replace ps
 	closed   bool
+	host     int // open subscriptions of the host (not the store's own)
 
-	token atomic.Uint64
-	quit  chan struct{} // closed by Close
-	done  chan struct{} // closed when the dispatcher returns
-	ctx   context.Context
-	stop  context.CancelFunc
+	deaf      int       // replacements in a row the probe asked for
+	nextProbe time.Time // used by the probe goroutine only
+
+	done chan struct{} // closed when the dispatcher returns
 }
 
 // chanState is one Redis channel with at least one local subscriber.
@@ -79,66 +143,139 @@ type barrier struct {
 	epoch uint64
 }
 
-func (p *pubsubState) init() {
-	p.wire = make(chan struct{}, 1)
-	p.chans = make(map[string]*chanState)
-	p.sent = make(map[string]struct{})
-	p.barriers = make(map[string]*barrier)
+func (p *pubsubState) init(c redis.UniversalClient) {
+	p.shards = make(map[string]*shard)
+	p.cluster, _ = c.(*redis.ClusterClient)
+	p.id = rand.Text()[:12]
 	p.quit = make(chan struct{})
-	p.done = make(chan struct{})
 	p.ctx, p.stop = context.WithCancel(context.Background())
 }
 
+// channelName returns the Redis channel of channel, and the hash tag of
+// its shard: on a single node the prefixed name and "", on a cluster the
+// prefix, the hash tag in braces, and the name.
+func (s *Store) channelName(channel string) (name, tag string) {
+	if s.ps.cluster == nil {
+		return s.prefix + channel, ""
+	}
+	h := fnv.New32a()
+	h.Write([]byte(channel))
+	tag = shardTags[h.Sum32()%uint32(len(shardTags))].tag
+	return s.prefix + "{" + tag + "}" + channel, tag
+}
+
+// shardOf returns the shard of tag, creating it (and starting its
+// dispatcher) if needed; nil after Close.
+func (s *Store) shardOf(tag string) *shard {
+	p := &s.ps
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.closed {
+		return nil
+	}
+	if sh := p.shards[tag]; sh != nil {
+		return sh
+	}
+	probe := s.prefix + "store/probe/" + p.id
+	if tag != "" {
+		probe = s.prefix + "{" + tag + "}store/probe/" + p.id
+	}
+	sh := &shard{
+		s: s, tag: tag, probe: probe, wire: make(chan struct{}, 1),
+		chans: make(map[string]*chanState), sent: make(map[string]struct{}),
+		unsubs: make(map[string]int), barriers: make(map[string]*barrier),
+		done: make(chan struct{}),
+	}
+	// The probe channel is always subscribed; its messages are dropped.
+	ps := &subscription{s: s, sh: sh, channel: probe, fn: func(string) {}, c: make(chan []byte)}
+	sh.chans[probe] = &chanState{subs: map[*subscription]struct{}{ps: {}}}
+	if p.cluster == nil {
+		// No channel yet: this makes no connection, the first command does.
+		sh.ps = s.c.Subscribe(context.Background())
+	} else {
+		// The dispatcher finds the master of the tag's slot first.
+		sh.stale = true
+	}
+	p.shards[tag] = sh
+	go sh.dispatch()
+	return sh
+}
+
 // acquire takes the wire, giving up when ctx ends or the store closes.
-func (p *pubsubState) acquire(ctx context.Context) error {
+func (sh *shard) acquire(ctx context.Context) error {
 	select {
-	case p.wire <- struct{}{}:
+	case sh.wire <- struct{}{}:
 		return nil
 	case <-ctx.Done():
 		return ctx.Err()
-	case <-p.quit:
+	case <-sh.s.ps.quit:
 		return errClosed
 	}
 }
 
 // tryAcquire takes the wire if it is free.
-func (p *pubsubState) tryAcquire() bool {
+func (sh *shard) tryAcquire() bool {
 	select {
-	case p.wire <- struct{}{}:
+	case sh.wire <- struct{}{}:
 		return true
 	default:
 		return false
 	}
 }
 
-func (p *pubsubState) release() { <-p.wire }
+func (sh *shard) release() { <-sh.wire }
 
-// reconcile sends the SUBSCRIBE and UNSUBSCRIBE that bring Redis in line
-// with the local subscribers. The caller holds the wire. Like go-redis,
-// which remembers a channel as subscribed (or not) even when the command
-// fails, it updates sent before sending.
-func (p *pubsubState) reconcile(ctx context.Context, ps *redis.PubSub) error {
+// conn returns the shard's connection, or nil while a replacement is
+// pending. The caller holds the wire.
+func (sh *shard) conn() *redis.PubSub {
+	sh.mu.Lock()
+	defer sh.mu.Unlock()
+	if sh.stale || sh.closed {
+		return nil
+	}
+	return sh.ps
+}
+
+// reconcile sends the SUBSCRIBE and UNSUBSCRIBE (SSUBSCRIBE and
+// SUNSUBSCRIBE on a cluster) that bring Redis in line with the local
+// subscribers. The caller holds the wire. Like go-redis, which remembers a
+// channel as subscribed (or not) even when the command fails, it updates
+// sent before sending.
+func (sh *shard) reconcile(ctx context.Context, ps *redis.PubSub) error {
 	var add, del []string
-	p.mu.Lock()
-	for ch := range p.chans {
-		if _, ok := p.sent[ch]; !ok {
+	sh.mu.Lock()
+	for ch := range sh.chans {
+		if _, ok := sh.sent[ch]; !ok {
 			add = append(add, ch)
-			p.sent[ch] = struct{}{}
+			sh.sent[ch] = struct{}{}
 		}
 	}
-	for ch := range p.sent {
-		if _, ok := p.chans[ch]; !ok {
+	for ch := range sh.sent {
+		if _, ok := sh.chans[ch]; !ok {
 			del = append(del, ch)
-			delete(p.sent, ch)
+			delete(sh.sent, ch)
+			if sh.tag != "" {
+				sh.unsubs[ch]++
+			}
 		}
 	}
-	p.mu.Unlock()
+	sh.mu.Unlock()
 	var err error
 	if len(del) > 0 {
-		err = ps.Unsubscribe(ctx, del...)
+		if sh.tag != "" {
+			err = ps.SUnsubscribe(ctx, del...)
+		} else {
+			err = ps.Unsubscribe(ctx, del...)
+		}
 	}
 	if len(add) > 0 {
-		if e := ps.Subscribe(ctx, add...); err == nil {
+		var e error
+		if sh.tag != "" {
+			e = ps.SSubscribe(ctx, add...)
+		} else {
+			e = ps.Subscribe(ctx, add...)
+		}
+		if err == nil {
 			err = e
 		}
 	}
@@ -148,15 +285,16 @@ func (p *pubsubState) reconcile(ctx context.Context, ps *redis.PubSub) error {
 // subscription is a local subscriber of one channel.
 type subscription struct {
 	s       *Store
-	channel string // the Redis channel, prefix included
+	sh      *shard
+	channel string // the Redis channel, prefix and hash tag included
 	c       chan []byte
 	// fn, if set, receives the messages instead of c: the dispatcher calls
-	// it, with the store's ps.mu held, so it must be quick and must not
-	// call the store. The store's own subscriptions use it, so that none
-	// of their messages is ever dropped.
+	// it, with the shard's mu held, so it must be quick and must not call
+	// the store. The store's own subscriptions use it, so that none of
+	// their messages is ever dropped.
 	fn     func(string)
 	once   sync.Once
-	closed bool // guarded by s.ps.mu; set once c is closed
+	closed bool // guarded by sh.mu; set once c is closed
 }
 
 // C implements [session.Subscription].
@@ -164,31 +302,41 @@ func (sub *subscription) C() <-chan []byte { return sub.c }
 
 // Close implements [session.Subscription]. C is closed and no message is
 // delivered after Close starts. When sub was the store's last subscriber
-// of the channel, Close also unsubscribes the shared connection and waits,
-// at most OpTimeout, until Redis confirmed it, so that a Publish after
-// Close does not count this replica. A Redis that does not answer only
-// delays Close (the unsubscription is then left to the next Subscribe or
-// to the dispatcher), which always returns nil.
+// of the channel, Close also unsubscribes the connection and waits, at
+// most OpTimeout, until Redis confirmed it, so that a Publish after Close
+// does not count this replica. A Redis that does not answer only delays
+// Close (the unsubscription is then left to the next Subscribe or to the
+// dispatcher), which always returns nil.
 func (sub *subscription) Close() error {
 	sub.once.Do(func() { sub.s.unsubscribe(sub, true) })
 	return nil
 }
 
 // Publish implements [session.Store] with PUBLISH on the store's prefixed
-// channel; it does not wait for delivery. Redis counts each subscribed
-// connection once, so each other replica with subscribers counts once,
+// channel (SPUBLISH of the hash-tagged channel on a cluster, which Redis
+// delivers within the shard that serves the channel's slot); it does not
+// wait for delivery.
+//
+// The count: Redis counts each subscribed connection of the server that
+// took the message once — the master (of the channel's slot, on a
+// cluster), where every store's connection for the channel is, since the
+// store keeps its connections on the master (see "Pub/Sub" in the package
+// documentation). So each other replica with subscribers counts once,
 // while this store's own connection is replaced by its number of local
 // subscribers of the channel (which is what a single-process caller
 // expects). In particular the result is 0 exactly when Redis delivered the
-// message to nobody. Subscribers whose buffer is full still count.
+// message to nobody — except while a failover moves the subscriptions to
+// the new master, when a replica still subscribed on the old one is
+// neither counted nor reached. Subscribers whose buffer is full still
+// count.
 func (s *Store) Publish(ctx context.Context, channel string, msg []byte) (int, error) {
 	if err := s.br.allow(); err != nil {
 		return 0, unavailable("publish", err)
 	}
 	octx, cancel := s.opCtx(ctx)
 	defer cancel()
-	ch := s.prefix + channel
-	n, err := s.c.Publish(octx, ch, msg).Result()
+	ch, tag := s.channelName(channel)
+	n, err := s.publish(octx, ch, msg)
 	s.observe(ctx, err)
 	if err != nil {
 		return 0, unavailable("publish", err)
@@ -196,22 +344,36 @@ func (s *Store) Publish(ctx context.Context, channel string, msg []byte) (int, e
 	if n > 0 {
 		p := &s.ps
 		p.mu.Lock()
-		if st := p.chans[ch]; st != nil {
-			n += int64(len(st.subs)) - 1
-		}
+		sh := p.shards[tag]
 		p.mu.Unlock()
+		if sh != nil {
+			sh.mu.Lock()
+			if st := sh.chans[ch]; st != nil {
+				n += int64(len(st.subs)) - 1
+			}
+			sh.mu.Unlock()
+		}
 	}
 	return int(n), nil
+}
+
+// publish sends msg on the Redis channel ch: PUBLISH, or SPUBLISH on a
+// cluster.
+func (s *Store) publish(ctx context.Context, ch string, msg any) (int64, error) {
+	if s.ps.cluster != nil {
+		return s.c.SPublish(ctx, ch, msg).Result()
+	}
+	return s.c.Publish(ctx, ch, msg).Result()
 }
 
 // Subscribe implements [session.Store]. It returns once Redis confirmed
 // that the store's Pub/Sub connection is subscribed to channel, so a
 // Publish made after Subscribe returned, from any replica, reaches the
 // subscription. A channel this store already listens to needs no round
-// trip; otherwise Subscribe sends SUBSCRIBE and PING on the shared
-// connection (opening it and starting the dispatcher on first use) and
-// waits for the pong, all within OpTimeout. While the circuit breaker is
-// open it fails at once.
+// trip; otherwise Subscribe sends SUBSCRIBE (SSUBSCRIBE on a cluster) and
+// PING on the connection (opening it and starting its dispatcher on first
+// use) and waits for the pong, all within OpTimeout. While the circuit
+// breaker is open it fails at once.
 //
 // Messages are delivered in publication order to a buffered channel of
 // [SubscriptionBuffer] messages; when it is full, messages are dropped for
@@ -240,32 +402,37 @@ func (s *Store) subscribe(ctx context.Context, channel string, fn func(string)) 
 	}
 	octx, cancel := s.opCtx(ctx)
 	defer cancel()
-	p := &s.ps
-	sub := &subscription{s: s, channel: s.prefix + channel, fn: fn}
+	name, tag := s.channelName(channel)
+	sh := s.shardOf(tag)
+	if sh == nil {
+		return nil, unavailable("subscribe", errClosed)
+	}
+	sub := &subscription{s: s, sh: sh, channel: name, fn: fn}
 	if fn == nil {
 		sub.c = make(chan []byte, SubscriptionBuffer)
 	} else {
 		sub.c = make(chan []byte)
 	}
 
-	p.mu.Lock()
-	if p.closed {
-		p.mu.Unlock()
+	sh.mu.Lock()
+	if sh.closed {
+		sh.mu.Unlock()
 		return nil, unavailable("subscribe", errClosed)
 	}
-	if p.ps == nil {
-		// No channel yet: this makes no connection, the first command does.
-		p.ps = s.c.Subscribe(context.Background())
-		go s.dispatch(p.ps)
-	}
-	st := p.chans[sub.channel]
+	st := sh.chans[sub.channel]
 	if st == nil {
 		st = &chanState{subs: make(map[*subscription]struct{}, 1)}
-		p.chans[sub.channel] = st
+		sh.chans[sub.channel] = st
 	}
 	st.subs[sub] = struct{}{}
+	if fn == nil {
+		sh.host++
+	}
 	confirmed := st.confirmed
-	p.mu.Unlock()
+	sh.mu.Unlock()
+	if fn == nil {
+		s.ps.watch.Do(func() { s.bg.start(s.watch) })
+	}
 	if confirmed {
 		return sub, nil
 	}
@@ -283,92 +450,109 @@ func (s *Store) subscribe(ctx context.Context, channel string, fn func(string)) 
 		sub.once.Do(func() { s.unsubscribe(sub, false) })
 		return nil, unavailable("subscribe", err)
 	}
-	p.mu.Lock()
+	sh.mu.Lock()
 	closed := sub.closed
-	p.mu.Unlock()
+	sh.mu.Unlock()
 	if closed { // Close ran meanwhile
 		return nil, unavailable("subscribe", errClosed)
 	}
 	return sub, nil
 }
 
-// confirm makes sure Redis subscribed the shared connection to the
+// confirm makes sure Redis subscribed the shard's connection to the
 // channel of sub, an open subscription: holding the wire, it sends the
 // pending subscription changes and a PING barrier, and waits for the pong.
-// If the connection was not lost meanwhile, it marks the channel
-// confirmed, so that later subscribers of it need no round trip. The
-// caller bounds ctx.
+// While the connection is being replaced it only registers the barrier,
+// which the dispatcher sends once the new connection is subscribed. If
+// the connection was not lost meanwhile, it marks the channel confirmed,
+// so that later subscribers of it need no round trip. The caller bounds
+// ctx.
 func (s *Store) confirm(ctx context.Context, sub *subscription) error {
-	p := &s.ps
-	p.mu.Lock()
-	st, ps := p.chans[sub.channel], p.ps
-	p.mu.Unlock()
-	if st == nil || ps == nil {
+	sh := sub.sh
+	sh.mu.Lock()
+	st := sh.chans[sub.channel]
+	sh.mu.Unlock()
+	if st == nil {
 		return errClosed
 	}
-	if err := p.acquire(ctx); err != nil {
+	if err := sh.acquire(ctx); err != nil {
 		return err
 	}
-	err := p.reconcile(ctx, ps)
+	var err error
 	var tok string
 	var b *barrier
-	if err == nil {
-		tok, b, err = p.ping(ctx, ps)
+	if ps := sh.conn(); ps == nil {
+		tok, b, err = sh.ping(ctx, nil)
+	} else if err = sh.reconcile(ctx, ps); err == nil {
+		tok, b, err = sh.ping(ctx, ps)
 	}
-	p.release()
+	sh.release()
 	if err != nil {
 		if !errors.Is(err, errClosed) {
 			// A command failed on the connection: go-redis drops it and
 			// opens another, and messages may be lost in between.
-			s.lost()
+			sh.lost()
 		}
 		return err
 	}
-	if err := p.wait(ctx, tok, b); err != nil {
+	if err := sh.wait(ctx, tok, b); err != nil {
 		return err
 	}
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	if p.epoch == b.epoch && p.chans[sub.channel] == st {
-		st.confirmed = true
-		if s.cache != nil && sub.channel == s.prefix+evictChannel {
-			s.cache.up()
+	sh.mu.Lock()
+	defer sh.mu.Unlock()
+	if sh.epoch == b.epoch {
+		if sh.chans[sub.channel] == st {
+			st.confirmed = true
+			if s.cache != nil && sub.channel == s.evictName {
+				s.cache.up()
+			}
+		}
+		// The probe channel was subscribed at the latest by the first
+		// reconcile of this epoch, before this barrier.
+		if pst := sh.chans[sh.probe]; pst != nil {
+			if _, ok := sh.sent[sh.probe]; ok {
+				pst.confirmed = true
+			}
 		}
 	}
 	return nil
 }
 
-// ping registers a barrier and sends PING <token> on ps. The caller holds
-// the wire and has already sent the commands the barrier confirms.
-func (p *pubsubState) ping(ctx context.Context, ps *redis.PubSub) (string, *barrier, error) {
-	tok := "mcph-barrier-" + strconv.FormatUint(p.token.Add(1), 36)
+// ping registers a barrier and sends PING <token> on ps, unless ps is nil
+// (the dispatcher sends it when it has a connection again). The caller
+// holds the wire and has already sent the commands the barrier confirms.
+func (sh *shard) ping(ctx context.Context, ps *redis.PubSub) (string, *barrier, error) {
+	tok := "mcph-barrier-" + strconv.FormatUint(sh.s.ps.token.Add(1), 36)
 	b := &barrier{done: make(chan error, 1)}
-	p.mu.Lock()
-	if p.closed {
-		p.mu.Unlock()
+	sh.mu.Lock()
+	if sh.closed {
+		sh.mu.Unlock()
 		return "", nil, errClosed
 	}
-	b.epoch = p.epoch
-	p.barriers[tok] = b
-	p.mu.Unlock()
+	b.epoch = sh.epoch
+	sh.barriers[tok] = b
+	sh.mu.Unlock()
+	if ps == nil {
+		return tok, b, nil
+	}
 	if err := ps.Ping(ctx, tok); err != nil {
-		p.mu.Lock()
-		delete(p.barriers, tok)
-		p.mu.Unlock()
+		sh.mu.Lock()
+		delete(sh.barriers, tok)
+		sh.mu.Unlock()
 		return "", nil, err
 	}
 	return tok, b, nil
 }
 
 // wait waits for the pong of a barrier made by ping.
-func (p *pubsubState) wait(ctx context.Context, tok string, b *barrier) error {
+func (sh *shard) wait(ctx context.Context, tok string, b *barrier) error {
 	select {
 	case err := <-b.done:
 		return err
 	case <-ctx.Done():
-		p.mu.Lock()
-		delete(p.barriers, tok)
-		p.mu.Unlock()
+		sh.mu.Lock()
+		delete(sh.barriers, tok)
+		sh.mu.Unlock()
 		return ctx.Err()
 	}
 }
@@ -377,54 +561,63 @@ func (p *pubsubState) wait(ctx context.Context, tok string, b *barrier) error {
 // local subscriber of a channel Redis was told about and confirm is set,
 // it also unsubscribes the connection and waits for Redis to confirm it.
 func (s *Store) unsubscribe(sub *subscription, confirm bool) {
-	p := &s.ps
-	p.mu.Lock()
+	sh := sub.sh
+	sh.mu.Lock()
 	if sub.closed { // the store was closed
-		p.mu.Unlock()
+		sh.mu.Unlock()
 		return
 	}
 	sub.closed = true
 	close(sub.c)
-	st := p.chans[sub.channel]
+	if sub.fn == nil {
+		sh.host--
+	}
+	st := sh.chans[sub.channel]
 	delete(st.subs, sub)
 	stale := false
 	if len(st.subs) == 0 {
-		delete(p.chans, sub.channel)
-		_, stale = p.sent[sub.channel]
+		delete(sh.chans, sub.channel)
+		_, stale = sh.sent[sub.channel]
 	}
-	ps := p.ps
-	p.mu.Unlock()
+	sh.mu.Unlock()
 	if !stale || !confirm {
 		return
 	}
 	ctx, cancel := s.opCtx(context.Background())
 	defer cancel()
-	if p.acquire(ctx) != nil {
+	if sh.acquire(ctx) != nil {
 		return
 	}
-	err := p.reconcile(ctx, ps)
+	ps := sh.conn()
+	if ps == nil { // the new connection will not subscribe it
+		sh.release()
+		return
+	}
+	err := sh.reconcile(ctx, ps)
 	var tok string
 	var b *barrier
 	if err == nil {
-		tok, b, err = p.ping(ctx, ps)
+		tok, b, err = sh.ping(ctx, ps)
 	}
-	p.release()
+	sh.release()
 	if err == nil {
-		p.wait(ctx, tok, b)
+		sh.wait(ctx, tok, b)
 	} else if !errors.Is(err, errClosed) {
-		s.lost()
+		sh.lost()
 	}
 }
 
-// dispatch is the store's goroutine: it reads the shared Pub/Sub
+// dispatch is the shard's goroutine: it reads the shard's Pub/Sub
 // connection, hands messages to the local subscribers of their channel and
-// pongs to the barriers waiting for them, and (re)connects with a capped
-// backoff when the connection fails. It returns when Close closes ps.
-func (s *Store) dispatch(ps *redis.PubSub) {
-	p := &s.ps
-	defer close(p.done)
+// pongs to the barriers waiting for them, and (re)connects, or replaces
+// the connection, with a capped backoff when it fails. It returns when
+// Close closes the store.
+func (sh *shard) dispatch() {
+	p := &sh.s.ps
+	defer close(sh.done)
 	connected := false
 	failures := 0
+	var ps *redis.PubSub
 	for {
 		if !connected {
 			if failures > 0 {
@@ -437,8 +630,9 @@ func (s *Store) dispatch(ps *redis.PubSub) {
 				case <-t.C:
 				}
 			}
-			if err := s.connect(ps); err != nil {
-				if p.isClosed() {
+			var err error
+			if ps, err = sh.connect(); err != nil {
+				if sh.isClosed() {
 					return
 				}
 				failures++
@@ -447,13 +641,19 @@ func (s *Store) dispatch(ps *redis.PubSub) {
 			connected = true
 		}
 		// No read deadline: the read waits as long as the connection is
-		// up. Close unblocks it by closing the connection.
+		// up. Close (or the probe) unblocks it by closing the connection.
 		m, err := ps.Receive(p.ctx)
 		if err != nil {
-			if p.isClosed() {
+			if sh.isClosed() {
 				return
 			}
-			s.lost()
+			var re redis.Error
+			if sh.tag != "" && errors.As(err, &re) {
+				// MOVED, ASK, CLUSTERDOWN...: this node does not serve
+				// the slot (any more).
+				sh.replaceSoon()
+			}
+			sh.lost()
 			connected = false
 			failures++
 			continue
@@ -461,70 +661,205 @@ func (s *Store) dispatch(ps *redis.PubSub) {
 		failures = 0
 		switch m := m.(type) {
 		case *redis.Message:
-			if !p.deliver(m) && p.tryAcquire() {
+			if !sh.deliver(m) && sh.tryAcquire() {
 				// A channel nobody here listens to any more: an
 				// unsubscription is pending, send it.
-				ctx, cancel := context.WithTimeout(p.ctx, s.opTimeout)
-				err := p.reconcile(ctx, ps)
+				ctx, cancel := context.WithTimeout(p.ctx, sh.s.opTimeout)
+				err := sh.reconcile(ctx, ps)
 				cancel()
-				p.release()
-				if err != nil && !p.isClosed() {
-					s.lost()
+				sh.release()
+				if err != nil && !sh.isClosed() {
+					sh.lost()
 				}
 			}
 		case *redis.Pong:
-			p.pong(m.Payload)
+			sh.pong(m.Payload)
+		case *redis.Subscription:
+			if m.Kind == "sunsubscribe" && sh.droppedByServer(m.Channel) {
+				// The node stopped serving the slot (a failover, a
+				// resharding) and unsubscribed us: move to its new
+				// master.
+				sh.replaceSoon()
+				sh.lost()
+				connected = false
+			}
 		}
 	}
 }
 
-// connect opens the connection (or checks the one go-redis reopened) with
-// a PING bounded by OpTimeout, sends the pending subscription changes, and
-// re-sends the PING of every waiting barrier, whose first PING may have
-// gone down with the old connection. A new connection was opened with
-// every channel of sent subscribed, so a pong on it is as good a
-// confirmation; a barrier answered twice is released once.
-func (s *Store) connect(ps *redis.PubSub) error {
-	p := &s.ps
-	ctx, cancel := context.WithTimeout(p.ctx, s.opTimeout)
+// connect returns the shard's connection, replacing it first if it is
+// stale, after checking it with a PING bounded by OpTimeout; it sends the
+// pending subscription changes and re-sends the PING of every waiting
+// barrier, whose first PING may have gone down with the old connection
+// (or was never sent, during a replacement). A new connection is
+// subscribed to every channel of sent before its first pong, so a pong on
+// it is as good a confirmation; a barrier answered twice is released
+// once. On a cluster, a connection that fails is replaced next time: its
+// node may be gone.
+func (sh *shard) connect() (*redis.PubSub, error) {
+	p := &sh.s.ps
+	ctx, cancel := context.WithTimeout(p.ctx, sh.s.opTimeout)
 	defer cancel()
-	if err := p.acquire(ctx); err != nil {
-		return err
+	if err := sh.acquire(ctx); err != nil {
+		return nil, err
 	}
-	defer p.release()
-	if err := ps.Ping(ctx); err != nil {
-		return err
+	defer sh.release()
+	sh.mu.Lock()
+	stale := sh.stale || sh.ps == nil
+	sh.mu.Unlock()
+	if stale {
+		if err := sh.replace(ctx); err != nil {
+			return nil, err
+		}
 	}
-	if err := p.reconcile(ctx, ps); err != nil {
-		return err
+	ps := sh.conn()
+	if ps == nil {
+		return nil, errClosed
 	}
-	p.mu.Lock()
-	toks := make([]string, 0, len(p.barriers))
-	for tok := range p.barriers {
-		toks = append(toks, tok)
+	err := ps.Ping(ctx)
+	if err == nil {
+		err = sh.reconcile(ctx, ps)
 	}
-	p.mu.Unlock()
-	for _, tok := range toks {
-		if err := ps.Ping(ctx, tok); err != nil {
+	if err == nil {
+		sh.mu.Lock()
+		toks := make([]string, 0, len(sh.barriers)+1)
+		for tok := range sh.barriers {
+			toks = append(toks, tok)
+		}
+		// The dispatcher's own barrier: its pong confirms the probe
+		// channel on this connection.
+		toks = append(toks, probeToken+strconv.FormatUint(sh.epoch, 36))
+		sh.mu.Unlock()
+		for _, tok := range toks {
+			if err = ps.Ping(ctx, tok); err != nil {
+				break
+			}
+		}
+	}
+	if err != nil && sh.tag != "" {
+		sh.replaceSoon()
+	}
+	return ps, err
+}
+
+// replace swaps the shard's connection for a new, unsubscribed one: on a
+// single node, from the client (which dials the current master); on a
+// cluster, from the client of the node that serves the tag's slot, once a
+// CLUSTER SLOTS answer agrees with the client's slot map on which node
+// that is and the node itself says it is a master (otherwise it asks the
+// client to reload the map and fails, to be tried again). A replica
+// serving the slot would accept the subscription and receive the
+// messages its master publishes, without the master counting it: Publish
+// would report 0 for a message a replica got. The caller holds the wire.
+func (sh *shard) replace(ctx context.Context) error {
+	s := sh.s
+	var ps *redis.PubSub
+	if cc := s.ps.cluster; cc != nil {
+		node, err := cc.MasterForKey(ctx, "{"+sh.tag+"}")
+		if err != nil {
+			cc.ReloadState(ctx)
 			return err
 		}
+		if err := sh.checkMaster(ctx, cc, node); err != nil {
+			cc.ReloadState(ctx)
+			return err
+		}
+		ps = node.SSubscribe(context.Background())
+	} else {
+		ps = s.c.Subscribe(context.Background())
+	}
+	sh.mu.Lock()
+	if sh.closed {
+		sh.mu.Unlock()
+		ps.Close()
+		return errClosed
+	}
+	old := sh.ps
+	sh.ps, sh.stale = ps, false
+	clear(sh.sent)
+	clear(sh.unsubs)
+	sh.lostLocked()
+	sh.mu.Unlock()
+	if old != nil {
+		old.Close()
 	}
 	return nil
 }
 
-func (p *pubsubState) isClosed() bool {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	return p.closed
+// checkMaster asks the cluster which node serves the tag's slot, and
+// node what it is, and returns an error unless node is that master.
+func (sh *shard) checkMaster(ctx context.Context, cc *redis.ClusterClient, node *redis.Client) error {
+	role, err := node.Do(ctx, "role").Slice()
+	if err != nil {
+		return err
+	}
+	if len(role) == 0 || role[0] != "master" {
+		return errors.New("the slot map names a node that is no longer a master")
+	}
+	addr := node.Options().Addr
+	slot := -1
+	for _, t := range shardTags {
+		if t.tag == sh.tag {
+			slot = t.slot
+		}
+	}
+	slots, err := cc.ClusterSlots(ctx).Result()
+	if err != nil {
+		return err
+	}
+	for _, r := range slots {
+		if r.Start <= slot && slot <= r.End && len(r.Nodes) > 0 {
+			if r.Nodes[0].Addr != addr {
+				return errors.New("the cluster's slot map changed: " + r.Nodes[0].Addr + " serves the slot, not " + addr)
+			}
+			return nil
+		}
+	}
+	return errors.New("no node serves slot " + strconv.Itoa(slot))
+}
+
+// replaceSoon marks the connection stale, so that the dispatcher replaces
+// it when it next connects.
+func (sh *shard) replaceSoon() {
+	sh.mu.Lock()
+	sh.stale = true
+	sh.mu.Unlock()
+	if cc := sh.s.ps.cluster; cc != nil {
+		cc.ReloadState(sh.s.ps.ctx)
+	}
+}
+
+// droppedByServer reports whether a SUNSUBSCRIBE reply for ch was sent by
+// Redis on its own, not in answer to one of ours: ch is still wanted and
+// no SUNSUBSCRIBE of ours awaits its reply.
+func (sh *shard) droppedByServer(ch string) bool {
+	sh.mu.Lock()
+	defer sh.mu.Unlock()
+	if n := sh.unsubs[ch]; n > 0 {
+		if n == 1 {
+			delete(sh.unsubs, ch)
+		} else {
+			sh.unsubs[ch] = n - 1
+		}
+		return false
+	}
+	_, wanted := sh.sent[ch]
+	return wanted
+}
+
+func (sh *shard) isClosed() bool {
+	sh.mu.Lock()
+	defer sh.mu.Unlock()
+	return sh.closed
 }
 
 // deliver hands m to every local subscriber of its channel, dropping it for
 // those whose buffer is full. Each subscriber gets its own copy. It reports
 // whether the channel has local subscribers.
-func (p *pubsubState) deliver(m *redis.Message) bool {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	st := p.chans[m.Channel]
+func (sh *shard) deliver(m *redis.Message) bool {
+	sh.mu.Lock()
+	defer sh.mu.Unlock()
+	st := sh.chans[m.Channel]
 	if st == nil {
 		return false
 	}
@@ -541,12 +876,27 @@ func (p *pubsubState) deliver(m *redis.Message) bool {
 	return true
 }
 
-// pong releases the barrier of token, if one waits for it.
-func (p *pubsubState) pong(token string) {
-	p.mu.Lock()
-	b := p.barriers[token]
-	delete(p.barriers, token)
-	p.mu.Unlock()
+// probeToken starts the PING payload of the barrier connect sends for
+// the dispatcher itself, followed by the epoch it was sent in.
+const probeToken = "mcph-probe-"
+
+// pong releases the barrier of token, if one waits for it; a pong of the
+// dispatcher's own barrier, sent in the current epoch, confirms the probe
+// channel.
+func (sh *shard) pong(token string) {
+	sh.mu.Lock()
+	if e, ok := strings.CutPrefix(token, probeToken); ok {
+		if e == strconv.FormatUint(sh.epoch, 36) {
+			if _, sent := sh.sent[sh.probe]; sent && sh.chans[sh.probe] != nil {
+				sh.chans[sh.probe].confirmed = true
+			}
+		}
+		sh.mu.Unlock()
+		return
+	}
+	b := sh.barriers[token]
+	delete(sh.barriers, token)
+	sh.mu.Unlock()
 	if b != nil {
 		b.done <- nil
 	}
@@ -554,28 +904,116 @@ func (p *pubsubState) pong(token string) {
 
 // lost records that the connection broke, or may have: no channel is
 // known to be subscribed any more until a new barrier shows it, and the
-// session cache stops serving, as evictions may have been missed.
-func (s *Store) lost() {
-	p := &s.ps
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	p.epoch++
-	for _, st := range p.chans {
+// session cache stops serving if its evictions came through this shard.
+func (sh *shard) lost() {
+	sh.mu.Lock()
+	defer sh.mu.Unlock()
+	sh.lostLocked()
+}
+
+func (sh *shard) lostLocked() {
+	sh.epoch++
+	clear(sh.unsubs) // the replies to come, if any, died with the connection
+	for _, st := range sh.chans {
 		st.confirmed = false
 	}
-	if s.cache != nil {
-		s.cache.down()
+	if c := sh.s.cache; c != nil && sh.chans[sh.s.evictName] != nil {
+		c.down()
 	}
+}
+
+// watch is the goroutine that, while the host holds subscriptions, checks
+// every probeInterval that each shard's connection hears what the client
+// publishes (see check). The Store owns it; it starts at the host's first
+// Subscribe and stops on Close.
+func (s *Store) watch() {
+	t := time.NewTicker(probeInterval)
+	defer t.Stop()
+	for {
+		select {
+		case <-s.ps.quit:
+			return
+		case now := <-t.C:
+			s.ps.mu.Lock()
+			shards := make([]*shard, 0, len(s.ps.shards))
+			for _, sh := range s.ps.shards {
+				shards = append(shards, sh)
+			}
+			s.ps.mu.Unlock()
+			for _, sh := range shards {
+				if now.After(sh.nextProbe) {
+					sh.check(now)
+				}
+			}
+		}
+	}
+}
+
+// check publishes on the shard's probe channel, to which only this
+// store's connection is subscribed, through the client: if Redis counts
+// no receiver, the connection is not on the server the client publishes
+// to — an old master after a failover (which Sentinel turns into a
+// replica, dropping its clients, only seconds later), a node that no
+// longer serves the slot — or is dead without the operating system having
+// said so. Then check replaces it. It checks only a shard whose probe
+// subscription is confirmed on the current connection, and that holds
+// subscriptions of the host; it sends nothing while the breaker is open,
+// and a failing PUBLISH is left to the breaker. These PUBLISHes do not
+// feed the breaker.
+func (sh *shard) check(now time.Time) {
+	s := sh.s
+	sh.mu.Lock()
+	st := sh.chans[sh.probe]
+	ok := sh.host > 0 && !sh.stale && !sh.closed && st != nil && st.confirmed
+	epoch, ps := sh.epoch, sh.ps
+	sh.mu.Unlock()
+	if !ok || s.br.allow() != nil {
+		return
+	}
+	ctx, cancel := context.WithTimeout(s.ps.ctx, s.opTimeout)
+	n, err := s.publish(ctx, sh.probe, "")
+	cancel()
+	if err != nil {
+		return
+	}
+	if n > 0 {
+		sh.deaf = 0
+		sh.nextProbe = time.Time{}
+		return
+	}
+	// Close the connection holding the wire, so that no command is under
+	// way on it; what is asked for meanwhile waits for the new one.
+	ctx, cancel = context.WithTimeout(s.ps.ctx, s.opTimeout)
+	defer cancel()
+	if sh.acquire(ctx) != nil {
+		return
+	}
+	defer sh.release()
+	sh.mu.Lock()
+	if sh.epoch != epoch || sh.stale || sh.closed || sh.ps != ps {
+		sh.mu.Unlock()
+		return
+	}
+	sh.stale = true
+	sh.lostLocked()
+	sh.mu.Unlock()
+	sh.nextProbe = now.Add(min(probeInterval<<min(sh.deaf, 5), probeMaxInterval))
+	sh.deaf++
+	if cc := s.ps.cluster; cc != nil {
+		cc.ReloadState(s.ps.ctx)
+	}
+	ps.Close() // unblocks the dispatcher, which replaces it
 }
 
 // Close stops what the store runs in the background: it closes every open
 // subscription's channel, fails Subscribe calls in progress and to come,
-// stops the dispatcher, the cache's subscriber and the breaker's probe,
-// closes the shared Pub/Sub connection, and returns once those goroutines
-// have exited. It does not close the Redis client, and the other methods
-// keep working: the cache, if any, no longer serves (Get reads Redis),
-// and the circuit breaker is off (every call tries Redis). Close is safe
-// to call more than once and concurrently with other methods.
+// stops the dispatchers, the probe of the connections, the cache's
+// subscriber and the breaker's probe, closes the Pub/Sub connections, and
+// returns once those goroutines have exited. It does not close the Redis
+// client, and the other methods keep working: the cache, if any, no
+// longer serves (Get reads Redis), and the circuit breaker is off (every
+// call tries Redis). Close is safe to call more than once and
+// concurrently with other methods.
 func (s *Store) Close() error {
 	p := &s.ps
 	p.mu.Lock()
@@ -584,35 +1022,49 @@ func (s *Store) Close() error {
 		return nil
 	}
 	p.closed = true
-	for _, st := range p.chans {
-		for sub := range st.subs {
-			sub.closed = true
-			close(sub.c)
-		}
+	shards := make([]*shard, 0, len(p.shards))
+	for _, sh := range p.shards {
+		shards = append(shards, sh)
 	}
-	clear(p.chans)
-	for tok, b := range p.barriers {
-		b.done <- errClosed
-		delete(p.barriers, tok)
-	}
-	if s.cache != nil {
-		s.cache.down() // its subscription was closed above
-	}
-	ps := p.ps
 	p.mu.Unlock()
+
+	var pss []*redis.PubSub
+	for _, sh := range shards {
+		sh.mu.Lock()
+		sh.closed = true
+		for _, st := range sh.chans {
+			for sub := range st.subs {
+				sub.closed = true
+				close(sub.c)
+			}
+		}
+		if s.cache != nil && sh.chans[s.evictName] != nil {
+			s.cache.down() // its subscription was closed above
+		}
+		clear(sh.chans)
+		for tok, b := range sh.barriers {
+			b.done <- errClosed
+			delete(sh.barriers, tok)
+		}
+		if sh.ps != nil {
+			pss = append(pss, sh.ps)
+		}
+		sh.mu.Unlock()
+	}
 
 	close(p.quit)
 	p.stop()
 	s.bg.close()
 	s.br.off.Store(true)
 	s.br.open.Store(false)
-	if ps == nil {
-		return nil
+	var err error
+	for _, ps := range pss {
+		if e := ps.Close(); e != nil && !errors.Is(e, redis.ErrClosed) && err == nil {
+			err = e
+		}
 	}
-	err := ps.Close()
-	<-p.done
-	if err != nil && !errors.Is(err, redis.ErrClosed) {
-		return err
+	for _, sh := range shards {
+		<-sh.done
 	}
-	return nil
+	return err
 }

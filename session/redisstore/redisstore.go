@@ -23,13 +23,20 @@
 //	                               TTL.
 //	mcph:<channel>         -       a Pub/Sub channel: nothing is stored, a
 //	                               message published with no subscriber is
-//	                               lost.
+//	                               lost. On a Redis Cluster the channel is
+//	                               mcph:{ps<n>}<channel>, a shard channel
+//	                               (see "Topologies").
+//	mcph:store/probe/<id>  -       a channel only this store's connection
+//	                               subscribes (mcph:{ps<n>}store/probe/<id>,
+//	                               one per shard, on a cluster).
 //
 // Every key is written together with its expiry in one command or script
 // (SET ... PX, a Lua script, or MULTI/EXEC), so no key ever exists without
 // a TTL and nothing grows without bound. The part in braces is the Redis
 // Cluster hash tag: whatever is named after one session id, record key or
-// stream lives in one slot.
+// stream lives in one slot, and every command, script and transaction of
+// the store touches the key of one name only, so none is ever refused
+// with CROSSSLOT.
 //
 // A session record is a compact binary encoding: a version byte, an ASCII
 // header "<ttl ms>:<length of the immutable part>:", the immutable part
@@ -46,10 +53,12 @@
 // Every method but Subscribe is exactly one round trip to Redis: Create is
 // SET NX PX, Get and Update are Lua scripts (EVALSHA, falling back to EVAL
 // once per server when the script is not cached), Delete is DEL, Publish
-// is PUBLISH, PutIfAbsent is SET NX PX, Load is GET, CompareAndSwap is a
-// Lua script, AppendEvent is MULTI RPUSH PEXPIRE EXEC in one pipeline,
-// EventsAfter is LRANGE, Admit is a Lua script under the limit (see
-// [Store.Admit] past it). Get is a script rather than GETEX because the
+// is PUBLISH (SPUBLISH on a cluster), PutIfAbsent is SET NX PX, Load is
+// GET, CompareAndSwap is a Lua script, AppendEvent is MULTI RPUSH PEXPIRE
+// EXEC in one pipeline, EventsAfter is LRANGE, Admit is a Lua script under
+// the limit (see [Store.Admit] past it). With [Options.WaitReplicas],
+// every write is followed by WAIT in the same pipeline. Get is a script
+// rather than GETEX because the
 // lifetime to extend by is the session's own TTL, which is inside the
 // record: the script reads it from the header and PEXPIREs by it, in the
 // same round trip. Update is a script so that it keeps the stored owner,
@@ -57,25 +66,104 @@
 //
 // # Pub/Sub, connections and goroutines
 //
-// Channel c of the Store interface is the Redis channel "<prefix>c".
-// Publish uses the client's pool like every other call. All the
-// subscriptions of a Store share one Pub/Sub connection, opened at the
-// first Subscribe and read by one goroutine that the Store owns (the
-// dispatcher); the connection is subscribed to a channel while at least
-// one local subscription of it is open. When the connection breaks, the
-// dispatcher reopens it with a capped backoff (50ms doubling to 1s) and
-// go-redis resubscribes its channels; messages published meanwhile are
-// lost (Redis Pub/Sub delivers at most once).
+// Channel c of the Store interface is the Redis channel "<prefix>c" (on a
+// cluster, with a hash tag: see "Topologies"). Publish uses the client's
+// pool like every other call. The subscriptions of a Store share its
+// Pub/Sub connections: one on a single server or behind Sentinel, one per
+// shard of channels on a cluster (at most 16). Each is opened at the first
+// Subscribe of one of its channels and read by one goroutine that the
+// Store owns (its dispatcher); a connection is subscribed to a channel
+// while at least one local subscription of it is open. When a connection
+// breaks, its dispatcher reopens it with a capped backoff (50ms doubling
+// to 1s) and go-redis resubscribes its channels; messages published
+// meanwhile are lost (Redis Pub/Sub delivers at most once).
 //
-// The Store owns at most three goroutines, and [Store.Close] stops all of
-// them and waits for them: the dispatcher; with [Options.CacheTTL], the
-// cache's subscriber, started by the first Get, which subscribes to the
-// eviction channel and confirms the subscription again after every loss
-// of the connection, retrying with a capped backoff (50ms doubling to 1s)
-// until it works; and, while the circuit breaker is open, its probe. None
-// of them uses a caller's context: a request that gave up, or a Redis
-// down at the first request, cannot disable them.
+// A connection can also stay open on a server that no longer hears what
+// the store's client publishes: an old master after a failover (Sentinel
+// turns it into a replica, and drops its clients, only about ten seconds
+// later), or one behind an address that moved. So, while the host holds
+// subscriptions, the store checks each connection once a second: it
+// publishes on a channel only that connection subscribes (its probe
+// channel) and, if Redis counts no receiver, replaces the connection by a
+// new one from the client, subscribed again to every channel. The check
+// sends nothing while the circuit breaker is open and does not feed it; a
+// connection replaced this way and found deaf again is checked half as
+// often, down to every 30s, until a check passes.
 //
+// The Store owns these goroutines, and [Store.Close] stops all of them and
+// waits for them: the dispatchers; the check of the connections, started
+// by the host's first Subscribe; with [Options.CacheTTL], the cache's
+// subscriber, started by the first Get, which subscribes to the eviction
+// channel and confirms the subscription again after every loss of the
+// connection, retrying with a capped backoff (50ms doubling to 1s) until it
+// works; and, while the circuit breaker is open, its probe. None of them
+// uses a caller's context: a request that gave up, or a Redis down at the
+// first request, cannot disable them.
+//
+// # Topologies
+//
+// The client may be a *redis.Client of one server, a failover client of a
+// master watched by Sentinels (redis.NewFailoverClient) or a
+// *redis.ClusterClient of a Redis Cluster (Redis 7 or later, for sharded
+// Pub/Sub). A redis.Ring is not supported.
+//
+// Single server: everything is as described above; if Redis restarts
+// without persistence, what it held is gone (clients get 404 for their
+// sessions and initialize again).
+//
+// Sentinel: the failover client asks the Sentinels for the master, dials
+// it, and drops its pooled connections to the old master when they
+// announce a new one, so calls go to the new master as soon as the client
+// hears of the failover. The store's Pub/Sub connection moves when the old
+// master drops it (it died, or the Sentinels reconfigure it), or within
+// about a second when the check above finds it deaf.
+//
+// Cluster: keys are spread over the masters by their hash tags, and
+// channels too: each channel gets one of 16 hash tags picked by a hash of
+// its name (mcph:{ps<n>}<channel>; the tags' slots are spread evenly over
+// the 16384) and is a shard channel, subscribed with SSUBSCRIBE on a
+// connection to the master of its slot and published with SPUBLISH, which
+// Redis delivers within that master's shard only (classic PUBLISH goes to
+// every node of the cluster, and its receiver count is only that of the
+// node that took it). Related channels share no slot on purpose: no Store
+// call needs two channels, or a channel and a key, together, and a hash of
+// the name spreads the load. A shard's connection is replaced, on the
+// master the cluster names for its slot, when the node unsubscribes it (it
+// lost the slot: a failover, a resharding), answers it with an error such
+// as MOVED, or dies; or when the check above finds it deaf. go-redis
+// reloads its slot map on MOVED, or every minute, but not when a node stops
+// answering, so the store asks it to reload whenever a call fails for a
+// network reason: the slots of a master that died are reached again as
+// soon as its replica took over (about two seconds after the death with a
+// cluster-node-timeout of one second).
+//
+// The count Publish returns is the number of subscribed connections of the
+// server that took the message — the master, or on a cluster the master of
+// the channel's slot, which is where the store keeps every connection —
+// with this store's own connection replaced by its number of local
+// subscribers. It is exact on every topology, except while a failover
+// moves subscriptions to a new master: a replica still subscribed on the
+// old one (for up to about a second behind Sentinel, less on a cluster) is
+// neither reached nor counted, so 0 then does not prove that no replica
+// waits on the channel.
+//
+// Failover and durability: Redis replicates asynchronously. A write the
+// old master acknowledged but had not sent to the replica that takes over
+// is lost, whatever the topology; behind Sentinel, so is a write the old
+// master takes after the Sentinels promoted the replica and before the
+// client heard of it. With [Options.WaitReplicas] every write of the store
+// returns only once that many replicas acknowledged it (else it fails with
+// session.ErrUnavailable), so a failover that promotes one of them keeps
+// every write the store reported done: a claimed answer, a decided
+// confirm, a used nonce stay decided. The price: a replica's round trip on
+// every write, and writes fail while the master has fewer replicas in
+// sync than that — after a failover, until the old master or another
+// server is back as a replica (behind Sentinel about ten seconds after a
+// SENTINEL FAILOVER; after a crash, until the dead server is restarted);
+// give each master one replica more than WaitReplicas to keep writing
+// through the loss of one server. Messages on channels are never stored,
+// and one published during a failover may be lost.
+
 // # Failures
 //
 // Every call is bounded by [Options.OpTimeout]. A network error, a timeout
@@ -100,7 +188,7 @@
 // (WRONGTYPE, a script error, NOSCRIPT, which go-redis answers with EVAL
 // by itself) shows Redis is up, and a call whose caller gave up says
 // nothing about Redis. Subscriptions recover by themselves: go-redis
-// resubscribes open ones when the dispatcher reconnects, whatever the
+// resubscribes open ones when a dispatcher reconnects, whatever the
 // breaker says. [Store.Do] runs another package's operations on the same
 // client under the same breaker and bound (package ratelimit keeps its
 // limits that way).
@@ -125,8 +213,25 @@
 // so a call to a Redis that refuses connections takes 1.3–1.8s to fail;
 // with DialerRetries: 1 it fails in about 0.1s (the backoffs between the
 // attempts of MaxRetries), and MaxRetries (default 3) still retries a
-// command whose pooled connection was dropped on a new one. The breaker bounds what the defaults cost to the first
-// BreakerThreshold calls of an outage, but those calls pay it in full.
+// command whose pooled connection was dropped on a new one. The breaker
+// bounds what the defaults cost to the first BreakerThreshold calls of an
+// outage, but those calls pay it in full.
+//
+// The same settings, for a cluster and for Sentinels:
+//
+//	redis.NewClusterClient(&redis.ClusterOptions{
+//		Addrs:                 seedAddrs,
+//		ContextTimeoutEnabled: true,
+//		DialTimeout:           time.Second,
+//		DialerRetries:         1,
+//	})
+//	redis.NewFailoverClient(&redis.FailoverOptions{
+//		MasterName:            "mymaster",
+//		SentinelAddrs:         sentinelAddrs,
+//		ContextTimeoutEnabled: true,
+//		DialTimeout:           time.Second,
+//		DialerRetries:         1,
+//	})
 package redisstore
 
 import (
@@ -201,6 +306,41 @@ type Options struct {
 	// the first answer closes the breaker. There is at most one PING at a
 	// time, each bounded by OpTimeout. Defaults 100ms and 1s.
 	BreakerMinBackoff, BreakerMaxBackoff time.Duration
+
+	// WaitReplicas, if positive, makes every write the store makes —
+	// Create, Update, Delete, PutIfAbsent, CompareAndSwap, AppendEvent;
+	// not the lifetime extension of Get — wait until at least
+	// WaitReplicas replicas of the master that took it have acknowledged
+	// it, so that a failover to one of them keeps it: the store sends
+	// WAIT after the write, on the same connection, in the same round
+	// trip. A write that fewer replicas acknowledged within WaitTimeout
+	// fails with session.ErrUnavailable although the master applied it,
+	// like a write whose answer was lost (a CompareAndSwap then reports
+	// false, so the handler treats the transition as not made, and a
+	// retry of AppendEvent may log the event twice); a write that changed
+	// nothing (a SET NX, a swap or an update that did not happen) does not
+	// fail for that. Such failures do not count for the circuit breaker:
+	// Redis answered.
+	//
+	// The cost is the time a replica takes to acknowledge, about one
+	// round trip between master and replica, added to every write; reads
+	// are unaffected. Writes fail while the master has fewer replicas in
+	// sync than WaitReplicas — after a failover, until the old master or
+	// a new server is back as a replica. With as many replicas as
+	// WaitReplicas, a failover promotes a replica that has every write
+	// the store reported done, but one lost server stops the writes;
+	// with one replica more, writes go on through the loss of a server,
+	// and the Sentinels or the cluster promote the replica with the most
+	// data, which has them unless it is the one that missed a write
+	// another acknowledged. Zero, the default, does not wait: Redis
+	// replicates asynchronously, and a write the old master acknowledged
+	// but had not yet sent to the replica that takes over is lost (see
+	// "Topologies" in the package documentation).
+	WaitReplicas int
+
+	// WaitTimeout bounds the wait of WaitReplicas. Default (and maximum)
+	// half of OpTimeout.
+	WaitTimeout time.Duration
 }
 
 // Default option values.
@@ -215,12 +355,13 @@ const (
 // Store is a [session.Store] backed by Redis. Create it with [New]; it is
 // safe for concurrent use.
 //
-// The first Subscribe opens one Pub/Sub connection shared by all the
-// store's subscriptions and starts one goroutine, owned by the Store, that
-// reads it and dispatches messages; with Options.CacheTTL the first Get
-// starts the cache's subscriber, and an open circuit breaker runs its
-// probe (see the package documentation). [Store.Close] stops them and
-// closes the connection. A Store that never subscribed, never cached and
+// The first Subscribe opens a Pub/Sub connection shared by the store's
+// subscriptions (one per shard of channels on a cluster) and starts a
+// goroutine, owned by the Store, that reads it and dispatches messages,
+// and another that checks the connections; with Options.CacheTTL the
+// first Get starts the cache's subscriber, and an open circuit breaker
+// runs its probe (see the package documentation). [Store.Close] stops
+// them and closes the connections. A Store that never subscribed, never cached and
 // never found Redis down holds no connection and no goroutine of its own.
 // The Redis client is the caller's: the store never closes it, and it must
 // stay open until Close returned.
@@ -229,10 +370,14 @@ type Store struct {
 	prefix    string
 	opTimeout time.Duration
 
-	ps    pubsubState
-	br    breaker
-	bg    group  // the breaker's probe and the cache's subscriber
-	cache *cache // nil unless Options.CacheTTL > 0
+	waitReplicas int64 // Options.WaitReplicas; 0: writes do not wait
+	waitTimeout  time.Duration
+
+	ps        pubsubState
+	evictName string // the Redis channel of the cache's evictions
+	br        breaker
+	bg        group  // the breaker's probe and the cache's subscriber
+	cache     *cache // nil unless Options.CacheTTL > 0
 }
 
 var _ session.Store = (*Store)(nil)
@@ -268,7 +413,8 @@ func (g *group) close() {
 
 // New returns a Store that keeps its data in the Redis reached through c,
 // which may be a single node (*redis.Client), a Sentinel failover client
-// or a *redis.ClusterClient. Zero fields of opts take their defaults.
+// or a *redis.ClusterClient (see "Topologies" in the package
+// documentation). Zero fields of opts take their defaults.
 // New sends no command; a Redis that is down makes calls fail, not New.
 func New(c redis.UniversalClient, opts Options) *Store {
 	if opts.Prefix == "" {
@@ -286,11 +432,16 @@ func New(c redis.UniversalClient, opts Options) *Store {
 	if opts.BreakerMaxBackoff <= 0 {
 		opts.BreakerMaxBackoff = DefaultBreakerMaxBackoff
 	}
-	s := &Store{c: c, prefix: opts.Prefix, opTimeout: opts.OpTimeout}
+	if opts.WaitTimeout <= 0 || opts.WaitTimeout > opts.OpTimeout/2 {
+		opts.WaitTimeout = opts.OpTimeout / 2
+	}
+	s := &Store{c: c, prefix: opts.Prefix, opTimeout: opts.OpTimeout,
+		waitReplicas: int64(max(opts.WaitReplicas, 0)), waitTimeout: max(opts.WaitTimeout, time.Millisecond)}
 	s.br.threshold = int32(min(max(opts.BreakerThreshold, 0), 1<<30))
 	s.br.minBackoff = opts.BreakerMinBackoff
 	s.br.maxBackoff = max(opts.BreakerMaxBackoff, opts.BreakerMinBackoff)
-	s.ps.init()
+	s.ps.init(c)
+	s.evictName, _ = s.channelName(evictChannel)
 	if opts.CacheTTL > 0 {
 		s.cache = newCache(opts.CacheTTL)
 	}
@@ -387,7 +538,7 @@ func (s *Store) Create(ctx context.Context, sess *session.Session) error {
 	octx, cancel := s.opCtx(ctx)
 	defer cancel()
 	rec := encodeSession(sess)
-	ok, err := s.c.SetNX(octx, s.key(sess.ID, kindSession), rec, time.Duration(millis(ttlOf(sess)))*time.Millisecond).Result()
+	ok, err := s.setNX(octx, s.key(sess.ID, kindSession), rec, time.Duration(millis(ttlOf(sess)))*time.Millisecond)
 	s.observe(ctx, err)
 	if err != nil {
 		return unavailable("create", err)
@@ -396,6 +547,40 @@ func (s *Store) Create(ctx context.Context, sess *session.Session) error {
 		return errIDInUse
 	}
 	return nil
+}
+
+// setNX is SET NX PX, followed by a WAIT with Options.WaitReplicas; a
+// SET that wrote nothing needs no replica.
+func (s *Store) setNX(ctx context.Context, k string, v any, px time.Duration) (bool, error) {
+	if s.waitReplicas <= 0 {
+		return s.c.SetNX(ctx, k, v, px).Result()
+	}
+	var cmd *redis.BoolCmd
+	err := s.replicated(ctx, k, func(p redis.Pipeliner) { cmd = p.SetNX(ctx, k, v, px) })
+	if isNotReplicated(err) && !cmd.Val() {
+		err = nil
+	}
+	return cmd.Val(), err
+}
+
+// runScript runs script on the key k, followed by a WAIT with
+// Options.WaitReplicas unless the script returned 0 (it wrote nothing).
+func (s *Store) runScript(ctx context.Context, script *redis.Script, k string, args ...any) (int64, error) {
+	if s.waitReplicas <= 0 {
+		return script.Run(ctx, s.c, []string{k}, args...).Int64()
+	}
+	cmd, err := s.replicatedScript(ctx, script, k, args...)
+	n, cerr := cmd.Int64()
+	if err != nil && !isNotReplicated(err) {
+		return n, err
+	}
+	if cerr != nil {
+		return n, cerr
+	}
+	if err != nil && n == 0 {
+		err = nil
+	}
+	return n, err
 }
 
 // Get implements [session.Store]. It is one round trip (a Lua script that
@@ -452,8 +637,8 @@ func (s *Store) Update(ctx context.Context, sess *session.Session) error {
 	}
 	octx, cancel := s.opCtx(ctx)
 	defer cancel()
-	n, err := updateScript.Run(octx, s.c, []string{s.key(sess.ID, kindSession)},
-		appendMutable(nil, sess), millis(ttlOf(sess))).Int64()
+	n, err := s.runScript(octx, updateScript, s.key(sess.ID, kindSession),
+		appendMutable(nil, sess), millis(ttlOf(sess)))
 	s.observe(ctx, err)
 	if err != nil {
 		return unavailable("update", err)
@@ -476,7 +661,17 @@ func (s *Store) Delete(ctx context.Context, id string) error {
 	}
 	octx, cancel := s.opCtx(ctx)
 	defer cancel()
-	err := s.c.Del(octx, s.key(id, kindSession)).Err()
+	k := s.key(id, kindSession)
+	var err error
+	if s.waitReplicas <= 0 {
+		err = s.c.Del(octx, k).Err()
+	} else {
+		var del *redis.IntCmd
+		err = s.replicated(octx, k, func(p redis.Pipeliner) { del = p.Del(octx, k) })
+		if isNotReplicated(err) && del.Val() == 0 {
+			err = nil
+		}
+	}
 	s.observe(ctx, err)
 	if err != nil {
 		return unavailable("delete", err)
@@ -493,7 +688,7 @@ func (s *Store) PutIfAbsent(ctx context.Context, key string, value []byte, ttl t
 	}
 	octx, cancel := s.opCtx(ctx)
 	defer cancel()
-	ok, err := s.c.SetNX(octx, s.key(key, kindRecord), value, time.Duration(millis(ttl))*time.Millisecond).Result()
+	ok, err := s.setNX(octx, s.key(key, kindRecord), value, time.Duration(millis(ttl))*time.Millisecond)
 	s.observe(ctx, err)
 	if err != nil {
 		return false, unavailable("put", err)
@@ -528,7 +723,7 @@ func (s *Store) CompareAndSwap(ctx context.Context, key string, old, new []byte,
 	}
 	octx, cancel := s.opCtx(ctx)
 	defer cancel()
-	n, err := casScript.Run(octx, s.c, []string{s.key(key, kindRecord)}, old, new, millis(ttl)).Int64()
+	n, err := s.runScript(octx, casScript, s.key(key, kindRecord), old, new, millis(ttl))
 	s.observe(ctx, err)
 	if err != nil {
 		return false, unavailable("compare-and-swap", err)
@@ -546,18 +741,41 @@ func (s *Store) AppendEvent(ctx context.Context, stream string, data []byte, ttl
 	octx, cancel := s.opCtx(ctx)
 	defer cancel()
 	k := s.key(stream, kindLog)
-	var push *redis.IntCmd
-	_, err := s.c.TxPipelined(octx, func(p redis.Pipeliner) error {
-		push = p.RPush(octx, k, data)
-		p.PExpire(octx, k, time.Duration(millis(ttl))*time.Millisecond)
-		return nil
-	})
+	px := time.Duration(millis(ttl)) * time.Millisecond
+	var n int64
+	var err error
+	if s.waitReplicas <= 0 {
+		var push *redis.IntCmd
+		_, err = s.c.TxPipelined(octx, func(p redis.Pipeliner) error {
+			push = p.RPush(octx, k, data)
+			p.PExpire(octx, k, px)
+			return nil
+		})
+		if err == nil {
+			n, err = push.Result()
+		}
+	} else {
+		// The same transaction spelled out, so that WAIT can follow
+		// EXEC on its connection.
+		var exec *redis.Cmd
+		err = s.replicated(octx, k, func(p redis.Pipeliner) {
+			p.Do(octx, "multi")
+			p.Do(octx, "rpush", k, data)
+			p.Do(octx, "pexpire", k, px.Milliseconds())
+			exec = p.Do(octx, "exec")
+		})
+		if err == nil {
+			var replies []any
+			if replies, err = exec.Slice(); err == nil && len(replies) > 0 {
+				n, _ = replies[0].(int64)
+			}
+		}
+	}
 	s.observe(ctx, err)
 	if err != nil {
 		return 0, unavailable("append-event", err)
 	}
-	n, err := push.Result()
-	if err != nil || n <= 0 {
+	if n <= 0 {
 		return 0, unavailable("append-event", fmt.Errorf("RPUSH returned %d, %v", n, err))
 	}
 	return uint64(n), nil

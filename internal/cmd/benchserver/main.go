@@ -1,7 +1,10 @@
 // Command benchserver serves mcphandler for the load harness that compares
 // it with other MCP servers: one tool "echo" ({"text": string} -> the text as
 // a text block) and -tools N dummy tools, at /mcp, with sessions in memory
-// or, with -redis, in Redis.
+// or in Redis: a single server (-redis URL), a Redis Cluster
+// (-redis-cluster ADDR[,ADDR...]) or a master watched by Sentinels
+// (-redis-sentinel NAME@ADDR[,ADDR...]), or the same from $REDIS_URL,
+// $REDIS_CLUSTER or $REDIS_SENTINEL.
 package main
 
 import (
@@ -16,9 +19,8 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/redis/go-redis/v9"
-
 	"github.com/mcphandler/mcphandler"
+	"github.com/mcphandler/mcphandler/internal/redisflag"
 	"github.com/mcphandler/mcphandler/session/redisstore"
 )
 
@@ -34,9 +36,15 @@ func main() {
 	addr := flag.String("addr", "127.0.0.1:9109", "listen address")
 	path := flag.String("path", "/mcp", "endpoint path")
 	ntools := flag.Int("tools", 0, "number of extra dummy tools (tool_0000 ...)")
-	redisURL := flag.String("redis", "", "Redis URL for the session store (default: in memory)")
-	cacheTTL := flag.Duration("cache", 0, "with -redis: redisstore.Options.CacheTTL (0: read Redis on every request)")
+	rf := redisflag.Register(flag.CommandLine, os.Getenv)
+	cacheTTL := flag.Duration("cache", 0, "with a Redis: redisstore.Options.CacheTTL (0: read Redis on every request)")
 	flag.Parse()
+	topo, err := rf.Topology()
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "benchserver:", err)
+		flag.Usage()
+		os.Exit(2)
+	}
 
 	tools := []mcphandler.Tool{mcphandler.NewTool(mcphandler.Tool{Name: "echo", Description: "Echoes the given text back as a text content block."},
 		func(_ context.Context, _ *mcphandler.ToolCall, in echoIn) (string, error) { return in.Text, nil })}
@@ -49,14 +57,12 @@ func main() {
 		PageSize:  len(tools),
 		ListTools: func(context.Context) ([]mcphandler.Tool, error) { return tools, nil },
 	}
-	if *redisURL != "" {
-		opt, err := redis.ParseURL(*redisURL)
+	if topo.Kind != redisflag.None {
+		c, err := redisflag.NewClient(topo, 64)
 		if err != nil {
 			log.Fatal(err)
 		}
-		opt.ContextTimeoutEnabled = true
-		opt.PoolSize = 64
-		c := redis.NewClient(opt)
+		defer c.Close()
 		st := redisstore.New(c, redisstore.Options{Prefix: fmt.Sprintf("mcph-bench-%d:", os.Getpid()), CacheTTL: *cacheTTL})
 		defer st.Close()
 		cfg.Store = st

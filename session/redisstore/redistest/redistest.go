@@ -12,7 +12,16 @@
 //
 // When none of these works the test fails (it is never skipped) with a
 // message saying how to provide a Redis. [Start] always starts a private
-// server, for tests that stop and restart Redis.
+// server, for tests that stop and restart Redis, and [StartReplica] a
+// replica of one.
+//
+// [StartCluster] starts a Redis Cluster and [StartSentinel] a master, its
+// replica and three Sentinels, of private redis-server processes, with
+// clients ([Cluster.Client], [Sentinel.Client]) and failovers on demand
+// ([Cluster.Failover], [Cluster.KillMaster], [Sentinel.Failover],
+// [Sentinel.KillMaster]). Starting them takes a second or two, so a test
+// binary may share one of each ([SharedCluster], [SharedSentinel]), which
+// its TestMain stops through [Main].
 //
 // Tests sharing a Redis keep apart with [Prefix], which also deletes the
 // test's keys when it ends. [CountingHook] counts the commands and round
@@ -190,6 +199,11 @@ func Start(t testing.TB) (addr string, stop func(), restart func()) {
 // server is one redis-server process, started and stopped at will.
 type server struct {
 	bin, addr, dir string
+	// conf, if set, is a configuration file the server starts from, in
+	// Sentinel mode.
+	conf string
+	// args are more options, after the common ones.
+	args []string
 
 	mu     sync.Mutex
 	cmd    *exec.Cmd
@@ -204,13 +218,18 @@ func (s *server) start() error {
 	}
 	_, port, _ := net.SplitHostPort(s.addr)
 	var out bytes.Buffer
-	cmd := exec.Command(s.bin,
-		"--port", port, "--bind", "127.0.0.1",
-		"--save", "", "--appendonly", "no",
-		"--dir", s.dir)
+	args := []string{"--port", port, "--bind", "127.0.0.1", "--dir", s.dir}
+	if s.conf != "" {
+		args = append([]string{s.conf, "--sentinel"}, args...)
+	} else {
+		// No persistence; a replica's first sync starts at once rather
+		// than after the default 5s wait for other replicas.
+		args = append(args, "--save", "", "--appendonly", "no", "--repl-diskless-sync-delay", "0")
+	}
+	cmd := exec.Command(s.bin, append(args, s.args...)...)
 	cmd.Stdout = &out
 	cmd.Stderr = &out
-	if err := cmd.Start(); err != nil {
+	if err := startProcess(cmd); err != nil {
 		return err
 	}
 	exited := make(chan struct{})
@@ -236,6 +255,23 @@ func (s *server) start() error {
 	}
 	s.cmd, s.exited = cmd, exited
 	return nil
+}
+
+// signal sends sig to the process, if it runs.
+func (s *server) signal(sig os.Signal) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.cmd == nil {
+		return nil
+	}
+	return s.cmd.Process.Signal(sig)
+}
+
+// running reports whether the process was started and not stopped.
+func (s *server) running() bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.cmd != nil
 }
 
 func (s *server) stop() {
@@ -319,4 +355,47 @@ func scan(ctx context.Context, c redis.UniversalClient, prefix string) ([]string
 		err = one(ctx, c)
 	}
 	return keys, err
+}
+
+// StartReplica starts a private redis-server like [Start] that replicates
+// the Redis at master (host:port), waits until it is in sync, and returns
+// its address. It is killed when the test ends. Replication connects to
+// master as given, so a [Proxy] in between can stall or cut it.
+func StartReplica(t testing.TB, master string) string {
+	t.Helper()
+	bin, err := exec.LookPath("redis-server")
+	if err != nil {
+		t.Fatalf("redistest: redis-server is not on PATH\n%s", howTo)
+	}
+	addrs, err := freeAddrs(1)
+	if err != nil {
+		t.Fatalf("redistest: StartReplica: %v", err)
+	}
+	host, port, err := net.SplitHostPort(master)
+	if err != nil {
+		t.Fatalf("redistest: StartReplica: %v", err)
+	}
+	s := &server{bin: bin, addr: addrs[0], dir: t.TempDir(), args: []string{"--replicaof", host, port}}
+	if err := s.start(); err != nil {
+		t.Fatalf("redistest: StartReplica: %v", err)
+	}
+	t.Cleanup(s.stop)
+	c := adminClient(s.addr)
+	defer c.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), settleTimeout)
+	defer cancel()
+	err = waitUntil(ctx, "the replica syncs", func() error {
+		repl, err := c.Info(ctx, "replication").Result()
+		if err != nil {
+			return err
+		}
+		if !strings.Contains(repl, "master_link_status:up") {
+			return fmt.Errorf("replication link down")
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatalf("redistest: StartReplica: %v", err)
+	}
+	return s.addr
 }

@@ -12,7 +12,7 @@ import (
 )
 
 func TestMain(m *testing.M) {
-	goleak.VerifyTestMain(m)
+	goleak.VerifyTestMain(Main(m))
 }
 
 // TestClient: clients of one test share one Redis, and Prefix deletes the
