@@ -233,7 +233,14 @@ type Store struct {
 	cache *cache // nil unless Options.CacheTTL > 0
 }
 
-var _ session.Store = (*Store)(nil)
+// Store implements session.Store, and so each of its parts.
+var (
+	_ session.Store    = (*Store)(nil)
+	_ session.Sessions = (*Store)(nil)
+	_ session.PubSub   = (*Store)(nil)
+	_ session.Records  = (*Store)(nil)
+	_ session.EventLog = (*Store)(nil)
+)
 
 // group runs the goroutines a Store owns besides the Pub/Sub dispatcher
 // (the breaker's probe, the cache's subscriber), and waits for them at
