@@ -5,7 +5,11 @@
 //
 // A [Store] may be local to the process ([NewMemory]) or shared by several
 // replicas (the Redis store), and every implementation must pass the suite
-// in package sessiontest.
+// in package sessiontest. It is the sum of four parts, which a host may
+// implement or wrap one at a time: [Sessions] (the session records),
+// [PubSub] (messages between requests), [Records] (short-lived values with
+// atomic transitions) and [EventLog] (the event logs of resumable
+// streams).
 package session
 
 import (
