@@ -40,14 +40,16 @@ var capNames = [...]struct {
 	{"roots.listChanged", session.CapRootsListChanged},
 }
 
-// capByName maps a stored name to its capability.
-var capByName = func() map[string]session.Capabilities {
-	m := make(map[string]session.Capabilities, len(capNames))
+// capByName returns the capability stored as name, 0 for a name it does
+// not know.
+func capByName(name string) session.Capabilities {
 	for _, e := range capNames {
-		m[e.name] = e.c
+		if e.name == name {
+			return e.c
+		}
 	}
-	return m
-}()
+	return 0
+}
 
 // v1Caps are the capabilities of bits 0, 1, ... of a version-1 record:
 // the order of the constants when version 1 was written. Frozen.
@@ -229,7 +231,7 @@ func (r *reader) caps() session.Capabilities {
 	}
 	var c session.Capabilities
 	for range n {
-		c |= capByName[r.string()]
+		c |= capByName(r.string())
 	}
 	return c
 }
