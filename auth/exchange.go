@@ -158,31 +158,8 @@ func (s exchangeSource) Token() (*oauth2.Token, error) { return s.e.Token(s.ctx,
 
 // exchange makes the token exchange request.
 func (e *TokenExchanger) exchange(ctx context.Context, subjectToken string) (*oauth2.Token, error) {
-	form := url.Values{
-		"grant_type":         {GrantTypeTokenExchange},
-		"subject_token":      {subjectToken},
-		"subject_token_type": {e.cfg.SubjectTokenType},
-	}
-	if e.cfg.Audience != "" {
-		form.Set("audience", e.cfg.Audience)
-	}
-	for _, r := range e.cfg.Resource {
-		form.Add("resource", r)
-	}
-	if len(e.cfg.Scopes) > 0 {
-		form.Set("scope", strings.Join(e.cfg.Scopes, " "))
-	}
-	if e.cfg.RequestedTokenType != "" {
-		form.Set("requested_token_type", e.cfg.RequestedTokenType)
-	}
 	params := e.cfg.AuthStyle == oauth2.AuthStyleInParams
-	if params && e.cfg.ClientID != "" {
-		form.Set("client_id", e.cfg.ClientID)
-		if e.cfg.ClientSecret != "" {
-			form.Set("client_secret", e.cfg.ClientSecret)
-		}
-	}
-	req, err := http.NewRequestWithContext(ctx, http.MethodPost, e.cfg.TokenURL, strings.NewReader(form.Encode()))
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, e.cfg.TokenURL, strings.NewReader(e.form(subjectToken, params).Encode()))
 	if err != nil {
 		return nil, errors.New("auth: token exchange: bad TokenURL")
 	}
@@ -205,21 +182,61 @@ func (e *TokenExchanger) exchange(ctx context.Context, subjectToken string) (*oa
 		return nil, errors.New("auth: token exchange: reading the response failed")
 	}
 	if resp.StatusCode != http.StatusOK {
-		re := &oauth2.RetrieveError{Response: resp, Body: body}
-		var eb struct {
-			Error       string `json:"error"`
-			Description string `json:"error_description"`
-			URI         string `json:"error_uri"`
-		}
-		if json.Unmarshal(body, &eb) == nil {
-			re.ErrorCode, re.ErrorDescription, re.ErrorURI = eb.Error, eb.Description, eb.URI
-		}
-		msg := "auth: token exchange refused: HTTP " + strconv.Itoa(resp.StatusCode)
-		if re.ErrorCode != "" {
-			msg += ": " + re.ErrorCode
-		}
-		return nil, errorWrap(msg, re)
+		return nil, refusal(resp, body)
 	}
+	return e.parseToken(body)
+}
+
+// form returns the token exchange request's form for subjectToken, with
+// the client's credentials if they go in the form (inParams).
+func (e *TokenExchanger) form(subjectToken string, inParams bool) url.Values {
+	form := url.Values{
+		"grant_type":         {GrantTypeTokenExchange},
+		"subject_token":      {subjectToken},
+		"subject_token_type": {e.cfg.SubjectTokenType},
+	}
+	if e.cfg.Audience != "" {
+		form.Set("audience", e.cfg.Audience)
+	}
+	for _, r := range e.cfg.Resource {
+		form.Add("resource", r)
+	}
+	if len(e.cfg.Scopes) > 0 {
+		form.Set("scope", strings.Join(e.cfg.Scopes, " "))
+	}
+	if e.cfg.RequestedTokenType != "" {
+		form.Set("requested_token_type", e.cfg.RequestedTokenType)
+	}
+	if inParams && e.cfg.ClientID != "" {
+		form.Set("client_id", e.cfg.ClientID)
+		if e.cfg.ClientSecret != "" {
+			form.Set("client_secret", e.cfg.ClientSecret)
+		}
+	}
+	return form
+}
+
+// refusal returns the error for a response other than 200: it wraps an
+// *oauth2.RetrieveError carrying the OAuth error members of body.
+func refusal(resp *http.Response, body []byte) error {
+	re := &oauth2.RetrieveError{Response: resp, Body: body}
+	var eb struct {
+		Error       string `json:"error"`
+		Description string `json:"error_description"`
+		URI         string `json:"error_uri"`
+	}
+	if json.Unmarshal(body, &eb) == nil {
+		re.ErrorCode, re.ErrorDescription, re.ErrorURI = eb.Error, eb.Description, eb.URI
+	}
+	msg := "auth: token exchange refused: HTTP " + strconv.Itoa(resp.StatusCode)
+	if re.ErrorCode != "" {
+		msg += ": " + re.ErrorCode
+	}
+	return errorWrap(msg, re)
+}
+
+// parseToken decodes a successful token response.
+func (e *TokenExchanger) parseToken(body []byte) (*oauth2.Token, error) {
 	var tr struct {
 		AccessToken  string      `json:"access_token"`
 		TokenType    string      `json:"token_type"`

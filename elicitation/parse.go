@@ -93,124 +93,183 @@ func orderedObject(raw json.RawMessage) ([]string, []json.RawMessage, error) {
 	return names, values, nil
 }
 
+// parseProperty parses the schema of property name and adds it to s.
 func (s *Schema) parseProperty(name string, raw json.RawMessage) error {
-	fail := func(format string, args ...any) error {
-		return &FieldError{name, fmt.Sprintf(format, args...)}
-	}
-	var m map[string]json.RawMessage
-	if err := json.Unmarshal(raw, &m); err != nil || m == nil {
-		return fail("schema must be a JSON object")
+	p := &propSource{name: name}
+	if err := json.Unmarshal(raw, &p.m); err != nil || p.m == nil {
+		return p.fail("schema must be a JSON object")
 	}
 	var typ string
-	if err := json.Unmarshal(m["type"], &typ); err != nil {
-		return fail("type must be a string")
+	if err := json.Unmarshal(p.m["type"], &typ); err != nil {
+		return p.fail("type must be a string")
 	}
-	used := map[string]bool{"type": true}
-	use := func(key string, dst any) (bool, error) {
-		r, ok := m[key]
-		if !ok {
-			return false, nil
-		}
-		used[key] = true
-		if err := json.Unmarshal(r, dst); err != nil {
-			return true, fail("invalid %s: %v", key, err)
-		}
-		return true, nil
+	p.used = map[string]bool{"type": true}
+	sh, err := p.shape(typ)
+	if err != nil {
+		return err
 	}
-	var (
-		k       kind
-		values  []string
-		titles  []string
-		options []Option
-	)
+	opts, err := p.options(sh.k)
+	if err != nil {
+		return err
+	}
+	s.addParsed(name, sh, opts)
+	return s.err
+}
+
+// propSource is the JSON object of one property being parsed, and which of
+// its keywords have been read.
+type propSource struct {
+	name string
+	m    map[string]json.RawMessage
+	used map[string]bool
+}
+
+// fail returns a *FieldError for the property.
+func (p *propSource) fail(format string, args ...any) error {
+	return &FieldError{p.name, fmt.Sprintf(format, args...)}
+}
+
+// use decodes keyword key into dst, if the property has it, and marks it
+// read. It reports whether the property had it.
+func (p *propSource) use(key string, dst any) (bool, error) {
+	r, ok := p.m[key]
+	if !ok {
+		return false, nil
+	}
+	p.used[key] = true
+	if err := json.Unmarshal(r, dst); err != nil {
+		return true, p.fail("invalid %s: %v", key, err)
+	}
+	return true, nil
+}
+
+// shape is what a property's type and enum keywords make it: its kind,
+// and the values, titles or options of an enum.
+type shape struct {
+	k       kind
+	values  []string
+	titles  []string
+	options []Option
+}
+
+// shape reads the keywords that decide the kind of a property of type typ.
+func (p *propSource) shape(typ string) (shape, error) {
 	switch typ {
 	case "string":
-		hasEnum, err := use("enum", &values)
-		if err != nil {
-			return err
-		}
-		rawOneOf, hasOneOf := m["oneOf"]
-		used["oneOf"] = true
-		switch {
-		case hasEnum && hasOneOf:
-			return fail("enum and oneOf cannot be combined")
-		case hasOneOf:
-			k = kTitledEnum
-			if options, err = decodeOptions(rawOneOf); err != nil {
-				return fail("invalid oneOf: %v", err)
-			}
-		case hasEnum:
-			k = kEnum
-			if ok, err := use("enumNames", &titles); err != nil {
-				return err
-			} else if ok {
-				k = kLegacyEnum
-			}
-		default:
-			k = kString
-		}
+		return p.stringShape()
 	case "number":
-		k = kNumber
+		return shape{k: kNumber}, nil
 	case "integer":
-		k = kInteger
+		return shape{k: kInteger}, nil
 	case "boolean":
-		k = kBoolean
+		return shape{k: kBoolean}, nil
 	case "array":
-		var items map[string]json.RawMessage
-		if ok, err := use("items", &items); err != nil {
-			return err
-		} else if !ok || items == nil {
-			return fail("arrays must be multi-select enums with items")
-		}
-		var itemType string
-		if t, ok := items["type"]; ok && (json.Unmarshal(t, &itemType) != nil || itemType != "string") {
-			return fail("array items must be of type string")
-		}
-		switch {
-		case items["enum"] != nil && items["anyOf"] == nil && itemType == "string":
-			k = kMultiEnum
-			if err := json.Unmarshal(items["enum"], &values); err != nil {
-				return fail("invalid items enum: %v", err)
-			}
-		case items["anyOf"] != nil && items["enum"] == nil:
-			k = kTitledMultiEnum
-			var err error
-			if options, err = decodeOptions(items["anyOf"]); err != nil {
-				return fail("invalid items anyOf: %v", err)
-			}
-		default:
-			return fail(`arrays are only allowed as multi-select enums (items {"type":"string","enum":…} or {"anyOf":…})`)
-		}
-		for key := range items {
-			if key != "type" && key != "enum" && key != "anyOf" {
-				return fail("unsupported keyword %q in items", key)
-			}
-		}
+		return p.arrayShape()
 	case "object":
-		return fail("nested objects are not allowed in form mode")
+		return shape{}, p.fail("nested objects are not allowed in form mode")
 	default:
-		return fail("unsupported type %q", typ)
+		return shape{}, p.fail("unsupported type %q", typ)
 	}
+}
+
+// stringShape tells a plain string from the single-select enums: untitled
+// (enum), titled (oneOf) and legacy (enum with enumNames).
+func (p *propSource) stringShape() (shape, error) {
+	var sh shape
+	hasEnum, err := p.use("enum", &sh.values)
+	if err != nil {
+		return sh, err
+	}
+	rawOneOf, hasOneOf := p.m["oneOf"]
+	p.used["oneOf"] = true
+	switch {
+	case hasEnum && hasOneOf:
+		return sh, p.fail("enum and oneOf cannot be combined")
+	case hasOneOf:
+		sh.k = kTitledEnum
+		if sh.options, err = decodeOptions(rawOneOf); err != nil {
+			return sh, p.fail("invalid oneOf: %v", err)
+		}
+	case hasEnum:
+		sh.k = kEnum
+		if ok, err := p.use("enumNames", &sh.titles); err != nil {
+			return sh, err
+		} else if ok {
+			sh.k = kLegacyEnum
+		}
+	default:
+		sh.k = kString
+	}
+	return sh, nil
+}
+
+// arrayShape accepts only the multi-select enums: items
+// {"type":"string","enum":…} (untitled) or {"anyOf":…} (titled).
+func (p *propSource) arrayShape() (shape, error) {
+	var sh shape
+	var items map[string]json.RawMessage
+	if ok, err := p.use("items", &items); err != nil {
+		return sh, err
+	} else if !ok || items == nil {
+		return sh, p.fail("arrays must be multi-select enums with items")
+	}
+	var itemType string
+	if t, ok := items["type"]; ok && (json.Unmarshal(t, &itemType) != nil || itemType != "string") {
+		return sh, p.fail("array items must be of type string")
+	}
+	switch {
+	case items["enum"] != nil && items["anyOf"] == nil && itemType == "string":
+		sh.k = kMultiEnum
+		if err := json.Unmarshal(items["enum"], &sh.values); err != nil {
+			return sh, p.fail("invalid items enum: %v", err)
+		}
+	case items["anyOf"] != nil && items["enum"] == nil:
+		sh.k = kTitledMultiEnum
+		var err error
+		if sh.options, err = decodeOptions(items["anyOf"]); err != nil {
+			return sh, p.fail("invalid items anyOf: %v", err)
+		}
+	default:
+		return sh, p.fail(`arrays are only allowed as multi-select enums (items {"type":"string","enum":…} or {"anyOf":…})`)
+	}
+	for key := range items {
+		if key != "type" && key != "enum" && key != "anyOf" {
+			return sh, p.fail("unsupported keyword %q in items", key)
+		}
+	}
+	return sh, nil
+}
+
+// options turns the keywords not read yet into field options, in key
+// order; the enum keywords are not allowed for a property of kind k, and
+// unknown keywords not at all.
+func (p *propSource) options(k kind) ([]FieldOption, error) {
 	var opts []FieldOption
-	for _, key := range sortedKeys(m) {
-		if used[key] {
+	for _, key := range sortedKeys(p.m) {
+		if p.used[key] {
 			continue
 		}
 		switch key {
 		case "enum", "enumNames", "oneOf", "items":
-			return fail("%s is not allowed for %s properties", key, k)
+			return nil, p.fail("%s is not allowed for %s properties", key, k)
 		}
 		parse, ok := keywordOptions[key]
 		if !ok {
-			return fail("unsupported keyword %q", key)
+			return nil, p.fail("unsupported keyword %q", key)
 		}
-		opt, err := parse(m[key])
+		opt, err := parse(p.m[key])
 		if err != nil {
-			return fail("invalid %s: %v", key, err)
+			return nil, p.fail("invalid %s: %v", key, err)
 		}
 		opts = append(opts, opt)
 	}
-	switch k {
+	return opts, nil
+}
+
+// addParsed adds property name of shape sh to s with the builder method of its
+// kind, which checks opts against it.
+func (s *Schema) addParsed(name string, sh shape, opts []FieldOption) {
+	switch sh.k {
 	case kString:
 		s.String(name, opts...)
 	case kNumber:
@@ -220,17 +279,16 @@ func (s *Schema) parseProperty(name string, raw json.RawMessage) error {
 	case kBoolean:
 		s.Boolean(name, opts...)
 	case kEnum:
-		s.Enum(name, values, opts...)
+		s.Enum(name, sh.values, opts...)
 	case kLegacyEnum:
-		s.LegacyEnum(name, values, titles, opts...)
+		s.LegacyEnum(name, sh.values, sh.titles, opts...)
 	case kTitledEnum:
-		s.TitledEnum(name, options, opts...)
+		s.TitledEnum(name, sh.options, opts...)
 	case kMultiEnum:
-		s.MultiEnum(name, values, opts...)
+		s.MultiEnum(name, sh.values, opts...)
 	case kTitledMultiEnum:
-		s.TitledMultiEnum(name, options, opts...)
+		s.TitledMultiEnum(name, sh.options, opts...)
 	}
-	return s.err
 }
 
 // keywordOptions maps the generic property keywords to their options; the

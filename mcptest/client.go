@@ -4,14 +4,11 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"io"
-	"mime"
 	"net/http"
-	"net/textproto"
+	"slices"
 	"strconv"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -33,25 +30,45 @@ const (
 	cancelTimeout  = 2 * time.Second
 )
 
-// Client is an MCP Streamable HTTP client for tests. It is safe for
-// concurrent use by multiple goroutines.
+// Client is an MCP client for tests, speaking the protocol era chosen with
+// [WithEra]: [Sessions] (the default), [Stateless] or [SSE]. Every era has
+// the same method set; a method that has no meaning in the client's era
+// fails with an error matching [errors.ErrUnsupported], as its
+// documentation says. It is safe for concurrent use by multiple
+// goroutines.
 type Client struct {
-	url    string
+	url    string // the endpoint; for SSE, the SSE URL
 	hc     *http.Client
 	cfg    config
+	wire   wire
 	nextID atomic.Int64
+	rounds atomic.Int64
 
-	mu        sync.Mutex
+	mu        sync.Mutex // guards the fields below
 	sessionID string
 	version   string
 	notes     []Notification
 	requests  []Message
+	errs      []error
 	streams   map[*Stream]struct{}
 }
 
+// ModernClient is the Client of the [Stateless] era, which [NewModern] and
+// [DialModern] return.
+//
+// Deprecated: use [Client]; it is the same type.
+type ModernClient = Client
+
+// LegacyClient is the Client of the [SSE] era, which [NewLegacy] and
+// [DialLegacy] return.
+//
+// Deprecated: use [Client]; it is the same type.
+type LegacyClient = Client
+
 // New starts an [httptest.Server] for h, closed when the test ends, and
-// returns a client for its endpoint (path "/" unless [WithPath] says
-// otherwise). The client is closed when the test ends, before the server.
+// returns a client for its endpoint: path "/" unless [WithPath] says
+// otherwise (for the [SSE] era, the SSE endpoint). The client is closed
+// when the test ends, before the server. It does not contact the server.
 func New(t testing.TB, h http.Handler, opts ...Option) *Client {
 	t.Helper()
 	cfg := newConfig(opts)
@@ -61,59 +78,121 @@ func New(t testing.TB, h http.Handler, opts ...Option) *Client {
 }
 
 // Dial returns a client for the MCP endpoint at url, for example
-// "http://127.0.0.1:8080/mcp". It does not contact the server.
+// "http://127.0.0.1:8080/mcp" (for the [SSE] era, the SSE endpoint, such
+// as "http://127.0.0.1:8080/sse"). It does not contact the server.
 func Dial(url string, opts ...Option) *Client {
 	cfg := newConfig(opts)
 	cfg.httpClient = cfg.httpClientOrOwn()
 	return newClient(url, cfg)
 }
 
-func newClient(url string, cfg config) *Client {
-	return &Client{url: url, hc: cfg.httpClient, cfg: cfg, streams: map[*Stream]struct{}{}}
+// NewModern is [New] with [WithEra]([Stateless]).
+func NewModern(t testing.TB, h http.Handler, opts ...Option) *Client {
+	t.Helper()
+	return New(t, h, slices.Concat(opts, []Option{WithEra(Stateless)})...)
 }
 
-// URL returns the endpoint URL.
+// DialModern is [Dial] with [WithEra]([Stateless]).
+func DialModern(url string, opts ...Option) *Client {
+	return Dial(url, slices.Concat(opts, []Option{WithEra(Stateless)})...)
+}
+
+// NewLegacy is [New] with [WithEra]([SSE]) and [WithPath](ssePath): a
+// 2024-11-05 HTTP+SSE client whose SSE endpoint is ssePath on the test
+// server. It does not connect.
+func NewLegacy(t testing.TB, h http.Handler, ssePath string, opts ...Option) *Client {
+	t.Helper()
+	return New(t, h, slices.Concat(opts, []Option{WithPath(ssePath), WithEra(SSE)})...)
+}
+
+// DialLegacy is [Dial] with [WithEra]([SSE]): a 2024-11-05 HTTP+SSE client
+// for the SSE endpoint at sseURL. It does not contact the server.
+func DialLegacy(sseURL string, opts ...Option) *Client {
+	return Dial(sseURL, slices.Concat(opts, []Option{WithEra(SSE)})...)
+}
+
+func newClient(url string, cfg config) *Client {
+	c := &Client{url: url, hc: cfg.httpClient, cfg: cfg, streams: map[*Stream]struct{}{}}
+	switch cfg.era {
+	case Stateless:
+		if !cfg.versionSet {
+			c.cfg.version = ModernProtocolVersion
+		}
+		c.version = c.cfg.version
+		c.wire = &statelessWire{c: c}
+	case SSE:
+		if !cfg.versionSet {
+			c.cfg.version = LegacyProtocolVersion
+		}
+		c.wire = &sseWire{c: c}
+	default:
+		c.wire = &sessionsWire{c: c}
+	}
+	return c
+}
+
+// Era returns the client's protocol era.
+func (c *Client) Era() Era { return c.cfg.era }
+
+// URL returns the endpoint URL: for the [SSE] era, the SSE URL.
 func (c *Client) URL() string { return c.url }
 
+// SSEURL returns the URL of the SSE endpoint of the [SSE] era; it is
+// [Client.URL].
+func (c *Client) SSEURL() string { return c.url }
+
 // SessionID returns the session id the server assigned at initialize, or
-// the one set with [Client.SetSessionID]; "" if none.
+// the one set with [Client.SetSessionID]; "" if none. Only the [Sessions]
+// era has one.
 func (c *Client) SessionID() string {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	return c.sessionID
 }
 
-// SetSessionID replaces the session id sent in Mcp-Session-Id; "" stops
-// sending the header.
+// SetSessionID replaces the session id sent in Mcp-Session-Id by the
+// [Sessions] era; "" stops sending the header.
 func (c *Client) SetSessionID(id string) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	c.sessionID = id
 }
 
-// ProtocolVersion returns the protocol version negotiated at initialize (or
-// set with [Client.SetProtocolVersion]), which the client sends in
-// MCP-Protocol-Version; "" before initialize.
+// ProtocolVersion returns the protocol version the client speaks: for the
+// [Sessions] and [SSE] eras, the one negotiated at initialize ("" before);
+// for [Stateless], the one it sends in MCP-Protocol-Version and in _meta.
+// [Client.SetProtocolVersion] replaces it.
 func (c *Client) ProtocolVersion() string {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	return c.version
 }
 
-// SetProtocolVersion replaces the version sent in MCP-Protocol-Version; ""
-// stops sending the header.
+// SetProtocolVersion replaces the version the client sends in
+// MCP-Protocol-Version (and, for [Stateless], in _meta); "" stops sending
+// it.
 func (c *Client) SetProtocolVersion(v string) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	c.version = v
 }
 
-// Notifications returns a copy of the server notifications received so far,
-// in order of arrival.
+// Capabilities returns the client capabilities the client declares: at
+// initialize, or in every request's _meta for [Stateless].
+func (c *Client) Capabilities() json.RawMessage { return c.cfg.capabilities() }
+
+// Rounds returns how many round trips the last [Client.Call] (or typed
+// helper) that returned took: 1 when the first answer was final, which it
+// always is but for [Stateless] input_required results.
+func (c *Client) Rounds() int { return int(c.rounds.Load()) }
+
+// Notifications returns a copy of the server notifications read from
+// response streams so far, in order of arrival (for [SSE], from the SSE
+// stream). Notifications read from a [Stream] are not recorded.
 func (c *Client) Notifications() []Notification {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	return append([]Notification(nil), c.notes...)
+	return slices.Clone(c.notes)
 }
 
 // ClearNotifications forgets the notifications received so far.
@@ -124,15 +203,68 @@ func (c *Client) ClearNotifications() {
 }
 
 // ServerRequests returns a copy of the server requests (elicitation/create,
-// ping, …) received on response streams so far, in order of arrival.
+// ping, …) received so far on response streams (for [SSE], on the SSE
+// stream), in order of arrival.
 func (c *Client) ServerRequests() []Message {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	return append([]Message(nil), c.requests...)
+	return slices.Clone(c.requests)
 }
 
-// Close closes every open [Stream] and the idle connections of the HTTP
-// client. The client stays usable afterwards.
+// Errors returns the protocol problems met so far that could not be
+// returned to a caller: for [SSE], event data that is not JSON-RPC,
+// responses with an unknown id, and failures to POST the answer to a
+// server request. Other eras return every problem to the caller.
+func (c *Client) Errors() []error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return slices.Clone(c.errs)
+}
+
+func (c *Client) addErr(err error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.errs = append(c.errs, err)
+}
+
+// note records a server notification and passes it to the
+// WithNotificationHandler handler.
+func (c *Client) note(m *Message) {
+	c.mu.Lock()
+	c.notes = append(c.notes, Notification{Method: m.Method, Params: m.Params})
+	c.mu.Unlock()
+	if c.cfg.onNotify != nil {
+		c.cfg.onNotify(m.Method, m.Params)
+	}
+}
+
+// noteRequest records a server request.
+func (c *Client) noteRequest(m *Message) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.requests = append(c.requests, *m)
+}
+
+// track registers an open stream, so that Close closes it, and starts its
+// goroutine.
+func (c *Client) track(s *Stream) {
+	c.mu.Lock()
+	c.streams[s] = struct{}{}
+	c.mu.Unlock()
+	go s.run()
+}
+
+func (c *Client) untrack(s *Stream) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	delete(c.streams, s)
+}
+
+// Close closes every open [Stream], the [SSE] stream (waiting for its
+// reader and for the handlers of the server requests it read), and the
+// idle connections of the HTTP client. Calls waiting for a response on the
+// SSE stream fail. It is safe to call more than once, and the client stays
+// usable afterwards ([Client.Connect] may open a new SSE stream).
 func (c *Client) Close() {
 	c.mu.Lock()
 	streams := make([]*Stream, 0, len(c.streams))
@@ -143,72 +275,64 @@ func (c *Client) Close() {
 	for _, s := range streams {
 		s.Close()
 	}
+	c.wire.close()
 	c.hc.CloseIdleConnections()
 }
 
-// newRequest builds a request with the default headers for its method, the
-// session headers if session is true, the WithHeader headers, and then hdr:
-// a name in hdr replaces the default, and a name whose only value is ""
-// removes it.
-func (c *Client) newRequest(ctx context.Context, method string, body []byte, hdr http.Header, session bool) (*http.Request, error) {
+// request builds an HTTP request to the era's target for method and body:
+// Authorization, the era's default headers, the WithHeader headers, then
+// hdr. A name in a later set replaces the earlier value; a name whose only
+// value is "" removes the header.
+func (c *Client) request(ctx context.Context, method string, body []byte, hdr http.Header, init bool) (*http.Request, error) {
+	u, defaults, err := c.wire.target(method, body, init)
+	if err != nil {
+		return nil, err
+	}
+	return c.newRequest(ctx, method, u, body, defaults, hdr)
+}
+
+// newRequest builds an HTTP request to u with Authorization, then the
+// defaults, the WithHeader headers and hdr, as [Client.request] does.
+func (c *Client) newRequest(ctx context.Context, method, u string, body []byte, defaults, hdr http.Header) (*http.Request, error) {
 	var rd io.Reader
 	if body != nil {
 		rd = bytes.NewReader(body)
 	}
-	req, err := http.NewRequestWithContext(ctx, method, c.url, rd)
+	req, err := http.NewRequestWithContext(ctx, method, u, rd)
 	if err != nil {
 		return nil, err
-	}
-	switch method {
-	case http.MethodPost:
-		req.Header.Set("Content-Type", "application/json")
-		req.Header.Set("Accept", acceptBoth)
-	case http.MethodGet:
-		req.Header.Set("Accept", "text/event-stream")
 	}
 	if c.cfg.token != "" {
 		req.Header.Set("Authorization", "Bearer "+c.cfg.token)
 	}
-	if session {
-		c.mu.Lock()
-		sid, ver := c.sessionID, c.version
-		c.mu.Unlock()
-		if sid != "" {
-			req.Header.Set(HeaderSessionID, sid)
-		}
-		if ver != "" {
-			req.Header.Set(HeaderProtocolVersion, ver)
-		}
-	}
-	for k, vs := range c.cfg.header {
-		req.Header[textproto.CanonicalMIMEHeaderKey(k)] = append([]string(nil), vs...)
-	}
-	for k, vs := range hdr {
-		if len(vs) == 0 || (len(vs) == 1 && vs[0] == "") {
-			req.Header.Del(k)
-			continue
-		}
-		req.Header[textproto.CanonicalMIMEHeaderKey(k)] = append([]string(nil), vs...)
-	}
+	applyHeaders(req.Header, defaults, c.cfg.header, hdr)
 	return req, nil
 }
 
-// Do sends a raw HTTP request to the endpoint with the given method and
-// body and returns the response as is, whatever its status; the caller must
-// close its body. The request carries the default headers for the method
-// (for POST: Content-Type and Accept; for GET: Accept: text/event-stream),
-// Authorization, the session headers and the WithHeader headers. A name in
-// hdr replaces the default value; a name whose only value is "" removes the
-// header.
+// Do sends a raw HTTP request with the given method and body and returns
+// the response as is, whatever its status; the caller must close its body.
+// It goes where the era sends that method: the endpoint ([Sessions],
+// [Stateless]); for [SSE], a POST to the message URL ([ErrNotConnected]
+// before [Client.Connect]) and any other method to the SSE URL.
+//
+// The request carries Authorization, the era's default headers for the
+// method and body, then the WithHeader headers, then hdr: for POST
+// Content-Type and Accept (for [SSE], Content-Type only); for GET Accept:
+// text/event-stream; the session headers ([Sessions]: Mcp-Session-Id and
+// MCP-Protocol-Version, when set); for [Stateless], MCP-Protocol-Version
+// and, when body is a JSON-RPC request, Mcp-Method and Mcp-Name derived
+// from it. A name in hdr replaces the default value; a name whose only
+// value is "" removes the header.
 func (c *Client) Do(ctx context.Context, method string, body []byte, hdr http.Header) (*http.Response, error) {
-	req, err := c.newRequest(ctx, method, body, hdr, true)
+	req, err := c.request(ctx, method, body, hdr, false)
 	if err != nil {
 		return nil, err
 	}
 	return c.hc.Do(req)
 }
 
-// Post sends body in a raw POST, like [Client.Do].
+// Post sends body in a raw POST, like [Client.Do]. For [SSE], whatever the
+// server sends in answer arrives on the SSE stream.
 func (c *Client) Post(ctx context.Context, body []byte, hdr http.Header) (*http.Response, error) {
 	return c.Do(ctx, http.MethodPost, body, hdr)
 }
@@ -218,8 +342,6 @@ func newHTTPError(resp *http.Response) *HTTPError {
 	body, _ := io.ReadAll(io.LimitReader(resp.Body, maxErrorBody))
 	return &HTTPError{Status: resp.StatusCode, Body: body, Header: resp.Header}
 }
-
-func (c *Client) newID() int64 { return c.nextID.Add(1) }
 
 type wireRequest struct {
 	JSONRPC string          `json:"jsonrpc"`
@@ -256,44 +378,15 @@ func marshalParams(params any) (json.RawMessage, error) {
 
 func idKey(id int64) string { return strconv.FormatInt(id, 10) }
 
-// Call sends one JSON-RPC request with a fresh integer id and returns its
-// result. A JSON-RPC error comes back as *[RPCError]; an unexpected HTTP
-// status as *[HTTPError]. params nil sends no params member.
-func (c *Client) Call(ctx context.Context, method string, params any) (json.RawMessage, error) {
-	p, err := marshalParams(params)
-	if err != nil {
-		return nil, err
-	}
-	m, _, err := c.call(ctx, method, p, true)
-	if err != nil {
-		return nil, err
-	}
-	if m.Error != nil {
-		return nil, m.Error
-	}
-	if m.Result == nil {
-		return nil, fmt.Errorf("mcptest: %s: response has neither result nor error", method)
-	}
-	return m.Result, nil
-}
-
-// call sends one request and returns its response message and the HTTP
-// response header.
-func (c *Client) call(ctx context.Context, method string, params json.RawMessage, session bool) (*Message, http.Header, error) {
-	id := c.newID()
-	body, err := json.Marshal(wireRequest{JSONRPC: "2.0", ID: json.RawMessage(idKey(id)), Method: method, Params: params})
+// send sends one request with a fresh integer id and the given (prepared)
+// params, and returns its response message and the HTTP response header.
+func (c *Client) send(ctx context.Context, method string, params json.RawMessage, init bool) (*Message, http.Header, error) {
+	id := c.nextID.Add(1)
+	body, err := encodeJSON(wireRequest{JSONRPC: "2.0", ID: json.RawMessage(idKey(id)), Method: method, Params: params})
 	if err != nil {
 		return nil, nil, err
 	}
-	ps := newPending([]string{idKey(id)})
-	hdr, err := c.exchange(ctx, body, ps, session)
-	if err != nil {
-		if ctx.Err() != nil && session && method != "initialize" {
-			c.sendCancel(ctx, id, err)
-		}
-		return nil, hdr, err
-	}
-	return ps.got[idKey(id)], hdr, nil
+	return c.wire.roundTrip(ctx, id, method, body, init)
 }
 
 // sendCancel tells the server that request id was abandoned. It is bounded
@@ -310,14 +403,101 @@ func (c *Client) sendCancel(ctx context.Context, id int64, cause error) {
 	})
 }
 
-// Notify sends a client notification and requires 202 Accepted; any other
+// resultOf returns the result of a response message, or its error.
+func resultOf(method string, m *Message) (json.RawMessage, error) {
+	if m.Error != nil {
+		return nil, m.Error
+	}
+	if m.Result == nil {
+		return nil, fmt.Errorf("mcptest: %s: response has neither result nor error", method)
+	}
+	return m.Result, nil
+}
+
+// Call sends a JSON-RPC request with a fresh integer id and returns its
+// final result. params nil sends no params member. A JSON-RPC error comes
+// back as *[RPCError]; an unexpected HTTP status as *[HTTPError].
+//
+// How the request travels depends on the era:
+//   - [Sessions]: POSTed with the session headers; the answer is JSON or an
+//     SSE stream, whose server requests are answered (see
+//     [WithRequestHandler]) and which is resumed if it ends early (see
+//     [WithAutoResume]).
+//   - [SSE]: POSTed to the message URL, which must answer 202; the response
+//     is read from the SSE stream. Before [Client.Connect] it fails with
+//     [ErrNotConnected]; if the stream ends first, with [ErrNoResponse] and
+//     the reason.
+//   - [Stateless]: params (a value that encodes as a JSON object, or nil)
+//     gets the _meta envelope merged in: protocolVersion,
+//     clientCapabilities, clientInfo and logLevel, unless the caller's own
+//     params._meta sets them (a key set to null is removed); other _meta
+//     keys, such as progressToken, are kept. When the result is
+//     input_required, Call answers each input request with the handler
+//     configured for its method ([WithElicitationHandler],
+//     [WithSamplingHandler], [WithRootsHandler], [WithRequestHandler]) and
+//     retries with a fresh id, the same params, inputResponses and the
+//     requestState echoed byte for byte, up to [WithMaxRounds] round trips
+//     in all. A missing handler fails the call with [ErrNoHandler]; a
+//     handler's error fails it too (there is no error answer to an input
+//     request). A result without resultType counts as complete (see
+//     [ResultType] to assert on it); an unknown one is
+//     [ErrUnknownResultType]. A JSON-RPC request on a response stream is
+//     [ErrServerRequest].
+//
+// If ctx ends first, a [Sessions] or [SSE] client sends
+// notifications/cancelled for the request (see [WithCancelNotifications]);
+// a [Stateless] one closes the connection.
+func (c *Client) Call(ctx context.Context, method string, params any) (json.RawMessage, error) {
+	p, err := c.wire.params(params)
+	if err != nil {
+		return nil, err
+	}
+	round := 0
+	defer func() { c.rounds.Store(int64(round)) }()
+	for {
+		round++
+		m, _, err := c.send(ctx, method, p, false)
+		if err != nil {
+			return nil, err
+		}
+		res, err := resultOf(method, m)
+		if err != nil {
+			return nil, err
+		}
+		next, err := c.wire.next(ctx, method, p, res, round)
+		if err != nil {
+			return nil, err
+		}
+		if next == nil {
+			return res, nil
+		}
+		p = next
+	}
+}
+
+// CallOnce sends one request with a fresh id and params as [Client.Call]
+// sends them (for [Stateless], with the _meta envelope), and returns the
+// response message as it came, with the header of the HTTP response that
+// carried it (nil for [SSE]): a JSON-RPC error is a message with Error
+// set, and an input_required result is not answered. An HTTP status other
+// than 2xx comes back as *[HTTPError] (see [HTTPError.RPCError]).
+func (c *Client) CallOnce(ctx context.Context, method string, params any) (*Message, http.Header, error) {
+	p, err := c.wire.params(params)
+	if err != nil {
+		return nil, nil, err
+	}
+	return c.send(ctx, method, p, false)
+}
+
+// Notify sends a client notification where the era sends messages, with
+// the headers [Client.Do] sends, and requires 202 Accepted; any other
 // status comes back as *[HTTPError].
 func (c *Client) Notify(ctx context.Context, method string, params any) error {
 	p, err := marshalParams(params)
 	if err != nil {
 		return err
 	}
-	body, err := json.Marshal(wireRequest{JSONRPC: "2.0", Method: method, Params: p})
+	body, err := encodeJSON(wireRequest{JSONRPC: "2.0", Method: method, Params: p})
 	if err != nil {
 		return err
 	}
@@ -325,7 +505,7 @@ func (c *Client) Notify(ctx context.Context, method string, params any) error {
 }
 
 func (c *Client) postExpect202(ctx context.Context, body []byte) error {
-	req, err := c.newRequest(ctx, http.MethodPost, body, nil, true)
+	req, err := c.request(ctx, http.MethodPost, body, nil, false)
 	if err != nil {
 		return err
 	}
@@ -333,6 +513,11 @@ func (c *Client) postExpect202(ctx context.Context, body []byte) error {
 	if err != nil {
 		return err
 	}
+	return expect202(resp)
+}
+
+// expect202 consumes resp, and fails unless it is 202 Accepted.
+func expect202(resp *http.Response) error {
 	defer resp.Body.Close()
 	if resp.StatusCode != http.StatusAccepted {
 		return newHTTPError(resp)
@@ -341,33 +526,41 @@ func (c *Client) postExpect202(ctx context.Context, body []byte) error {
 	return nil
 }
 
-// Initialize runs the initialize handshake: it posts initialize without a
-// session header, stores the Mcp-Session-Id response header (or clears the
-// stored one if the server sent none) and the negotiated protocolVersion,
-// then posts notifications/initialized and requires 202 Accepted.
+// Initialize runs the initialize handshake of the [Sessions] and [SSE]
+// eras: it posts initialize with protocolVersion ([WithProtocolVersion]),
+// the capabilities and the clientInfo, stores the negotiated
+// protocolVersion, then posts notifications/initialized and requires 202
+// Accepted. [Sessions] posts initialize without a session header and
+// stores the Mcp-Session-Id response header (or clears the stored one if
+// the server sent none); [SSE] first connects, unless connected. The
+// [Stateless] era has no initialize: it fails with [errors.ErrUnsupported].
 func (c *Client) Initialize(ctx context.Context) (*InitializeResult, error) {
-	params, err := json.Marshal(map[string]any{
+	if err := c.wire.beforeInitialize(ctx); err != nil {
+		return nil, err
+	}
+	params, err := encodeJSON(map[string]any{
 		"protocolVersion": c.cfg.version,
-		"capabilities":    c.capabilities(),
+		"capabilities":    c.cfg.capabilities(),
 		"clientInfo":      Implementation{Name: c.cfg.clientName, Version: c.cfg.clientVersion},
 	})
 	if err != nil {
 		return nil, err
 	}
-	m, hdr, err := c.call(ctx, "initialize", params, false)
+	m, hdr, err := c.send(ctx, "initialize", params, true)
 	if err != nil {
 		return nil, err
 	}
-	if m.Error != nil {
-		return nil, m.Error
+	raw, err := resultOf("initialize", m)
+	if err != nil {
+		return nil, err
 	}
 	var res InitializeResult
-	if err := json.Unmarshal(m.Result, &res); err != nil {
-		return nil, fmt.Errorf("mcptest: decoding initialize result %s: %w", m.Result, err)
+	if err := json.Unmarshal(raw, &res); err != nil {
+		return nil, fmt.Errorf("mcptest: decoding initialize result %s: %w", truncate(raw), err)
 	}
-	res.Raw = m.Result
+	res.Raw = raw
 	if res.ProtocolVersion == "" {
-		return &res, fmt.Errorf("mcptest: initialize result has no protocolVersion: %s", m.Result)
+		return &res, fmt.Errorf("mcptest: initialize result has no protocolVersion: %s", truncate(raw))
 	}
 	c.mu.Lock()
 	c.sessionID = hdr.Get(HeaderSessionID)
@@ -379,293 +572,25 @@ func (c *Client) Initialize(ctx context.Context) (*InitializeResult, error) {
 	return &res, nil
 }
 
-// capabilities returns the client capabilities to declare at initialize.
-func (c *Client) capabilities() json.RawMessage { return c.cfg.capabilities() }
-
-// Delete ends the session with an HTTP DELETE carrying the session id. Any
-// non-2xx status (a server may answer 405) comes back as *[HTTPError]. The
-// stored session id is kept, so a test can check that the server now
-// answers it with 404.
-func (c *Client) Delete(ctx context.Context) error {
-	resp, err := c.Do(ctx, http.MethodDelete, nil, nil)
-	if err != nil {
-		return err
-	}
-	defer resp.Body.Close()
-	if resp.StatusCode < 200 || resp.StatusCode > 299 {
-		return newHTTPError(resp)
-	}
-	_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, maxErrorBody))
-	return nil
-}
-
-// BatchRequest is one member of a [Client.Batch].
-type BatchRequest struct {
-	Method string
-	Params any
-	// Notification sends the member without an id.
-	Notification bool
-}
-
-// Batch sends several messages in one POST as a JSON array, which only
-// 2025-03-26 allows, and returns the responses in the order of reqs (nil
-// for notifications). Error responses are returned as messages with Error
-// set, not as an error.
-func (c *Client) Batch(ctx context.Context, reqs ...BatchRequest) ([]*Message, error) {
-	wire := make([]wireRequest, len(reqs))
-	keys := make([]string, len(reqs))
-	var ids []string
-	for i, r := range reqs {
-		p, err := marshalParams(r.Params)
-		if err != nil {
-			return nil, err
-		}
-		wire[i] = wireRequest{JSONRPC: "2.0", Method: r.Method, Params: p}
-		if !r.Notification {
-			keys[i] = idKey(c.newID())
-			wire[i].ID = json.RawMessage(keys[i])
-			ids = append(ids, keys[i])
-		}
-	}
-	body, err := json.Marshal(wire)
-	if err != nil {
-		return nil, err
-	}
-	ps := newPending(ids)
-	if _, err := c.exchange(ctx, body, ps, true); err != nil {
-		return nil, err
-	}
-	out := make([]*Message, len(reqs))
-	for i, k := range keys {
-		if k != "" {
-			out[i] = ps.got[k]
-		}
-	}
-	return out, nil
-}
-
-// pending tracks the responses an exchange waits for.
-type pending struct {
-	want map[string]bool
-	got  map[string]*Message
-}
-
-func newPending(ids []string) *pending {
-	p := &pending{want: map[string]bool{}, got: map[string]*Message{}}
-	for _, id := range ids {
-		p.want[id] = true
-	}
-	return p
-}
-
-func (p *pending) done() bool { return len(p.got) == len(p.want) }
-
-// exchange posts body and reads the answer until every response in ps has
-// arrived. It returns the header of the POST's HTTP response.
-func (c *Client) exchange(ctx context.Context, body []byte, ps *pending, session bool) (http.Header, error) {
-	req, err := c.newRequest(ctx, http.MethodPost, body, nil, session)
-	if err != nil {
-		return nil, err
-	}
-	resp, err := c.hc.Do(req)
-	if err != nil {
-		return nil, err
-	}
-	if resp.StatusCode < 200 || resp.StatusCode > 299 {
-		defer resp.Body.Close()
-		return resp.Header, newHTTPError(resp)
-	}
-	if len(ps.want) == 0 {
-		defer resp.Body.Close()
-		if resp.StatusCode != http.StatusAccepted {
-			return resp.Header, newHTTPError(resp)
-		}
-		return resp.Header, nil
-	}
-	if resp.StatusCode == http.StatusAccepted || resp.StatusCode == http.StatusNoContent {
-		defer resp.Body.Close()
-		return resp.Header, fmt.Errorf("mcptest: the server answered a request with HTTP %d and no response: %w", resp.StatusCode, newHTTPError(resp))
-	}
-	ct, _, _ := mime.ParseMediaType(resp.Header.Get("Content-Type"))
-	switch strings.ToLower(ct) {
-	case "application/json":
-		defer resp.Body.Close()
-		return resp.Header, c.readJSON(ctx, resp.Body, ps)
-	case "text/event-stream":
-		return resp.Header, c.readStream(ctx, resp.Body, ps)
-	default:
-		defer resp.Body.Close()
-		return resp.Header, fmt.Errorf("mcptest: unexpected Content-Type %q for a response: %w", resp.Header.Get("Content-Type"), newHTTPError(resp))
-	}
-}
-
-// readJSON handles an application/json answer: one message or an array.
-func (c *Client) readJSON(ctx context.Context, body io.Reader, ps *pending) error {
-	data, err := io.ReadAll(body)
-	if err != nil {
-		return err
-	}
-	m, batch := parseMessages(data)
-	if m == nil && batch == nil {
-		return fmt.Errorf("mcptest: response body is not a JSON-RPC message: %q", truncate(data))
-	}
-	msgs := batch
-	if m != nil {
-		msgs = []Message{*m}
-	}
-	for i := range msgs {
-		if err := c.dispatch(ctx, &msgs[i], ps); err != nil {
-			return err
-		}
-	}
-	if !ps.done() {
-		return fmt.Errorf("mcptest: JSON response lacks the response to a request: %q", truncate(data))
-	}
-	return nil
-}
-
-// readStream handles a text/event-stream answer, resuming it with GET and
-// Last-Event-ID if it ends early after an event with an id.
-func (c *Client) readStream(ctx context.Context, body io.ReadCloser, ps *pending) error {
-	var (
-		lastID string
-		retry  time.Duration
-		idle   int
-	)
-	for {
-		progressed, err := c.consumeSSE(ctx, body, ps, &lastID, &retry)
-		body.Close()
-		if err != nil || ps.done() {
-			return err
-		}
-		if lastID == "" || !c.cfg.autoResume {
-			return ErrNoResponse
-		}
-		if progressed {
-			idle = 0
-		} else if idle++; idle > maxIdleResumes {
-			return fmt.Errorf("%w (gave up after %d resumptions that brought no event)", ErrNoResponse, maxIdleResumes)
-		}
-		if retry > 0 {
-			t := time.NewTimer(retry)
-			select {
-			case <-ctx.Done():
-				t.Stop()
-				return ctx.Err()
-			case <-t.C:
-			}
-		}
-		resp, err := c.get(ctx, lastID)
-		if err != nil {
-			return fmt.Errorf("mcptest: resuming the response stream after event %q: %w", lastID, err)
-		}
-		body = resp.Body
-	}
-}
-
-// consumeSSE reads events from body until every pending response arrived
-// or the body ends. It reports whether any event was read.
-func (c *Client) consumeSSE(ctx context.Context, body io.Reader, ps *pending, lastID *string, retry *time.Duration) (bool, error) {
-	progressed := false
-	for ev, err := range ReadSSE(body) {
-		if err != nil {
-			return progressed, err
-		}
-		progressed = true
-		if ev.HasID {
-			*lastID = ev.ID
-		}
-		if ev.HasRetry {
-			*retry = ev.Retry
-		}
-		if ev.Data == "" {
-			continue // priming or retry-only event
-		}
-		msgs := ev.Messages()
-		if msgs == nil {
-			return progressed, fmt.Errorf("mcptest: SSE event data is not a JSON-RPC message: %q", truncate([]byte(ev.Data)))
-		}
-		for i := range msgs {
-			if err := c.dispatch(ctx, &msgs[i], ps); err != nil {
-				return progressed, err
-			}
-		}
-		if ps.done() {
-			return progressed, nil
-		}
-	}
-	return progressed, nil
-}
-
-// dispatch handles one message received in answer to a POST.
-func (c *Client) dispatch(ctx context.Context, m *Message, ps *pending) error {
-	switch {
-	case m.IsResponse():
-		if !hasID(m.ID) {
-			if m.Error != nil {
-				return m.Error
-			}
-			return fmt.Errorf("mcptest: response without id: %s", mustJSON(m))
-		}
-		key := string(bytes.TrimSpace(m.ID))
-		if !ps.want[key] {
-			return fmt.Errorf("mcptest: response with unexpected id %s", key)
-		}
-		if ps.got[key] != nil {
-			return fmt.Errorf("mcptest: second response with id %s", key)
-		}
-		ps.got[key] = m
-		return nil
-	case m.IsRequest():
-		c.mu.Lock()
-		c.requests = append(c.requests, *m)
-		c.mu.Unlock()
-		if err := c.HandleRequest(ctx, m); err != nil {
-			return fmt.Errorf("mcptest: answering server request %s: %w", m.Method, err)
-		}
-		return nil
-	case m.IsNotification():
-		c.mu.Lock()
-		c.notes = append(c.notes, Notification{Method: m.Method, Params: m.Params})
-		c.mu.Unlock()
-		if c.cfg.onNotify != nil {
-			c.cfg.onNotify(m.Method, m.Params)
-		}
-		return nil
-	default:
-		return fmt.Errorf("mcptest: invalid JSON-RPC message: %s", mustJSON(m))
-	}
-}
-
 // HandleRequest answers the server request m with the handler configured
 // for its method (see [WithRequestHandler]) and posts the answer with
-// [Client.Respond] or [Client.RespondError]. Requests read from a POST's
-// response stream are handled automatically; use this for requests read
-// from a [Stream].
+// [Client.Respond] or [Client.RespondError]. Requests read from a
+// response stream (or, for [SSE], from the SSE stream) are handled
+// automatically; use this for requests read from a [Stream].
 func (c *Client) HandleRequest(ctx context.Context, m *Message) error {
 	if !m.IsRequest() {
 		return fmt.Errorf("mcptest: not a request: %s", mustJSON(m))
 	}
-	h := c.cfg.handlers[m.Method]
-	if h == nil {
-		if m.Method != MethodPing {
-			return c.RespondError(ctx, m.ID, &RPCError{Code: CodeMethodNotFound, Message: "Method not found: " + m.Method})
-		}
-		h = func(context.Context, json.RawMessage) (json.RawMessage, error) { return nil, nil }
-	}
-	res, err := h(ctx, m.Params)
-	if err != nil {
-		var re *RPCError
-		if !errors.As(err, &re) {
-			re = &RPCError{Code: CodeInternalError, Message: err.Error()}
-		}
-		return c.RespondError(ctx, m.ID, re)
+	res, rpcErr := runHandler(ctx, c.cfg.handlers, m.Method, m.Params)
+	if rpcErr != nil {
+		return c.RespondError(ctx, m.ID, rpcErr)
 	}
 	return c.Respond(ctx, m.ID, res)
 }
 
 // Respond posts a JSON-RPC result response for the server request with the
-// given id and requires 202 Accepted. result nil sends {}.
+// given id where the era sends messages, and requires 202 Accepted. result
+// nil sends {}.
 func (c *Client) Respond(ctx context.Context, id json.RawMessage, result any) error {
 	p, err := marshalParams(result)
 	if err != nil {
@@ -674,7 +599,7 @@ func (c *Client) Respond(ctx context.Context, id json.RawMessage, result any) er
 	if p == nil {
 		p = json.RawMessage("{}")
 	}
-	body, err := json.Marshal(wireResponse{JSONRPC: "2.0", ID: id, Result: p})
+	body, err := encodeJSON(wireResponse{JSONRPC: "2.0", ID: id, Result: p})
 	if err != nil {
 		return err
 	}
@@ -682,9 +607,9 @@ func (c *Client) Respond(ctx context.Context, id json.RawMessage, result any) er
 }
 
 // RespondError posts a JSON-RPC error response for the server request with
-// the given id and requires 202 Accepted.
+// the given id where the era sends messages, and requires 202 Accepted.
 func (c *Client) RespondError(ctx context.Context, id json.RawMessage, e *RPCError) error {
-	body, err := json.Marshal(wireResponse{JSONRPC: "2.0", ID: id, Error: e})
+	body, err := encodeJSON(wireResponse{JSONRPC: "2.0", ID: id, Error: e})
 	if err != nil {
 		return err
 	}

@@ -1,15 +1,36 @@
 // Package mcptest is a wire-level test client for MCP (Model Context
-// Protocol) servers: [Client] speaks the Streamable HTTP transport of
-// revisions 2025-03-26, 2025-06-18 and 2025-11-25, [ModernClient] the
-// stateless revision 2026-07-28, and [LegacyClient] the HTTP+SSE transport
-// of 2024-11-05.
+// Protocol) servers. One [Client] type speaks every protocol era, chosen
+// with [WithEra]:
+//
+//   - [Sessions] (the default): the Streamable HTTP transport with sessions
+//     of revisions 2025-03-26, 2025-06-18 and 2025-11-25;
+//   - [Stateless]: the stateless revision 2026-07-28;
+//   - [SSE]: the HTTP+SSE transport of 2024-11-05.
+//
+// Every era has the same method set and shares how requests are built
+// (ids, bodies, Authorization, [WithHeader] headers, raw access). A method
+// that has no meaning in an era fails with an error matching
+// [errors.ErrUnsupported] and sends nothing:
+//
+//	method                          Sessions  Stateless  SSE
+//	Initialize                      yes       -          yes (connects first)
+//	Call, CallOnce, CallTool, ...   yes       yes        yes
+//	Notify, Respond, Post, Do       yes       yes        yes
+//	Retry, Listen                   -         yes        -
+//	OpenStream, Resume, Delete      yes       -          -
+//	Batch                           yes       -          -
+//	Connect                         -         -          yes
+//
+// [NewModern], [DialModern], [NewLegacy] and [DialLegacy] are shorthands
+// for [New] and [Dial] with an era.
 //
 // The client depends only on the standard library and knows nothing about
 // how the server is built, so it can exercise any [net/http.Handler] or any
 // running server by URL. It is meant for tests: errors carry the HTTP status,
 // the body and the JSON-RPC error so that a test can assert on them, and raw
-// access ([Client.Post], [Client.Do], [ReadSSE]) is available for protocol
-// tests that need to send malformed or unusual requests.
+// access ([Client.Post], [Client.Do], [Client.CallOnce], [ReadSSE]) is
+// available for protocol tests that need to send malformed or unusual
+// requests.
 //
 // # Typical use
 //
@@ -27,7 +48,13 @@
 //		}
 //	}
 //
-// # What the client does on the wire
+// The same test for another era needs only the option (and no Initialize
+// for [Stateless]):
+//
+//	c := mcptest.New(t, h, mcptest.WithEra(mcptest.Stateless), mcptest.WithElicitationHandler(accept))
+//	res, err := c.CallTool(t.Context(), "delete_project", map[string]any{"project": "alpha"})
+//
+// # The Sessions era on the wire
 //
 //   - Every POST carries Content-Type: application/json and
 //     Accept: application/json, text/event-stream.
@@ -50,38 +77,43 @@
 //     interval. See [WithAutoResume].
 //   - When the context of a request is cancelled, the client sends
 //     notifications/cancelled for it. See [WithCancelNotifications].
+//   - [Client.OpenStream] and [Client.Resume] open the GET stream;
+//     [Client.Delete] ends the session.
 //
-// # The 2026-07-28 client
+// # The Stateless era on the wire
 //
-// [ModernClient] has no initialize and no session. Every request carries
+// There is no initialize and no session. Every request carries
 // params._meta with io.modelcontextprotocol/protocolVersion,
 // clientCapabilities, clientInfo and (with [WithLogLevel]) logLevel, and the
 // headers MCP-Protocol-Version, Mcp-Method and, for tools/call, prompts/get
 // and resources/read, Mcp-Name (Base64-encoded when it is not header-safe,
 // see [EncodeHeaderValue]). An input_required result is answered with the
 // handlers given as options and retried with a new id, inputResponses and
-// the requestState echoed byte for byte ([ModernClient.Call]);
-// [ModernClient.CallOnce] and [ModernClient.Retry] drive rounds by hand.
-// [ModernClient.Listen] opens a subscriptions/listen stream.
+// the requestState echoed byte for byte ([Client.Call], at most
+// [WithMaxRounds] round trips); [Client.CallOnce] and [Client.Retry] drive
+// rounds by hand. [Client.Listen] opens a subscriptions/listen stream. A
+// JSON-RPC request on a response stream is an error ([ErrServerRequest]).
 //
-//	c := mcptest.NewModern(t, h, mcptest.WithElicitationHandler(accept))
-//	res, err := c.CallTool(t.Context(), "delete_project", map[string]any{"project": "alpha"})
+// # The SSE era on the wire
 //
-// # The 2024-11-05 HTTP+SSE client
-//
-// [LegacyClient] opens the SSE stream with a GET, reads the endpoint event,
-// POSTs every message to the message URL (202 Accepted) and reads every
-// answer from the stream on a goroutine it owns until [LegacyClient.Close].
+// [Client.Connect] (or [Client.Initialize], which connects if needed)
+// opens the SSE stream with a GET and reads the endpoint event; every
+// message is then POSTed to the message URL (202 Accepted) and every answer
+// read from the stream, by a goroutine the client owns until
+// [Client.Close]. Server requests read there are answered with the
+// handlers given as options, each on a goroutine of its own; problems no
+// caller could be told about are kept in [Client.Errors].
 //
 // # Concurrency and cleanup
 //
 // A [Client] is safe for concurrent use. Request ids come from an atomic
-// counter. The client starts a goroutine only for an open [Stream]; it ends
-// when the stream ends, when [Stream.Close] or [Client.Close] is called, or
-// when the stream's context is cancelled. The same holds for a
-// [ModernClient] and the streams of [ModernClient.Listen]. A [LegacyClient]
-// runs a stream reader (and a goroutine per server request it answers)
-// while connected; [LegacyClient.Close] ends them and waits for them. Handlers passed as options run on
-// the goroutine that made the call whose response stream carried the server
-// message.
+// counter. The client starts a goroutine for each open [Stream] (the GET
+// stream of [Sessions], the subscriptions/listen stream of [Stateless]); it
+// ends when the stream ends, when [Stream.Close] or [Client.Close] is
+// called, or when the stream's context is cancelled. An [SSE] client also
+// runs a stream reader, and a goroutine per server request it answers,
+// while connected; [Client.Close] ends them and waits for them. Handlers
+// passed as options run on the goroutine that made the call whose response
+// stream carried the server message (for [SSE], on the goroutine of that
+// server request).
 package mcptest

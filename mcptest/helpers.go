@@ -9,18 +9,9 @@ import (
 // maxPages bounds ListTools against a server that never stops paginating.
 const maxPages = 10000
 
-// caller is what the typed helpers need: a Call method.
-type caller interface {
-	Call(ctx context.Context, method string, params any) (json.RawMessage, error)
-}
-
 // ListToolsPage sends one tools/list request, with the given cursor unless
 // it is "", and returns the tools and the nextCursor ("" on the last page).
 func (c *Client) ListToolsPage(ctx context.Context, cursor string) ([]Tool, string, error) {
-	return listToolsPage(ctx, c, cursor)
-}
-
-func listToolsPage(ctx context.Context, c caller, cursor string) ([]Tool, string, error) {
 	var params any
 	if cursor != "" {
 		params = map[string]string{"cursor": cursor}
@@ -52,15 +43,11 @@ func listToolsPage(ctx context.Context, c caller, cursor string) ([]Tool, string
 // ListTools lists all tools, following nextCursor until the last page. It
 // fails if the server repeats a cursor.
 func (c *Client) ListTools(ctx context.Context) ([]Tool, error) {
-	return listTools(ctx, c)
-}
-
-func listTools(ctx context.Context, c caller) ([]Tool, error) {
 	var all []Tool
 	seen := map[string]bool{}
 	cursor := ""
 	for range maxPages {
-		tools, next, err := listToolsPage(ctx, c, cursor)
+		tools, next, err := c.ListToolsPage(ctx, cursor)
 		if err != nil {
 			return all, err
 		}
@@ -80,14 +67,11 @@ func listTools(ctx context.Context, c caller) ([]Tool, error) {
 	return all, fmt.Errorf("mcptest: tools/list did not end after %d pages", maxPages)
 }
 
-// CallTool calls a tool. args is encoded as the arguments member; nil sends
-// no arguments member. A tool failure is a result with IsError set, not an
-// error; protocol errors come back as *[RPCError].
+// CallTool calls a tool with [Client.Call] (so, for [Stateless],
+// answering input_required rounds). args is encoded as the arguments
+// member; nil sends no arguments member. A tool failure is a result with
+// IsError set, not an error; protocol errors come back as *[RPCError].
 func (c *Client) CallTool(ctx context.Context, name string, args any) (*ToolResult, error) {
-	return callTool(ctx, c, name, args)
-}
-
-func callTool(ctx context.Context, c caller, name string, args any) (*ToolResult, error) {
 	a, err := marshalParams(args)
 	if err != nil {
 		return nil, err
@@ -141,4 +125,24 @@ func (c *Client) Ping(ctx context.Context) error {
 func (c *Client) SetLogLevel(ctx context.Context, level string) error {
 	_, err := c.Call(ctx, "logging/setLevel", map[string]string{"level": level})
 	return err
+}
+
+// Discover sends server/discover, a [Stateless] request, and returns its
+// result.
+func (c *Client) Discover(ctx context.Context) (json.RawMessage, error) {
+	return c.Call(ctx, "server/discover", nil)
+}
+
+// ReadResource sends resources/read for uri and returns the result.
+func (c *Client) ReadResource(ctx context.Context, uri string) (json.RawMessage, error) {
+	return c.Call(ctx, "resources/read", map[string]string{"uri": uri})
+}
+
+// GetPrompt sends prompts/get and returns the result. args nil sends no
+// arguments member.
+func (c *Client) GetPrompt(ctx context.Context, name string, args map[string]string) (json.RawMessage, error) {
+	return c.Call(ctx, "prompts/get", struct {
+		Name      string            `json:"name"`
+		Arguments map[string]string `json:"arguments,omitempty"`
+	}{name, args})
 }

@@ -31,11 +31,8 @@ func waitOwnGoroutines(d time.Duration) string {
 		buf = buf[:runtime.Stack(buf, true)]
 		var own []string
 		for g := range strings.SplitSeq(string(buf), "\n\n") {
-			if strings.Contains(g, "mcptest.(*Stream).run") || strings.Contains(g, "mcptest.(*Client)") ||
-				strings.Contains(g, "mcptest.(*ModernClient)") || strings.Contains(g, "mcptest.(*LegacyClient)") {
-				if !strings.Contains(g, "TestMain") && !strings.Contains(g, "waitOwnGoroutines") {
-					own = append(own, g)
-				}
+			if runsOwnCode(g) && !strings.Contains(g, "TestMain") && !strings.Contains(g, "waitOwnGoroutines") {
+				own = append(own, g)
 			}
 		}
 		if len(own) == 0 {
@@ -46,4 +43,17 @@ func waitOwnGoroutines(d time.Duration) string {
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
+}
+
+// runsOwnCode reports whether the goroutine stack g has a frame in a
+// non-test file of this package: a stream reader, the SSE reader, a
+// server-request handler it started, or anything else of the client.
+func runsOwnCode(g string) bool {
+	for line := range strings.SplitSeq(g, "\n") {
+		file, _, ok := strings.Cut(strings.TrimSpace(line), ".go:")
+		if ok && strings.Contains(file, "/mcptest/") && !strings.HasSuffix(file, "_test") {
+			return true
+		}
+	}
+	return false
 }

@@ -34,6 +34,7 @@ type ElicitationHandler func(ctx context.Context, params ElicitParams) (ElicitRe
 type Option func(*config)
 
 type config struct {
+	era           Era
 	token         string
 	header        http.Header
 	version       string
@@ -80,18 +81,18 @@ func WithToken(token string) Option {
 
 // WithHeader adds a header to every request. Headers given this way replace
 // the client's default value for the same name; several WithHeader options
-// with the same name add several values. For a [ModernClient] or a
-// [LegacyClient], a header whose only value is "" is removed instead (for
-// example WithHeader("Mcp-Method", "") sends no Mcp-Method).
+// with the same name add several values. A header whose only value is ""
+// is removed instead (for example WithHeader("Mcp-Method", "") sends no
+// Mcp-Method).
 func WithHeader(key, value string) Option {
 	return func(c *config) { c.header.Add(key, value) }
 }
 
-// WithProtocolVersion sets the protocolVersion the client asks for at
-// initialize. The default is [DefaultProtocolVersion] for a [Client] and
-// "2024-11-05" for a [LegacyClient]. A [ModernClient] sends it in
-// MCP-Protocol-Version and in every request's _meta instead of
-// [ModernProtocolVersion].
+// WithProtocolVersion sets the protocol version the client speaks. The
+// [Sessions] and [SSE] eras ask for it at initialize; the default is
+// [DefaultProtocolVersion] for [Sessions] and [LegacyProtocolVersion] for
+// [SSE]. The [Stateless] era sends it in MCP-Protocol-Version and in every
+// request's _meta; the default is [ModernProtocolVersion].
 func WithProtocolVersion(v string) Option {
 	return func(c *config) {
 		c.version = v
@@ -99,7 +100,8 @@ func WithProtocolVersion(v string) Option {
 	}
 }
 
-// WithCapabilities sets the client capabilities sent at initialize. Without
+// WithCapabilities sets the client capabilities sent at initialize (for
+// [Stateless], in every request's _meta). Without
 // it the client declares {} plus one empty entry for each kind of handler it
 // was given: "elicitation" for [WithElicitationHandler], "sampling" for
 // [WithSamplingHandler] and "roots" for [WithRootsHandler].
@@ -110,8 +112,8 @@ func WithCapabilities(caps json.RawMessage) Option {
 	}
 }
 
-// WithClientInfo sets the clientInfo sent at initialize. The default is
-// mcptest 1.0.0.
+// WithClientInfo sets the clientInfo sent at initialize (for [Stateless],
+// in every request's _meta). The default is mcptest 1.0.0.
 func WithClientInfo(name, version string) Option {
 	return func(c *config) {
 		c.clientName = name
@@ -167,7 +169,8 @@ func WithRequestHandler(method string, h RequestHandler) Option {
 // WithNotificationHandler sets a function called with every server
 // notification read from a response stream, after it has been recorded. It
 // runs on the goroutine of the call that read it, so concurrent calls may
-// run it concurrently.
+// run it concurrently; for [SSE], on the goroutine that reads the SSE
+// stream.
 func WithNotificationHandler(h func(method string, params json.RawMessage)) Option {
 	return func(c *config) { c.onNotify = h }
 }
@@ -179,23 +182,24 @@ func WithHTTPClient(hc *http.Client) Option {
 }
 
 // WithAutoResume turns on (the default) or off resuming a POST's response
-// stream that ends before the response: after an event with an id, the
-// client waits for the stream's retry interval and issues a GET with
-// Last-Event-ID, as 2025-11-25 servers that close connections early
-// expect. Off, such a call fails with [ErrNoResponse].
+// stream that ends before the response, in the [Sessions] era: after an
+// event with an id, the client waits for the stream's retry interval and
+// issues a GET with Last-Event-ID, as 2025-11-25 servers that close
+// connections early expect. Off, such a call fails with [ErrNoResponse].
 func WithAutoResume(on bool) Option {
 	return func(c *config) { c.autoResume = on }
 }
 
 // WithCancelNotifications turns on (the default) or off sending
 // notifications/cancelled for a request whose context ends before its
-// response arrives.
+// response arrives, in the [Sessions] and [SSE] eras.
 func WithCancelNotifications(on bool) Option {
 	return func(c *config) { c.cancelNotify = on }
 }
 
 // WithPath sets the path of the MCP endpoint on the test server started by
-// [New]; the default is "/". [Dial] ignores it.
+// [New] (for [SSE], of the SSE endpoint); the default is "/". [Dial]
+// ignores it.
 func WithPath(path string) Option {
 	return func(c *config) { c.path = path }
 }

@@ -4,73 +4,9 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
-	"fmt"
-	"mime"
 	"net/http"
-	"strings"
 	"sync"
 )
-
-// get issues the GET that opens (lastEventID "") or resumes an SSE stream
-// and checks the status and the Content-Type.
-func (c *Client) get(ctx context.Context, lastEventID string) (*http.Response, error) {
-	var hdr http.Header
-	if lastEventID != "" {
-		hdr = http.Header{HeaderLastEventID: {lastEventID}}
-	}
-	req, err := c.newRequest(ctx, http.MethodGet, nil, hdr, true)
-	if err != nil {
-		return nil, err
-	}
-	resp, err := c.hc.Do(req)
-	if err != nil {
-		return nil, err
-	}
-	if resp.StatusCode < 200 || resp.StatusCode > 299 {
-		defer resp.Body.Close()
-		return nil, newHTTPError(resp)
-	}
-	ct, _, _ := mime.ParseMediaType(resp.Header.Get("Content-Type"))
-	if !strings.EqualFold(ct, "text/event-stream") {
-		defer resp.Body.Close()
-		return nil, fmt.Errorf("mcptest: GET answered with Content-Type %q, want text/event-stream: %w", resp.Header.Get("Content-Type"), newHTTPError(resp))
-	}
-	return resp, nil
-}
-
-// OpenStream opens the server-to-client SSE stream with an HTTP GET
-// carrying Accept: text/event-stream and the session headers. A non-2xx
-// answer (a server may answer 405) comes back as *[HTTPError]. ctx bounds
-// the whole life of the stream, as for any HTTP request; cancelling it or
-// calling [Stream.Close] or [Client.Close] ends the stream.
-func (c *Client) OpenStream(ctx context.Context) (*Stream, error) {
-	return c.openStream(ctx, "")
-}
-
-// Resume is [Client.OpenStream] with a Last-Event-ID header, asking the
-// server to replay the events of a stream after lastEventID.
-func (c *Client) Resume(ctx context.Context, lastEventID string) (*Stream, error) {
-	return c.openStream(ctx, lastEventID)
-}
-
-func (c *Client) openStream(ctx context.Context, lastEventID string) (*Stream, error) {
-	sctx, cancel := context.WithCancel(ctx)
-	resp, err := c.get(sctx, lastEventID)
-	if err != nil {
-		cancel()
-		return nil, err
-	}
-	s := newStream(sctx, cancel, resp, lastEventID, nil, func(s *Stream) {
-		c.mu.Lock()
-		delete(c.streams, s)
-		c.mu.Unlock()
-	})
-	c.mu.Lock()
-	c.streams[s] = struct{}{}
-	c.mu.Unlock()
-	go s.run()
-	return s, nil
-}
 
 // newStream returns a stream over the SSE body of resp; the caller starts
 // its goroutine with go s.run() once it has registered it. release is called
@@ -89,9 +25,10 @@ func newStream(ctx context.Context, cancel context.CancelFunc, resp *http.Respon
 	}
 }
 
-// Stream is an open SSE stream: the GET stream of a [Client], or the
-// response stream of a [ModernClient.Listen] request. It is safe for
-// concurrent use.
+// Stream is an open SSE stream: the GET stream of a [Sessions] client
+// ([Client.OpenStream], [Client.Resume]), or the response stream of a
+// [Stateless] subscriptions/listen request ([Client.Listen]). It is safe
+// for concurrent use.
 type Stream struct {
 	release func(*Stream)   // called when run returns
 	reqID   json.RawMessage // id of the request the stream answers, if any
@@ -148,8 +85,8 @@ func (s *Stream) run() {
 func (s *Stream) Header() http.Header { return s.resp.Header }
 
 // RequestID returns the JSON-RPC id of the request whose response the
-// stream is (the subscriptions/listen request of [ModernClient.Listen]), or
-// nil for a GET stream.
+// stream is (the subscriptions/listen request of [Client.Listen]), or nil
+// for a GET stream.
 func (s *Stream) RequestID() json.RawMessage { return s.reqID }
 
 // LastEventID returns the id of the last event with an id that Next

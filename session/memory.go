@@ -28,6 +28,15 @@ type Memory struct {
 	rec memRecords
 }
 
+// Memory implements Store, and so each of its parts.
+var (
+	_ Store    = (*Memory)(nil)
+	_ Sessions = (*Memory)(nil)
+	_ PubSub   = (*Memory)(nil)
+	_ Records  = (*Memory)(nil)
+	_ EventLog = (*Memory)(nil)
+)
+
 type memEntry struct {
 	mu      sync.Mutex // guards s and expires
 	s       Session
@@ -55,7 +64,7 @@ func ttlOf(s *Session) time.Duration {
 	return DefaultTTL
 }
 
-// Create implements [Store].
+// Create implements [Sessions].
 func (m *Memory) Create(_ context.Context, s *Session) error {
 	now := m.now()
 	e := &memEntry{s: *s, expires: now.Add(ttlOf(s))}
@@ -101,7 +110,7 @@ func (m *Memory) liveLocked(ids []string, now time.Time) []string {
 	return live
 }
 
-// Admit implements [Store].
+// Admit implements [Sessions].
 func (m *Memory) Admit(_ context.Context, s *Session, max int) ([]string, error) {
 	now := m.now()
 	m.mu.Lock()
@@ -141,7 +150,7 @@ func (m *Memory) entry(id string) *memEntry {
 	return e
 }
 
-// Get implements [Store].
+// Get implements [Sessions].
 func (m *Memory) Get(_ context.Context, id string) (*Session, error) {
 	e := m.entry(id)
 	if e == nil {
@@ -159,7 +168,7 @@ func (m *Memory) Get(_ context.Context, id string) (*Session, error) {
 	return &s, nil
 }
 
-// Update implements [Store].
+// Update implements [Sessions].
 func (m *Memory) Update(_ context.Context, s *Session) error {
 	e := m.entry(s.ID)
 	if e == nil {
@@ -179,7 +188,7 @@ func (m *Memory) Update(_ context.Context, s *Session) error {
 	return nil
 }
 
-// Delete implements [Store].
+// Delete implements [Sessions].
 func (m *Memory) Delete(_ context.Context, id string) error {
 	m.mu.Lock()
 	delete(m.sessions, id)
@@ -206,7 +215,7 @@ type memSub struct {
 	once    sync.Once
 }
 
-// Publish implements [Store]. It never blocks: a subscriber whose buffer
+// Publish implements [PubSub]. It never blocks: a subscriber whose buffer
 // is full misses the message and is not counted.
 func (m *Memory) Publish(_ context.Context, channel string, msg []byte) (int, error) {
 	m.subMu.Lock()
@@ -222,7 +231,7 @@ func (m *Memory) Publish(_ context.Context, channel string, msg []byte) (int, er
 	return n, nil
 }
 
-// Subscribe implements [Store].
+// Subscribe implements [PubSub].
 func (m *Memory) Subscribe(_ context.Context, channel string) (Subscription, error) {
 	s := &memSub{m: m, channel: channel, c: make(chan []byte, memSubBuffer)}
 	m.subMu.Lock()
@@ -287,7 +296,7 @@ func (m *Memory) sweepRecordsLocked(now time.Time) {
 	}
 }
 
-// PutIfAbsent implements [Store].
+// PutIfAbsent implements [Records].
 func (m *Memory) PutIfAbsent(_ context.Context, key string, value []byte, ttl time.Duration) (bool, error) {
 	now := m.now()
 	m.rec.recMu.Lock()
@@ -300,7 +309,7 @@ func (m *Memory) PutIfAbsent(_ context.Context, key string, value []byte, ttl ti
 	return true, nil
 }
 
-// Load implements [Store].
+// Load implements [Records].
 func (m *Memory) Load(_ context.Context, key string) ([]byte, error) {
 	now := m.now()
 	m.rec.recMu.Lock()
@@ -312,7 +321,7 @@ func (m *Memory) Load(_ context.Context, key string) ([]byte, error) {
 	return slices.Clone(r.value), nil
 }
 
-// CompareAndSwap implements [Store].
+// CompareAndSwap implements [Records].
 func (m *Memory) CompareAndSwap(_ context.Context, key string, old, new []byte, ttl time.Duration) (bool, error) {
 	now := m.now()
 	m.rec.recMu.Lock()
@@ -325,7 +334,7 @@ func (m *Memory) CompareAndSwap(_ context.Context, key string, old, new []byte, 
 	return true, nil
 }
 
-// AppendEvent implements [Store].
+// AppendEvent implements [EventLog].
 func (m *Memory) AppendEvent(_ context.Context, stream string, data []byte, ttl time.Duration) (uint64, error) {
 	now := m.now()
 	m.rec.recMu.Lock()
@@ -341,7 +350,7 @@ func (m *Memory) AppendEvent(_ context.Context, stream string, data []byte, ttl 
 	return uint64(len(l.events)), nil
 }
 
-// EventsAfter implements [Store].
+// EventsAfter implements [EventLog].
 func (m *Memory) EventsAfter(_ context.Context, stream string, after uint64) ([]Event, error) {
 	now := m.now()
 	m.rec.recMu.Lock()

@@ -9,26 +9,81 @@ import (
 	"github.com/mcphandler/mcphandler/session"
 )
 
-// recordVersion is the first byte of every session record. A record with
-// another first byte is not ours (or from an incompatible version) and
-// reads as not found.
-const recordVersion = 1
+// The first byte of a session record is its version. A record of another
+// version is not ours (or from an incompatible release) and reads as not
+// found.
+const (
+	// recordV1 records hold the capabilities as the bits of a
+	// session.Capabilities, as numbered when they were written (see
+	// v1Caps). They are read, never written.
+	recordV1 = 1
+	// recordV2 records hold the capabilities by name (see capNames).
+	recordV2 = 2
+
+	// recordVersion is the version encodeSession writes.
+	recordVersion = recordV2
+)
+
+// capNames are the names under which version-2 records keep capabilities.
+// A stored name keeps its meaning forever: never rename one or reuse a
+// retired one. A new capability gets a new name and needs no new record
+// version, since readers ignore names they do not know.
+var capNames = [...]struct {
+	name string
+	c    session.Capabilities
+}{
+	{"elicitation.form", session.CapElicitationForm},
+	{"elicitation.url", session.CapElicitationURL},
+	{"sampling", session.CapSampling},
+	{"sampling.tools", session.CapSamplingTools},
+	{"roots", session.CapRoots},
+	{"roots.listChanged", session.CapRootsListChanged},
+}
+
+// capByName returns the capability stored as name, 0 for a name it does
+// not know.
+func capByName(name string) session.Capabilities {
+	for _, e := range capNames {
+		if e.name == name {
+			return e.c
+		}
+	}
+	return 0
+}
+
+// v1Caps are the capabilities of bits 0, 1, ... of a version-1 record:
+// the order of the constants when version 1 was written. Frozen.
+var v1Caps = [...]session.Capabilities{
+	session.CapElicitationForm,
+	session.CapElicitationURL,
+	session.CapSampling,
+	session.CapSamplingTools,
+	session.CapRoots,
+	session.CapRootsListChanged,
+}
 
 // errCorrupt reports a session record that does not decode.
 var errCorrupt = errors.New("redisstore: undecodable session record")
 
-// encodeSession returns the record of s:
+// encodeSession returns the version-2 record of s:
 //
-//	0x01 <ttl ms> ':' <len(immutable)> ':' immutable mutable
+//	0x02 <ttl ms> ':' <len(immutable)> ':' immutable mutable
 //
 // where the TTL in the header is the effective PX, in ASCII for the Lua
 // scripts, the immutable part is what Update keeps (the owner) and the
 // mutable part what it replaces (every other field); both are sequences of
-// uvarint-length-prefixed strings and varints. The ID is not stored: it is
-// the key.
+// uvarint-length-prefixed strings and varints. The capabilities are a
+// uvarint count and that many names (capNames); bits of s.Capabilities
+// that name no capability are not stored. The ID is not stored: it is the
+// key.
+//
+// A version-1 record differs only in the capabilities, a uvarint of their
+// bits (v1Caps). The header and the immutable part are the same in both,
+// which lets the Lua script of Update keep the owner of either and write a
+// version-2 record.
 func encodeSession(s *session.Session) []byte {
 	imm := appendImmutable(make([]byte, 0, 64), s)
-	b := make([]byte, 0, 24+len(imm)+16+len(s.LogLevel)+16*len(s.Subscriptions))
+	b := make([]byte, 0, 24+len(imm)+48+len(s.LogLevel)+16*len(s.Subscriptions))
 	b = append(b, recordVersion)
 	b = strconv.AppendInt(b, millis(ttlOf(s)), 10)
 	b = append(b, ':')
@@ -54,7 +109,7 @@ func appendMutable(b []byte, s *session.Session) []byte {
 	b = appendString(b, s.ProtocolVersion)
 	b = appendString(b, s.ClientName)
 	b = appendString(b, s.ClientVersion)
-	b = binary.AppendUvarint(b, uint64(s.Capabilities))
+	b = appendCaps(b, s.Capabilities)
 	b = binary.AppendVarint(b, int64(s.TTL))
 	var flags byte
 	if s.Initialized {
@@ -65,6 +120,23 @@ func appendMutable(b []byte, s *session.Session) []byte {
 	b = binary.AppendUvarint(b, uint64(len(s.Subscriptions)))
 	for _, u := range s.Subscriptions {
 		b = appendString(b, u)
+	}
+	return b
+}
+
+// appendCaps encodes c as a count and the names of its capabilities.
+func appendCaps(b []byte, c session.Capabilities) []byte {
+	n := 0
+	for _, e := range capNames {
+		if c.Has(e.c) {
+			n++
+		}
+	}
+	b = binary.AppendUvarint(b, uint64(n))
+	for _, e := range capNames {
+		if c.Has(e.c) {
+			b = appendString(b, e.name)
+		}
 	}
 	return b
 }
@@ -148,12 +220,46 @@ func (r *reader) header() int64 {
 	return 0
 }
 
-// decodeSession decodes a record made by encodeSession. It accepts only a
-// record that is complete and consistent, so a foreign or truncated value
-// is never taken for a session.
+// caps decodes the capabilities of a version-2 record: names it does not
+// know (from a newer release) are ignored.
+func (r *reader) caps() session.Capabilities {
+	n := r.uvarint()
+	if n > uint64(len(r.s)) { // every name takes at least a byte
+		r.err = true
+		r.s = ""
+		return 0
+	}
+	var c session.Capabilities
+	for range n {
+		c |= capByName(r.string())
+	}
+	return c
+}
+
+// capsV1 decodes the capabilities of a version-1 record: bits that named
+// no capability then are ignored.
+func (r *reader) capsV1() session.Capabilities {
+	bits := r.uvarint()
+	if bits > 0xffff {
+		r.err = true
+		return 0
+	}
+	var c session.Capabilities
+	for i, capability := range v1Caps {
+		if bits&(1<<i) != 0 {
+			c |= capability
+		}
+	}
+	return c
+}
+
+// decodeSession decodes a record made by encodeSession, or a version-1
+// record. It accepts only a record that is complete and consistent, so a
+// foreign or truncated value is never taken for a session.
 func decodeSession(id, v string) (*session.Session, error) {
 	r := reader{s: v}
-	if r.byte() != recordVersion {
+	version := r.byte()
+	if version != recordV1 && version != recordV2 {
 		return nil, errCorrupt
 	}
 	if ms := r.header(); ms <= 0 {
@@ -170,18 +276,30 @@ func decodeSession(id, v string) (*session.Session, error) {
 	if imm.err || len(imm.s) != 0 {
 		return nil, errCorrupt
 	}
+	if !r.mutable(s, version) {
+		return nil, errCorrupt
+	}
+	return s, nil
+}
+
+// mutable decodes the mutable part of a record of the given version into
+// s, and reports whether it was complete and consistent.
+func (r *reader) mutable(s *session.Session, version byte) bool {
 	s.ProtocolVersion = r.string()
 	s.ClientName = r.string()
 	s.ClientVersion = r.string()
-	c := r.uvarint()
-	s.Capabilities = session.Capabilities(c)
+	if version == recordV1 {
+		s.Capabilities = r.capsV1()
+	} else {
+		s.Capabilities = r.caps()
+	}
 	s.TTL = time.Duration(r.varint())
 	flags := r.byte()
 	s.Initialized = flags&1 != 0
 	s.LogLevel = r.string()
 	count := r.uvarint()
-	if r.err || c > 0xffff || flags > 1 || count > uint64(len(r.s)) {
-		return nil, errCorrupt
+	if r.err || flags > 1 || count > uint64(len(r.s)) {
+		return false
 	}
 	if count > 0 {
 		s.Subscriptions = make([]string, count)
@@ -189,8 +307,5 @@ func decodeSession(id, v string) (*session.Session, error) {
 			s.Subscriptions[i] = r.string()
 		}
 	}
-	if r.err || len(r.s) != 0 {
-		return nil, errCorrupt
-	}
-	return s, nil
+	return !r.err && len(r.s) == 0
 }

@@ -38,15 +38,28 @@
 // the store touches the key of one name only, so none is ever refused
 // with CROSSSLOT.
 //
-// A session record is a compact binary encoding: a version byte, an ASCII
-// header "<ttl ms>:<length of the immutable part>:", the immutable part
-// (the owner) and then the fields Update replaces (protocol version, client
-// info, capabilities, TTL, initialized, log level, subscriptions). The
-// header lets the Lua scripts of Get and Update restart the TTL and keep
-// the owner without decoding the rest. Every write of a record is a single
-// command or script, so Redis never holds a half-written record; a record
-// that still fails to decode (written by an incompatible version, or by
-// something else under the same prefix) reads as [session.ErrNotFound].
+// A session record is a compact binary encoding: a version byte (2), an
+// ASCII header "<ttl ms>:<length of the immutable part>:", the immutable
+// part (the owner) and then the fields Update replaces (protocol version,
+// client info, capabilities, TTL, initialized, log level, subscriptions).
+// Capabilities are kept by name ("elicitation.form", "elicitation.url",
+// "sampling", "sampling.tools", "roots", "roots.listChanged"), never by
+// the values of the session.Capabilities constants, so a record means the
+// same to every release; a name this release does not know (written by a
+// newer one) is ignored. The header lets the Lua scripts of Get and Update
+// restart the TTL and keep the owner without decoding the rest. Every
+// write of a record is a single command or script, so Redis never holds a
+// half-written record; a record that still fails to decode (written by an
+// incompatible version, or by something else under the same prefix) reads
+// as [session.ErrNotFound].
+//
+// Records of version 1, written by earlier releases, are read too: they
+// differ only in holding the capabilities as bits. A rolling upgrade
+// therefore keeps every session: Get serves a version-1 record and
+// restarts its TTL, and Update rewrites it as version 2, owner kept.
+// Earlier releases do not read version 2: while they still run, a session
+// created (or updated) by an upgraded replica reads as unknown on them, and
+// its client initializes again.
 //
 // # Cost per call
 //
@@ -380,7 +393,14 @@ type Store struct {
 	cache     *cache // nil unless Options.CacheTTL > 0
 }
 
-var _ session.Store = (*Store)(nil)
+// Store implements session.Store, and so each of its parts.
+var (
+	_ session.Store    = (*Store)(nil)
+	_ session.Sessions = (*Store)(nil)
+	_ session.PubSub   = (*Store)(nil)
+	_ session.Records  = (*Store)(nil)
+	_ session.EventLog = (*Store)(nil)
+)
 
 // group runs the goroutines a Store owns besides the Pub/Sub dispatcher
 // (the breaker's probe, the cache's subscriber), and waits for them at
@@ -496,27 +516,29 @@ func ttlOf(s *session.Session) time.Duration {
 }
 
 // getScript returns the record and restarts its TTL from the record's
-// header, in one round trip.
+// header (of version 1 or 2, see codec.go), in one round trip.
 var getScript = redis.NewScript(`
 local v = redis.call('GET', KEYS[1])
 if v then
-  local ttl = string.match(v, '^\1(%d+):')
+  local ttl = string.match(v, '^[\1\2](%d+):')
   if ttl then redis.call('PEXPIRE', KEYS[1], ttl) end
 end
 return v
 `)
 
 // updateScript replaces the mutable part of an existing record by ARGV[1]
-// and its TTL by ARGV[2] ms, keeping the immutable part. It returns 1 on
-// success, 0 for a missing key and -1 for a record it cannot parse.
+// and its TTL by ARGV[2] ms, keeping the immutable part, which versions 1
+// and 2 encode alike; the record it writes is of version 2, the version of
+// ARGV[1]. It returns 1 on success, 0 for a missing key and -1 for a
+// record it cannot parse.
 var updateScript = redis.NewScript(`
 local v = redis.call('GET', KEYS[1])
 if not v then return 0 end
-local n, p = string.match(v, '^\1%d+:(%d+):()')
+local n, p = string.match(v, '^[\1\2]%d+:(%d+):()')
 if not n then return -1 end
 local e = p + tonumber(n) - 1
 if e > #v then return -1 end
-redis.call('SET', KEYS[1], '\1' .. ARGV[2] .. ':' .. n .. ':' .. string.sub(v, p, e) .. ARGV[1], 'PX', ARGV[2])
+redis.call('SET', KEYS[1], '\2' .. ARGV[2] .. ':' .. n .. ':' .. string.sub(v, p, e) .. ARGV[1], 'PX', ARGV[2])
 return 1
 `)
 

@@ -319,7 +319,7 @@ func TestForeignRecord(t *testing.T) {
 	for i, v := range []string{
 		"",
 		"garbage",
-		"\x02" + good[1:],        // another version
+		"\x03" + good[1:],        // another version
 		"\x01" + "60000:999:abc", // immutable part beyond the end
 		"\x01" + "x:0:",          // bad header
 	} {

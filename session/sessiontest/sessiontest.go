@@ -1,6 +1,9 @@
 // Package sessiontest checks that a [session.Store] implementation behaves
 // as the handler relies on, in the style of testing/fstest: every store,
-// the in-memory one and the Redis one alike, runs [Run] in its tests.
+// the in-memory one and the Redis one alike, runs [Run] in its tests. A
+// host that implements or wraps one part of a store on its own checks it
+// with that part's suite: [RunSessions], [RunPubSub], [RunRecords] or
+// [RunEventLog].
 package sessiontest
 
 import (
@@ -15,10 +18,23 @@ import (
 	"github.com/mcphandler/mcphandler/session"
 )
 
-// Run runs the conformance suite against stores made by newStore. Each
-// subtest gets a fresh store; stores that share a backend should use a
-// distinct key prefix per call so subtests do not see each other's data.
+// Run runs the conformance suite against stores made by newStore: the
+// suites of its four parts, [RunSessions], [RunPubSub], [RunRecords] and
+// [RunEventLog], each subtest at the top level of t. Each subtest gets a
+// fresh store; stores that share a backend should use a distinct key
+// prefix per call so subtests do not see each other's data.
 func Run(t *testing.T, newStore func(t *testing.T) session.Store) {
+	RunSessions(t, func(t *testing.T) session.Sessions { return newStore(t) })
+	RunPubSub(t, func(t *testing.T) session.PubSub { return newStore(t) })
+	RunRecords(t, func(t *testing.T) session.Records { return newStore(t) })
+	RunEventLog(t, func(t *testing.T) session.EventLog { return newStore(t) })
+}
+
+// RunSessions checks a [session.Sessions]: create, get, update, delete,
+// copies not shared, duplicate ids refused, idle expiry and its extension
+// by use, concurrent use, and Admit. Each subtest gets a fresh store from
+// newStore.
+func RunSessions(t *testing.T, newStore func(t *testing.T) session.Sessions) {
 	t.Run("CreateGet", func(t *testing.T) { testCreateGet(t, newStore(t)) })
 	t.Run("GetReturnsCopy", func(t *testing.T) { testCopy(t, newStore(t)) })
 	t.Run("Update", func(t *testing.T) { testUpdate(t, newStore(t)) })
@@ -26,18 +42,36 @@ func Run(t *testing.T, newStore func(t *testing.T) session.Store) {
 	t.Run("DuplicateID", func(t *testing.T) { testDuplicate(t, newStore(t)) })
 	t.Run("IdleExpiry", func(t *testing.T) { testExpiry(t, newStore(t)) })
 	t.Run("GetExtendsLifetime", func(t *testing.T) { testTouch(t, newStore(t)) })
+	t.Run("Concurrent", func(t *testing.T) { testConcurrent(t, newStore(t)) })
+	t.Run("Admit", func(t *testing.T) { testAdmit(t, newStore(t)) })
+	t.Run("AdmitConcurrent", func(t *testing.T) { testAdmitConcurrent(t, newStore(t)) })
+}
+
+// RunPubSub checks a [session.PubSub]: delivery in order to every
+// subscriber of a channel and to no other, receiver counts, and Close.
+// Each subtest gets a fresh store from newStore.
+func RunPubSub(t *testing.T, newStore func(t *testing.T) session.PubSub) {
 	t.Run("PublishSubscribe", func(t *testing.T) { testPubSub(t, newStore(t)) })
 	t.Run("PublishWithoutSubscriber", func(t *testing.T) { testNoSubscriber(t, newStore(t)) })
 	t.Run("SubscriptionClose", func(t *testing.T) { testClose(t, newStore(t)) })
-	t.Run("Concurrent", func(t *testing.T) { testConcurrent(t, newStore(t)) })
+}
+
+// RunRecords checks a [session.Records]: PutIfAbsent, Load,
+// CompareAndSwap, expiry, and a single winner among racing swaps. Each
+// subtest gets a fresh store from newStore.
+func RunRecords(t *testing.T, newStore func(t *testing.T) session.Records) {
 	t.Run("PutIfAbsent", func(t *testing.T) { testPutIfAbsent(t, newStore(t)) })
 	t.Run("CompareAndSwap", func(t *testing.T) { testCAS(t, newStore(t)) })
 	t.Run("RecordExpiry", func(t *testing.T) { testRecordExpiry(t, newStore(t)) })
 	t.Run("SingleWinner", func(t *testing.T) { testSingleWinner(t, newStore(t)) })
+}
+
+// RunEventLog checks a [session.EventLog]: consecutive sequence numbers,
+// reading after a number, and expiry. Each subtest gets a fresh store from
+// newStore.
+func RunEventLog(t *testing.T, newStore func(t *testing.T) session.EventLog) {
 	t.Run("EventLog", func(t *testing.T) { testEventLog(t, newStore(t)) })
 	t.Run("EventLogExpiry", func(t *testing.T) { testEventLogExpiry(t, newStore(t)) })
-	t.Run("Admit", func(t *testing.T) { testAdmit(t, newStore(t)) })
-	t.Run("AdmitConcurrent", func(t *testing.T) { testAdmitConcurrent(t, newStore(t)) })
 }
 
 func sample(id string) *session.Session {
@@ -52,7 +86,7 @@ func sample(id string) *session.Session {
 	}
 }
 
-func testCreateGet(t *testing.T, st session.Store) {
+func testCreateGet(t *testing.T, st session.Sessions) {
 	ctx := context.Background()
 	want := sample("s1")
 	if err := st.Create(ctx, want); err != nil {
@@ -70,7 +104,7 @@ func testCreateGet(t *testing.T, st session.Store) {
 	}
 }
 
-func testCopy(t *testing.T, st session.Store) {
+func testCopy(t *testing.T, st session.Sessions) {
 	ctx := context.Background()
 	s := sample("s1")
 	s.Subscriptions = []string{"a://1"}
@@ -87,7 +121,7 @@ func testCopy(t *testing.T, st session.Store) {
 	}
 }
 
-func testUpdate(t *testing.T, st session.Store) {
+func testUpdate(t *testing.T, st session.Sessions) {
 	ctx := context.Background()
 	if err := st.Create(ctx, sample("s1")); err != nil {
 		t.Fatal(err)
@@ -122,7 +156,7 @@ func testUpdate(t *testing.T, st session.Store) {
 	}
 }
 
-func testDelete(t *testing.T, st session.Store) {
+func testDelete(t *testing.T, st session.Sessions) {
 	ctx := context.Background()
 	if err := st.Create(ctx, sample("s1")); err != nil {
 		t.Fatal(err)
@@ -142,7 +176,7 @@ func testDelete(t *testing.T, st session.Store) {
 	}
 }
 
-func testDuplicate(t *testing.T, st session.Store) {
+func testDuplicate(t *testing.T, st session.Sessions) {
 	ctx := context.Background()
 	if err := st.Create(ctx, sample("s1")); err != nil {
 		t.Fatal(err)
@@ -158,7 +192,7 @@ func testDuplicate(t *testing.T, st session.Store) {
 	}
 }
 
-func testExpiry(t *testing.T, st session.Store) {
+func testExpiry(t *testing.T, st session.Sessions) {
 	ctx := context.Background()
 	s := sample("s1")
 	s.TTL = 100 * time.Millisecond
@@ -171,7 +205,7 @@ func testExpiry(t *testing.T, st session.Store) {
 	}
 }
 
-func testTouch(t *testing.T, st session.Store) {
+func testTouch(t *testing.T, st session.Sessions) {
 	ctx := context.Background()
 	s := sample("s1")
 	s.TTL = 300 * time.Millisecond
@@ -197,7 +231,7 @@ func recv(t *testing.T, sub session.Subscription) []byte {
 	}
 }
 
-func testPubSub(t *testing.T, st session.Store) {
+func testPubSub(t *testing.T, st session.PubSub) {
 	ctx := context.Background()
 	a, err := st.Subscribe(ctx, "ch")
 	if err != nil {
@@ -231,14 +265,14 @@ func testPubSub(t *testing.T, st session.Store) {
 	}
 }
 
-func testNoSubscriber(t *testing.T, st session.Store) {
+func testNoSubscriber(t *testing.T, st session.PubSub) {
 	n, err := st.Publish(context.Background(), "nobody", []byte("x"))
 	if err != nil || n != 0 {
 		t.Fatalf("Publish with no subscriber = %d, %v; want 0, nil", n, err)
 	}
 }
 
-func testClose(t *testing.T, st session.Store) {
+func testClose(t *testing.T, st session.PubSub) {
 	ctx := context.Background()
 	sub, err := st.Subscribe(ctx, "ch")
 	if err != nil {
@@ -257,7 +291,7 @@ func testClose(t *testing.T, st session.Store) {
 	}
 }
 
-func testConcurrent(t *testing.T, st session.Store) {
+func testConcurrent(t *testing.T, st session.Sessions) {
 	ctx := context.Background()
 	var wg sync.WaitGroup
 	for i := range 16 {
@@ -284,7 +318,7 @@ func testConcurrent(t *testing.T, st session.Store) {
 	wg.Wait()
 }
 
-func testPutIfAbsent(t *testing.T, st session.Store) {
+func testPutIfAbsent(t *testing.T, st session.Records) {
 	ctx := context.Background()
 	ok, err := st.PutIfAbsent(ctx, "k", []byte("v1"), time.Minute)
 	if err != nil || !ok {
@@ -302,7 +336,7 @@ func testPutIfAbsent(t *testing.T, st session.Store) {
 	}
 }
 
-func testCAS(t *testing.T, st session.Store) {
+func testCAS(t *testing.T, st session.Records) {
 	ctx := context.Background()
 	if ok, err := st.CompareAndSwap(ctx, "k", []byte("a"), []byte("b"), time.Minute); err != nil || ok {
 		t.Fatalf("CAS on a missing key = %v, %v", ok, err)
@@ -322,7 +356,7 @@ func testCAS(t *testing.T, st session.Store) {
 	}
 }
 
-func testRecordExpiry(t *testing.T, st session.Store) {
+func testRecordExpiry(t *testing.T, st session.Records) {
 	ctx := context.Background()
 	st.PutIfAbsent(ctx, "k", []byte("v"), 100*time.Millisecond)
 	st.PutIfAbsent(ctx, "k2", []byte("a"), time.Minute)
@@ -340,7 +374,7 @@ func testRecordExpiry(t *testing.T, st session.Store) {
 
 // testSingleWinner races many CompareAndSwap calls from one state: exactly
 // one wins, which is what makes a confirm single-use.
-func testSingleWinner(t *testing.T, st session.Store) {
+func testSingleWinner(t *testing.T, st session.Records) {
 	ctx := context.Background()
 	st.PutIfAbsent(ctx, "confirm", []byte("pending"), time.Minute)
 	var wins sync.WaitGroup
@@ -365,7 +399,7 @@ func testSingleWinner(t *testing.T, st session.Store) {
 	}
 }
 
-func testEventLog(t *testing.T, st session.Store) {
+func testEventLog(t *testing.T, st session.EventLog) {
 	ctx := context.Background()
 	for i, d := range []string{"a", "b", "c"} {
 		seq, err := st.AppendEvent(ctx, "s1", []byte(d), time.Minute)
@@ -386,7 +420,7 @@ func testEventLog(t *testing.T, st session.Store) {
 	}
 }
 
-func testEventLogExpiry(t *testing.T, st session.Store) {
+func testEventLogExpiry(t *testing.T, st session.EventLog) {
 	ctx := context.Background()
 	st.AppendEvent(ctx, "s1", []byte("a"), 100*time.Millisecond)
 	time.Sleep(250 * time.Millisecond)
@@ -399,7 +433,7 @@ func testEventLogExpiry(t *testing.T, st session.Store) {
 }
 
 // admit creates the session id of owner and admits it with max.
-func admit(t *testing.T, st session.Store, owner, id string, ttl time.Duration, max int) []string {
+func admit(t *testing.T, st session.Sessions, owner, id string, ttl time.Duration, max int) []string {
 	t.Helper()
 	s := sample(id)
 	s.Owner, s.TTL = owner, ttl
@@ -413,12 +447,12 @@ func admit(t *testing.T, st session.Store, owner, id string, ttl time.Duration, 
 	return ended
 }
 
-func alive(st session.Store, id string) bool {
+func alive(st session.Sessions, id string) bool {
 	_, err := st.Get(context.Background(), id)
 	return err == nil
 }
 
-func testAdmit(t *testing.T, st session.Store) {
+func testAdmit(t *testing.T, st session.Sessions) {
 	ctx := context.Background()
 	const alice, bob = "4:acme/alice", "4:acme/bob"
 	for _, id := range []string{"a1", "a2", "a3"} {
@@ -453,7 +487,7 @@ func testAdmit(t *testing.T, st session.Store) {
 	}
 }
 
-func testAdmitConcurrent(t *testing.T, st session.Store) {
+func testAdmitConcurrent(t *testing.T, st session.Sessions) {
 	const owner, n, max = "5:carol/carol", 12, 4
 	var mu sync.Mutex
 	ended := map[string]int{}

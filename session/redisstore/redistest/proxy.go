@@ -559,66 +559,78 @@ func (s *scanner) step(b []byte) (int, int) {
 		}
 		return len(b), evNone
 	case stArrayLen, stBulkLen:
-		i := indexByte(b, '\n')
-		if i < 0 {
-			if s.line = append(s.line, b...); len(s.line) > 24 {
-				return len(b), s.raw()
-			}
-			return len(b), evNone
-		}
-		if s.line = append(s.line, b[:i]...); len(s.line) > 24 {
-			return i + 1, s.raw()
-		}
-		line := strings.TrimSuffix(string(s.line), "\r")
-		s.line = s.line[:0]
-		if s.st == stArrayLen {
-			n, err := strconv.Atoi(line)
-			if err != nil {
-				return i + 1, s.raw()
-			}
-			if n <= 0 {
-				s.st = stCommand
-				return i + 1, evRelease
-			}
-			s.elems, s.first, s.st = n, true, stBulkLen
-			return i + 1, evNone
-		}
-		if !strings.HasPrefix(line, "$") {
-			return i + 1, s.raw()
-		}
-		n, err := strconv.Atoi(line[1:])
-		if err != nil || n < 0 {
-			return i + 1, s.raw()
-		}
-		s.bulk, s.st = n+2, stBulk
-		return i + 1, evNone
+		return s.lengthLine(b)
 	case stBulk:
-		n := min(s.bulk, len(b))
-		if s.first {
-			// The name without its CRLF, at most 64 bytes of it.
-			text := b[:min(n, max(s.bulk-2, 0))]
-			if room := 64 - len(s.name); room > 0 {
-				s.name = append(s.name, text[:min(len(text), room)]...)
-			}
-		}
-		if s.bulk -= n; s.bulk > 0 {
-			return n, evNone
-		}
-		s.elems--
-		ev := evNone
-		if s.first {
-			s.first = false
-			ev = evName
-		}
-		if s.elems == 0 {
-			s.st = stCommand
-		} else {
-			s.st = stBulkLen
-		}
-		return n, ev
+		return s.bulkData(b)
 	default: // stRaw
 		return len(b), evNone
 	}
+}
+
+// lengthLine reads the line of an array length ("*<n>") or of a bulk
+// string's length ("$<n>"), after its first byte for an array.
+func (s *scanner) lengthLine(b []byte) (int, int) {
+	i := indexByte(b, '\n')
+	if i < 0 {
+		if s.line = append(s.line, b...); len(s.line) > 24 {
+			return len(b), s.raw()
+		}
+		return len(b), evNone
+	}
+	if s.line = append(s.line, b[:i]...); len(s.line) > 24 {
+		return i + 1, s.raw()
+	}
+	line := strings.TrimSuffix(string(s.line), "\r")
+	s.line = s.line[:0]
+	if s.st == stArrayLen {
+		n, err := strconv.Atoi(line)
+		if err != nil {
+			return i + 1, s.raw()
+		}
+		if n <= 0 {
+			s.st = stCommand
+			return i + 1, evRelease
+		}
+		s.elems, s.first, s.st = n, true, stBulkLen
+		return i + 1, evNone
+	}
+	if !strings.HasPrefix(line, "$") {
+		return i + 1, s.raw()
+	}
+	n, err := strconv.Atoi(line[1:])
+	if err != nil || n < 0 {
+		return i + 1, s.raw()
+	}
+	s.bulk, s.st = n+2, stBulk
+	return i + 1, evNone
+}
+
+// bulkData reads the data of a bulk string and its CRLF, keeping the
+// start of the command's first one, its name.
+func (s *scanner) bulkData(b []byte) (int, int) {
+	n := min(s.bulk, len(b))
+	if s.first {
+		// The name without its CRLF, at most 64 bytes of it.
+		text := b[:min(n, max(s.bulk-2, 0))]
+		if room := 64 - len(s.name); room > 0 {
+			s.name = append(s.name, text[:min(len(text), room)]...)
+		}
+	}
+	if s.bulk -= n; s.bulk > 0 {
+		return n, evNone
+	}
+	s.elems--
+	ev := evNone
+	if s.first {
+		s.first = false
+		ev = evName
+	}
+	if s.elems == 0 {
+		s.st = stCommand
+	} else {
+		s.st = stBulkLen
+	}
+	return n, ev
 }
 
 // inline reads the name of an inline command, up to a space or the end
