@@ -382,6 +382,8 @@ func StartReplica(t testing.TB, master string) string {
 	t.Cleanup(s.stop)
 	c := adminClient(s.addr)
 	defer c.Close()
+	m := adminClient(master)
+	defer m.Close()
 	ctx, cancel := context.WithTimeout(context.Background(), settleTimeout)
 	defer cancel()
 	err = waitUntil(ctx, "the replica syncs", func() error {
@@ -391,6 +393,11 @@ func StartReplica(t testing.TB, master string) string {
 		}
 		if !strings.Contains(repl, "master_link_status:up") {
 			return fmt.Errorf("replication link down")
+		}
+		// The master counts the replica in WAIT a moment after the
+		// replica reports its link up.
+		if n, err := m.Do(ctx, "WAIT", 1, 50).Int64(); err != nil || n < 1 {
+			return fmt.Errorf("the master does not count the replica yet (%d, %v)", n, err)
 		}
 		return nil
 	})
