@@ -257,7 +257,7 @@ func CheckParamHeaders(h http.Header, params map[string][]string, args []byte) *
 		return nil
 	}
 	var obj any
-	if trimmed := bytes.TrimSpace(args); len(trimmed) > 0 && json.Valid(trimmed) {
+	if trimmed := bytes.Trim(args, " \t\r\n"); len(trimmed) > 0 && json.Valid(trimmed) { // JSON whitespace only
 		dec := json.NewDecoder(bytes.NewReader(trimmed))
 		dec.UseNumber()
 		if dec.Decode(&obj) != nil {
