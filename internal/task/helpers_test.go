@@ -97,7 +97,7 @@ func ctxT(t *testing.T) context.Context {
 
 func mustCreate(t *testing.T, m *Manager, o Owner) (*Run, DetailedTask) {
 	t.Helper()
-	r, d, err := m.Create(ctxT(t), o, "export_docs")
+	r, d, err := m.Create(ctxT(t), o, "export_docs", 0)
 	if err != nil {
 		t.Fatalf("Create: %v", err)
 	}

@@ -261,8 +261,12 @@ func newToken() string { return rand.Text() }
 // from ctx (which bounds the store calls only): it ends when the task is
 // cancelled or ended elsewhere, at its TTL, or at Close.
 //
+// ttl is the task's lifetime the client asked for (2025-11-25
+// params.task.ttl): zero means Config.TTL, more than Config.TTL is cut to
+// it, and less than MinTTL raised to it.
+//
 // It fails with ErrTooManyTasks when owner already holds MaxTasks tasks.
-func (m *Manager) Create(ctx context.Context, owner Owner, tool string) (*Run, DetailedTask, error) {
+func (m *Manager) Create(ctx context.Context, owner Owner, tool string, ttl time.Duration) (*Run, DetailedTask, error) {
 	if tool == "" || len(tool) > 256 {
 		return nil, DetailedTask{}, errors.New("task: tool name must be 1 to 256 bytes")
 	}
@@ -271,7 +275,7 @@ func (m *Manager) Create(ctx context.Context, owner Owner, tool string) (*Run, D
 	}
 	id, now := newID(), m.nowMs()
 	rec := record{V: recordVersion, St: Working, Own: owner.digest(), Ten: digest("tenant", owner.Tenant), Tool: tool,
-		C: now, U: now, TTL: m.cfg.TTL.Milliseconds(), Poll: m.cfg.PollInterval.Milliseconds(), By: newToken(), Rev: 1}
+		C: now, U: now, TTL: m.ttl(ttl).Milliseconds(), Poll: m.cfg.PollInterval.Milliseconds(), By: newToken(), Rev: 1}
 	rec.Exp = m.expiry(&rec)
 	if err := m.admit(ctx, rec.Own, id, now, rec.Exp); err != nil {
 		return nil, DetailedTask{}, err
@@ -290,6 +294,16 @@ func (m *Manager) Create(ctx context.Context, owner Owner, tool string) (*Run, D
 	}
 	m.publishStatus(ctx, id, &rec)
 	return r, rec.detailed(id), nil
+}
+
+// MinTTL is the shortest lifetime a client may ask for.
+const MinTTL = time.Second
+
+func (m *Manager) ttl(asked time.Duration) time.Duration {
+	if asked <= 0 {
+		return m.cfg.TTL
+	}
+	return min(max(asked, MinTTL), m.cfg.TTL)
 }
 
 func orInUse(err error, what string) error {

@@ -244,14 +244,14 @@ func TestLimits(t *testing.T) {
 			mustCreate(t, a, alice)
 		}
 		run, d := mustCreate(t, b, alice)
-		_, _, err := a.Create(ctxT(t), alice, "export_docs")
+		_, _, err := a.Create(ctxT(t), alice, "export_docs", 0)
 		if !errors.Is(err, ErrTooManyTasks) || Code(err) != -32000 || !strings.Contains(err.Error(), "3 tasks held, at most 3") {
 			t.Fatalf("fourth task: %v", err)
 		}
 		if run.Complete(ctxT(t), result("x")) != nil {
 			t.Fatal("complete")
 		}
-		if _, _, err := b.Create(ctxT(t), alice, "export_docs"); !errors.Is(err, ErrTooManyTasks) {
+		if _, _, err := b.Create(ctxT(t), alice, "export_docs", 0); !errors.Is(err, ErrTooManyTasks) {
 			t.Fatalf("an ended task still counts until it expires: %v", err)
 		}
 		r2, d2 := mustCreate(t, a, bob)
@@ -468,7 +468,7 @@ func TestCloseFailsRuns(t *testing.T) {
 		if got := mustGet(t, b, alice, d.TaskID); got.Status != Failed || got.Error.Message != msgClosed {
 			t.Fatalf("%+v", got)
 		}
-		if _, _, err := a.Create(ctxT(t), alice, "x"); !errors.Is(err, ErrClosed) {
+		if _, _, err := a.Create(ctxT(t), alice, "x", 0); !errors.Is(err, ErrClosed) {
 			t.Fatalf("Create after Close: %v", err)
 		}
 	})

@@ -147,10 +147,24 @@ type ListResultV1 struct {
 	NextCursor string   `json:"nextCursor,omitempty"`
 }
 
-// V1 returns t in its 2025-11-25 shape.
-func (t Task) V1() TaskV1 {
+// V1 returns d in its 2025-11-25 shape. A completed task whose result has
+// isError true is failed there (2025-11-25 "tool result with isError
+// makes the task failed"; 2026-07-28 keeps it completed).
+func (d DetailedTask) V1() TaskV1 {
+	t := d.Task
+	if t.Status == Completed && isToolError(d.Result) {
+		t.Status = Failed
+	}
 	return TaskV1{TaskID: t.TaskID, Status: t.Status, StatusMessage: t.StatusMessage, CreatedAt: t.CreatedAt,
 		LastUpdatedAt: t.LastUpdatedAt, TTL: t.TTLMs, PollInterval: t.PollIntervalMs}
+}
+
+// isToolError reports whether a tool result has "isError": true.
+func isToolError(result json.RawMessage) bool {
+	var r struct {
+		IsError bool `json:"isError"`
+	}
+	return json.Unmarshal(result, &r) == nil && r.IsError
 }
 
 // timeFormat is how timestamps go on the wire: ISO 8601, UTC, milliseconds.
@@ -212,6 +226,9 @@ func ParseUpdate(params json.RawMessage) (id string, responses map[string]json.R
 	if !isObject(p.InputResponses) {
 		return "", nil, fmt.Errorf("%w: inputResponses must be an object", ErrInvalidParams)
 	}
+	if err := noDuplicates(p.InputResponses); err != nil {
+		return "", nil, err
+	}
 	if err := json.Unmarshal(p.InputResponses, &responses); err != nil {
 		return "", nil, fmt.Errorf("%w: inputResponses: %v", ErrInvalidParams, err)
 	}
@@ -229,10 +246,15 @@ func ParseUpdate(params json.RawMessage) (id string, responses map[string]json.R
 	return id, responses, nil
 }
 
-// decodeObject decodes params, which must be one JSON object.
+// decodeObject decodes params, which must be one JSON object without
+// duplicate members (which parsers disagree on: the Mcp-Name header must
+// be checked against the same taskId the method acts on).
 func decodeObject(params json.RawMessage, v any) error {
 	if !isObject(params) {
 		return fmt.Errorf("%w: params must be an object", ErrInvalidParams)
+	}
+	if err := noDuplicates(params); err != nil {
+		return err
 	}
 	if err := json.Unmarshal(params, v); err != nil {
 		return fmt.Errorf("%w: %v", ErrInvalidParams, err)
@@ -254,4 +276,30 @@ func checkKey(k string) error {
 func isObject(b []byte) bool {
 	b = bytes.Trim(b, " \t\r\n")
 	return len(b) >= 2 && b[0] == '{' && b[len(b)-1] == '}' && json.Valid(b)
+}
+
+// noDuplicates reports a member name that appears twice in the JSON
+// object obj (nested objects are not looked into).
+func noDuplicates(obj []byte) error {
+	dec := json.NewDecoder(bytes.NewReader(obj))
+	if _, err := dec.Token(); err != nil { // {
+		return fmt.Errorf("%w: %v", ErrInvalidParams, err)
+	}
+	seen := make(map[string]bool)
+	for dec.More() {
+		tok, err := dec.Token()
+		if err != nil {
+			return fmt.Errorf("%w: %v", ErrInvalidParams, err)
+		}
+		k, _ := tok.(string)
+		if seen[k] {
+			return fmt.Errorf("%w: member %q appears twice", ErrInvalidParams, k)
+		}
+		seen[k] = true
+		var skip json.RawMessage
+		if err := dec.Decode(&skip); err != nil {
+			return fmt.Errorf("%w: %v", ErrInvalidParams, err)
+		}
+	}
+	return nil
 }
