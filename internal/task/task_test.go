@@ -535,3 +535,22 @@ func TestForgedStoreValues(t *testing.T) {
 		}
 	})
 }
+
+// Wait (2025-11-25 tasks/result) returns once the task ended on another
+// replica, and ctx's error if it ends first.
+func TestWait(t *testing.T) {
+	eachStore(t, func(t *testing.T, rs *replicas) {
+		a, b := rs.add(), rs.add()
+		run, d := mustCreate(t, a, alice)
+		short, cancel := context.WithTimeout(ctxT(t), 150*time.Millisecond)
+		defer cancel()
+		if _, err := b.Wait(short, alice, d.TaskID); !errors.Is(err, context.DeadlineExceeded) {
+			t.Fatalf("Wait on a working task: %v", err)
+		}
+		time.AfterFunc(100*time.Millisecond, func() { run.Complete(context.Background(), result("waited")) })
+		got, err := b.Wait(ctxT(t), alice, d.TaskID)
+		if err != nil || got.Status != Completed || !strings.Contains(string(got.Result), "waited") {
+			t.Fatalf("Wait: %+v, %v", got, err)
+		}
+	})
+}
