@@ -25,7 +25,7 @@ const testLease = 600 * time.Millisecond
 // deployment do. Each call of add returns a new replica: with Redis, its
 // own client and Store (through proxy when it is not nil).
 type replicas struct {
-	t      *testing.T
+	t      testing.TB
 	redis  bool
 	mem    *session.Memory
 	prefix string
@@ -89,13 +89,13 @@ var (
 	mallory = Owner{Tenant: "evil", Subject: "alice"}
 )
 
-func ctxT(t *testing.T) context.Context {
+func ctxT(t testing.TB) context.Context {
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	t.Cleanup(cancel)
 	return ctx
 }
 
-func mustCreate(t *testing.T, m *Manager, o Owner) (*Run, DetailedTask) {
+func mustCreate(t testing.TB, m *Manager, o Owner) (*Run, DetailedTask) {
 	t.Helper()
 	r, d, err := m.Create(ctxT(t), o, "export_docs", 0)
 	if err != nil {
@@ -104,7 +104,7 @@ func mustCreate(t *testing.T, m *Manager, o Owner) (*Run, DetailedTask) {
 	return r, d
 }
 
-func mustGet(t *testing.T, m *Manager, o Owner, id string) DetailedTask {
+func mustGet(t testing.TB, m *Manager, o Owner, id string) DetailedTask {
 	t.Helper()
 	d, err := m.Get(ctxT(t), o, id)
 	if err != nil {

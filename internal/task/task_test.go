@@ -554,3 +554,30 @@ func TestWait(t *testing.T) {
 		}
 	})
 }
+
+// An answer sent through another replica wakes the waiting runner by
+// signal, long before its next renewal.
+func TestInputSignal(t *testing.T) {
+	eachStore(t, func(t *testing.T, rs *replicas) {
+		rs.tune = func(c *Config) { c.Lease = time.Minute }
+		a, b := rs.add(), rs.add()
+		run, d := mustCreate(t, a, alice)
+		if err := run.RequestInput(ctxT(t), map[string]json.RawMessage{"k": json.RawMessage(`{"method":"elicitation/create"}`)}, ""); err != nil {
+			t.Fatal(err)
+		}
+		done := make(chan error, 1)
+		go func() { _, err := run.AwaitInput(ctxT(t), "k"); done <- err }()
+		time.Sleep(50 * time.Millisecond)
+		if err := b.Update(ctxT(t), alice, d.TaskID, map[string]json.RawMessage{"k": json.RawMessage(`{"action":"accept"}`)}); err != nil {
+			t.Fatal(err)
+		}
+		select {
+		case err := <-done:
+			if err != nil {
+				t.Fatal(err)
+			}
+		case <-time.After(2 * time.Second):
+			t.Fatal("the answer's signal did not wake the runner")
+		}
+	})
+}
