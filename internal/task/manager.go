@@ -204,8 +204,14 @@ func (m *Manager) decode(id string, raw []byte) (record, bool) {
 	return rec, true
 }
 
+// encode signs the record of task id. Every JSON value in it was checked
+// on its way in; should one not encode, encode panics rather than store a
+// record that would read as absent.
 func (m *Manager) encode(id string, r *record) []byte {
-	b, _ := json.Marshal(r)
+	b, err := json.Marshal(r)
+	if err != nil {
+		panic("task: encoding a record: " + err.Error())
+	}
 	return m.rec.Sign(taskKey(id), b)
 }
 
@@ -369,7 +375,17 @@ func (m *Manager) fail(ctx context.Context, id, by, msg string) (record, error) 
 // for the runner and the key stops being pending; once none is, the task
 // is working again. Keys that are not pending (unknown, already answered)
 // are ignored, and so is an update of a task that is not input_required.
+//
+// responses are checked as ParseUpdate checks them (ErrInvalidParams).
 func (m *Manager) Update(ctx context.Context, owner Owner, id string, responses map[string]json.RawMessage) error {
+	if len(responses) > MaxInputKeys {
+		return fmt.Errorf("%w: more than %d inputResponses", ErrInvalidParams, MaxInputKeys)
+	}
+	for k, v := range responses {
+		if checkKey(k) != nil || len(v) > MaxInputBytes || !isObject(v) {
+			return fmt.Errorf("%w: inputResponses[%q] must be an object of at most %d bytes under a valid key", ErrInvalidParams, k, MaxInputBytes)
+		}
+	}
 	_, wrote, err := m.update(ctx, id, owner.digest(), func(r *record) error {
 		n := 0
 		for k, v := range responses {

@@ -341,6 +341,11 @@ func TestInputRequests(t *testing.T) {
 				t.Fatal(err)
 			}
 		}
+		for _, bad := range []map[string]json.RawMessage{{"approve": json.RawMessage(`[1]`)}, {"approve": json.RawMessage(`{"a":`)}, {"": json.RawMessage(`{}`)}} {
+			if err := b.Update(ctxT(t), alice, d.TaskID, bad); !errors.Is(err, ErrInvalidParams) {
+				t.Fatalf("Update(%s): %v", bad, err)
+			}
+		}
 		upd("approve", `{"action":"accept","content":{"ok":true}}`)
 		got = mustGet(t, a, alice, d.TaskID)
 		if got.Status != InputRequired || len(got.InputRequests) != 1 || got.InputRequests["name"] == nil {
