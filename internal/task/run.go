@@ -179,7 +179,8 @@ func (r *Run) Fail(ctx context.Context, e *jsonrpc.Error) error {
 	return r.end(ctx, func(rec *record) { rec.St, rec.Err, rec.Msg = Failed, &c, c.Message })
 }
 
-// end makes the runner's terminal transition and stops the Run.
+// end makes the runner's terminal transition and stops the Run, whether
+// or not the transition could be made.
 func (r *Run) end(ctx context.Context, set func(*record)) error {
 	_, _, err := r.m.update(ctx, r.id, "", func(rec *record) error {
 		if rec.By != r.by {
@@ -192,10 +193,11 @@ func (r *Run) end(ctx context.Context, set func(*record)) error {
 	if errors.Is(err, ErrNotFound) {
 		err = ErrTerminal
 	}
-	if err == nil || errors.Is(err, ErrTerminal) {
-		r.stop(ErrTerminal)
-		r.m.cfg.Store.CompareAndSwap(context.WithoutCancel(ctx), leaseKey(r.id), []byte(r.by), []byte(r.by), time.Millisecond)
-	}
+	// Whatever happened, the work is over: stop renewing, so that a task
+	// whose outcome could not be recorded (the store failed) is failed by
+	// the next reader once the lease lapses, instead of staying working.
+	r.stop(ErrTerminal)
+	r.m.cfg.Store.CompareAndSwap(context.WithoutCancel(ctx), leaseKey(r.id), []byte(r.by), []byte(r.by), time.Millisecond)
 	return err
 }
 
@@ -326,3 +328,29 @@ func truncate(s string, n int) string {
 }
 
 func utf8RuneStart(b byte) bool { return b&0xC0 != 0x80 }
+
+// Do runs f, the task's work, under the Run's context, and ends the task
+// with what f returns: its result completes the task; an error fails it
+// (a *jsonrpc.Error as it is, any other as -32603 "internal error",
+// without its text, which may hold server internals); a panic fails it
+// like an error and is not re-raised. If the task was cancelled or ended
+// elsewhere, whatever f returns is dropped. Do returns what ending the
+// task returned (ErrTerminal when it had already ended).
+func (r *Run) Do(f func(ctx context.Context) (json.RawMessage, error)) (err error) {
+	ctx := context.WithoutCancel(r.ctx)
+	defer func() {
+		if p := recover(); p != nil {
+			r.m.cfg.Logger.Error("task: the task's work panicked", "task", r.id, "panic", p)
+			err = r.Fail(ctx, &jsonrpc.Error{Code: jsonrpc.CodeInternalError, Message: "internal error"})
+		}
+	}()
+	res, ferr := f(r.ctx)
+	if ferr != nil {
+		var je *jsonrpc.Error
+		if !errors.As(ferr, &je) {
+			je = &jsonrpc.Error{Code: jsonrpc.CodeInternalError, Message: "internal error"}
+		}
+		return r.Fail(ctx, je)
+	}
+	return r.Complete(ctx, res)
+}

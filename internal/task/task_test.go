@@ -586,3 +586,70 @@ func TestInputSignal(t *testing.T) {
 		}
 	})
 }
+
+// Do ends the task with what the work returned, whatever it returned.
+func TestDo(t *testing.T) {
+	eachStore(t, func(t *testing.T, rs *replicas) {
+		a, b := rs.add(), rs.add()
+		cases := []struct {
+			name string
+			work func(ctx context.Context) (json.RawMessage, error)
+			want Status
+			code int
+		}{
+			{"result", func(context.Context) (json.RawMessage, error) { return result("ok"), nil }, Completed, 0},
+			{"tool error", func(context.Context) (json.RawMessage, error) {
+				return json.RawMessage(`{"content":[],"isError":true}`), nil
+			}, Completed, 0},
+			{"rpc error", func(context.Context) (json.RawMessage, error) {
+				return nil, &jsonrpc.Error{Code: -32042, Message: "needs a URL"}
+			}, Failed, -32042},
+			{"other error", func(context.Context) (json.RawMessage, error) {
+				return nil, errors.New("db password is hunter2")
+			}, Failed, -32603},
+			{"panic", func(context.Context) (json.RawMessage, error) { panic("boom") }, Failed, -32603},
+		}
+		for _, c := range cases {
+			run, d := mustCreate(t, a, alice)
+			if err := run.Do(c.work); err != nil {
+				t.Fatalf("%s: Do: %v", c.name, err)
+			}
+			got := mustGet(t, b, alice, d.TaskID)
+			if got.Status != c.want || (c.code != 0 && got.Error.Code != c.code) {
+				t.Fatalf("%s: %+v", c.name, got)
+			}
+			if got.Error != nil && strings.Contains(got.Error.Message, "hunter2") {
+				t.Fatalf("%s: error text leaked: %q", c.name, got.Error.Message)
+			}
+		}
+		// Cancelled while working: the work sees it, its return is dropped.
+		run, d := mustCreate(t, a, alice)
+		err := run.Do(func(ctx context.Context) (json.RawMessage, error) {
+			b.Cancel(ctxT(t), alice, d.TaskID)
+			<-ctx.Done()
+			return result("too late"), nil
+		})
+		if !errors.Is(err, ErrTerminal) || mustGet(t, b, alice, d.TaskID).Status != Cancelled {
+			t.Fatalf("cancelled Do: %v", err)
+		}
+	})
+}
+
+// A runner whose outcome cannot be recorded (the store fails the write)
+// stops holding the task: it is failed by the next reader within about a
+// lease, never left working.
+func TestOutcomeNotRecorded(t *testing.T) {
+	rs := &replicas{t: t, redis: true}
+	rs.prefix = redistest.Prefix(t, redistest.Client(t))
+	p := redistest.NewProxy(t, "")
+	a, b := rs.addVia(p), rs.add()
+	run, d := mustCreate(t, a, alice)
+	p.CutOnCommand("EVALSHA", -1) // every CompareAndSwap of A
+	if err := run.Complete(ctxT(t), result("lost")); err == nil {
+		t.Fatal("Complete succeeded through a cut connection")
+	}
+	p.ClearCuts()
+	eventually(t, 3*testLease, "failed after the outcome was lost", func() bool {
+		return mustGet(t, b, alice, d.TaskID).Status == Failed
+	})
+}
