@@ -108,7 +108,9 @@ func (p *Provider) AddRedirect(uri string) {
 }
 
 // SignInAs makes the authorization endpoint sign in a person with these
-// claims (merged into the ID token; "sub" is required) from now on.
+// claims from now on: they are merged into the ID token over the
+// standard ones (so a test may set another "aud", "iss", "exp" or
+// "nonce"). With nil, it signs nobody in and answers 400.
 func (p *Provider) SignInAs(claims map[string]any) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
