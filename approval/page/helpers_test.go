@@ -25,7 +25,7 @@ var testKeys = [][]byte{[]byte("0123456789abcdef0123456789abcdef")}
 // env is one replica of a host serving the page at /approvals/, with the
 // fake provider it signs in with.
 type env struct {
-	t         *testing.T
+	t         testing.TB
 	idp       *oidctest.Provider
 	srv       *httptest.Server
 	h         *Handler
@@ -40,7 +40,7 @@ type envOpt struct {
 	mod    func(*Config)
 }
 
-func newEnv(t *testing.T, o envOpt) *env {
+func newEnv(t testing.TB, o envOpt) *env {
 	t.Helper()
 	if o.shared == nil {
 		o.shared = session.NewMemory()

@@ -62,7 +62,7 @@ func (h *Handler) openCookie(name, value string, v any) bool {
 	if len(value) > MaxCookieBytes {
 		return false
 	}
-	b, err := base64.RawURLEncoding.DecodeString(value)
+	b, err := base64.RawURLEncoding.Strict().DecodeString(value)
 	if err != nil {
 		return false
 	}
