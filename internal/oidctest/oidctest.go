@@ -54,6 +54,7 @@ func NewKey(t testing.TB, kid string) *Key {
 type Provider struct {
 	t   testing.TB
 	srv *httptest.Server
+	mux *http.ServeMux
 
 	// ClientID and ClientSecret are the one registered client's.
 	ClientID, ClientSecret string
@@ -64,9 +65,13 @@ type Provider struct {
 	user      map[string]any
 	codes     map[string]*grant // code → what it was issued for
 	issued    []string
+	extra     map[string]any // more discovery members
+	jwksFail  bool
+	tokenNext http.HandlerFunc
 
-	// TokenHits counts requests to the token endpoint.
-	TokenHits atomic.Int64
+	// TokenHits and JWKSHits count requests to the token endpoint and to
+	// the JWKS.
+	TokenHits, JWKSHits atomic.Int64
 }
 
 type grant struct {
@@ -82,9 +87,10 @@ func New(t testing.TB, redirects ...string) *Provider {
 	p := &Provider{
 		t: t, ClientID: "approvals", ClientSecret: "s3cret:with/odd chars",
 		keys: []*Key{NewKey(t, "key-1")}, redirects: redirects,
-		codes: map[string]*grant{},
+		codes: map[string]*grant{}, extra: map[string]any{},
 	}
-	mux := http.NewServeMux()
+	p.mux = http.NewServeMux()
+	mux := p.mux
 	mux.HandleFunc("GET /.well-known/openid-configuration", p.discovery)
 	mux.HandleFunc("GET /jwks", p.jwks)
 	mux.HandleFunc("GET /authorize", p.authorize)
@@ -92,6 +98,40 @@ func New(t testing.TB, redirects ...string) *Provider {
 	p.srv = httptest.NewServer(mux)
 	t.Cleanup(p.srv.Close)
 	return p
+}
+
+// Handle serves more endpoints on the provider (e.g. introspection).
+func (p *Provider) Handle(pattern string, h http.HandlerFunc) { p.mux.HandleFunc(pattern, h) }
+
+// SetDiscovery adds a member to the discovery document (e.g.
+// "introspection_endpoint").
+func (p *Provider) SetDiscovery(key string, value any) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.extra[key] = value
+}
+
+// SetTokenHandler makes h answer the token requests whose grant_type is
+// not authorization_code (client credentials, token exchange, …), before
+// any check of the provider's own; nil answers them unsupported_grant_type.
+func (p *Provider) SetTokenHandler(h http.HandlerFunc) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.tokenNext = h
+}
+
+// SetJWKSFail makes the JWKS answer 500 while fail is true.
+func (p *Provider) SetJWKSFail(fail bool) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.jwksFail = fail
+}
+
+// Key returns the key that signs now.
+func (p *Provider) Key() *Key {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.keys[0]
 }
 
 // Issuer is the provider's issuer URL.
@@ -142,12 +182,20 @@ func (p *Provider) discovery(w http.ResponseWriter, _ *http.Request) {
 		"subject_types_supported":               []string{"public"},
 		"code_challenge_methods_supported":      []string{"S256"},
 	}
+	p.mu.Lock()
+	maps.Copy(doc, p.extra)
+	p.mu.Unlock()
 	writeJSON(w, http.StatusOK, doc)
 }
 
 func (p *Provider) jwks(w http.ResponseWriter, _ *http.Request) {
+	p.JWKSHits.Add(1)
 	p.mu.Lock()
 	defer p.mu.Unlock()
+	if p.jwksFail {
+		http.Error(w, "down", http.StatusInternalServerError)
+		return
+	}
 	var set jose.JSONWebKeySet
 	for _, k := range p.keys {
 		set.Keys = append(set.Keys, jose.JSONWebKey{Key: k.Priv.Public(), KeyID: k.ID, Algorithm: string(k.Alg), Use: "sig"})
@@ -200,6 +248,13 @@ func (p *Provider) token(w http.ResponseWriter, r *http.Request) {
 	p.TokenHits.Add(1)
 	if err := r.ParseForm(); err != nil {
 		http.Error(w, "bad form", http.StatusBadRequest)
+		return
+	}
+	p.mu.Lock()
+	next := p.tokenNext
+	p.mu.Unlock()
+	if next != nil && r.PostForm.Get("grant_type") != "authorization_code" {
+		next(w, r)
 		return
 	}
 	if !p.clientOK(r) {
