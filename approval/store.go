@@ -380,25 +380,52 @@ func (s *Store) current(ctx context.Context, idx string) (*Approval, []byte, err
 // expired. A malformed id, or a record that does not verify, is
 // ErrNotFound.
 func (s *Store) Get(ctx context.Context, id string) (*Approval, error) {
-	for range 4 {
+	return s.transition(ctx, id, func(a *Approval, r *record) (*record, error) {
+		if r.State != Pending || s.now().UnixMilli() < r.Expires {
+			return nil, nil
+		}
+		return r.with(Expired), nil
+	})
+}
+
+// errContention is returned when a transition lost its CompareAndSwap
+// maxTries times in a row.
+var errContention = errors.New("approval: too much contention on one approval")
+
+const maxTries = 8
+
+// transition reads approval id and asks step for the record to move it
+// to: nil leaves it as read (and returns it with step's error); else the
+// move is made with one CompareAndSwap from the bytes read, and returned
+// with step's error, or, if another replica changed the record first,
+// everything starts again from a fresh read.
+func (s *Store) transition(ctx context.Context, id string, step func(a *Approval, r *record) (*record, error)) (*Approval, error) {
+	for range maxTries {
 		r, raw, err := s.load(ctx, id)
 		if err != nil {
 			return nil, err
 		}
-		if r.State != Pending || s.now().UnixMilli() < r.Expires {
-			return s.approval(id, r), nil
+		a := s.approval(id, r)
+		next, stepErr := step(a, r)
+		if next == nil {
+			return a, stepErr
 		}
-		next := *r
-		next.State = Expired
-		ok, err := s.move(ctx, id, raw, Pending, &next)
+		ok, err := s.move(ctx, id, raw, r.State, next)
 		if err != nil {
 			return nil, err
 		}
 		if ok {
-			return s.approval(id, &next), nil
+			return s.approval(id, next), stepErr
 		}
 	}
-	return nil, errors.New("approval: too much contention")
+	return nil, errContention
+}
+
+// with returns a copy of r in state st.
+func (r *record) with(st State) *record {
+	next := *r
+	next.State = st
+	return &next
 }
 
 // Check reports whether approver may decide a: nil, or a *NotAllowedError.
@@ -442,40 +469,26 @@ func (s *Store) atLeast(role, min string) bool {
 // after Expires; nothing is decided), ErrDecided (the approval is returned
 // too, as decided before), or a *NotAllowedError (nothing is decided).
 func (s *Store) Decide(ctx context.Context, id string, approver Identity, approve bool) (*Approval, error) {
-	for range 8 {
-		r, raw, err := s.load(ctx, id)
-		if err != nil {
-			return nil, err
-		}
-		a := s.approval(id, r)
+	a, err := s.transition(ctx, id, func(a *Approval, r *record) (*record, error) {
 		switch {
 		case r.State == Expired:
-			return a, ErrExpired
+			return nil, ErrExpired
 		case r.State != Pending:
-			return a, ErrDecided
+			return nil, ErrDecided
 		case s.now().UnixMilli() >= r.Expires:
-			if _, err := s.Get(ctx, id); err != nil {
-				return nil, err
-			}
-			return a, ErrExpired
+			return r.with(Expired), ErrExpired
 		}
 		if err := s.Check(ctx, a, approver); err != nil {
-			return a, err
+			return nil, err
 		}
-		next := *r
-		next.State, next.By, next.Decided = Declined, &approver, s.now().UnixMilli()
+		next := r.with(Declined)
 		if approve {
 			next.State = Approved
 		}
-		ok, err := s.move(ctx, id, raw, Pending, &next)
-		if err != nil {
-			return nil, err
-		}
-		if ok {
-			return s.approval(id, &next), nil
-		}
-	}
-	return nil, errors.New("approval: too much contention")
+		next.By, next.Decided = &approver, s.now().UnixMilli()
+		return next, nil
+	})
+	return a, err
 }
 
 // Consume uses approved approval id for one run of the call it is bound
@@ -489,33 +502,21 @@ func (s *Store) Consume(ctx context.Context, id string, asker Identity, tool str
 	if err != nil {
 		return nil, ErrMismatch
 	}
-	for range 8 {
-		r, raw, err := s.load(ctx, id)
-		if err != nil {
-			return nil, err
-		}
-		a := s.approval(id, r)
-		if !a.Asker.same(asker) || a.Tool != tool || a.Digest != d {
+	a, err := s.transition(ctx, id, func(a *Approval, r *record) (*record, error) {
+		switch {
+		case !a.Asker.same(asker) || a.Tool != tool || a.Digest != d:
 			return nil, ErrMismatch
+		case r.State == Used:
+			return nil, ErrUsed
+		case r.State != Approved:
+			return nil, ErrNotApproved
 		}
-		switch r.State {
-		case Used:
-			return a, ErrUsed
-		case Approved:
-		default:
-			return a, ErrNotApproved
-		}
-		next := *r
-		next.State = Used
-		ok, err := s.move(ctx, id, raw, Approved, &next)
-		if err != nil {
-			return nil, err
-		}
-		if ok {
-			return s.approval(id, &next), nil
-		}
+		return r.with(Used), nil
+	})
+	if errors.Is(err, ErrMismatch) {
+		return nil, err
 	}
-	return nil, errors.New("approval: too much contention")
+	return a, err
 }
 
 // Wait blocks until approval id is no longer pending, and returns it: a
