@@ -263,18 +263,32 @@ func (h *Handler) show(w http.ResponseWriter, r *http.Request, id string) {
 		return
 	}
 	who := sess.identity()
-	switch a.State {
-	case approval.Pending:
-		if err := h.cfg.Approvals.Check(r.Context(), a, who); err != nil {
-			h.render(w, http.StatusForbidden, &View{Status: StatusNotAllowed, Approval: viewOf(a), Approver: who, Reason: reasonOf(err)})
-			return
-		}
-		h.render(w, http.StatusOK, &View{Status: StatusAsk, Approval: viewOf(a), Approver: who, CSRF: h.csrfToken(sess), Action: h.base + id})
-	case approval.Expired:
-		h.render(w, http.StatusGone, &View{Status: StatusExpired, Approval: viewOf(a), Approver: who})
+	refused := h.cfg.Approvals.Check(r.Context(), a, who)
+	v := &View{Approver: who, Approval: shown(a, refused)}
+	switch {
+	case a.State == approval.Expired:
+		v.Status = StatusExpired
+		h.render(w, http.StatusGone, v)
+	case a.State != approval.Pending:
+		v.Status = StatusDecided
+		h.render(w, http.StatusConflict, v)
+	case refused != nil:
+		v.Status, v.Reason = StatusNotAllowed, reasonOf(refused)
+		h.render(w, http.StatusForbidden, v)
 	default:
-		h.render(w, http.StatusConflict, &View{Status: StatusDecided, Approval: viewOf(a), Approver: who})
+		v.Status, v.CSRF, v.Action = StatusAsk, h.csrfToken(sess), h.base+id
+		h.render(w, http.StatusOK, v)
 	}
+}
+
+// shown is what of a the page shows to an approver the policy admits
+// (refused nil) or refuses: nothing of the call to a refused one, who may
+// be of another workspace.
+func shown(a *approval.Approval, refused error) *ApprovalView {
+	if refused != nil {
+		return nil
+	}
+	return viewOf(a)
 }
 
 // storeFailed answers a failed read of an approval.
@@ -313,17 +327,26 @@ func (h *Handler) decide(w http.ResponseWriter, r *http.Request, id string) {
 	}
 	who := sess.identity()
 	a, err := h.cfg.Approvals.Decide(r.Context(), id, who, approve)
+	v := &View{Approver: who}
+	if a != nil {
+		v.Approval = shown(a, h.cfg.Approvals.Check(r.Context(), a, who))
+	}
 	switch {
 	case err == nil && a.State == approval.Approved:
-		h.render(w, http.StatusOK, &View{Status: StatusApproved, Approval: viewOf(a), Approver: who})
+		v.Status = StatusApproved
+		h.render(w, http.StatusOK, v)
 	case err == nil:
-		h.render(w, http.StatusOK, &View{Status: StatusDeclined, Approval: viewOf(a), Approver: who})
+		v.Status = StatusDeclined
+		h.render(w, http.StatusOK, v)
 	case errors.Is(err, approval.ErrNotAllowed):
-		h.render(w, http.StatusForbidden, &View{Status: StatusNotAllowed, Approval: viewOf(a), Approver: who, Reason: reasonOf(err)})
+		v.Status, v.Reason = StatusNotAllowed, reasonOf(err)
+		h.render(w, http.StatusForbidden, v)
 	case errors.Is(err, approval.ErrDecided):
-		h.render(w, http.StatusConflict, &View{Status: StatusDecided, Approval: viewOf(a), Approver: who})
+		v.Status = StatusDecided
+		h.render(w, http.StatusConflict, v)
 	case errors.Is(err, approval.ErrExpired):
-		h.render(w, http.StatusGone, &View{Status: StatusExpired, Approval: viewOf(a), Approver: who})
+		v.Status = StatusExpired
+		h.render(w, http.StatusGone, v)
 	default:
 		h.storeFailed(w, err)
 	}

@@ -61,6 +61,9 @@ func TestNotAllowed(t *testing.T) {
 				t.Fatalf("page: %d\n%s", code, body)
 			}
 			mustContain(t, body, "Not allowed", "Nothing was decided")
+			if strings.Contains(body, "delete_note") || strings.Contains(body, "arg-value") {
+				t.Fatalf("a refused approver is shown the call:\n%s", body)
+			}
 			sess := sessionOf(t, e, b)
 			for _, d := range []string{"approve", "decline"} {
 				code, body = b.post(a.URL, decision(d, e.h.csrfToken(sess)), nil)
@@ -116,6 +119,11 @@ func TestSingleUse(t *testing.T) {
 		t.Fatalf("second approver: %d\n%s", code, body)
 	}
 	mustContain(t, body, "It was declined", "ada")
+	// Someone of another workspace learns nothing of the call.
+	code, body = e.open(newBrowser(t), other, a)
+	if code != http.StatusConflict || !strings.Contains(body, "already decided") || strings.Contains(body, "delete_note") || strings.Contains(body, "n1") {
+		t.Fatalf("other workspace: %d\n%s", code, body)
+	}
 }
 
 func TestExpired(t *testing.T) {

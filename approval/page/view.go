@@ -33,7 +33,8 @@ type View struct {
 	Status Status
 	// Title and Detail are set on error pages (StatusError).
 	Title, Detail string
-	// Approval is the approval shown (nil on error pages).
+	// Approval is the approval shown: nil on error pages, and for an
+	// approver the policy refuses (who may be of another workspace).
 	Approval *ApprovalView
 	// Approver is the signed-in person (zero on error pages).
 	Approver approval.Identity
