@@ -8,6 +8,9 @@ import (
 	"time"
 
 	"github.com/mcphandler/mcphandler/approval"
+	"github.com/mcphandler/mcphandler/internal/oidctest"
+	"github.com/mcphandler/mcphandler/session/redisstore"
+	"github.com/mcphandler/mcphandler/session/redisstore/redistest"
 )
 
 func TestApprove(t *testing.T) {
@@ -394,5 +397,48 @@ func TestNewRefuses(t *testing.T) {
 		if _, err := New(t.Context(), cfg); err == nil {
 			t.Errorf("%s: New accepted", name)
 		}
+	}
+}
+
+// TestStateOnceAcrossReplicas: a callback replayed on another replica is
+// refused, since the mark of a used state lives in the shared store.
+func TestStateOnceAcrossReplicas(t *testing.T) {
+	prefix := redistest.Prefix(t, redistest.Client(t))
+	shared := func() approval.Shared {
+		st := redisstore.New(redistest.Client(t), redisstore.Options{Prefix: prefix})
+		t.Cleanup(func() { st.Close() })
+		return st
+	}
+	idp := oidctest.New(t)
+	a, b := newEnv(t, envOpt{shared: shared(), idp: idp}), newEnv(t, envOpt{shared: shared(), idp: idp})
+	ap := a.ask(`{"id":"n1"}`)
+	br := newBrowser(t)
+	idp.SignInAs(admin)
+	nb := br.noRedirects()
+	resp, err := nb.c.Get(ap.URL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	resp, err = nb.c.Get(resp.Header.Get("Location"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	cb, _ := url.Parse(resp.Header.Get("Location"))
+	login := br.c.Jar.Cookies(cb) // the sign-in in progress, as the callback will receive it
+	if code, body := nb.get(cb.String()); code != http.StatusSeeOther {
+		t.Fatalf("callback on A: %d\n%s", code, body)
+	}
+	// The same callback, with the same cookies, on replica B.
+	req, _ := http.NewRequest(http.MethodGet, b.srv.URL+"/approvals/callback?"+cb.RawQuery, nil)
+	for _, c := range login {
+		req.AddCookie(c)
+	}
+	if code, body := newBrowser(t).noRedirects().do(req); code != http.StatusBadRequest || !strings.Contains(body, "used before") {
+		t.Fatalf("replay on B: %d\n%s", code, body)
+	}
+	if len(login) == 0 {
+		t.Fatal("no login cookie")
 	}
 }
