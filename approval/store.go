@@ -525,7 +525,8 @@ func (s *Store) Consume(ctx context.Context, id string, asker Identity, tool str
 // Expires it moves the approval to expired (unless a decision won) and
 // returns it. It returns early with ctx's error; while the store fails it
 // keeps trying, and returns the store's error once Expires plus Linger
-// passed without a successful read (the record is gone by then anyway).
+// passed without a successful read (the record is gone by then anyway);
+// if it never read the record, it keeps trying until ctx ends.
 func (s *Store) Wait(ctx context.Context, id string) (*Approval, error) {
 	if !ValidID(id) {
 		return nil, ErrNotFound
