@@ -40,7 +40,7 @@ func chromiumPath(t *testing.T) string {
 
 // newChromium starts a headless Chromium with a fresh profile, closed
 // when the test ends, and returns the context of its first tab.
-func newChromium(t *testing.T) context.Context {
+func newChromium(t *testing.T, more ...chromedp.ExecAllocatorOption) context.Context {
 	t.Helper()
 	opts := []chromedp.ExecAllocatorOption{
 		chromedp.ExecPath(chromiumPath(t)),
@@ -51,6 +51,7 @@ func newChromium(t *testing.T) context.Context {
 		chromedp.Flag("no-default-browser-check", true),
 		chromedp.UserDataDir(t.TempDir()),
 	}
+	opts = append(opts, more...)
 	alloc, cancelAlloc := chromedp.NewExecAllocator(context.Background(), opts...)
 	ctx, cancelCtx := chromedp.NewContext(alloc)
 	t.Cleanup(func() { cancelCtx(); cancelAlloc() })
@@ -263,5 +264,22 @@ func TestChromiumReplicas(t *testing.T) {
 		}
 	case <-time.After(10 * time.Second):
 		t.Fatal("replica A's waiter did not see the decision")
+	}
+}
+
+// TestChromiumTLS: over HTTPS with the production cookies (__Host-,
+// Secure), a browser signs in and approves.
+func TestChromiumTLS(t *testing.T) {
+	// The test server's certificate is its own: the browser is told to
+	// accept it (its profile is thrown away with the test).
+	ctx := newChromium(t, chromedp.Flag("ignore-certificate-errors", true))
+	e := newEnv(t, envOpt{tls: true})
+	a := e.ask(`{"id":"n1"}`)
+	e.idp.SignInAs(admin)
+	if status, text := visit(t, ctx, a.URL); status != "Approve this call?" {
+		t.Fatalf("page: %q\n%s", status, text)
+	}
+	if status, _ := click(t, ctx, "approve"); status != "Approved" || e.state(a.ID) != approval.Approved {
+		t.Fatalf("after approve: %q %s", status, e.state(a.ID))
 	}
 }

@@ -37,6 +37,7 @@ type envOpt struct {
 	shared approval.Shared
 	idp    *oidctest.Provider
 	ttl    time.Duration
+	tls    bool // serve over HTTPS, with the production cookies
 	mod    func(*Config)
 }
 
@@ -52,7 +53,11 @@ func newEnv(t testing.TB, o envOpt) *env {
 	var h atomic.Pointer[Handler]
 	mux := http.NewServeMux()
 	mux.Handle("/approvals/", http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { h.Load().ServeHTTP(w, r) }))
-	e.srv = httptest.NewServer(mux)
+	if o.tls {
+		e.srv = httptest.NewTLSServer(mux)
+	} else {
+		e.srv = httptest.NewServer(mux)
+	}
 	t.Cleanup(e.srv.Close)
 	var err error
 	e.approvals, err = approval.New(approval.Config{Store: o.shared, Keys: testKeys, URL: e.srv.URL + "/approvals/",
@@ -63,7 +68,7 @@ func newEnv(t testing.TB, o envOpt) *env {
 	e.idp.AddRedirect(e.srv.URL + "/approvals/callback")
 	cfg := Config{Approvals: e.approvals, Store: o.shared, Issuer: e.idp.Issuer(), ClientID: e.idp.ClientID,
 		ClientSecret: e.idp.ClientSecret, RedirectURL: e.srv.URL + "/approvals/callback", Keys: testKeys,
-		HTTPClient: e.idp.Client(), InsecureCookies: true, Logger: slog.New(slog.DiscardHandler)}
+		HTTPClient: e.idp.Client(), InsecureCookies: !o.tls, Logger: slog.New(slog.DiscardHandler)}
 	if o.mod != nil {
 		o.mod(&cfg)
 	}
@@ -116,6 +121,14 @@ type browser struct {
 func newBrowser(t *testing.T) *browser {
 	jar, _ := cookiejar.New(nil)
 	return &browser{t: t, c: &http.Client{Jar: jar, Timeout: 10 * time.Second}}
+}
+
+// tlsBrowser is a browser that trusts e's HTTPS server.
+func (e *env) tlsBrowser() *browser {
+	jar, _ := cookiejar.New(nil)
+	c := e.srv.Client()
+	c.Jar, c.Timeout = jar, 10*time.Second
+	return &browser{t: e.t.(*testing.T), c: c}
 }
 
 // noRedirects makes b stop at the first redirect.

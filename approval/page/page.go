@@ -20,7 +20,9 @@
 //
 // The session is a cookie signed with HMAC-SHA256 (keys from
 // [Config.Keys]), bound to one approval and to the approver, lasting
-// [Config.SessionTTL]; nothing about it is kept on the server. The pages
+// [Config.SessionTTL]; nothing about it is kept on the server. The
+// cookies are HttpOnly, SameSite=Lax and named with the __Host- prefix
+// (Secure, Path=/, no Domain), unless [Config.InsecureCookies]. The pages
 // are [html/template] templates the host may replace ([Config.Templates]),
 // need no JavaScript and are served with a Content-Security-Policy that
 // allows none.
@@ -146,7 +148,9 @@ type Handler struct {
 	cop      *http.CrossOriginProtection
 	tmpl     *template.Template
 	base     string // path of the mount, ending in "/"
-	name     string // name of the session cookie; the login cookie adds "-login"
+	// name is the name of the session cookie (the login cookie's adds
+	// "-login"); cookiePath their path.
+	name, cookiePath string
 }
 
 // New returns the handler for cfg, after reading the provider's discovery
@@ -184,9 +188,11 @@ func New(ctx context.Context, cfg Config) (*Handler, error) {
 	h.verifier = p.Verifier(&oidc.Config{ClientID: cfg.ClientID})
 	h.oauth = oauth2.Config{ClientID: cfg.ClientID, ClientSecret: cfg.ClientSecret, Endpoint: p.Endpoint(),
 		RedirectURL: cfg.RedirectURL, Scopes: append([]string{oidc.ScopeOpenID}, h.cfg.Scopes...)}
-	h.name = "approval"
+	h.name, h.cookiePath = "mcphandler-approval", h.base
 	if !cfg.InsecureCookies {
-		h.name = "__Secure-approval"
+		// __Host-: Secure, Path=/ and no Domain, so that no other host
+		// (a sibling subdomain) can plant a cookie the page would read.
+		h.name, h.cookiePath = "__Host-mcphandler-approval", "/"
 	}
 	return h, nil
 }

@@ -442,3 +442,30 @@ func TestStateOnceAcrossReplicas(t *testing.T) {
 		t.Fatal("no login cookie")
 	}
 }
+
+// TestSecureCookies: over HTTPS, without InsecureCookies, the cookies are
+// __Host- cookies (Secure, Path=/, no Domain), HttpOnly and SameSite=Lax,
+// and the whole flow works with them.
+func TestSecureCookies(t *testing.T) {
+	e := newEnv(t, envOpt{tls: true})
+	a := e.ask(`{"id":"n1"}`)
+	b := e.tlsBrowser()
+	var setCookies []string
+	b.c.CheckRedirect = func(req *http.Request, via []*http.Request) error {
+		setCookies = append(setCookies, req.Response.Header.Values("Set-Cookie")...)
+		return nil
+	}
+	_, body := e.open(b, admin, a)
+	if len(setCookies) != 3 { // login cookie; login cookie deleted and session
+		t.Fatalf("Set-Cookie: %q", setCookies)
+	}
+	for _, c := range setCookies {
+		if !strings.HasPrefix(c, "__Host-mcphandler-approval") || !strings.Contains(c, "; Path=/;") || strings.Contains(c, "Domain") ||
+			!strings.Contains(c, "; HttpOnly; Secure; SameSite=Lax") {
+			t.Fatalf("cookie %q", c)
+		}
+	}
+	if code, body := b.post(a.URL, decision("approve", csrfOf(t, body)), nil); code != http.StatusOK || !strings.Contains(body, "Approved") {
+		t.Fatalf("decision: %d\n%s", code, body)
+	}
+}

@@ -75,7 +75,7 @@ func (h *Handler) openCookie(name, value string, v any) bool {
 
 func (h *Handler) setCookie(w http.ResponseWriter, name, value string, ttl time.Duration) {
 	http.SetCookie(w, &http.Cookie{
-		Name: name, Value: value, Path: h.base, MaxAge: int(ttl / time.Second),
+		Name: name, Value: value, Path: h.cookiePath, MaxAge: int(ttl / time.Second),
 		HttpOnly: true, Secure: !h.cfg.InsecureCookies, SameSite: http.SameSiteLaxMode,
 	})
 }
