@@ -1,37 +1,3 @@
-// Package page serves the approval page: an [http.Handler] the host mounts
-// (e.g. at /approvals/), where a person signs in with OpenID Connect and
-// approves or declines one call kept in an [approval.Store].
-//
-// # Flow
-//
-//	GET  <mount>/<id>       no session for <id>: 303 to the provider's
-//	                        authorization endpoint (code flow, PKCE S256,
-//	                        state and nonce); with one: the approval and
-//	                        its form, or why it cannot be decided
-//	GET  <mount>/callback   the provider's redirect: checks state (signed
-//	                        cookie of this browser, single use in the
-//	                        store), redeems the code with the PKCE
-//	                        verifier, verifies the ID token (go-oidc) and
-//	                        its nonce, maps its claims to the approver,
-//	                        sets the session cookie, 303 to <mount>/<id>
-//	POST <mount>/<id>       the decision: cross-origin check, session
-//	                        cookie bound to <id>, CSRF token bound to the
-//	                        session and <id>, one decision field
-//
-// The session is a cookie signed with HMAC-SHA256 (keys from
-// [Config.Keys]), bound to one approval and to the approver, lasting
-// [Config.SessionTTL]; nothing about it is kept on the server. The
-// cookies are HttpOnly, SameSite=Lax and named with the __Host- prefix
-// (Secure, Path=/, no Domain), unless [Config.InsecureCookies]. The pages
-// are [html/template] templates the host may replace ([Config.Templates]),
-// need no JavaScript and are served with a Content-Security-Policy that
-// allows none.
-//
-// Whatever the input — a forged or replayed state or code, a cookie of
-// another approval or another purpose, a replayed or cross-site POST — the
-// answer is an error page and nothing is decided: a decision is only ever
-// made by [approval.Store.Decide] for the signed-in approver, which checks
-// the approval's policy and state atomically.
 package page
 
 import (
@@ -120,8 +86,9 @@ type Config struct {
 	// prefix of the cookies, so that the page works over plain HTTP. It
 	// MUST NOT be set in production: only for tests and localhost.
 	InsecureCookies bool
-	// Logger receives why a sign-in or a request failed (the page says
-	// less). If nil, slog.Default.
+	// Logger receives every decision (Info: approval id, state, tool,
+	// asker and approver) and why a sign-in or a request failed (the page
+	// says less). If nil, slog.Default.
 	Logger *slog.Logger
 }
 
@@ -333,6 +300,10 @@ func (h *Handler) decide(w http.ResponseWriter, r *http.Request, id string) {
 	}
 	who := sess.identity()
 	a, err := h.cfg.Approvals.Decide(r.Context(), id, who, approve)
+	if err == nil {
+		h.cfg.Logger.Info("page: approval decided", "approval", id, "state", string(a.State), "tool", a.Tool,
+			"asker", a.Asker.Subject, "tenant", a.Asker.Tenant, "approver", who.Subject, "approverTenant", who.Tenant)
+	}
 	v := &View{Approver: who}
 	if a != nil {
 		v.Approval = shown(a, h.cfg.Approvals.Check(r.Context(), a, who))
