@@ -304,29 +304,32 @@ func (h *Handler) decide(w http.ResponseWriter, r *http.Request, id string) {
 		h.cfg.Logger.Info("page: approval decided", "approval", id, "state", string(a.State), "tool", a.Tool,
 			"asker", a.Asker.Subject, "tenant", a.Asker.Tenant, "approver", who.Subject, "approverTenant", who.Tenant)
 	}
+	h.result(w, r, who, a, err)
+}
+
+// result writes the page of the decision Decide returned.
+func (h *Handler) result(w http.ResponseWriter, r *http.Request, who approval.Identity, a *approval.Approval, err error) {
 	v := &View{Approver: who}
 	if a != nil {
 		v.Approval = shown(a, h.cfg.Approvals.Check(r.Context(), a, who))
 	}
+	status := http.StatusOK
 	switch {
 	case err == nil && a.State == approval.Approved:
 		v.Status = StatusApproved
-		h.render(w, http.StatusOK, v)
 	case err == nil:
 		v.Status = StatusDeclined
-		h.render(w, http.StatusOK, v)
 	case errors.Is(err, approval.ErrNotAllowed):
-		v.Status, v.Reason = StatusNotAllowed, reasonOf(err)
-		h.render(w, http.StatusForbidden, v)
+		v.Status, v.Reason, status = StatusNotAllowed, reasonOf(err), http.StatusForbidden
 	case errors.Is(err, approval.ErrDecided):
-		v.Status = StatusDecided
-		h.render(w, http.StatusConflict, v)
+		v.Status, status = StatusDecided, http.StatusConflict
 	case errors.Is(err, approval.ErrExpired):
-		v.Status = StatusExpired
-		h.render(w, http.StatusGone, v)
+		v.Status, status = StatusExpired, http.StatusGone
 	default:
 		h.storeFailed(w, err)
+		return
 	}
+	h.render(w, status, v)
 }
 
 // readForm reads the decision form: at most MaxFormBytes of
