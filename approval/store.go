@@ -305,9 +305,11 @@ func (s *Store) check(req *Request) ([]byte, [32]byte, error) {
 }
 
 // Begin returns the approval of the call req describes: the one bound to
-// the same caller (tenant and subject), tool and canonical arguments while
-// it is pending or approved, else a new pending one, which expires after
-// TTL. created reports which. Of concurrent Begins for one call, on any
+// the same caller (tenant and subject), tool and canonical arguments, with
+// the same policy and message, while it is pending or approved; else a new
+// pending one, which expires after TTL (so a policy the host tightened
+// applies at once: the approval made under the old one is not returned
+// again). created reports which. Of concurrent Begins for one call, on any
 // replica, all return the same approval, unless a store failure
 // interrupted them.
 func (s *Store) Begin(ctx context.Context, req Request) (a *Approval, created bool, err error) {
@@ -321,7 +323,7 @@ func (s *Store) Begin(ctx context.Context, req Request) (a *Approval, created bo
 		if err != nil {
 			return nil, false, err
 		}
-		if cur != nil && (cur.State == Pending || cur.State == Approved) {
+		if cur != nil && (cur.State == Pending || cur.State == Approved) && cur.Policy == req.Policy && cur.Message == req.Message {
 			return cur, false, nil
 		}
 		now := s.now()

@@ -136,6 +136,17 @@ func TestBeginBindsTheCall(t *testing.T) {
 				t.Fatalf("other call %d got the same approval", i)
 			}
 		}
+		// Another policy or message is another approval: what the host
+		// decides now applies.
+		stricter := deleteReq(`{"id":"n1","force":true}`)
+		stricter.Policy.Rule = "owners-only"
+		reworded := deleteReq(`{"id":"n1","force":true}`)
+		reworded.Message = "Delete it for good?"
+		for _, req := range []Request{stricter, reworded} {
+			if o := begin(t, s, req); o.ID == a.ID {
+				t.Fatalf("%+v got the approval made under another policy or message", req.Policy)
+			}
+		}
 		// Concurrent Begins of one new call agree on one approval.
 		var ids sync.Map
 		var wg sync.WaitGroup
