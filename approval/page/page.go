@@ -28,7 +28,7 @@ const (
 	DefaultSessionTTL = 10 * time.Minute
 	DefaultLoginTTL   = 10 * time.Minute
 	// MaxFormBytes bounds the body of a decision POST; a larger one is
-	// refused with 413.
+	// refused with 400.
 	MaxFormBytes = 4 << 10
 	// MaxCookieBytes bounds each cookie value read; a longer one is
 	// treated as absent.
@@ -59,8 +59,9 @@ type Config struct {
 	// token's audience must contain it.
 	ClientID, ClientSecret string
 	// RedirectURL is the absolute URL of <mount>/callback, registered at
-	// the provider. Required: the mount, the cookie path and the trusted
-	// origin of decision POSTs derive from it.
+	// the provider. Required: the mount (its directory), the trusted
+	// origin of decision POSTs and, with InsecureCookies, the cookies' path
+	// derive from it.
 	RedirectURL string
 	// Scopes are requested besides "openid". If nil, {"profile", "email"}.
 	Scopes []string
