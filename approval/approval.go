@@ -90,11 +90,14 @@ const (
 	Declined State = "declined" // declined; the call does not run
 	Expired  State = "expired"  // nobody decided in time; the call does not run
 	Used     State = "used"     // approved, and one call ran
+	// Withdrawn: the caller cancelled the call before anyone decided; the
+	// call does not run.
+	Withdrawn State = "withdrawn"
 )
 
 func (s State) valid() bool {
 	switch s {
-	case Pending, Approved, Declined, Expired, Used:
+	case Pending, Approved, Declined, Expired, Used, Withdrawn:
 		return true
 	}
 	return false
@@ -102,7 +105,7 @@ func (s State) valid() bool {
 
 // moves lists every transition; anything else is refused.
 var moves = map[State][]State{
-	Pending:  {Approved, Declined, Expired},
+	Pending:  {Approved, Declined, Expired, Withdrawn},
 	Approved: {Used},
 }
 
@@ -157,8 +160,10 @@ var (
 	ErrDecided = errors.New("approval: already decided")
 	// ErrExpired: nobody decided the approval before it expired.
 	ErrExpired = errors.New("approval: expired")
+	// ErrWithdrawn: the caller withdrew the approval before anyone decided.
+	ErrWithdrawn = errors.New("approval: withdrawn")
 	// ErrNotApproved: Consume of an approval that is not approved
-	// (pending, declined or expired).
+	// (pending, declined, expired or withdrawn).
 	ErrNotApproved = errors.New("approval: not approved")
 	// ErrUsed: Consume of an approval that a call already used.
 	ErrUsed = errors.New("approval: already used")

@@ -475,6 +475,8 @@ func (s *Store) Decide(ctx context.Context, id string, approver Identity, approv
 		switch {
 		case r.State == Expired:
 			return nil, ErrExpired
+		case r.State == Withdrawn:
+			return nil, ErrWithdrawn
 		case r.State != Pending:
 			return nil, ErrDecided
 		case s.now().UnixMilli() >= r.Expires:
@@ -514,6 +516,34 @@ func (s *Store) Consume(ctx context.Context, id string, asker Identity, tool str
 			return nil, ErrNotApproved
 		}
 		return r.with(Used), nil
+	})
+	if errors.Is(err, ErrMismatch) {
+		return nil, err
+	}
+	return a, err
+}
+
+// Withdraw ends pending approval id for its caller, whose call was
+// cancelled: nobody can decide it any more, and the page says so. It is
+// one CompareAndSwap from pending, racing with decisions: the first wins.
+// It returns the approval as it ends: withdrawn, or as decided or expired
+// before (with ErrDecided or ErrExpired); ErrMismatch for another caller
+// (nothing changes).
+func (s *Store) Withdraw(ctx context.Context, id string, asker Identity) (*Approval, error) {
+	a, err := s.transition(ctx, id, func(a *Approval, r *record) (*record, error) {
+		switch {
+		case !a.Asker.same(asker):
+			return nil, ErrMismatch
+		case r.State == Expired:
+			return nil, ErrExpired
+		case r.State == Withdrawn:
+			return nil, nil
+		case r.State != Pending:
+			return nil, ErrDecided
+		case s.now().UnixMilli() >= r.Expires:
+			return r.with(Expired), ErrExpired
+		}
+		return r.with(Withdrawn), nil
 	})
 	if errors.Is(err, ErrMismatch) {
 		return nil, err

@@ -501,3 +501,45 @@ func TestRedisFaults(t *testing.T) {
 		t.Fatal("the waiter did not see the decision after the outage")
 	}
 }
+
+func TestWithdraw(t *testing.T) {
+	eachStore(t, func(t *testing.T, newStore func(func(*Config)) *Store) {
+		ctx := context.Background()
+		s := newStore(nil)
+		req := deleteReq(`{"id":"n1"}`)
+		a := begin(t, s, req)
+		if _, err := s.Withdraw(ctx, a.ID, admin); !errors.Is(err, ErrMismatch) {
+			t.Fatalf("withdraw by another: %v", err)
+		}
+		got := make(chan *Approval, 1)
+		go func() {
+			w, _ := newStore(nil).Wait(ctx, a.ID)
+			got <- w
+		}()
+		w, err := s.Withdraw(ctx, a.ID, Identity{Subject: "ed", Tenant: "acme", Role: "other role"})
+		if err != nil || w.State != Withdrawn {
+			t.Fatalf("withdraw: %+v %v", w, err)
+		}
+		if w := <-got; w == nil || w.State != Withdrawn {
+			t.Fatalf("waiter: %+v", w)
+		}
+		if _, err := s.Decide(ctx, a.ID, admin, true); !errors.Is(err, ErrWithdrawn) {
+			t.Fatalf("decide withdrawn: %v", err)
+		}
+		if _, err := s.Consume(ctx, a.ID, editor, req.Tool, req.Arguments); !errors.Is(err, ErrNotApproved) {
+			t.Fatalf("consume withdrawn: %v", err)
+		}
+		if w, err := s.Withdraw(ctx, a.ID, editor); err != nil || w.State != Withdrawn {
+			t.Fatalf("withdraw twice: %+v %v", w, err)
+		}
+		if b := begin(t, s, req); b.ID == a.ID {
+			t.Fatal("the call after a withdrawal got the withdrawn approval")
+		}
+		// A decision that came first wins over the withdrawal.
+		c := begin(t, s, deleteReq(`{"id":"n2"}`))
+		s.Decide(ctx, c.ID, admin, true)
+		if w, err := s.Withdraw(ctx, c.ID, editor); !errors.Is(err, ErrDecided) || w.State != Approved {
+			t.Fatalf("withdraw after approval: %+v %v", w, err)
+		}
+	})
+}

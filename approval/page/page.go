@@ -243,6 +243,9 @@ func (h *Handler) show(w http.ResponseWriter, r *http.Request, id string) {
 	case a.State == approval.Expired:
 		v.Status = StatusExpired
 		h.render(w, http.StatusGone, v)
+	case a.State == approval.Withdrawn:
+		v.Status = StatusWithdrawn
+		h.render(w, http.StatusGone, v)
 	case a.State != approval.Pending:
 		v.Status = StatusDecided
 		h.render(w, http.StatusConflict, v)
@@ -326,6 +329,8 @@ func (h *Handler) result(w http.ResponseWriter, r *http.Request, who approval.Id
 		v.Status, status = StatusDecided, http.StatusConflict
 	case errors.Is(err, approval.ErrExpired):
 		v.Status, status = StatusExpired, http.StatusGone
+	case errors.Is(err, approval.ErrWithdrawn):
+		v.Status, status = StatusWithdrawn, http.StatusGone
 	default:
 		h.storeFailed(w, err)
 		return

@@ -469,3 +469,23 @@ func TestSecureCookies(t *testing.T) {
 		t.Fatalf("decision: %d\n%s", code, body)
 	}
 }
+
+// TestWithdrawn: once the caller cancelled the call, the page says so and
+// a decision sent anyway decides nothing.
+func TestWithdrawn(t *testing.T) {
+	e := newEnv(t, envOpt{})
+	a := e.ask(`{"id":"n1"}`)
+	b := newBrowser(t)
+	_, body := e.open(b, admin, a)
+	token := csrfOf(t, body)
+	if _, err := e.approvals.Withdraw(t.Context(), a.ID, approval.Identity{Subject: "ed", Tenant: "acme"}); err != nil {
+		t.Fatal(err)
+	}
+	code, body := b.post(a.URL, decision("approve", token), nil)
+	if code != http.StatusGone || !strings.Contains(body, "Withdrawn") || e.state(a.ID) != approval.Withdrawn {
+		t.Fatalf("post: %d %s\n%s", code, e.state(a.ID), body)
+	}
+	if code, body = b.get(a.URL); code != http.StatusGone || !strings.Contains(body, "The call was cancelled") {
+		t.Fatalf("page: %d\n%s", code, body)
+	}
+}

@@ -25,6 +25,7 @@ const (
 	StatusNotAllowed Status = "not_allowed" // the policy refuses this approver
 	StatusDecided    Status = "decided"     // someone decided it before
 	StatusExpired    Status = "expired"     // nobody decided it in time
+	StatusWithdrawn  Status = "withdrawn"   // the caller cancelled the call
 	StatusError      Status = "error"       // bad input or a failure
 )
 
