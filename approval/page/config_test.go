@@ -4,9 +4,11 @@ import (
 	"context"
 	"errors"
 	"html/template"
+	"maps"
 	"net/http"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/coreos/go-oidc/v3/oidc"
 
@@ -105,5 +107,44 @@ func TestLongArguments(t *testing.T) {
 	}
 	if b := v.Arguments[1].Value; !strings.Contains(b, "more items]") || len(b) > 40_000 {
 		t.Fatalf("the long array is not cut with a marker: %d bytes, %q…", len(b), b[:80])
+	}
+}
+
+func TestClaimsIdentity(t *testing.T) {
+	roles := []string{"viewer", "editor", "admin"}
+	cases := []struct {
+		name         string
+		tenant, role string
+		claims       map[string]any
+		want         approval.Identity
+		fails        bool
+	}{
+		{"entra", "tid", "roles", map[string]any{"sub": "ada", "tid": "t-1", "roles": []string{"editor", "Reader", "admin", "viewer"}},
+			approval.Identity{Subject: "ada", Tenant: "t-1", Role: "admin"}, false},
+		{"no known role", "tid", "roles", map[string]any{"sub": "ada", "tid": "t-1", "roles": []string{"Reader"}},
+			approval.Identity{Subject: "ada", Tenant: "t-1"}, false},
+		{"string role", "org", "role", map[string]any{"sub": "ada", "org": "acme", "role": "editor"},
+			approval.Identity{Subject: "ada", Tenant: "acme", Role: "editor"}, false},
+		{"google", "hd", "", map[string]any{"sub": "ada", "hd": "acme.example", "role": "admin"},
+			approval.Identity{Subject: "ada", Tenant: "acme.example"}, false},
+		{"missing", "tid", "roles", map[string]any{"sub": "ada"}, approval.Identity{Subject: "ada"}, false},
+		{"tenant not a string", "tid", "roles", map[string]any{"sub": "ada", "tid": 7}, approval.Identity{}, true},
+		{"role an object", "tid", "roles", map[string]any{"sub": "ada", "roles": map[string]any{"a": 1}}, approval.Identity{}, true},
+		{"roles of numbers", "tid", "roles", map[string]any{"sub": "ada", "roles": []int{1}}, approval.Identity{}, true},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			e := newEnv(t, envOpt{mod: func(cfg *Config) { cfg.Identity = ClaimsIdentity(c.tenant, c.role, roles) }})
+			claims := map[string]any{"iss": e.idp.Issuer(), "aud": e.idp.ClientID, "exp": time.Now().Add(time.Minute).Unix(), "iat": time.Now().Unix()}
+			maps.Copy(claims, c.claims)
+			tok, err := e.h.verifier.Verify(t.Context(), e.idp.Sign(claims))
+			if err != nil {
+				t.Fatal(err)
+			}
+			got, err := e.h.cfg.Identity(t.Context(), tok)
+			if (err != nil) != c.fails || got != c.want {
+				t.Fatalf("got %+v %v, want %+v (fails %v)", got, err, c.want, c.fails)
+			}
+		})
 	}
 }

@@ -54,7 +54,9 @@
 // the provider, with the redirect URI <mount>/callback exactly as in
 // RedirectURL, and give the handler its issuer, client id and secret. The
 // approver's tenant and role must come from the ID token: map them with
-// [Config.Identity] (the default reads the claims "tenant" and "role").
+// [Config.Identity] (the default reads the claims "tenant" and "role";
+// [ClaimsIdentity] reads claims of other names, and roles given as a
+// list).
 //
 //   - Google: Google Cloud console, APIs & Services, Credentials, "OAuth
 //     client ID" of type "Web application", under "Authorized redirect
