@@ -77,6 +77,29 @@
 // same round trip. Update is a script so that it keeps the stored owner,
 // as the Store contract requires, atomically.
 //
+// # Consistency
+//
+// Without [Options.CacheTTL] the store is strictly consistent: every call
+// reads or writes Redis itself, so a write that returned on any replica is
+// seen by every call that starts after it, on any replica (a session
+// deleted on one replica is unknown on every other at once). With
+// [Options.AutoPipeline] the same commands go to Redis batched with those
+// of concurrent calls; the consistency is the same, and so is the bound of
+// OpTimeout on each call. With CacheTTL, Get may serve a copy from memory:
+// until the eviction of a write elsewhere arrives (typically within a
+// millisecond, at most CacheTTL), another replica may serve the old record.
+// On Sentinel or a Cluster, a failover may lose writes that Redis had
+// acknowledged (see "Topologies" and [Options.WaitReplicas]).
+//
+// go-redis's server-assisted client-side caching (ClientSideCacheConfig,
+// RESP3 CLIENT TRACKING) is not used as a cache: go-redis documents it as
+// eventually consistent, applying an invalidation when it next reads the
+// connection that carries it, with MaxStaleness as the only bound; it
+// caches plain reads, while a session read must also restart the
+// session's TTL. Like CacheTTL it cannot be strictly consistent: a replica
+// learns of a write elsewhere only when the invalidation arrives, so a
+// strictly consistent read needs a round trip.
+//
 // # Pub/Sub, connections and goroutines
 //
 // Channel c of the Store interface is the Redis channel "<prefix>c" (on a
