@@ -70,7 +70,9 @@
 // GET, CompareAndSwap is a Lua script, AppendEvent is MULTI RPUSH PEXPIRE
 // EXEC in one pipeline, EventsAfter is LRANGE, Admit is a Lua script under
 // the limit (see [Store.Admit] past it). With [Options.WaitReplicas],
-// every write is followed by WAIT in the same pipeline. Get is a script
+// every write is followed by WAIT in the same pipeline. With
+// [Options.AutoPipeline] the commands are the same, written to Redis in
+// one batch with those of concurrent calls. Get is a script
 // rather than GETEX because the
 // lifetime to extend by is the session's own TTL, which is inside the
 // record: the script reads it from the header and PEXPIREs by it, in the
@@ -387,12 +389,19 @@ type Options struct {
 	// connection in one batch and reads their replies together. Each call
 	// still costs one round trip and sees what every call that returned
 	// before it started wrote, on any replica, so consistency is the same
-	// as without it; with many concurrent calls it costs about half the
-	// CPU per call, in this process and in Redis (see BenchmarkGet
-	// Concurrent). A lone call waits for no batch. Publish, Subscribe,
-	// the transaction of AppendEvent and everything with WaitReplicas use
-	// the client directly. go-redis marks the autopipeliner experimental.
-	// Default false.
+	// as without it. With 32 concurrent calls a Get costs about half the
+	// CPU, in this process and in Redis, of one through the pool; a call
+	// alone costs more (a hand-off to the autopipeliner's goroutine: about
+	// 1.6 times the latency and twice the CPU), so it pays on a loaded
+	// replica (BenchmarkGetConcurrent). OpTimeout still bounds every call:
+	// the autopipeliner runs a queued command on a context of its own, so
+	// the store stops waiting at the deadline, and the command may still
+	// run, like one whose reply was lost. Publish, Subscribe, Admit, the
+	// transaction of AppendEvent and every call with WaitReplicas use the
+	// client directly. The autopipeliner is the client's, shared with its
+	// other users and stopped when the client is closed; go-redis marks it
+	// experimental. Works on one server, behind Sentinel and on a Cluster;
+	// ignored on a client without one. Default false.
 	AutoPipeline bool
 }
 
