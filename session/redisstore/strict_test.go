@@ -53,7 +53,8 @@ func strictRound(t *testing.T, a, b *Store, id string) {
 	if err := a.Create(ctx, s); err != nil {
 		t.Fatal(err)
 	}
-	var written atomic.Int64 // 1: the Update returned; 2: the Delete returned
+	// 1: the Update returned; 2: the Delete was sent; 3: it returned.
+	var phase atomic.Int64
 	stop := make(chan struct{})
 	var reads atomic.Int64
 	var wg sync.WaitGroup
@@ -65,20 +66,22 @@ func strictRound(t *testing.T, a, b *Store, id string) {
 					return
 				default:
 				}
-				seen := written.Load()
+				seen := phase.Load()
 				got, err := b.Get(ctx, id)
 				reads.Add(1)
 				switch {
-				case seen == 2 && !errors.Is(err, session.ErrNotFound):
+				case seen == 3 && !errors.Is(err, session.ErrNotFound):
 					t.Errorf("%s: Get after the Delete returned = %+v, %v; want ErrNotFound", id, got, err)
 					return
-				case seen == 1 && errors.Is(err, session.ErrNotFound):
-					// The Delete may have landed meanwhile.
-				case seen == 1 && (err != nil || got.LogLevel != "debug"):
-					t.Errorf("%s: Get after the Update returned = %+v, %v; want log level debug", id, got, err)
+				case errors.Is(err, session.ErrNotFound) && phase.Load() < 2:
+					t.Errorf("%s: Get = not found, before the Delete was sent", id)
 					return
-				case seen == 0 && err != nil:
+				case errors.Is(err, session.ErrNotFound):
+				case err != nil:
 					t.Errorf("%s: Get = %v", id, err)
+					return
+				case seen >= 1 && got.LogLevel != "debug":
+					t.Errorf("%s: Get after the Update returned = %+v; want log level debug", id, got)
 					return
 				}
 			}
@@ -89,12 +92,13 @@ func strictRound(t *testing.T, a, b *Store, id string) {
 	if err := a.Update(ctx, s); err != nil {
 		t.Fatal(err)
 	}
-	written.Store(1)
+	phase.Store(1)
 	time.Sleep(5 * time.Millisecond)
+	phase.Store(2)
 	if err := a.Delete(ctx, id); err != nil {
 		t.Fatal(err)
 	}
-	written.Store(2)
+	phase.Store(3)
 	time.Sleep(5 * time.Millisecond)
 	close(stop)
 	wg.Wait()
