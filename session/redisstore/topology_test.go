@@ -408,7 +408,9 @@ func TestWaitReplicas(t *testing.T) {
 	c := redistest.ClientAt(t, master)
 	replica := redistest.ClientAt(t, replicaAddr)
 	prefix := redistest.Prefix(t, c)
-	const waitTimeout = 200 * time.Millisecond
+	// Long enough for a loaded machine's replica to acknowledge writes in
+	// sync (at most OpTimeout/2, 1 s by default).
+	const waitTimeout = time.Second
 	st := New(c, Options{Prefix: prefix, WaitReplicas: 1, WaitTimeout: waitTimeout, BreakerThreshold: 1})
 	t.Cleanup(func() { st.Close() })
 	plain := newStoreOn(t, c, prefix)
