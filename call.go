@@ -12,7 +12,7 @@ import (
 
 	"github.com/mcphandler/mcphandler/internal/canon"
 	"github.com/mcphandler/mcphandler/internal/jsonrpc"
-	"github.com/mcphandler/mcphandler/internal/modern"
+	"github.com/mcphandler/mcphandler/internal/mcpheaders"
 )
 
 type callParams struct {
@@ -161,19 +161,19 @@ func (h *Handler) callTool(rq *request, m *jsonrpc.Message) {
 // checkParamHeaders checks the Mcp-Param-* headers of a 2026-07-28
 // tools/call against the arguments, for the parameters the tool's input
 // schema annotates with x-mcp-header.
-func checkParamHeaders(rq *request, tool *Tool, args []byte) *modern.HeaderError {
+func checkParamHeaders(rq *request, tool *Tool, args []byte) *mcpheaders.HeaderError {
 	if !bytes.Contains(tool.InputSchema, []byte("x-mcp-header")) {
 		return nil
 	}
-	params, err := modern.ParamHeaders(tool.InputSchema)
+	params, err := mcpheaders.ParamHeaders(tool.InputSchema)
 	if err != nil {
 		// An invalid annotation cannot be checked: fail closed.
-		return &modern.HeaderError{Header: "Mcp-Param", Message: "Header mismatch: the tool's x-mcp-header annotations are invalid"}
+		return &mcpheaders.HeaderError{Header: "Mcp-Param", Message: "Header mismatch: the tool's x-mcp-header annotations are invalid"}
 	}
 	if len(params) == 0 {
 		return nil
 	}
-	return modern.CheckParamHeaders(rq.r.Header, params, args)
+	return mcpheaders.CheckParamHeaders(rq.r.Header, params, args)
 }
 
 // beforeCall runs the BeforeCall hook, turning a panic into an error.

@@ -8,7 +8,7 @@ import (
 	"strings"
 
 	"github.com/mcphandler/mcphandler/internal/jsonrpc"
-	"github.com/mcphandler/mcphandler/internal/modern"
+	"github.com/mcphandler/mcphandler/internal/mcpheaders"
 	"github.com/mcphandler/mcphandler/session"
 )
 
@@ -160,7 +160,7 @@ func (h *Handler) serveModern(w http.ResponseWriter, rq *request, m *jsonrpc.Mes
 			name = p.URI
 		}
 	}
-	if he := modern.CheckStandardHeaders(rq.r.Header, m.Method, name, hasName); he != nil {
+	if he := mcpheaders.CheckStandardHeaders(rq.r.Header, m.Method, name, hasName); he != nil {
 		fail(http.StatusBadRequest, headerMismatch(he.Message))
 		return
 	}
