@@ -1,7 +1,6 @@
 package mcphandler
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -12,7 +11,6 @@ import (
 
 	"github.com/mcphandler/mcphandler/internal/canon"
 	"github.com/mcphandler/mcphandler/internal/jsonrpc"
-	"github.com/mcphandler/mcphandler/internal/mcpheaders"
 )
 
 type callParams struct {
@@ -72,12 +70,10 @@ func (h *Handler) callTool(rq *request, m *jsonrpc.Message) {
 		ev.Outcome = OutcomeDenied
 		return
 	}
-	if rq.modern {
-		if he := checkParamHeaders(rq, &tool, args); he != nil {
-			ev.Outcome = OutcomeError
-			rq.fail(m.ID, headerMismatch(he.Message))
-			return
-		}
+	if e := rq.era.checkCall(rq, &tool, args); e != nil {
+		ev.Outcome = OutcomeError
+		rq.fail(m.ID, e)
+		return
 	}
 	x := rq.newExchange(p.Meta)
 	x.reqID = m.ID
@@ -121,31 +117,13 @@ func (h *Handler) callTool(rq *request, m *jsonrpc.Message) {
 			rq.fail(m.ID, invalidParams("Invalid params: arguments must be valid JSON without repeated keys"))
 			return
 		}
-		if rq.modern {
-			h.confirmModern(rq, m, call, d, &ev)
+		ok, run := rq.era.confirm(rq, m, call, d, &ev)
+		if !ok {
 			return
 		}
-		outcome, result, run := h.confirm(rq.ctx, call, d, &ev)
-		ev.Outcome = outcome
-		switch {
-		case outcome == outcomeHandedOver:
-			return // the replica that finished the confirm answers
-		case outcome == OutcomeRevoked:
-			rq.fail(m.ID, errUnknownTool(p.Name))
-			return
-		case result != nil || run == nil:
-			// After a disconnect nobody listens: the result goes to the
-			// stream's log only, for a client that resumes.
-			ev.IsError = result != nil && result.IsError
-			if result == nil {
-				result = ErrorResult("Not run.")
-			}
-			rq.sendResult(m.ID, result)
-			return
+		if run != nil {
+			defer run.finish(rq.ctx)
 		}
-		// The run holds the confirm's lease while the tool runs, and
-		// records its end once the response went out.
-		defer run.finish(rq.ctx)
 	default:
 		ev.Outcome = OutcomeAllowed
 	}
@@ -156,24 +134,6 @@ func (h *Handler) callTool(rq *request, m *jsonrpc.Message) {
 		return
 	}
 	rq.sendResult(m.ID, result)
-}
-
-// checkParamHeaders checks the Mcp-Param-* headers of a 2026-07-28
-// tools/call against the arguments, for the parameters the tool's input
-// schema annotates with x-mcp-header.
-func checkParamHeaders(rq *request, tool *Tool, args []byte) *mcpheaders.HeaderError {
-	if !bytes.Contains(tool.InputSchema, []byte("x-mcp-header")) {
-		return nil
-	}
-	params, err := mcpheaders.ParamHeaders(tool.InputSchema)
-	if err != nil {
-		// An invalid annotation cannot be checked: fail closed.
-		return &mcpheaders.HeaderError{Header: "Mcp-Param", Message: "Header mismatch: the tool's x-mcp-header annotations are invalid"}
-	}
-	if len(params) == 0 {
-		return nil
-	}
-	return mcpheaders.CheckParamHeaders(rq.r.Header, params, args)
 }
 
 // beforeCall runs the BeforeCall hook, turning a panic into an error.

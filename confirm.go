@@ -33,6 +33,34 @@ func argsDigest(args []byte) string {
 	return hex.EncodeToString(sum[:])
 }
 
+// confirmPush carries a confirm over the 2025 transports: asks the client
+// with a server-to-client request on the call's stream (see confirm). It
+// answers the request itself and returns false, or returns true and the
+// run under whose lease the tool runs.
+func (h *Handler) confirmPush(rq *request, m *jsonrpc.Message, call *ToolCall, d Decision, ev *CallEvent) (bool, *confirmRun) {
+	outcome, result, run := h.confirm(rq.ctx, call, d, ev)
+	ev.Outcome = outcome
+	switch {
+	case outcome == outcomeHandedOver:
+		return false, nil // the replica that finished the confirm answers
+	case outcome == OutcomeRevoked:
+		rq.fail(m.ID, errUnknownTool(call.Tool.Name))
+		return false, nil
+	case result != nil || run == nil:
+		// After a disconnect nobody listens: the result goes to the
+		// stream's log only, for a client that resumes.
+		ev.IsError = result != nil && result.IsError
+		if result == nil {
+			result = ErrorResult("Not run.")
+		}
+		rq.sendResult(m.ID, result)
+		return false, nil
+	}
+	// The run holds the confirm's lease while the tool runs, and records
+	// its end once the response went out.
+	return true, run
+}
+
 // outcomeHandedOver is what the asker of a 2025 confirm ends with when
 // another replica finished the confirm (its lease had lapsed) or when the
 // store could not tell it what was decided: it sends nothing more and
@@ -476,7 +504,7 @@ func (h *Handler) answerConfirm(rq *request, id string, m *jsonrpc.Message) erro
 // receives it. ident is the identity of the request that led here; the
 // call is reported to OnCall.
 func (h *Handler) adopt(r *http.Request, start time.Time, ident Identity, sess *session.Session, id string, ls *lease, rec confirmRecord, raw []byte) {
-	rq := &request{h: h, r: r, start: start, id: ident, sess: sess, version: sess.ProtocolVersion}
+	rq := &request{h: h, r: r, start: start, id: ident, sess: sess, version: sess.ProtocolVersion, era: sessions}
 	rq.info = &reqInfo{identity: ident, request: r, version: sess.ProtocolVersion, sessionID: sess.ID}
 	rq.ctx = context.WithValue(context.WithoutCancel(r.Context()), ctxKey{}, rq.info)
 	rq.st = h.logOnly(sess.ID, rec.Stream)
@@ -572,7 +600,7 @@ func (h *Handler) watchConfirm(rq *request, streamID string) {
 	default:
 		return
 	}
-	out := &request{h: h, r: rq.r, st: h.logOnly(sid, streamID)}
+	out := &request{h: h, r: rq.r, st: h.logOnly(sid, streamID), era: sessions}
 	out.sendResult(rec.ReqID, msg)
 	if h.cfg.OnCall != nil {
 		h.emit(ev)

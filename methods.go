@@ -1,7 +1,6 @@
 package mcphandler
 
 import (
-	"bytes"
 	"context"
 	"crypto/rand"
 	"encoding/base64"
@@ -14,102 +13,6 @@ import (
 	"github.com/mcphandler/mcphandler/internal/jsonrpc"
 	"github.com/mcphandler/mcphandler/session"
 )
-
-// serveRequest answers one JSON-RPC request of an established session (or a
-// stateless POST).
-func (h *Handler) serveRequest(rq *request, m *jsonrpc.Message) {
-	rq.method = m.Method
-	if e := rq.checkProgressToken(m); e != nil {
-		rq.fail(m.ID, e)
-		return
-	}
-	if rq.info == nil {
-		rq.info = &reqInfo{identity: rq.id, request: rq.r, version: rq.version}
-	}
-	if rq.sess != nil {
-		rq.info.sessionID = rq.sess.ID
-	}
-	rq.ctx = context.WithValue(rq.r.Context(), ctxKey{}, rq.info)
-	switch m.Method {
-	case "tools/call", "resources/read", "prompts/get", "completion/complete":
-		if rq.sess != nil {
-			// A client disconnect is not a cancellation: the work goes on
-			// until it ends or the client sends notifications/cancelled.
-			var cancel context.CancelFunc
-			rq.ctx, cancel = context.WithCancel(context.WithoutCancel(rq.ctx))
-			key := runKey(rq.sess.ID, m.ID)
-			h.listenCancels(rq.ctx)
-			h.runMu.Lock()
-			h.running[key] = running{cancel, rq.st}
-			h.runMu.Unlock()
-			defer func() {
-				h.runMu.Lock()
-				delete(h.running, key)
-				h.runMu.Unlock()
-				cancel()
-			}()
-		}
-	}
-	if rq.modern {
-		switch m.Method {
-		case "server/discover":
-			h.discover(rq, m)
-			return
-		case "subscriptions/listen":
-			h.listen(rq, m)
-			return
-		}
-	}
-	switch m.Method {
-	case "ping":
-		rq.reply(m.ID, emptyResult)
-	case "logging/setLevel":
-		h.setLevel(rq, m)
-	case "tools/list":
-		if h.cfg.ListTools == nil {
-			rq.fail(m.ID, methodNotFound(m.Method))
-			return
-		}
-		h.listTools(rq, m)
-	case "tools/call":
-		if h.cfg.ListTools == nil {
-			rq.fail(m.ID, methodNotFound(m.Method))
-			return
-		}
-		h.callTool(rq, m)
-	case "resources/list", "resources/templates/list", "resources/read", "resources/subscribe", "resources/unsubscribe":
-		if !h.hasResources() {
-			rq.fail(m.ID, methodNotFound(m.Method))
-			return
-		}
-		switch m.Method {
-		case "resources/list":
-			h.listResources(rq, m)
-		case "resources/templates/list":
-			h.listTemplates(rq, m)
-		case "resources/read":
-			h.readResource(rq, m)
-		default:
-			h.subscribe(rq, m, m.Method == "resources/subscribe")
-		}
-	case "prompts/list", "prompts/get":
-		if h.cfg.ListPrompts == nil {
-			rq.fail(m.ID, methodNotFound(m.Method))
-		} else if m.Method == "prompts/list" {
-			h.listPrompts(rq, m)
-		} else {
-			h.getPrompt(rq, m)
-		}
-	case "completion/complete":
-		if h.cfg.Complete == nil {
-			rq.fail(m.ID, methodNotFound(m.Method))
-			return
-		}
-		h.complete(rq, m)
-	default:
-		rq.fail(m.ID, methodNotFound(m.Method))
-	}
-}
 
 // hookFailed answers a request whose hook failed: an *Error is sent as is,
 // anything else as an internal error that reveals nothing.
@@ -140,60 +43,6 @@ func (rq *request) exchange(m *jsonrpc.Message) *Exchange {
 	return rq.newExchange(p.Meta)
 }
 
-// newExchange returns the Exchange of the request whose params carried
-// meta as _meta.
-func (rq *request) newExchange(meta json.RawMessage) *Exchange {
-	x := &Exchange{h: rq.h, st: rq.st, sess: rq.sess, version: rq.version}
-	if rq.st.sink == nil {
-		// On the legacy transport the POST is not the stream: its
-		// connection may close as soon as it got its 202.
-		x.gone = rq.r.Context().Done()
-	}
-	switch {
-	case rq.modern:
-		x.caps = rq.caps
-		if rq.meta.LogLevel != nil {
-			x.logLevel = *rq.meta.LogLevel
-		}
-	case rq.sess != nil:
-		x.caps = rq.sess.Capabilities
-		x.logLevel = LogLevel(rq.sess.LogLevel)
-	}
-	switch {
-	case rq.modern:
-		x.progressToken = rq.meta.ProgressToken // _meta was read to classify the request
-	case len(meta) > 0:
-		rq.info.meta = meta
-		var mp metaParams
-		if json.Unmarshal(meta, &mp) == nil {
-			x.progressToken = mp.ProgressToken
-		}
-	}
-	return x
-}
-
-// checkProgressToken refuses a request whose progressToken is longer than
-// Config.MaxIDBytes: the token is copied into every progress event.
-func (rq *request) checkProgressToken(m *jsonrpc.Message) *jsonrpc.Error {
-	var tok json.RawMessage
-	switch {
-	case rq.modern:
-		tok = rq.meta.ProgressToken
-	case bytes.Contains(m.Params, []byte(`"progressToken"`)):
-		var p struct {
-			Meta struct {
-				ProgressToken json.RawMessage `json:"progressToken"`
-			} `json:"_meta"`
-		}
-		json.Unmarshal(m.Params, &p)
-		tok = p.Meta.ProgressToken
-	}
-	if len(tok) > rq.h.cfg.MaxIDBytes {
-		return invalidParams("Invalid params: a progressToken has at most " + strconv.Itoa(rq.h.cfg.MaxIDBytes) + " bytes")
-	}
-	return nil
-}
-
 var emptyResult = []byte("{}")
 
 // randText returns 130 random bits as 26 characters of base32, for ids
@@ -211,10 +60,7 @@ func (rq *request) openResult(dst []byte, id json.RawMessage) []byte {
 	dst = append(dst, `{"jsonrpc":"2.0","id":`...)
 	dst = append(dst, id...)
 	dst = append(dst, `,"result":{`...)
-	if rq.modern {
-		dst = rq.decorate(dst, rq.method)
-	}
-	return dst
+	return rq.era.decorate(rq, dst)
 }
 
 func closeResult(dst []byte) []byte {
@@ -240,9 +86,7 @@ func (rq *request) reply(id json.RawMessage, result []byte) {
 
 // fail sends an error as the request's final message.
 func (rq *request) fail(id json.RawMessage, e *jsonrpc.Error) {
-	if rq.modern {
-		rq.st.status = modernStatus(e.Code)
-	}
+	rq.era.errorStatus(rq, e.Code)
 	rq.st.finish(jsonrpc.AppendError(nil, id, e))
 }
 

@@ -332,13 +332,10 @@ func (x *Exchange) Ask(ctx context.Context, inputs ...Input) ([]Answer, error) {
 	return answers, nil
 }
 
-// prepareRounds opens the multi round-trip state of a 2026-07-28 request
+// openRounds opens the multi round-trip state of a 2026-07-28 request
 // that may ask the client (tools/call, prompts/get, resources/read). It
 // answers the request and returns false when the state does not open.
-func (rq *request) prepareRounds(x *Exchange, m *jsonrpc.Message, name string, args []byte) bool {
-	if !rq.modern {
-		return true
-	}
+func (rq *request) openRounds(x *Exchange, m *jsonrpc.Message, name string, args []byte) bool {
 	r, e := rq.newRounds(m.Params, name, args)
 	if e != nil {
 		rq.fail(m.ID, e)

@@ -240,9 +240,7 @@ func errResourceNotFound(uri string) *jsonrpc.Error {
 // 2026-07-28 reports it as -32602.
 func (rq *request) resourceNotFound(uri string) *jsonrpc.Error {
 	e := errResourceNotFound(uri)
-	if rq.modern {
-		e.Code = CodeInvalidParams
-	}
+	e.Code = rq.era.codeResourceNotFound()
 	return e
 }
 

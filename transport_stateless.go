@@ -174,7 +174,7 @@ func (h *Handler) serveModern(w http.ResponseWriter, rq *request, m *jsonrpc.Mes
 			return
 		}
 	}
-	rq.modern = true
+	rq.era = stateless
 	rq.version = Version20260728
 	rq.meta = meta
 	rq.caps = parseCaps(meta.ClientCapabilities)
@@ -283,4 +283,74 @@ func (h *Handler) discover(rq *request, m *jsonrpc.Message) {
 		b = jsonrpc.AppendString(b, info.Instructions)
 	}
 	rq.reply(m.ID, append(b, '}'))
+}
+
+// statelessEra is the era seam for 2026-07-28: no session; capabilities,
+// log level and progress token come from each request's _meta; results
+// are decorated; questions and confirms travel in input_required rounds.
+type statelessEra struct{}
+
+// statelessMethods adds the methods of 2026-07-28 to the shared table
+// (its removed methods are refused before dispatch, see serveModern).
+var statelessMethods = withMethods(sharedMethods, map[string]method{
+	"server/discover":      {serve: (*Handler).discover},
+	"subscriptions/listen": {serve: (*Handler).listen},
+})
+
+func (statelessEra) methods() map[string]method { return statelessMethods }
+
+func (statelessEra) decorate(rq *request, dst []byte) []byte { return rq.decorate(dst, rq.method) }
+
+func (statelessEra) errorStatus(rq *request, code int) { rq.st.status = modernStatus(code) }
+
+func (statelessEra) codeResourceNotFound() int { return CodeInvalidParams }
+
+// progressToken: _meta was read to classify the request.
+func (statelessEra) progressToken(rq *request, _ *jsonrpc.Message) json.RawMessage {
+	return rq.meta.ProgressToken
+}
+
+func (statelessEra) exchange(rq *request, x *Exchange, _ json.RawMessage) {
+	x.gone = rq.r.Context().Done()
+	x.caps = rq.caps
+	if rq.meta.LogLevel != nil {
+		x.logLevel = *rq.meta.LogLevel
+	}
+	x.progressToken = rq.meta.ProgressToken
+}
+
+func (statelessEra) checkCall(rq *request, tool *Tool, args []byte) *jsonrpc.Error {
+	if he := checkParamHeaders(rq, tool, args); he != nil {
+		return headerMismatch(he.Message)
+	}
+	return nil
+}
+
+// rounds opens the request's multi round-trip state (stateless_rounds.go).
+func (statelessEra) rounds(rq *request, x *Exchange, m *jsonrpc.Message, name string, args []byte) bool {
+	return rq.openRounds(x, m, name, args)
+}
+
+// confirm travels in an input_required round (confirm_rounds.go).
+func (statelessEra) confirm(rq *request, m *jsonrpc.Message, call *ToolCall, d Decision, ev *CallEvent) (bool, *confirmRun) {
+	rq.h.confirmModern(rq, m, call, d, ev)
+	return false, nil
+}
+
+// checkParamHeaders checks the Mcp-Param-* headers of a 2026-07-28
+// tools/call against the arguments, for the parameters the tool's input
+// schema annotates with x-mcp-header.
+func checkParamHeaders(rq *request, tool *Tool, args []byte) *mcpheaders.HeaderError {
+	if !bytes.Contains(tool.InputSchema, []byte("x-mcp-header")) {
+		return nil
+	}
+	params, err := mcpheaders.ParamHeaders(tool.InputSchema)
+	if err != nil {
+		// An invalid annotation cannot be checked: fail closed.
+		return &mcpheaders.HeaderError{Header: "Mcp-Param", Message: "Header mismatch: the tool's x-mcp-header annotations are invalid"}
+	}
+	if len(params) == 0 {
+		return nil
+	}
+	return mcpheaders.CheckParamHeaders(rq.r.Header, params, args)
 }

@@ -181,7 +181,7 @@ func (h *Handler) serveLegacyMessage(w http.ResponseWriter, r *http.Request) {
 	if !ok {
 		return
 	}
-	rq := &request{h: h, r: r, start: start, id: id, sess: s, version: s.ProtocolVersion}
+	rq := &request{h: h, r: r, start: start, id: id, sess: s, version: s.ProtocolVersion, era: sse}
 	if kind == jsonrpc.KindResponse {
 		if err := h.deliverResponse(rq, &m); err != nil {
 			h.refuseResponse(w, err)
@@ -240,4 +240,13 @@ func (h *Handler) initializeLegacy(rq *request, m *jsonrpc.Message) {
 		return
 	}
 	h.initializeResult(rq, m, version)
+}
+
+// sseEra is the era seam for the 2024-11-05 HTTP+SSE transport: as the
+// 2025 revisions, but a POST is not the stream (its connection may close
+// as soon as it got its 202), so the client is never gone by it.
+type sseEra struct{ sessionsEra }
+
+func (sseEra) exchange(rq *request, x *Exchange, meta json.RawMessage) {
+	sessionExchange(rq, x, meta)
 }

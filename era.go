@@ -1,0 +1,58 @@
+package mcphandler
+
+import (
+	"encoding/json"
+
+	"github.com/mcphandler/mcphandler/internal/jsonrpc"
+)
+
+// era is what differs between the protocol eras a request can arrive in;
+// everything else (method dispatch, gates, tool lookup, the call pipeline,
+// Exchange) is shared and knows no era. Each era implements it once:
+//
+//	sessionsEra   transport_sessions.go   2025 Streamable HTTP (2025-03-26 … 2025-11-25)
+//	statelessEra  transport_stateless.go  2026-07-28, no sessions
+//	sseEra        transport_sse.go        2024-11-05 HTTP+SSE
+//
+// A new revision that changes any of these gets its own implementation
+// and file; one that does not reuses its predecessor's.
+type era interface {
+	// methods is the era's dispatch table (see dispatch.go).
+	methods() map[string]method
+	// decorate appends the era's members at the start of a result object
+	// (after its opening brace).
+	decorate(rq *request, dst []byte) []byte
+	// errorStatus sets the HTTP status of a JSON error answer with code.
+	errorStatus(rq *request, code int)
+	// progressToken is the request's progress token, to bound it.
+	progressToken(rq *request, m *jsonrpc.Message) json.RawMessage
+	// exchange sets what the era decides of a request's Exchange: the
+	// client's capabilities and log level, the progress token (meta is the
+	// params' _meta), when the client is gone, and how it is asked.
+	exchange(rq *request, x *Exchange, meta json.RawMessage)
+	// checkCall checks a tools/call beyond what every era checks (the
+	// 2026-07-28 Mcp-Param headers); nil lets it go on.
+	checkCall(rq *request, tool *Tool, args []byte) *jsonrpc.Error
+	// confirm carries a confirm to the client and back. It answers the
+	// request itself and returns false, or returns true and the run (nil
+	// if none) whose lease the tool then runs under.
+	confirm(rq *request, m *jsonrpc.Message, call *ToolCall, d Decision, ev *CallEvent) (bool, *confirmRun)
+	// codeResourceNotFound is the code of an unknown resource.
+	codeResourceNotFound() int
+	// rounds opens the multi round-trip state of a request that may ask
+	// the client (tools/call, prompts/get, resources/read). It answers
+	// the request and returns false when the state does not open.
+	rounds(rq *request, x *Exchange, m *jsonrpc.Message, name string, args []byte) bool
+}
+
+// prepareRounds opens rq's round state, if its era has rounds.
+func (rq *request) prepareRounds(x *Exchange, m *jsonrpc.Message, name string, args []byte) bool {
+	return rq.era.rounds(rq, x, m, name, args)
+}
+
+// The eras, stateless values.
+var (
+	sessions  era = sessionsEra{}
+	stateless era = statelessEra{}
+	sse       era = sseEra{}
+)
