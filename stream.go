@@ -107,12 +107,7 @@ func (s *stream) streamID() string {
 // startSSELocked writes the event-stream header and, for clients that
 // support polling, a priming event carrying an id and the retry delay.
 func (s *stream) startSSELocked() error {
-	h := s.w.Header()
-	h.Set("Content-Type", "text/event-stream")
-	h.Set("Cache-Control", "no-cache")
-	h.Set("X-Accel-Buffering", "no")
-	h.Del("Content-Length")
-	s.w.WriteHeader(http.StatusOK)
+	setSSEHeaders(s.w)
 	s.sse = true
 	if s.id == "" {
 		var r [8]byte

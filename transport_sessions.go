@@ -389,92 +389,91 @@ func (h *Handler) resume(w http.ResponseWriter, rq *request, last string) bool {
 		return false
 	}
 	ctx, sid := rq.r.Context(), rq.sess.ID
-	channel, key := eventChannel(sid, streamID), eventKey(sid, streamID)
-	live, err := h.cfg.Store.Subscribe(ctx, channel)
+	rs := &resumed{h: h, channel: eventChannel(sid, streamID), key: eventKey(sid, streamID), streamID: streamID, seen: after}
+	live, err := h.cfg.Store.Subscribe(ctx, rs.channel)
 	if err != nil {
 		return false
 	}
 	defer live.Close()
-	evs, err := h.events(ctx, key, 0)
+	evs, err := h.events(ctx, rs.key, 0)
 	if err != nil || len(evs) == 0 {
 		return false // unknown or expired: not ours to resume
 	}
-	hdr := w.Header()
-	hdr.Set("Content-Type", "text/event-stream")
-	hdr.Set("Cache-Control", "no-cache")
-	hdr.Set("X-Accel-Buffering", "no")
-	w.WriteHeader(http.StatusOK)
-	rc := http.NewResponseController(w)
-	rc.Flush()
-	seen := after
-	// write sends one logged entry; it reports true once the response went.
-	write := func(seq uint64, entry []byte) (final, ok bool) {
-		if seq <= seen || len(entry) == 0 {
-			return false, true
-		}
-		seen = seq
-		if entry[0] != evMessage && entry[0] != evFinal {
-			return false, true
-		}
-		id := strconv.AppendUint(append([]byte(streamID), '-'), seq, 10)
-		if _, err := w.Write(appendEvent(nil, id, entry[1:])); err != nil || rc.Flush() != nil {
-			return false, false
-		}
-		return entry[0] == evFinal, true
-	}
-	writeAll := func(evs []session.Event) bool {
-		for _, ev := range evs {
-			if final, ok := write(ev.Seq, ev.Data); final || !ok {
-				return true
-			}
-		}
-		return false
-	}
-	if writeAll(evs) {
+	rs.sw = startSSE(w)
+	rs.sw.rc.Flush()
+	if rs.writeAll(evs) {
 		return true
 	}
-	tick := time.NewTicker(h.cfg.KeepAlive)
-	defer tick.Stop()
-	watch := time.NewTicker(h.ct.poll)
-	defer watch.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return true
-		case <-watch.C:
+	h.runStream(ctx, &streamLoop{
+		keepAlive: func() bool { return rs.sw.comment() == nil },
+		poll:      h.ct.poll,
+		onPoll: func() bool {
 			h.watchConfirm(rq, streamID)
-			if evs, err := h.events(ctx, key, seen); err == nil && writeAll(evs) {
-				return true
-			}
-		case <-tick.C:
-			if _, err := w.Write([]byte(":\n\n")); err != nil || rc.Flush() != nil {
-				return true
-			}
-		case b, ok := <-live.C():
-			if !ok {
-				return true
-			}
-			p, ok := h.openMessage(h.macs.event, channel, b)
-			if !ok {
-				continue
-			}
-			sp := bytes.IndexByte(p, ' ')
-			seq, err := strconv.ParseUint(string(p[:max(sp, 0)]), 10, 64)
-			if sp < 0 || err != nil {
-				continue
-			}
-			if seq > seen+1 {
-				// An earlier event's live copy was lost: read the log.
-				if evs, err := h.events(ctx, key, seen); err == nil && writeAll(evs) {
-					return true
-				}
-				continue
-			}
-			if final, ok := write(seq, p[sp+1:]); final || !ok {
-				return true
-			}
+			evs, err := h.events(ctx, rs.key, rs.seen)
+			return err != nil || !rs.writeAll(evs)
+		},
+		msgs:  live.C(),
+		onMsg: func(b []byte) bool { return rs.live(ctx, b) },
+	})
+	return true
+}
+
+// resumed is the state of a resumed POST stream.
+type resumed struct {
+	h        *Handler
+	sw       *sseWriter
+	channel  string // the live copies' channel
+	key      string // the event log
+	streamID string
+	seen     uint64 // the last event sent
+}
+
+// write sends one logged entry; it reports final once the response went,
+// and !ok when the connection failed.
+func (rs *resumed) write(seq uint64, entry []byte) (final, ok bool) {
+	if seq <= rs.seen || len(entry) == 0 {
+		return false, true
+	}
+	rs.seen = seq
+	if entry[0] != evMessage && entry[0] != evFinal {
+		return false, true
+	}
+	id := strconv.AppendUint(append([]byte(rs.streamID), '-'), seq, 10)
+	if rs.sw.event("", id, entry[1:]) != nil {
+		return false, false
+	}
+	return entry[0] == evFinal, true
+}
+
+// writeAll sends the entries evs; it reports true when the stream is over.
+func (rs *resumed) writeAll(evs []session.Event) bool {
+	for _, ev := range evs {
+		if final, ok := rs.write(ev.Seq, ev.Data); final || !ok {
+			return true
 		}
 	}
+	return false
+}
+
+// live sends the event of a verified live copy b, reading the log instead
+// when an earlier event's copy was lost. It reports false when the stream
+// is over.
+func (rs *resumed) live(ctx context.Context, b []byte) bool {
+	p, ok := rs.h.openMessage(rs.h.macs.event, rs.channel, b)
+	if !ok {
+		return true
+	}
+	sp := bytes.IndexByte(p, ' ')
+	seq, err := strconv.ParseUint(string(p[:max(sp, 0)]), 10, 64)
+	if sp < 0 || err != nil {
+		return true
+	}
+	if seq > rs.seen+1 {
+		evs, err := rs.h.events(ctx, rs.key, rs.seen)
+		return err != nil || !rs.writeAll(evs)
+	}
+	final, ok := rs.write(seq, p[sp+1:])
+	return !final && ok
 }
 
 // events returns the verified entries of the event log key after seq

@@ -50,17 +50,11 @@ func (h *Handler) serveLegacyStream(w http.ResponseWriter, r *http.Request, mess
 	ctx, cancel := h.callerContext(r, id)
 	defer cancel()
 	s := &session.Session{ID: randText(), Owner: id.key(), ProtocolVersion: Version20241105, TTL: h.cfg.SessionTTL}
-	sub, err := h.cfg.Store.Subscribe(ctx, sessionChannel(s.ID))
-	if err != nil {
-		h.storeUnavailable(w, err)
+	sub, changes, ok := h.subscribeStream(w, ctx, s.ID)
+	if !ok {
 		return
 	}
 	defer sub.Close()
-	changes, err := h.cfg.Store.Subscribe(ctx, notifyChannel)
-	if err != nil {
-		h.storeUnavailable(w, err)
-		return
-	}
 	defer changes.Close()
 	if err := h.cfg.Store.Create(ctx, s); err != nil {
 		h.storeUnavailable(w, err)
@@ -72,57 +66,29 @@ func (h *Handler) serveLegacyStream(w http.ResponseWriter, r *http.Request, mess
 	}
 	// The old transport's session is the stream: it ends with it.
 	defer h.cfg.Store.Delete(context.WithoutCancel(ctx), s.ID)
-
-	hdr := w.Header()
-	hdr.Set("Content-Type", "text/event-stream")
-	hdr.Set("Cache-Control", "no-cache")
-	hdr.Set("X-Accel-Buffering", "no")
-	w.WriteHeader(http.StatusOK)
-	rc := http.NewResponseController(w)
+	sw := startSSE(w)
 	endpoint := messagePath + "?sessionId=" + url.QueryEscape(s.ID)
-	if _, err := w.Write([]byte("event: endpoint\ndata: " + endpoint + "\n\n")); err != nil || rc.Flush() != nil {
+	if sw.event("endpoint", nil, []byte(endpoint)) != nil {
 		return
 	}
-	write := func(msg []byte) bool {
-		b := make([]byte, 0, len(msg)+24)
-		b = append(b, "event: message\ndata: "...)
-		b = append(b, bytes.ReplaceAll(msg, []byte("\n"), []byte("\ndata: "))...)
-		b = append(b, "\n\n"...)
-		_, err := w.Write(b)
-		return err == nil && rc.Flush() == nil
-	}
-	subscribed := func(uri string) bool {
-		s, err := h.cfg.Store.Get(ctx, s.ID)
-		return err == nil && indexOf(s.Subscriptions, uri) >= 0
-	}
-	tick := time.NewTicker(h.cfg.KeepAlive)
-	defer tick.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-tick.C:
+	subscribed := h.subscribedFn(ctx, s.ID)
+	h.runStream(ctx, &streamLoop{
+		keepAlive: func() bool {
 			// Keep the connection and the session alive while the client listens.
 			h.cfg.Store.Get(ctx, s.ID)
-			if _, err := w.Write([]byte(":\n\n")); err != nil || rc.Flush() != nil {
-				return
-			}
-		case b, ok := <-sub.C():
-			if !ok {
-				return
-			}
-			if msg, ok := h.openSession(s.ID, b); ok && (bytes.Equal(msg, sessionEnded) || !write(msg)) {
-				return
-			}
-		case c, ok := <-changes.C():
-			if !ok {
-				return
-			}
-			if msg := h.changeMessage(c, id, subscribed); msg != nil && !write(msg) {
-				return
-			}
-		}
-	}
+			return sw.comment() == nil
+		},
+		msgs: sub.C(),
+		onMsg: func(b []byte) bool {
+			msg, ok := h.openSession(s.ID, b)
+			return !ok || !bytes.Equal(msg, sessionEnded) && sw.event("message", nil, msg) == nil
+		},
+		changes: changes.C(),
+		onChange: func(c []byte) bool {
+			msg := h.changeMessage(c, id, subscribed)
+			return msg == nil || sw.event("message", nil, msg) == nil
+		},
+	})
 }
 
 // legacyPrecheck checks the origin, the HTTP method and the caller of a
