@@ -240,6 +240,16 @@ func (c *Config) applyDefaults() {
 	if c.KeepAlive <= 0 {
 		c.KeepAlive = defaultKeepAlive
 	}
+	c.applyLimitDefaults()
+	if c.Logger == nil {
+		c.Logger = slog.Default()
+	}
+	c.Roles = append([]string(nil), c.Roles...)
+	c.AllowedOrigins = append([]string(nil), c.AllowedOrigins...)
+}
+
+// applyLimitDefaults sets the bounds on client input left zero.
+func (c *Config) applyLimitDefaults() {
 	if c.MaxClientInfoBytes <= 0 {
 		c.MaxClientInfoBytes = defaultMaxClientInfoBytes
 	}
@@ -258,9 +268,4 @@ func (c *Config) applyDefaults() {
 	if c.ReadBodyTimeout <= 0 {
 		c.ReadBodyTimeout = defaultReadBodyTimeout
 	}
-	if c.Logger == nil {
-		c.Logger = slog.Default()
-	}
-	c.Roles = append([]string(nil), c.Roles...)
-	c.AllowedOrigins = append([]string(nil), c.AllowedOrigins...)
 }

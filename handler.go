@@ -369,18 +369,13 @@ type request struct {
 	retry bool // the request carried inputResponses or requestState
 }
 
+// servePOST serves one POSTed message or batch: the checks every era
+// shares, then the era's path (serveModern for 2026-07-28, serveSession
+// for the 2025 revisions).
 func (h *Handler) servePOST(w http.ResponseWriter, r *http.Request) {
 	start := time.Now()
 	id, ok := h.authenticate(w, r)
-	if !ok {
-		return
-	}
-	if mt, _, err := mime.ParseMediaType(r.Header.Get("Content-Type")); err != nil || mt != "application/json" {
-		writeHTTPError(w, http.StatusUnsupportedMediaType, jsonrpc.CodeInvalidRequest, "Unsupported Media Type: Content-Type must be application/json")
-		return
-	}
-	if !acceptsAll(r, "application/json", "text/event-stream") {
-		writeHTTPError(w, http.StatusNotAcceptable, jsonrpc.CodeInvalidRequest, "Not Acceptable: Accept must list application/json and text/event-stream")
+	if !ok || !checkPOSTHeaders(w, r) {
 		return
 	}
 	hv := strings.TrimSpace(r.Header.Get("MCP-Protocol-Version"))
@@ -413,36 +408,21 @@ func (h *Handler) servePOST(w http.ResponseWriter, r *http.Request) {
 		h.serveModern(w, rq, &m, kind, rawMeta, meta)
 		return
 	}
-	if hv != "" && !isSupported(hv) {
-		writeHTTPError(w, http.StatusBadRequest, jsonrpc.CodeInvalidRequest, "Bad Request: unsupported MCP-Protocol-Version "+hv)
-		return
+	h.serveSession(w, rq, &m, kind)
+}
+
+// checkPOSTHeaders answers 415 or 406 to a POST whose Content-Type or
+// Accept the transport refuses.
+func checkPOSTHeaders(w http.ResponseWriter, r *http.Request) bool {
+	if mt, _, err := mime.ParseMediaType(r.Header.Get("Content-Type")); err != nil || mt != "application/json" {
+		writeHTTPError(w, http.StatusUnsupportedMediaType, jsonrpc.CodeInvalidRequest, "Unsupported Media Type: Content-Type must be application/json")
+		return false
 	}
-	if kind == jsonrpc.KindRequest && m.Method == "initialize" {
-		rq.st = newStream(w, false, 0)
-		h.initialize(rq, &m)
-		return
+	if !acceptsAll(r, "application/json", "text/event-stream") {
+		writeHTTPError(w, http.StatusNotAcceptable, jsonrpc.CodeInvalidRequest, "Not Acceptable: Accept must list application/json and text/event-stream")
+		return false
 	}
-	if !h.resolveSession(w, rq) {
-		return
-	}
-	switch kind {
-	case jsonrpc.KindNotification:
-		h.notification(rq, &m)
-		w.WriteHeader(http.StatusAccepted)
-	case jsonrpc.KindResponse:
-		if err := h.deliverResponse(rq, &m); err != nil {
-			h.refuseResponse(w, err)
-			return
-		}
-		w.WriteHeader(http.StatusAccepted)
-	default:
-		rq.st = newStream(w, h.primes(rq), h.cfg.SSERetry)
-		rq.st.chunk = r.ProtoAtLeast(1, 1)
-		if rq.sess != nil {
-			rq.st.log = h.eventLog(rq.sess.ID)
-		}
-		h.serveRequest(rq, &m)
-	}
+	return true
 }
 
 // decodeMessage decodes and validates one JSON-RPC message, answering 400

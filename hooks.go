@@ -214,7 +214,7 @@ type CallEvent struct {
 	IsError bool
 	// ErrorClass is the class of a failed call ("timeout",
 	// "backend_unavailable", "bad_args", "not_found", "internal"), or "".
-	ErrorClass string
+	ErrorClass ErrorClass
 	// ConfirmID links the events of one confirm: the call that asked, a
 	// refused replay of its answer, and (on 2026-07-28) the retry that
 	// ran it. Empty when no confirm was involved.

@@ -28,7 +28,7 @@ func (h *Handler) hookFailed(rq *request, m *jsonrpc.Message, hook string, err e
 func (h *Handler) storeFailed(rq *request, m *jsonrpc.Message, err error) {
 	h.logger().Error("mcphandler: session store", "err", err)
 	rq.st.status = http.StatusServiceUnavailable
-	rq.fail(m.ID, &jsonrpc.Error{Code: CodeStoreUnavailable, Message: "The session store is unavailable"})
+	rq.fail(m.ID, errStoreUnavailable())
 }
 
 // exchange returns the Exchange of a request, with the progress token of
@@ -48,10 +48,6 @@ var emptyResult = []byte("{}")
 // randText returns 130 random bits as 26 characters of base32, for ids
 // that must be unguessable.
 func randText() string { return rand.Text() }
-
-func methodNotFound(method string) *jsonrpc.Error {
-	return &jsonrpc.Error{Code: CodeMethodNotFound, Message: "Method not found: " + method}
-}
 
 // openResult appends the start of a result response up to and including
 // the result object's opening brace (and, on 2026-07-28, its resultType,
@@ -76,7 +72,7 @@ func closeResult(dst []byte) []byte {
 func (rq *request) reply(id json.RawMessage, result []byte) {
 	if len(result) < 2 || result[0] != '{' || result[len(result)-1] != '}' {
 		rq.h.logger().Error("mcphandler: a result to send is not a JSON object")
-		rq.fail(id, &jsonrpc.Error{Code: CodeInternalError, Message: "Internal error"})
+		rq.fail(id, errInternal())
 		return
 	}
 	b := rq.openResult(make([]byte, 0, len(result)+len(id)+160), id)
@@ -143,9 +139,7 @@ func (h *Handler) initialize(rq *request, m *jsonrpc.Message) {
 			err = h.admit(rq.ctx, rq.id, s)
 		}
 		if err != nil {
-			h.logger().Error("mcphandler: session store", "err", err)
-			rq.st.status = 503
-			rq.fail(m.ID, &jsonrpc.Error{Code: CodeStoreUnavailable, Message: "The session store is unavailable"})
+			h.storeFailed(rq, m, err)
 			return
 		}
 		rq.st.w.Header().Set("Mcp-Session-Id", s.ID)
@@ -254,8 +248,7 @@ func (h *Handler) setLevel(rq *request, m *jsonrpc.Message) {
 	if rq.sess != nil {
 		rq.sess.LogLevel = string(p.Level)
 		if err := h.cfg.Store.Update(rq.ctx, rq.sess); err != nil {
-			h.logger().Error("mcphandler: session store", "err", err)
-			rq.fail(m.ID, &jsonrpc.Error{Code: CodeStoreUnavailable, Message: "The session store is unavailable"})
+			h.storeFailed(rq, m, err)
 			return
 		}
 	}
@@ -359,7 +352,7 @@ func (h *Handler) listTools(rq *request, m *jsonrpc.Message) {
 		}
 		if b, err = tools[i].appendJSON(b); err != nil {
 			h.logger().Error("mcphandler: encoding tool", "tool", tools[i].Name, "err", err)
-			rq.fail(m.ID, &jsonrpc.Error{Code: CodeInternalError, Message: "Internal error"})
+			rq.fail(m.ID, errInternal())
 			return
 		}
 	}

@@ -236,7 +236,7 @@ func (r *rounds) nextKey(kind string) string {
 func (rq *request) inputRequired(id json.RawMessage, r *rounds) {
 	members, err := rq.inputRequiredMembers(r)
 	if err != nil {
-		rq.fail(id, &jsonrpc.Error{Code: CodeInternalError, Message: "Internal error"})
+		rq.fail(id, errInternal())
 		return
 	}
 	rq.sendInputRequired(id, members)

@@ -324,6 +324,11 @@ func (h *Handler) readResource(rq *request, m *jsonrpc.Message) {
 		h.hookFailed(rq, m, "ReadResource", err)
 		return
 	}
+	h.replyContents(rq, m, contents)
+}
+
+// replyContents answers resources/read with contents.
+func (h *Handler) replyContents(rq *request, m *jsonrpc.Message, contents []ResourceContents) {
 	if contents == nil {
 		contents = []ResourceContents{}
 	}

@@ -33,6 +33,43 @@ var supportedVersions = []string{Version20251125, Version20250618, Version202503
 
 func isSupported(v string) bool { return slices.Contains(supportedVersions, v) }
 
+// serveSession serves one POSTed message of the 2025 revisions: initialize
+// opens a session; anything else needs one (or stateless mode). A
+// request's answer is a JSON body or, once something precedes it, an SSE
+// stream logged for resumption.
+func (h *Handler) serveSession(w http.ResponseWriter, rq *request, m *jsonrpc.Message, kind jsonrpc.Kind) {
+	if hv := rq.version; hv != "" && !isSupported(hv) {
+		writeHTTPError(w, http.StatusBadRequest, jsonrpc.CodeInvalidRequest, "Bad Request: unsupported MCP-Protocol-Version "+hv)
+		return
+	}
+	if kind == jsonrpc.KindRequest && m.Method == "initialize" {
+		rq.st = newStream(w, false, 0)
+		h.initialize(rq, m)
+		return
+	}
+	if !h.resolveSession(w, rq) {
+		return
+	}
+	switch kind {
+	case jsonrpc.KindNotification:
+		h.notification(rq, m)
+		w.WriteHeader(http.StatusAccepted)
+	case jsonrpc.KindResponse:
+		if err := h.deliverResponse(rq, m); err != nil {
+			h.refuseResponse(w, err)
+			return
+		}
+		w.WriteHeader(http.StatusAccepted)
+	default:
+		rq.st = newStream(w, h.primes(rq), h.cfg.SSERetry)
+		rq.st.chunk = rq.r.ProtoAtLeast(1, 1)
+		if rq.sess != nil {
+			rq.st.log = h.eventLog(rq.sess.ID)
+		}
+		h.serveRequest(rq, m)
+	}
+}
+
 // primes reports whether SSE responses to rq start with a priming event:
 // for sessions that negotiated 2025-11-25 (whatever version header a
 // request carries), and for stateless requests that claim it.
@@ -89,60 +126,14 @@ func (h *Handler) resolveSession(w http.ResponseWriter, rq *request) bool {
 // member is served in turn and the responses are sent as one JSON array;
 // members cannot ask the client anything.
 func (h *Handler) serveBatch(w http.ResponseWriter, rq *request, body []byte) {
-	elems, err := jsonrpc.DecodeBatch(body)
-	var syn *json.SyntaxError
-	if errors.As(err, &syn) {
-		writeHTTPError(w, http.StatusBadRequest, jsonrpc.CodeParseError, "Parse error")
-		return
-	}
-	if rq.r.Header.Get("Mcp-Session-Id") == "" && !h.cfg.Stateless {
-		writeHTTPError(w, http.StatusBadRequest, jsonrpc.CodeInvalidRequest, "Invalid Request: batches are not supported")
-		return
-	}
-	if !h.resolveSession(w, rq) {
-		return
-	}
-	if rq.version != Version20250326 {
-		writeHTTPError(w, http.StatusBadRequest, jsonrpc.CodeInvalidRequest, "Invalid Request: batches are only allowed in protocol version 2025-03-26")
-		return
-	}
-	if err != nil || len(elems) == 0 {
-		writeHTTPError(w, http.StatusBadRequest, jsonrpc.CodeInvalidRequest, "Invalid Request: empty or malformed batch")
+	elems, ok := h.openBatch(w, rq, body)
+	if !ok {
 		return
 	}
 	out := []byte{'['}
 	n := 0
 	for _, e := range elems {
-		var m jsonrpc.Message
-		var resp []byte
-		if err := jsonrpc.Decode(e, &m); err != nil {
-			resp = jsonrpc.AppendError(nil, nil, &jsonrpc.Error{Code: CodeInvalidRequest, Message: "Invalid Request"})
-		} else if kind, verr := m.Validate(); verr != nil {
-			resp = jsonrpc.AppendError(nil, readableID(m.ID), verr)
-		} else if verr := h.checkID(&m); verr != nil {
-			resp = jsonrpc.AppendError(nil, nil, verr)
-		} else if verr := strictMessage(e, &m); verr != nil {
-			resp = jsonrpc.AppendError(nil, readableID(m.ID), verr)
-		} else {
-			switch kind {
-			case jsonrpc.KindNotification:
-				h.notification(rq, &m)
-			case jsonrpc.KindResponse:
-				h.deliverResponse(rq, &m)
-			default:
-				if m.Method == "initialize" {
-					resp = jsonrpc.AppendError(nil, m.ID, &jsonrpc.Error{Code: CodeInvalidRequest, Message: "Invalid Request: initialize cannot be batched"})
-					break
-				}
-				rec := &batchWriter{header: http.Header{}}
-				sub := *rq
-				sub.st = newStream(rec, false, 0)
-				sub.st.noSSE = true
-				h.serveRequest(&sub, &m)
-				resp = rec.body.Bytes()
-			}
-		}
-		if len(resp) > 0 {
+		if resp := h.serveBatchMember(rq, e); len(resp) > 0 {
 			if n > 0 {
 				out = append(out, ',')
 			}
@@ -157,6 +148,70 @@ func (h *Handler) serveBatch(w http.ResponseWriter, rq *request, body []byte) {
 	out = append(out, ']')
 	w.Header().Set("Content-Type", "application/json")
 	w.Write(out)
+}
+
+// openBatch decodes a batch and finds its session; it answers 400 (not
+// JSON, no session, not 2025-03-26, empty or malformed), 404 or 503 and
+// returns false when the batch cannot be served.
+func (h *Handler) openBatch(w http.ResponseWriter, rq *request, body []byte) ([]json.RawMessage, bool) {
+	elems, err := jsonrpc.DecodeBatch(body)
+	var syn *json.SyntaxError
+	if errors.As(err, &syn) {
+		writeHTTPError(w, http.StatusBadRequest, jsonrpc.CodeParseError, "Parse error")
+		return nil, false
+	}
+	if rq.r.Header.Get("Mcp-Session-Id") == "" && !h.cfg.Stateless {
+		writeHTTPError(w, http.StatusBadRequest, jsonrpc.CodeInvalidRequest, "Invalid Request: batches are not supported")
+		return nil, false
+	}
+	if !h.resolveSession(w, rq) {
+		return nil, false
+	}
+	if rq.version != Version20250326 {
+		writeHTTPError(w, http.StatusBadRequest, jsonrpc.CodeInvalidRequest, "Invalid Request: batches are only allowed in protocol version 2025-03-26")
+		return nil, false
+	}
+	if err != nil || len(elems) == 0 {
+		writeHTTPError(w, http.StatusBadRequest, jsonrpc.CodeInvalidRequest, "Invalid Request: empty or malformed batch")
+		return nil, false
+	}
+	return elems, true
+}
+
+// serveBatchMember serves one member e of a batch and returns its
+// response, nil for a notification or a response.
+func (h *Handler) serveBatchMember(rq *request, e []byte) []byte {
+	var m jsonrpc.Message
+	if err := jsonrpc.Decode(e, &m); err != nil {
+		return jsonrpc.AppendError(nil, nil, &jsonrpc.Error{Code: CodeInvalidRequest, Message: "Invalid Request"})
+	}
+	kind, verr := m.Validate()
+	if verr != nil {
+		return jsonrpc.AppendError(nil, readableID(m.ID), verr)
+	}
+	if verr := h.checkID(&m); verr != nil {
+		return jsonrpc.AppendError(nil, nil, verr)
+	}
+	if verr := strictMessage(e, &m); verr != nil {
+		return jsonrpc.AppendError(nil, readableID(m.ID), verr)
+	}
+	switch kind {
+	case jsonrpc.KindNotification:
+		h.notification(rq, &m)
+		return nil
+	case jsonrpc.KindResponse:
+		h.deliverResponse(rq, &m)
+		return nil
+	}
+	if m.Method == "initialize" {
+		return jsonrpc.AppendError(nil, m.ID, &jsonrpc.Error{Code: CodeInvalidRequest, Message: "Invalid Request: initialize cannot be batched"})
+	}
+	rec := &batchWriter{header: http.Header{}}
+	sub := *rq
+	sub.st = newStream(rec, false, 0)
+	sub.st.noSSE = true
+	h.serveRequest(&sub, &m)
+	return rec.body.Bytes()
 }
 
 // batchWriter collects one batch member's response.
@@ -278,13 +333,7 @@ func (h *Handler) sessionMethodAllowed(w http.ResponseWriter, r *http.Request) b
 func (h *Handler) serveGETStream(w http.ResponseWriter, rq *request) {
 	ctx, sid := rq.r.Context(), rq.sess.ID
 	claim, claimTTL := []byte(randText()), 2*h.cfg.KeepAlive
-	ok, err := h.cfg.Store.PutIfAbsent(ctx, getStreamKey(sid), claim, claimTTL)
-	switch {
-	case err != nil:
-		h.storeUnavailable(w, err)
-		return
-	case !ok:
-		writeHTTPError(w, http.StatusConflict, jsonrpc.CodeInvalidRequest, "Conflict: only one GET stream per session is allowed")
+	if !h.claimGETStream(w, ctx, sid, claim, claimTTL) {
 		return
 	}
 	defer h.cfg.Store.CompareAndSwap(context.WithoutCancel(ctx), getStreamKey(sid), claim, nil, time.Millisecond)
@@ -294,11 +343,7 @@ func (h *Handler) serveGETStream(w http.ResponseWriter, rq *request) {
 	}
 	defer sub.Close()
 	defer changes.Close()
-	st := newStream(w, h.primes(rq), h.cfg.SSERetry)
-	st.id = "g" + randText()
-	st.mu.Lock()
-	err = st.startSSELocked()
-	st.mu.Unlock()
+	st, err := h.startGETStream(w, rq)
 	if err != nil {
 		return
 	}
@@ -322,6 +367,31 @@ func (h *Handler) serveGETStream(w http.ResponseWriter, rq *request) {
 			return msg == nil || st.send(msg) == nil
 		},
 	})
+}
+
+// startGETStream starts the SSE response of a session's standalone
+// stream; its event ids start with "g", never taken for a POST stream's.
+func (h *Handler) startGETStream(w http.ResponseWriter, rq *request) (*stream, error) {
+	st := newStream(w, h.primes(rq), h.cfg.SSERetry)
+	st.id = "g" + randText()
+	st.mu.Lock()
+	defer st.mu.Unlock()
+	return st, st.startSSELocked()
+}
+
+// claimGETStream claims session sid's standalone stream for claim; it
+// answers 409 when another stream holds it, 503 when the store fails.
+func (h *Handler) claimGETStream(w http.ResponseWriter, ctx context.Context, sid string, claim []byte, ttl time.Duration) bool {
+	ok, err := h.cfg.Store.PutIfAbsent(ctx, getStreamKey(sid), claim, ttl)
+	switch {
+	case err != nil:
+		h.storeUnavailable(w, err)
+		return false
+	case !ok:
+		writeHTTPError(w, http.StatusConflict, jsonrpc.CodeInvalidRequest, "Conflict: only one GET stream per session is allowed")
+		return false
+	}
+	return true
 }
 
 // subscribeStream subscribes a session's stream to the session's channel

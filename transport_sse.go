@@ -49,21 +49,12 @@ func (h *Handler) serveLegacyStream(w http.ResponseWriter, r *http.Request, mess
 	// The stream lives while its caller stays who it was (see callerContext).
 	ctx, cancel := h.callerContext(r, id)
 	defer cancel()
-	s := &session.Session{ID: randText(), Owner: id.key(), ProtocolVersion: Version20241105, TTL: h.cfg.SessionTTL}
-	sub, changes, ok := h.subscribeStream(w, ctx, s.ID)
+	s, sub, changes, ok := h.createLegacySession(w, ctx, id)
 	if !ok {
 		return
 	}
 	defer sub.Close()
 	defer changes.Close()
-	if err := h.cfg.Store.Create(ctx, s); err != nil {
-		h.storeUnavailable(w, err)
-		return
-	}
-	if err := h.admit(ctx, id, s); err != nil {
-		h.storeUnavailable(w, err)
-		return
-	}
 	// The old transport's session is the stream: it ends with it.
 	defer h.cfg.Store.Delete(context.WithoutCancel(ctx), s.ID)
 	sw := startSSE(w)
@@ -91,6 +82,26 @@ func (h *Handler) serveLegacyStream(w http.ResponseWriter, r *http.Request, mess
 	})
 }
 
+// createLegacySession opens a session for id's stream: it subscribes the
+// stream, then stores the session, answering 503 when the store fails.
+func (h *Handler) createLegacySession(w http.ResponseWriter, ctx context.Context, id Identity) (s *session.Session, sub, changes session.Subscription, ok bool) {
+	s = &session.Session{ID: randText(), Owner: id.key(), ProtocolVersion: Version20241105, TTL: h.cfg.SessionTTL}
+	if sub, changes, ok = h.subscribeStream(w, ctx, s.ID); !ok {
+		return nil, nil, nil, false
+	}
+	err := h.cfg.Store.Create(ctx, s)
+	if err == nil {
+		err = h.admit(ctx, id, s)
+	}
+	if err != nil {
+		sub.Close()
+		changes.Close()
+		h.storeUnavailable(w, err)
+		return nil, nil, nil, false
+	}
+	return s, sub, changes, true
+}
+
 // legacyPrecheck checks the origin, the HTTP method and the caller of a
 // legacy transport request, answering the error when one fails.
 func (h *Handler) legacyPrecheck(w http.ResponseWriter, r *http.Request, method string) (Identity, bool) {
@@ -115,21 +126,8 @@ func (h *Handler) serveLegacyMessage(w http.ResponseWriter, r *http.Request) {
 	if !ok {
 		return
 	}
-	sid := r.URL.Query().Get("sessionId")
-	if sid == "" {
-		writeHTTPError(w, http.StatusBadRequest, jsonrpc.CodeInvalidRequest, "Bad Request: sessionId is required")
-		return
-	}
-	s, err := h.cfg.Store.Get(r.Context(), sid)
-	if err == nil && s.Owner != id.key() {
-		err = session.ErrNotFound
-	}
-	switch {
-	case errors.Is(err, session.ErrNotFound):
-		writeHTTPError(w, http.StatusNotFound, jsonrpc.CodeInvalidRequest, "Not Found: unknown or expired session")
-		return
-	case err != nil:
-		h.storeUnavailable(w, err)
+	s, ok := h.legacySession(w, r, id)
+	if !ok {
 		return
 	}
 	if mt := r.Header.Get("Content-Type"); mt != "" && !strings.HasPrefix(strings.ToLower(mt), "application/json") {
@@ -156,28 +154,64 @@ func (h *Handler) serveLegacyMessage(w http.ResponseWriter, r *http.Request) {
 		w.WriteHeader(http.StatusAccepted)
 		return
 	}
-	// Answer 202 now: the response travels on the stream. The request is
-	// served after the 202 on this goroutine, so the client must not send
-	// its next message on this connection: it would wait behind the work.
+	acceptNow(w)
+	h.serveLegacyRequest(rq, &m, kind)
+}
+
+// serveLegacyRequest serves a message of the HTTP+SSE transport once its
+// POST was answered 202: everything it produces is published to the
+// session's stream.
+func (h *Handler) serveLegacyRequest(rq *request, m *jsonrpc.Message, kind jsonrpc.Kind) {
+	// The client may hang up now; that cancels nothing it asked for.
+	rq.r = rq.r.WithContext(context.WithoutCancel(rq.r.Context()))
+	if kind == jsonrpc.KindNotification {
+		h.notification(rq, m)
+		return
+	}
+	ctx, sid := rq.r.Context(), rq.sess.ID
+	rq.st = &stream{sink: func(msg []byte) error {
+		_, err := h.publishSession(ctx, sid, msg)
+		return err
+	}}
+	if m.Method == "initialize" {
+		h.initializeLegacy(rq, m)
+		return
+	}
+	h.serveRequest(rq, m)
+}
+
+// acceptNow answers 202 at once: the response travels on the stream. The
+// request is served after the 202 on this goroutine, so the client must
+// not send its next message on this connection: it would wait behind the
+// work.
+func acceptNow(w http.ResponseWriter) {
 	w.Header().Set("Content-Length", "0")
 	w.Header().Set("Connection", "close")
 	w.WriteHeader(http.StatusAccepted)
 	http.NewResponseController(w).Flush()
-	// The client may hang up now; that cancels nothing it asked for.
-	rq.r = r.WithContext(context.WithoutCancel(r.Context()))
-	if kind == jsonrpc.KindNotification {
-		h.notification(rq, &m)
-		return
+}
+
+// legacySession finds the session a POST's sessionId names, bound to its
+// caller; it writes 400, 404 or 503 and returns false when there is none.
+func (h *Handler) legacySession(w http.ResponseWriter, r *http.Request, id Identity) (*session.Session, bool) {
+	sid := r.URL.Query().Get("sessionId")
+	if sid == "" {
+		writeHTTPError(w, http.StatusBadRequest, jsonrpc.CodeInvalidRequest, "Bad Request: sessionId is required")
+		return nil, false
 	}
-	rq.st = &stream{sink: func(msg []byte) error {
-		_, err := h.publishSession(context.WithoutCancel(r.Context()), sid, msg)
-		return err
-	}}
-	if m.Method == "initialize" {
-		h.initializeLegacy(rq, &m)
-		return
+	s, err := h.cfg.Store.Get(r.Context(), sid)
+	if err == nil && s.Owner != id.key() {
+		err = session.ErrNotFound
 	}
-	h.serveRequest(rq, &m)
+	switch {
+	case errors.Is(err, session.ErrNotFound):
+		writeHTTPError(w, http.StatusNotFound, jsonrpc.CodeInvalidRequest, "Not Found: unknown or expired session")
+		return nil, false
+	case err != nil:
+		h.storeUnavailable(w, err)
+		return nil, false
+	}
+	return s, true
 }
 
 // initializeLegacy negotiates the version and records the client's

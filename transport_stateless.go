@@ -97,12 +97,10 @@ func modernStatus(code int) int {
 	case CodeInvalidParams, CodeInvalidRequest, CodeParseError, CodeHeaderMismatch,
 		CodeMissingClientCapability, CodeUnsupportedProtocolVersion:
 		return http.StatusBadRequest
+	case CodeStoreUnavailable:
+		return http.StatusServiceUnavailable
 	}
 	return http.StatusOK
-}
-
-func headerMismatch(msg string) *jsonrpc.Error {
-	return &jsonrpc.Error{Code: CodeHeaderMismatch, Message: msg}
 }
 
 // removedMethods existed in the 2025 revisions and are gone in 2026-07-28.
@@ -120,33 +118,45 @@ var namedMethods = map[string]bool{"tools/call": true, "prompts/get": true, "res
 //
 // See https://modelcontextprotocol.io/specification/2026-07-28/basic/transports/streamable-http.
 func (h *Handler) serveModern(w http.ResponseWriter, rq *request, m *jsonrpc.Message, kind jsonrpc.Kind, rawMeta json.RawMessage, meta *requestMeta) {
-	fail := func(status int, e *jsonrpc.Error) { writeRPCError(w, status, m.ID, e) }
-	hv := strings.TrimSpace(rq.r.Header.Get("MCP-Protocol-Version"))
 	if kind == jsonrpc.KindResponse {
-		fail(http.StatusBadRequest, &jsonrpc.Error{Code: CodeInvalidRequest, Message: "Invalid Request: responses are not accepted in protocol version " + Version20260728})
+		writeRPCError(w, http.StatusBadRequest, m.ID, &jsonrpc.Error{Code: CodeInvalidRequest, Message: "Invalid Request: responses are not accepted in protocol version " + Version20260728})
 		return
 	}
 	if kind == jsonrpc.KindNotification {
 		w.WriteHeader(http.StatusAccepted) // 2026-07-28 defines no client notifications over HTTP
 		return
 	}
+	if status, e := checkModern(rq.r.Header, m, meta); e != nil {
+		writeRPCError(w, status, m.ID, e)
+		return
+	}
+	rq.era = stateless
+	rq.version = Version20260728
+	rq.meta = meta
+	rq.caps = parseCaps(meta.ClientCapabilities)
+	rq.st = newStream(w, false, 0)
+	rq.info = &reqInfo{identity: rq.id, request: rq.r, version: rq.version, meta: rawMeta}
+	h.serveRequest(rq, m)
+}
+
+// checkModern makes the checks of a 2026-07-28 request, in the spec's
+// order: the version header and _meta, the standard headers, removed
+// methods, the log level. It returns the HTTP status and error of the
+// first that fails, or a nil error.
+func checkModern(hdr http.Header, m *jsonrpc.Message, meta *requestMeta) (int, *jsonrpc.Error) {
+	hv := strings.TrimSpace(hdr.Get("MCP-Protocol-Version"))
 	switch {
 	case hv == "":
-		fail(http.StatusBadRequest, headerMismatch("Header mismatch: MCP-Protocol-Version header is required"))
-		return
+		return http.StatusBadRequest, headerMismatch("Header mismatch: MCP-Protocol-Version header is required")
 	case meta == nil:
-		fail(http.StatusBadRequest, invalidParams("Invalid params: _meta with "+metaProtocolVersion+" and "+metaClientCaps+" is required"))
-		return
+		return http.StatusBadRequest, invalidParams("Invalid params: _meta with " + metaProtocolVersion + " and " + metaClientCaps + " is required")
 	case len(meta.ClientCapabilities) == 0 || meta.ClientCapabilities[0] != '{':
-		fail(http.StatusBadRequest, invalidParams("Invalid params: _meta."+metaClientCaps+" is required"))
-		return
+		return http.StatusBadRequest, invalidParams("Invalid params: _meta." + metaClientCaps + " is required")
 	case hv != *meta.ProtocolVersion:
-		fail(http.StatusBadRequest, headerMismatch("Header mismatch: MCP-Protocol-Version header '"+hv+"' does not match body '"+*meta.ProtocolVersion+"'"))
-		return
+		return http.StatusBadRequest, headerMismatch("Header mismatch: MCP-Protocol-Version header '" + hv + "' does not match body '" + *meta.ProtocolVersion + "'")
 	case *meta.ProtocolVersion != Version20260728:
 		data, _ := json.Marshal(map[string]any{"supported": discoverVersions, "requested": *meta.ProtocolVersion})
-		fail(http.StatusBadRequest, &jsonrpc.Error{Code: CodeUnsupportedProtocolVersion, Message: "Unsupported protocol version", Data: data})
-		return
+		return http.StatusBadRequest, &jsonrpc.Error{Code: CodeUnsupportedProtocolVersion, Message: "Unsupported protocol version", Data: data}
 	}
 	name, hasName := "", false
 	if namedMethods[m.Method] {
@@ -160,27 +170,18 @@ func (h *Handler) serveModern(w http.ResponseWriter, rq *request, m *jsonrpc.Mes
 			name = p.URI
 		}
 	}
-	if he := mcpheaders.CheckStandardHeaders(rq.r.Header, m.Method, name, hasName); he != nil {
-		fail(http.StatusBadRequest, headerMismatch(he.Message))
-		return
+	if he := mcpheaders.CheckStandardHeaders(hdr, m.Method, name, hasName); he != nil {
+		return http.StatusBadRequest, headerMismatch(he.Message)
 	}
 	if removedMethods[m.Method] {
-		fail(http.StatusNotFound, methodNotFound(m.Method))
-		return
+		return http.StatusNotFound, methodNotFound(m.Method)
 	}
 	if meta.LogLevel != nil {
 		if _, ok := logLevels[*meta.LogLevel]; !ok {
-			fail(http.StatusBadRequest, invalidParams("Invalid params: unknown log level "+strconv.Quote(string(*meta.LogLevel))))
-			return
+			return http.StatusBadRequest, invalidParams("Invalid params: unknown log level " + strconv.Quote(string(*meta.LogLevel)))
 		}
 	}
-	rq.era = stateless
-	rq.version = Version20260728
-	rq.meta = meta
-	rq.caps = parseCaps(meta.ClientCapabilities)
-	rq.st = newStream(w, false, 0)
-	rq.info = &reqInfo{identity: rq.id, request: rq.r, version: rq.version, meta: rawMeta}
-	h.serveRequest(rq, m)
+	return 0, nil
 }
 
 // clientCaps is the shape of ClientCapabilities the handler reads, in
