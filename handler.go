@@ -115,11 +115,25 @@ func (h *Handler) capabilities() []byte {
 
 func (h *Handler) logger() *slog.Logger { return h.cfg.Logger }
 
-// ServeHTTP implements [http.Handler] for the Streamable HTTP transport:
-// POST carries client messages, GET opens the session's server-to-client
-// stream, DELETE ends the session.
+// ServeHTTP implements [http.Handler] for the Streamable HTTP transport,
+// serving every revision that uses it on the one endpoint:
 //
-// See https://modelcontextprotocol.io/specification/2025-11-25/basic/transports.
+//   - 2025-03-26, 2025-06-18, 2025-11-25 (with sessions): POST carries
+//     client messages (initialize opens the session named in
+//     Mcp-Session-Id), GET opens the session's server-to-client stream or
+//     resumes a POST stream (Last-Event-ID), DELETE ends the session. With
+//     Config.Stateless there are no sessions, and GET and DELETE are 405.
+//   - 2026-07-28 (stateless): every POST carries its version and client
+//     capabilities in _meta and the MCP-Protocol-Version, Mcp-Method and
+//     Mcp-Name headers; questions to the client travel in input_required
+//     rounds; GET and DELETE are 405.
+//
+// A POST is routed by the version its _meta or MCP-Protocol-Version header
+// names. The 2024-11-05 HTTP+SSE transport has its own two endpoints: see
+// [Handler.LegacySSE]. ServeHTTP is safe for concurrent use.
+//
+// See https://modelcontextprotocol.io/specification/2025-11-25/basic/transports
+// and https://modelcontextprotocol.io/specification/2026-07-28/basic/transports/streamable-http.
 func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if status, msg := h.checkOrigin(r); status != 0 {
 		writeHTTPError(w, status, jsonrpc.CodeInvalidRequest, msg)

@@ -26,10 +26,6 @@ func (t Target) matches(id Identity) bool {
 	return (t.Tenant == "" || t.Tenant == id.Tenant) && (t.Subject == "" || t.Subject == id.Subject)
 }
 
-// notifyChannel carries change notifications to the streams of every
-// replica; each stream keeps those whose target matches its caller.
-const notifyChannel = "notify"
-
 type change struct {
 	Method string `json:"m"`
 	URI    string `json:"u,omitempty"`

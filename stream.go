@@ -74,9 +74,6 @@ func (h *Handler) eventLog(sid string) *eventLog {
 	return &eventLog{store: h.cfg.Store, sid: sid, ttl: h.cfg.ResumeWindow, mac: h.macs.event}
 }
 
-func eventKey(sid, streamID string) string     { return "events/" + sid + "/" + streamID }
-func eventChannel(sid, streamID string) string { return "live/" + sid + "/" + streamID }
-
 // suppress drops the final message: the client cancelled the request.
 func (s *stream) suppress() {
 	s.mu.Lock()

@@ -332,7 +332,7 @@ func (h *Handler) sessionMethodAllowed(w http.ResponseWriter, r *http.Request) b
 // after two.
 func (h *Handler) serveGETStream(w http.ResponseWriter, rq *request) {
 	ctx, sid := rq.r.Context(), rq.sess.ID
-	claim, claimTTL := []byte(randText()), 2*h.cfg.KeepAlive
+	claim, claimTTL := []byte(randText()), h.getStreamTTL()
 	if !h.claimGETStream(w, ctx, sid, claim, claimTTL) {
 		return
 	}
@@ -409,15 +409,6 @@ func (h *Handler) subscribeStream(w http.ResponseWriter, ctx context.Context, si
 	}
 	return sub, changes, true
 }
-
-// getStreamKey names the claim of a session's standalone GET stream.
-func getStreamKey(sid string) string { return "getstream/" + sid }
-
-// sessionChannel carries messages for a session's GET stream.
-func sessionChannel(sid string) string { return "session/" + sid }
-
-// sessionEnded, published on a session's channel, closes its GET streams.
-var sessionEnded = []byte("\x00ended")
 
 // serveDELETE ends the session: later requests with its id get 404 on every
 // replica, and its open GET streams end.

@@ -318,7 +318,7 @@ func (x *Exchange) Ask(ctx context.Context, inputs ...Input) ([]Answer, error) {
 		default:
 			err = errors.New("mcphandler: Ask: an Input with no question")
 		}
-		if errors.Is(err, ErrInputRequired) && x.mr != nil {
+		if errors.Is(err, ErrInputRequired) && x.inRounds() {
 			pending = true // keep asking: all questions go in this round
 			continue
 		}
@@ -368,4 +368,17 @@ func (rq *request) finishRounds(x *Exchange, m *jsonrpc.Message, err error) bool
 		return true
 	}
 	return false
+}
+
+// inRounds reports whether x's questions go in input_required rounds
+// (2026-07-28) rather than as server-to-client requests.
+func (x *Exchange) inRounds() bool { return x != nil && x.mr != nil }
+
+// askRound puts a question into the request's rounds under key (or the
+// next key of kind).
+func (x *Exchange) askRound(key, kind, method string, params []byte) (json.RawMessage, error) {
+	if key == "" {
+		key = x.mr.nextKey(kind)
+	}
+	return x.mr.ask(key, method, params)
 }
