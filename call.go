@@ -172,7 +172,12 @@ func (h *Handler) beforeCall(ctx context.Context, call *ToolCall) (d Decision, e
 // (retryAfterMs for a rate limit, and the members of Decision.Data).
 func (h *Handler) denyError(d Decision) *jsonrpc.Error {
 	code := d.Code
-	if code != CodeRateLimited {
+	switch code {
+	case CodeForbidden, CodeRateLimited:
+	case 0:
+		code = CodeForbidden
+	default:
+		h.logger().Error("mcphandler: BeforeCall denied with a Decision.Code that is neither CodeForbidden nor CodeRateLimited; refused as CodeForbidden", "code", code)
 		code = CodeForbidden
 	}
 	msg := d.Message

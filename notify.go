@@ -16,8 +16,9 @@ type Target struct {
 	Subject string `json:"s,omitempty"`
 }
 
-// Everyone targets every session.
-var Everyone = Target{}
+// Everyone returns the Target of every session. (A function, so that no
+// package can reassign what every other one means by it.)
+func Everyone() Target { return Target{} }
 
 // TenantOf targets the sessions of one tenant.
 func TenantOf(tenant string) Target { return Target{Tenant: tenant} }
