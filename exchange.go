@@ -50,6 +50,9 @@ type Exchange struct {
 	logLevel      LogLevel        // least level to send; "" sends nothing
 	reqID         json.RawMessage // the JSON-RPC id of the request
 	mr            *rounds         // 2026-07-28: questions go in input_required rounds
+	// answer, set by NewTestExchange, answers questions in place of the
+	// client.
+	answer func(ctx context.Context, method string, params json.RawMessage) (json.RawMessage, error)
 }
 
 // CloseStream ends the HTTP response of this request now, as 2025-11-25
@@ -314,6 +317,9 @@ func (x *Exchange) ask(ctx context.Context, key, kind, method string, params []b
 	}
 	if x.inRounds() {
 		return x.askRound(key, kind, method, params)
+	}
+	if x != nil && x.answer != nil {
+		return x.answer(ctx, method, params)
 	}
 	return x.request(ctx, newRequestID(), method, params)
 }
