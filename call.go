@@ -171,15 +171,7 @@ func (h *Handler) beforeCall(ctx context.Context, call *ToolCall) (d Decision, e
 // denyError is the JSON-RPC error of a Deny: its code, message, and data
 // (retryAfterMs for a rate limit, and the members of Decision.Data).
 func (h *Handler) denyError(d Decision) *jsonrpc.Error {
-	code := d.Code
-	switch code {
-	case CodeForbidden, CodeRateLimited:
-	case 0:
-		code = CodeForbidden
-	default:
-		h.logger().Error("mcphandler: BeforeCall denied with a Decision.Code that is neither CodeForbidden nor CodeRateLimited; refused as CodeForbidden", "code", code)
-		code = CodeForbidden
-	}
+	code := h.denyCode(d)
 	msg := d.Message
 	if msg == "" {
 		msg = "Forbidden"
@@ -214,6 +206,20 @@ func (h *Handler) denyError(d Decision) *jsonrpc.Error {
 	}
 	e.Data, _ = json.Marshal(members) // sorted by name
 	return e
+}
+
+// denyCode is the code of a Deny: CodeForbidden or CodeRateLimited, as
+// Decision.Code documents; any other code is logged and refused as
+// CodeForbidden.
+func (h *Handler) denyCode(d Decision) int {
+	switch d.Code {
+	case CodeForbidden, CodeRateLimited:
+		return d.Code
+	case 0:
+		return CodeForbidden
+	}
+	h.logger().Error("mcphandler: BeforeCall denied with a Decision.Code that is neither CodeForbidden nor CodeRateLimited; refused as CodeForbidden", "code", d.Code)
+	return CodeForbidden
 }
 
 // run calls the tool's handler and turns its error or panic into a
