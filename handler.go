@@ -402,14 +402,6 @@ func (h *Handler) servePOST(w http.ResponseWriter, r *http.Request) {
 	body := buf.Bytes()
 	rq := &request{h: h, r: r, start: start, id: id, version: hv, era: sessions}
 	if jsonrpc.IsBatch(body) {
-		if isModernVersion(hv) {
-			writeHTTPError(w, http.StatusBadRequest, jsonrpc.CodeInvalidRequest, "Invalid Request: batches are not accepted in protocol version "+Version20260728)
-			return
-		}
-		if hv != "" && !isSupported(hv) {
-			writeHTTPError(w, http.StatusBadRequest, jsonrpc.CodeInvalidRequest, "Bad Request: unsupported MCP-Protocol-Version "+hv)
-			return
-		}
 		h.serveBatch(w, rq, body)
 		return
 	}

@@ -95,58 +95,6 @@ type initializeParams struct {
 	} `json:"clientInfo"`
 }
 
-// negotiate picks the revision to speak: the client's if supported, else
-// the newest supported.
-func negotiate(requested string) string {
-	if isSupported(requested) {
-		return requested
-	}
-	return supportedVersions[0]
-}
-
-// initialize answers the initialize request and, unless stateless, opens a
-// session bound to the caller and returns its id in Mcp-Session-Id.
-//
-// See https://modelcontextprotocol.io/specification/2025-11-25/basic/lifecycle.
-func (h *Handler) initialize(rq *request, m *jsonrpc.Message) {
-	var p initializeParams
-	if len(m.Params) > 0 {
-		if err := json.Unmarshal(m.Params, &p); err != nil {
-			rq.fail(m.ID, invalidParams("Invalid params: "+jsonError(err)))
-			return
-		}
-	}
-	if p.ProtocolVersion == "" {
-		rq.fail(m.ID, invalidParams("Invalid params: protocolVersion is required"))
-		return
-	}
-	version := negotiate(p.ProtocolVersion)
-	rq.version = version
-	rq.info = &reqInfo{identity: rq.id, request: rq.r, version: version}
-	rq.ctx = context.WithValue(rq.r.Context(), ctxKey{}, rq.info)
-	if !h.cfg.Stateless {
-		s := &session.Session{
-			ID:              randText(),
-			Owner:           rq.id.key(),
-			ProtocolVersion: version,
-			ClientName:      clip(p.ClientInfo.Name, h.cfg.MaxClientInfoBytes),
-			ClientVersion:   clip(p.ClientInfo.Version, h.cfg.MaxClientInfoBytes),
-			Capabilities:    p.Capabilities.flags(),
-			TTL:             h.cfg.SessionTTL,
-		}
-		err := h.cfg.Store.Create(rq.ctx, s)
-		if err == nil {
-			err = h.admit(rq.ctx, rq.id, s)
-		}
-		if err != nil {
-			h.storeFailed(rq, m, err)
-			return
-		}
-		rq.st.w.Header().Set("Mcp-Session-Id", s.ID)
-	}
-	h.initializeResult(rq, m, version)
-}
-
 // admit enforces Config.MaxSessionsPerIdentity once the session s of id
 // is created: the store ends id's oldest sessions beyond the limit, and
 // their streams are told to end. The zero identity is not limited. If the

@@ -150,10 +150,18 @@ func (h *Handler) serveBatch(w http.ResponseWriter, rq *request, body []byte) {
 	w.Write(out)
 }
 
-// openBatch decodes a batch and finds its session; it answers 400 (not
-// JSON, no session, not 2025-03-26, empty or malformed), 404 or 503 and
+// openBatch decodes a batch and finds its session; it answers 400 (a
+// version without batches, not JSON, no session, not 2025-03-26, empty or
+// malformed), 404 or 503 and
 // returns false when the batch cannot be served.
 func (h *Handler) openBatch(w http.ResponseWriter, rq *request, body []byte) ([]json.RawMessage, bool) {
+	if hv := rq.version; isModernVersion(hv) {
+		writeHTTPError(w, http.StatusBadRequest, jsonrpc.CodeInvalidRequest, "Invalid Request: batches are not accepted in protocol version "+Version20260728)
+		return nil, false
+	} else if hv != "" && !isSupported(hv) {
+		writeHTTPError(w, http.StatusBadRequest, jsonrpc.CodeInvalidRequest, "Bad Request: unsupported MCP-Protocol-Version "+hv)
+		return nil, false
+	}
 	elems, err := jsonrpc.DecodeBatch(body)
 	var syn *json.SyntaxError
 	if errors.As(err, &syn) {
@@ -634,4 +642,56 @@ func sessionExchange(rq *request, x *Exchange, meta json.RawMessage) {
 // stream (the push path, confirm.go).
 func (sessionsEra) confirm(rq *request, m *jsonrpc.Message, call *ToolCall, d Decision, ev *CallEvent) (bool, *confirmRun) {
 	return rq.h.confirmPush(rq, m, call, d, ev)
+}
+
+// negotiate picks the revision to speak: the client's if supported, else
+// the newest supported.
+func negotiate(requested string) string {
+	if isSupported(requested) {
+		return requested
+	}
+	return supportedVersions[0]
+}
+
+// initialize answers the initialize request and, unless stateless, opens a
+// session bound to the caller and returns its id in Mcp-Session-Id.
+//
+// See https://modelcontextprotocol.io/specification/2025-11-25/basic/lifecycle.
+func (h *Handler) initialize(rq *request, m *jsonrpc.Message) {
+	var p initializeParams
+	if len(m.Params) > 0 {
+		if err := json.Unmarshal(m.Params, &p); err != nil {
+			rq.fail(m.ID, invalidParams("Invalid params: "+jsonError(err)))
+			return
+		}
+	}
+	if p.ProtocolVersion == "" {
+		rq.fail(m.ID, invalidParams("Invalid params: protocolVersion is required"))
+		return
+	}
+	version := negotiate(p.ProtocolVersion)
+	rq.version = version
+	rq.info = &reqInfo{identity: rq.id, request: rq.r, version: version}
+	rq.ctx = context.WithValue(rq.r.Context(), ctxKey{}, rq.info)
+	if !h.cfg.Stateless {
+		s := &session.Session{
+			ID:              randText(),
+			Owner:           rq.id.key(),
+			ProtocolVersion: version,
+			ClientName:      clip(p.ClientInfo.Name, h.cfg.MaxClientInfoBytes),
+			ClientVersion:   clip(p.ClientInfo.Version, h.cfg.MaxClientInfoBytes),
+			Capabilities:    p.Capabilities.flags(),
+			TTL:             h.cfg.SessionTTL,
+		}
+		err := h.cfg.Store.Create(rq.ctx, s)
+		if err == nil {
+			err = h.admit(rq.ctx, rq.id, s)
+		}
+		if err != nil {
+			h.storeFailed(rq, m, err)
+			return
+		}
+		rq.st.w.Header().Set("Mcp-Session-Id", s.ID)
+	}
+	h.initializeResult(rq, m, version)
 }
