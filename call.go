@@ -91,7 +91,7 @@ func (h *Handler) lookupCall(rq *request, m *jsonrpc.Message, ev *CallEvent) (*T
 		ev.Outcome = OutcomeDenied
 		return nil, false
 	}
-	if e := rq.era.checkCall(rq, &tool, args); e != nil {
+	if e := rq.checkCall(tool.InputSchema, args); e != nil {
 		ev.Outcome = OutcomeError
 		rq.fail(m.ID, e)
 		return nil, false
@@ -152,7 +152,7 @@ func (h *Handler) decide(rq *request, m *jsonrpc.Message, call *ToolCall, ev *Ca
 			return false, nil
 		}
 		call.Arguments, ev.Arguments = canonical, canonical
-		return rq.era.confirm(rq, m, call, d, ev)
+		return rq.confirm(m, call, d, ev)
 	}
 	ev.Outcome = OutcomeAllowed
 	return true, nil

@@ -184,7 +184,12 @@ func (h *Handler) runConfirmedRound(rq *request, m *jsonrpc.Message, call *ToolC
 	var mce *MissingCapabilityError
 	switch {
 	case len(r.pending) > 0 && round < maxRounds:
-		next, send = rq.nextConfirmRound(m, r, prev, ev)
+		var members []byte
+		next, members = rq.nextConfirmRound(r, prev, ev)
+		send = func() { rq.sendInputRequired(m.ID, members) }
+		if members == nil {
+			send = func() { rq.fail(m.ID, errInternal()) }
+		}
 	case errors.As(err, &bad), errors.As(err, &mce):
 		// The round did not complete; the confirm's decision stands.
 		next = nonceRecord{State: stateAwaiting, Round: round}
@@ -208,19 +213,18 @@ func (h *Handler) runConfirmedRound(rq *request, m *jsonrpc.Message, call *ToolC
 	send()
 }
 
-// nextConfirmRound is the record and the answer of a confirmed call that
-// asked the client more: an input_required round after prev.
-func (rq *request) nextConfirmRound(m *jsonrpc.Message, r *rounds, prev nonceRecord, ev *CallEvent) (nonceRecord, func()) {
+// nextConfirmRound is the record of a confirmed call that asked the client
+// more, and the members of its input_required answer (nil if they could
+// not be encoded: the round stays where it was).
+func (rq *request) nextConfirmRound(r *rounds, prev nonceRecord, ev *CallEvent) (nonceRecord, []byte) {
 	round := prev.Round
 	r.state.Round = round + 1
 	members, err := rq.inputRequiredMembers(r)
 	if err != nil {
-		next := nonceRecord{State: stateAwaiting, Round: round, Result: prev.Result}
-		return next, func() { rq.fail(m.ID, errInternal()) }
+		return nonceRecord{State: stateAwaiting, Round: round, Result: prev.Result}, nil
 	}
 	ev.Outcome, ev.IsError, ev.ErrorClass = OutcomeInputRequired, false, ""
-	next := nonceRecord{State: stateAwaiting, Round: round + 1, Result: append(append([]byte{'{'}, members...), '}')}
-	return next, func() { rq.sendInputRequired(m.ID, members) }
+	return nonceRecord{State: stateAwaiting, Round: round + 1, Result: append(append([]byte{'{'}, members...), '}')}, members
 }
 
 // nonceRaced answers a retry that lost a transition to another one: with

@@ -72,7 +72,8 @@ func (h *Handler) serveRequest(rq *request, m *jsonrpc.Message) {
 	rq.ctx = context.WithValue(rq.r.Context(), ctxKey{}, rq.info)
 	md, ok := rq.era.methods()[m.Method]
 	if md.cancellable && rq.sess != nil {
-		defer h.track(rq, m.ID)()
+		key, cancel := h.track(rq, m.ID)
+		defer h.untrack(key, cancel)
 	}
 	if !ok || md.needs != nil && !md.needs(h) {
 		rq.fail(m.ID, methodNotFound(m.Method))
@@ -82,9 +83,9 @@ func (h *Handler) serveRequest(rq *request, m *jsonrpc.Message) {
 }
 
 // track makes rq's work cancellable by notifications/cancelled, on any
-// replica, and detaches it from the client's connection. The function it
-// returns ends the tracking.
-func (h *Handler) track(rq *request, id []byte) func() {
+// replica, and detaches it from the client's connection. untrack, with
+// what it returns, ends the tracking.
+func (h *Handler) track(rq *request, id []byte) (string, context.CancelFunc) {
 	var cancel context.CancelFunc
 	rq.ctx, cancel = context.WithCancel(context.WithoutCancel(rq.ctx))
 	key := runKey(rq.sess.ID, id)
@@ -92,18 +93,20 @@ func (h *Handler) track(rq *request, id []byte) func() {
 	h.runMu.Lock()
 	h.running[key] = running{cancel, rq.st}
 	h.runMu.Unlock()
-	return func() {
-		h.runMu.Lock()
-		delete(h.running, key)
-		h.runMu.Unlock()
-		cancel()
-	}
+	return key, cancel
+}
+
+func (h *Handler) untrack(key string, cancel context.CancelFunc) {
+	h.runMu.Lock()
+	delete(h.running, key)
+	h.runMu.Unlock()
+	cancel()
 }
 
 // checkProgressToken refuses a request whose progressToken is longer than
 // Config.MaxIDBytes: the token is copied into every progress event.
 func (rq *request) checkProgressToken(m *jsonrpc.Message) *jsonrpc.Error {
-	if len(rq.era.progressToken(rq, m)) > rq.h.cfg.MaxIDBytes {
+	if len(rq.progressToken(m)) > rq.h.cfg.MaxIDBytes {
 		return invalidParams("Invalid params: a progressToken has at most " + strconv.Itoa(rq.h.cfg.MaxIDBytes) + " bytes")
 	}
 	return nil
@@ -113,6 +116,6 @@ func (rq *request) checkProgressToken(m *jsonrpc.Message) *jsonrpc.Error {
 // meta as _meta.
 func (rq *request) newExchange(meta json.RawMessage) *Exchange {
 	x := &Exchange{h: rq.h, st: rq.st, sess: rq.sess, version: rq.version}
-	rq.era.exchange(rq, x, meta)
+	rq.setupExchange(x, meta)
 	return x
 }

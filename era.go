@@ -30,9 +30,10 @@ type era interface {
 	// client's capabilities and log level, the progress token (meta is the
 	// params' _meta), when the client is gone, and how it is asked.
 	exchange(rq *request, x *Exchange, meta json.RawMessage)
-	// checkCall checks a tools/call beyond what every era checks (the
-	// 2026-07-28 Mcp-Param headers); nil lets it go on.
-	checkCall(rq *request, tool *Tool, args []byte) *jsonrpc.Error
+	// checkCall checks a tools/call of the tool with inputSchema beyond
+	// what every era checks (the 2026-07-28 Mcp-Param headers); nil lets
+	// it go on.
+	checkCall(rq *request, inputSchema json.RawMessage, args []byte) *jsonrpc.Error
 	// confirm carries a confirm to the client and back. It answers the
 	// request itself and returns false, or returns true and the run (nil
 	// if none) whose lease the tool then runs under.
@@ -45,10 +46,100 @@ type era interface {
 	rounds(rq *request, x *Exchange, m *jsonrpc.Message, name string, args []byte) bool
 }
 
+// The shared path calls the era through these methods, which switch on
+// its concrete type: an interface call would move the request (and a
+// tools/call's event) to the heap on every request, since the compiler
+// cannot see that no era keeps them. Each case is the same call.
+
+func (rq *request) decorate(dst []byte) []byte {
+	switch e := rq.era.(type) {
+	case sessionsEra:
+		return e.decorate(rq, dst)
+	case sseEra:
+		return e.decorate(rq, dst)
+	case statelessEra:
+		return e.decorate(rq, dst)
+	}
+	panic(errNoEra)
+}
+
+func (rq *request) errorStatus(code int) {
+	switch e := rq.era.(type) {
+	case sessionsEra:
+		e.errorStatus(rq, code)
+	case sseEra:
+		e.errorStatus(rq, code)
+	case statelessEra:
+		e.errorStatus(rq, code)
+	default:
+		panic(errNoEra)
+	}
+}
+
+func (rq *request) progressToken(m *jsonrpc.Message) json.RawMessage {
+	switch e := rq.era.(type) {
+	case sessionsEra:
+		return e.progressToken(rq, m)
+	case sseEra:
+		return e.progressToken(rq, m)
+	case statelessEra:
+		return e.progressToken(rq, m)
+	}
+	panic(errNoEra)
+}
+
+func (rq *request) setupExchange(x *Exchange, meta json.RawMessage) {
+	switch e := rq.era.(type) {
+	case sessionsEra:
+		e.exchange(rq, x, meta)
+	case sseEra:
+		e.exchange(rq, x, meta)
+	case statelessEra:
+		e.exchange(rq, x, meta)
+	default:
+		panic(errNoEra)
+	}
+}
+
+func (rq *request) checkCall(inputSchema json.RawMessage, args []byte) *jsonrpc.Error {
+	switch e := rq.era.(type) {
+	case sessionsEra:
+		return e.checkCall(rq, inputSchema, args)
+	case sseEra:
+		return e.checkCall(rq, inputSchema, args)
+	case statelessEra:
+		return e.checkCall(rq, inputSchema, args)
+	}
+	panic(errNoEra)
+}
+
+func (rq *request) confirm(m *jsonrpc.Message, call *ToolCall, d Decision, ev *CallEvent) (bool, *confirmRun) {
+	switch e := rq.era.(type) {
+	case sessionsEra:
+		return e.confirm(rq, m, call, d, ev)
+	case sseEra:
+		return e.confirm(rq, m, call, d, ev)
+	case statelessEra:
+		return e.confirm(rq, m, call, d, ev)
+	}
+	panic(errNoEra)
+}
+
 // prepareRounds opens rq's round state, if its era has rounds.
 func (rq *request) prepareRounds(x *Exchange, m *jsonrpc.Message, name string, args []byte) bool {
-	return rq.era.rounds(rq, x, m, name, args)
+	switch e := rq.era.(type) {
+	case sessionsEra:
+		return e.rounds(rq, x, m, name, args)
+	case sseEra:
+		return e.rounds(rq, x, m, name, args)
+	case statelessEra:
+		return e.rounds(rq, x, m, name, args)
+	}
+	panic(errNoEra)
 }
+
+// errNoEra reports a request built without its era: a bug.
+var errNoEra = "mcphandler: a request without an era"
 
 // The eras, stateless values.
 var (

@@ -56,7 +56,7 @@ func (rq *request) openResult(dst []byte, id json.RawMessage) []byte {
 	dst = append(dst, `{"jsonrpc":"2.0","id":`...)
 	dst = append(dst, id...)
 	dst = append(dst, `,"result":{`...)
-	return rq.era.decorate(rq, dst)
+	return rq.decorate(dst)
 }
 
 func closeResult(dst []byte) []byte {
@@ -82,7 +82,7 @@ func (rq *request) reply(id json.RawMessage, result []byte) {
 
 // fail sends an error as the request's final message.
 func (rq *request) fail(id json.RawMessage, e *jsonrpc.Error) {
-	rq.era.errorStatus(rq, e.Code)
+	rq.errorStatus(e.Code)
 	rq.st.finish(jsonrpc.AppendError(nil, id, e))
 }
 

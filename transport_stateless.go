@@ -236,10 +236,10 @@ var cacheable = map[string]bool{
 	"resources/list": true, "resources/templates/list": true, "resources/read": true,
 }
 
-// decorate inserts the 2026-07-28 result members (resultType, cache hints,
+// decorateStateless inserts the 2026-07-28 result members (resultType, cache hints,
 // serverInfo) at the start of a result object. Results of a request that
 // carried inputResponses or requestState are never cacheable.
-func (rq *request) decorate(dst []byte, method string) []byte {
+func (rq *request) decorateStateless(dst []byte, method string) []byte {
 	dst = append(dst, `"resultType":"complete",`...)
 	if cacheable[method] && !rq.retry {
 		dst = append(dst, `"ttlMs":`...)
@@ -300,7 +300,9 @@ var statelessMethods = withMethods(sharedMethods, map[string]method{
 
 func (statelessEra) methods() map[string]method { return statelessMethods }
 
-func (statelessEra) decorate(rq *request, dst []byte) []byte { return rq.decorate(dst, rq.method) }
+func (statelessEra) decorate(rq *request, dst []byte) []byte {
+	return rq.decorateStateless(dst, rq.method)
+}
 
 func (statelessEra) errorStatus(rq *request, code int) { rq.st.status = modernStatus(code) }
 
@@ -320,8 +322,8 @@ func (statelessEra) exchange(rq *request, x *Exchange, _ json.RawMessage) {
 	x.progressToken = rq.meta.ProgressToken
 }
 
-func (statelessEra) checkCall(rq *request, tool *Tool, args []byte) *jsonrpc.Error {
-	if he := checkParamHeaders(rq, tool, args); he != nil {
+func (statelessEra) checkCall(rq *request, inputSchema json.RawMessage, args []byte) *jsonrpc.Error {
+	if he := checkParamHeaders(rq, inputSchema, args); he != nil {
 		return headerMismatch(he.Message)
 	}
 	return nil
@@ -341,11 +343,11 @@ func (statelessEra) confirm(rq *request, m *jsonrpc.Message, call *ToolCall, d D
 // checkParamHeaders checks the Mcp-Param-* headers of a 2026-07-28
 // tools/call against the arguments, for the parameters the tool's input
 // schema annotates with x-mcp-header.
-func checkParamHeaders(rq *request, tool *Tool, args []byte) *mcpheaders.HeaderError {
-	if !bytes.Contains(tool.InputSchema, []byte("x-mcp-header")) {
+func checkParamHeaders(rq *request, inputSchema json.RawMessage, args []byte) *mcpheaders.HeaderError {
+	if !bytes.Contains(inputSchema, []byte("x-mcp-header")) {
 		return nil
 	}
-	params, err := mcpheaders.ParamHeaders(tool.InputSchema)
+	params, err := mcpheaders.ParamHeaders(inputSchema)
 	if err != nil {
 		// An invalid annotation cannot be checked: fail closed.
 		return &mcpheaders.HeaderError{Header: "Mcp-Param", Message: "Header mismatch: the tool's x-mcp-header annotations are invalid"}
