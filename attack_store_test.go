@@ -231,7 +231,7 @@ func TestAttackForgedNotification(t *testing.T) {
 			}
 		}
 		// The streams are still open: a real notification arrives.
-		if err := h.NotifyToolsChanged(ctx, mcphandler.Everyone); err != nil {
+		if err := h.NotifyToolsChanged(ctx, mcphandler.Everyone()); err != nil {
 			t.Fatal(err)
 		}
 		for name, s := range map[string]*mcptest.Stream{"GET": get, "listen": listen} {

@@ -205,8 +205,8 @@ func TestAttackSubscribeHiddenThroughTemplate(t *testing.T) {
 	if ack == nil || !strings.Contains(string(ack.Params), `"resourceSubscriptions":["docs://q3-plan"]`) {
 		t.Fatalf("ack %+v: only the visible document may be agreed", ack)
 	}
-	h.NotifyResourceUpdated(ctx, "docs://board-minutes", mcphandler.Everyone)
-	h.NotifyResourceUpdated(ctx, "docs://q3-plan", mcphandler.Everyone)
+	h.NotifyResourceUpdated(ctx, "docs://board-minutes", mcphandler.Everyone())
+	h.NotifyResourceUpdated(ctx, "docs://q3-plan", mcphandler.Everyone())
 	if u := nextMessage(t, st, 5*time.Second); u == nil || !strings.Contains(string(u.Params), "docs://q3-plan") {
 		t.Fatalf("update %+v, want only docs://q3-plan", u)
 	}

@@ -1,7 +1,6 @@
 package mcphandler
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -12,7 +11,6 @@ import (
 
 	"github.com/mcphandler/mcphandler/internal/canon"
 	"github.com/mcphandler/mcphandler/internal/jsonrpc"
-	"github.com/mcphandler/mcphandler/internal/modern"
 )
 
 type callParams struct {
@@ -40,116 +38,26 @@ func (h *Handler) callTool(rq *request, m *jsonrpc.Message) {
 			h.emit(ev)
 		}
 	}()
-	var p callParams
-	if len(m.Params) == 0 || json.Unmarshal(m.Params, &p) != nil {
-		ev.Outcome = OutcomeError
-		rq.fail(m.ID, invalidParams("Invalid params: a tool name is required"))
-		return
-	}
-	ev.Tool = p.Name
-	args := p.Arguments
-	if len(args) == 0 || string(args) == "null" {
-		args = emptyResult
-	} else if args[0] != '{' {
-		ev.Outcome = OutcomeError
-		rq.fail(m.ID, invalidParams("Invalid params: arguments must be an object"))
-		return
-	}
-	ev.Arguments = args
-	tool, ok, err := h.findTool(rq.ctx, rq.id, p.Name)
-	if err != nil {
-		h.logger().Error("mcphandler: ListTools", "err", err)
-		ev.Outcome = OutcomeError
-		rq.fail(m.ID, wireError(err))
-		return
-	}
+	call, ok := h.lookupCall(rq, m, &ev)
 	if !ok {
-		ev.Outcome = OutcomeNotFound
-		rq.fail(m.ID, errUnknownTool(p.Name))
 		return
 	}
-	if h.stepUp(rq, m, tool.Scopes) {
-		ev.Outcome = OutcomeDenied
-		return
-	}
-	if rq.modern {
-		if he := checkParamHeaders(rq, &tool, args); he != nil {
-			ev.Outcome = OutcomeError
-			rq.fail(m.ID, headerMismatch(he.Message))
-			return
-		}
-	}
-	x := rq.newExchange(p.Meta)
-	x.reqID = m.ID
-	if !rq.prepareRounds(x, m, tool.Name, args) {
-		ev.Outcome = OutcomeError
-		return
-	}
-	call := &ToolCall{Tool: tool, Arguments: args, Identity: rq.id, SessionID: rq.info.sessionID, Exchange: x}
-
-	if tool.validate != nil {
-		if err := tool.validate(args); err != nil {
-			ev.Outcome, ev.IsError, ev.ErrorClass = OutcomeError, true, string(ClassBadArgs)
+	x := call.Exchange
+	if tool := &call.Tool; tool.validate != nil {
+		if err := tool.validate(call.Arguments); err != nil {
+			ev.Outcome, ev.IsError, ev.ErrorClass = OutcomeError, true, ClassBadArgs
 			class, detail := classify(err)
 			rq.sendResult(m.ID, toolErrorResult(class, detail))
 			return
 		}
 	}
-
-	d := Decision{}
-	if h.cfg.BeforeCall != nil {
-		d, err = h.beforeCall(rq.ctx, call)
-		if err != nil {
-			h.logger().Error("mcphandler: BeforeCall", "tool", tool.Name, "err", err)
-			ev.Outcome = OutcomeError
-			rq.fail(m.ID, wireError(err))
-			return
-		}
-	}
-	switch d.Kind {
-	case DecisionDeny:
-		ev.Outcome = OutcomeDenied
-		rq.fail(m.ID, h.denyError(d))
+	ok, run := h.decide(rq, m, call, &ev)
+	if !ok {
 		return
-	case DecisionConfirm:
-		// What the human is shown, what the confirm is bound to and what
-		// runs are one value: the canonical arguments.
-		if canonical, err := canon.Canonical(call.Arguments); err == nil {
-			call.Arguments, ev.Arguments = canonical, canonical
-		} else {
-			ev.Outcome = OutcomeError
-			rq.fail(m.ID, invalidParams("Invalid params: arguments must be valid JSON without repeated keys"))
-			return
-		}
-		if rq.modern {
-			h.confirmModern(rq, m, call, d, &ev)
-			return
-		}
-		outcome, result, run := h.confirm(rq.ctx, call, d, &ev)
-		ev.Outcome = outcome
-		switch {
-		case outcome == outcomeHandedOver:
-			return // the replica that finished the confirm answers
-		case outcome == OutcomeRevoked:
-			rq.fail(m.ID, errUnknownTool(p.Name))
-			return
-		case result != nil || run == nil:
-			// After a disconnect nobody listens: the result goes to the
-			// stream's log only, for a client that resumes.
-			ev.IsError = result != nil && result.IsError
-			if result == nil {
-				result = ErrorResult("Not run.")
-			}
-			rq.sendResult(m.ID, result)
-			return
-		}
-		// The run holds the confirm's lease while the tool runs, and
-		// records its end once the response went out.
-		defer run.finish(rq.ctx)
-	default:
-		ev.Outcome = OutcomeAllowed
 	}
-
+	if run != nil {
+		defer run.finish(rq.ctx)
+	}
 	result, err := h.run(rq.ctx, call, &ev)
 	if rq.finishRounds(x, m, err) {
 		ev.Outcome, ev.IsError, ev.ErrorClass = OutcomeInputRequired, false, ""
@@ -158,22 +66,96 @@ func (h *Handler) callTool(rq *request, m *jsonrpc.Message) {
 	rq.sendResult(m.ID, result)
 }
 
-// checkParamHeaders checks the Mcp-Param-* headers of a 2026-07-28
-// tools/call against the arguments, for the parameters the tool's input
-// schema annotates with x-mcp-header.
-func checkParamHeaders(rq *request, tool *Tool, args []byte) *modern.HeaderError {
-	if !bytes.Contains(tool.InputSchema, []byte("x-mcp-header")) {
-		return nil
+// lookupCall decodes a tools/call, finds the caller's tool, checks the
+// scopes it needs and what the era checks, and opens the call's Exchange.
+// It answers the request and returns false when the call cannot go on.
+func (h *Handler) lookupCall(rq *request, m *jsonrpc.Message, ev *CallEvent) (*ToolCall, bool) {
+	p, args, e := decodeCall(m, ev)
+	if e != nil {
+		ev.Outcome = OutcomeError
+		rq.fail(m.ID, e)
+		return nil, false
 	}
-	params, err := modern.ParamHeaders(tool.InputSchema)
-	if err != nil {
-		// An invalid annotation cannot be checked: fail closed.
-		return &modern.HeaderError{Header: "Mcp-Param", Message: "Header mismatch: the tool's x-mcp-header annotations are invalid"}
+	tool, ok, err := h.findTool(rq.ctx, rq.id, p.Name)
+	switch {
+	case err != nil:
+		h.logger().Error("mcphandler: ListTools", "err", err)
+		ev.Outcome = OutcomeError
+		rq.fail(m.ID, wireError(err))
+		return nil, false
+	case !ok:
+		ev.Outcome = OutcomeNotFound
+		rq.fail(m.ID, errUnknownTool(p.Name))
+		return nil, false
+	case h.stepUp(rq, m, tool.Scopes):
+		ev.Outcome = OutcomeDenied
+		return nil, false
 	}
-	if len(params) == 0 {
-		return nil
+	if e := rq.checkCall(tool.InputSchema, args); e != nil {
+		ev.Outcome = OutcomeError
+		rq.fail(m.ID, e)
+		return nil, false
 	}
-	return modern.CheckParamHeaders(rq.r.Header, params, args)
+	x := rq.newExchange(p.Meta)
+	x.reqID = m.ID
+	if !rq.prepareRounds(x, m, tool.Name, args) {
+		ev.Outcome = OutcomeError
+		return nil, false
+	}
+	return &ToolCall{Tool: tool, Arguments: args, Identity: rq.id, SessionID: rq.info.sessionID, Exchange: x}, true
+}
+
+// decodeCall decodes the params of a tools/call: the tool's name and its
+// arguments, an object ({} when absent or null), recorded in ev.
+func decodeCall(m *jsonrpc.Message, ev *CallEvent) (callParams, json.RawMessage, *jsonrpc.Error) {
+	var p callParams
+	if len(m.Params) == 0 || json.Unmarshal(m.Params, &p) != nil {
+		return p, nil, invalidParams("Invalid params: a tool name is required")
+	}
+	ev.Tool = p.Name
+	args := p.Arguments
+	if len(args) == 0 || string(args) == "null" {
+		args = emptyResult
+	} else if args[0] != '{' {
+		return p, nil, invalidParams("Invalid params: arguments must be an object")
+	}
+	ev.Arguments = args
+	return p, args, nil
+}
+
+// decide asks BeforeCall about call and carries out its Decision: a Deny
+// is answered, a Confirm travels the era's way. It returns true when the
+// tool is to run, with the confirm's run (nil if none) it runs under.
+func (h *Handler) decide(rq *request, m *jsonrpc.Message, call *ToolCall, ev *CallEvent) (bool, *confirmRun) {
+	d := Decision{}
+	if h.cfg.BeforeCall != nil {
+		var err error
+		if d, err = h.beforeCall(rq.ctx, call); err != nil {
+			h.logger().Error("mcphandler: BeforeCall", "tool", call.Tool.Name, "err", err)
+			ev.Outcome = OutcomeError
+			rq.fail(m.ID, wireError(err))
+			return false, nil
+		}
+	}
+	switch d.Kind {
+	case DecisionDeny:
+		ev.Outcome = OutcomeDenied
+		rq.fail(m.ID, h.denyError(d))
+		return false, nil
+	case DecisionConfirm:
+		// What the human is shown, what the confirm is bound to and what
+		// runs are one value: the canonical arguments.
+		canonical, err := canon.Canonical(call.Arguments)
+		if err != nil {
+			ev.Outcome = OutcomeError
+			rq.fail(m.ID, invalidParams("Invalid params: arguments must be valid JSON without repeated keys"))
+			return false, nil
+		}
+		call.Arguments, ev.Arguments = canonical, canonical
+		return rq.confirm(m, call, d, ev)
+	}
+	ev.Outcome = OutcomeAllowed
+	return true, nil
 }
 
 // beforeCall runs the BeforeCall hook, turning a panic into an error.
@@ -189,10 +171,7 @@ func (h *Handler) beforeCall(ctx context.Context, call *ToolCall) (d Decision, e
 // denyError is the JSON-RPC error of a Deny: its code, message, and data
 // (retryAfterMs for a rate limit, and the members of Decision.Data).
 func (h *Handler) denyError(d Decision) *jsonrpc.Error {
-	code := d.Code
-	if code != CodeRateLimited {
-		code = CodeForbidden
-	}
+	code := h.denyCode(d)
 	msg := d.Message
 	if msg == "" {
 		msg = "Forbidden"
@@ -229,6 +208,20 @@ func (h *Handler) denyError(d Decision) *jsonrpc.Error {
 	return e
 }
 
+// denyCode is the code of a Deny: CodeForbidden or CodeRateLimited, as
+// Decision.Code documents; any other code is logged and refused as
+// CodeForbidden.
+func (h *Handler) denyCode(d Decision) int {
+	switch d.Code {
+	case CodeForbidden, CodeRateLimited:
+		return d.Code
+	case 0:
+		return CodeForbidden
+	}
+	h.logger().Error("mcphandler: BeforeCall denied with a Decision.Code that is neither CodeForbidden nor CodeRateLimited; refused as CodeForbidden", "code", d.Code)
+	return CodeForbidden
+}
+
 // run calls the tool's handler and turns its error or panic into a
 // classified isError result. It records the result's class in ev, and
 // returns the handler's own error too (see finishRounds).
@@ -237,11 +230,11 @@ func (h *Handler) run(ctx context.Context, call *ToolCall, ev *CallEvent) (resul
 		if v := recover(); v != nil {
 			h.logger().Error("mcphandler: tool panicked", "tool", call.Tool.Name, "panic", v, "stack", string(debug.Stack()))
 			result = toolErrorResult(ClassInternal, "")
-			ev.IsError, ev.ErrorClass = true, string(ClassInternal)
+			ev.IsError, ev.ErrorClass = true, ClassInternal
 		}
 	}()
 	if call.Tool.Handler == nil {
-		ev.IsError, ev.ErrorClass = true, string(ClassInternal)
+		ev.IsError, ev.ErrorClass = true, ClassInternal
 		return toolErrorResult(ClassInternal, ""), nil
 	}
 	r, err := call.Tool.Handler(ctx, call)
@@ -250,7 +243,7 @@ func (h *Handler) run(ctx context.Context, call *ToolCall, ev *CallEvent) (resul
 		if class == ClassInternal && !errors.Is(err, ErrInputRequired) && !errors.Is(err, ErrCannotAsk) {
 			h.logger().Warn("mcphandler: tool failed", "tool", call.Tool.Name, "err", err)
 		}
-		ev.IsError, ev.ErrorClass = true, string(class)
+		ev.IsError, ev.ErrorClass = true, class
 		return toolErrorResult(class, detail), err
 	}
 	if r == nil {
@@ -266,7 +259,7 @@ func (rq *request) sendResult(id json.RawMessage, r *ToolResult) {
 	b, err := r.appendMembers(b)
 	if err != nil {
 		rq.h.logger().Error("mcphandler: encoding tool result", "err", err)
-		rq.fail(id, &jsonrpc.Error{Code: CodeInternalError, Message: "Internal error"})
+		rq.fail(id, errInternal())
 		return
 	}
 	rq.st.finish(closeResult(b))

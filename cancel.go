@@ -9,11 +9,6 @@ import (
 	"github.com/mcphandler/mcphandler/session"
 )
 
-// cancelChannel carries notifications/cancelled between replicas: the
-// replica that receives one for a request it does not run publishes the
-// request's key, and the replica running it cancels it.
-const cancelChannel = "cancel"
-
 // canceller relays cancellations between replicas that share a store.
 // The goroutine that listens (relayCancels) is started at the first
 // request that can be cancelled, and only for a store shared by replicas

@@ -8,6 +8,10 @@ import (
 	"github.com/mcphandler/mcphandler/session"
 )
 
+// ScopeChallengeFunc returns the WWW-Authenticate value of the 403 that
+// asks for more scopes (see Config.ScopeChallenge).
+type ScopeChallengeFunc func(r *http.Request, scopes []string) string
+
 // Config configures a [Handler]. The zero value serves an endpoint with no
 // tools that accepts every caller; set the hooks to make it useful.
 //
@@ -47,7 +51,7 @@ type Config struct {
 	// the scopes the operation needs; the request's context holds the
 	// caller (IdentityFrom). If nil,
 	// `Bearer error="insufficient_scope", scope="<scopes>"` is used.
-	ScopeChallenge func(r *http.Request, scopes []string) string
+	ScopeChallenge ScopeChallengeFunc
 
 	// ListTools returns the caller's tools. It backs both tools/list and
 	// the tools/call lookup. If nil, the server has no tools capability.
@@ -240,6 +244,16 @@ func (c *Config) applyDefaults() {
 	if c.KeepAlive <= 0 {
 		c.KeepAlive = defaultKeepAlive
 	}
+	c.applyLimitDefaults()
+	if c.Logger == nil {
+		c.Logger = slog.Default()
+	}
+	c.Roles = append([]string(nil), c.Roles...)
+	c.AllowedOrigins = append([]string(nil), c.AllowedOrigins...)
+}
+
+// applyLimitDefaults sets the bounds on client input left zero.
+func (c *Config) applyLimitDefaults() {
 	if c.MaxClientInfoBytes <= 0 {
 		c.MaxClientInfoBytes = defaultMaxClientInfoBytes
 	}
@@ -258,9 +272,4 @@ func (c *Config) applyDefaults() {
 	if c.ReadBodyTimeout <= 0 {
 		c.ReadBodyTimeout = defaultReadBodyTimeout
 	}
-	if c.Logger == nil {
-		c.Logger = slog.Default()
-	}
-	c.Roles = append([]string(nil), c.Roles...)
-	c.AllowedOrigins = append([]string(nil), c.AllowedOrigins...)
 }

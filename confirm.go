@@ -33,6 +33,34 @@ func argsDigest(args []byte) string {
 	return hex.EncodeToString(sum[:])
 }
 
+// confirmPush carries a confirm over the 2025 transports: asks the client
+// with a server-to-client request on the call's stream (see confirm). It
+// answers the request itself and returns false, or returns true and the
+// run under whose lease the tool runs.
+func (h *Handler) confirmPush(rq *request, m *jsonrpc.Message, call *ToolCall, d Decision, ev *CallEvent) (bool, *confirmRun) {
+	outcome, result, run := h.confirm(rq.ctx, call, d, ev)
+	ev.Outcome = outcome
+	switch {
+	case outcome == outcomeHandedOver:
+		return false, nil // the replica that finished the confirm answers
+	case outcome == OutcomeRevoked:
+		rq.fail(m.ID, errUnknownTool(call.Tool.Name))
+		return false, nil
+	case result != nil || run == nil:
+		// After a disconnect nobody listens: the result goes to the
+		// stream's log only, for a client that resumes.
+		ev.IsError = result != nil && result.IsError
+		if result == nil {
+			result = ErrorResult("Not run.")
+		}
+		rq.sendResult(m.ID, result)
+		return false, nil
+	}
+	// The run holds the confirm's lease while the tool runs, and records
+	// its end once the response went out.
+	return true, run
+}
+
 // outcomeHandedOver is what the asker of a 2025 confirm ends with when
 // another replica finished the confirm (its lease had lapsed) or when the
 // store could not tell it what was decided: it sends nothing more and
@@ -100,26 +128,32 @@ func (h *Handler) confirm(ctx context.Context, call *ToolCall, d Decision, ev *C
 		Digest: argsDigest(call.Arguments), Deadline: time.Now().Add(h.cfg.ConfirmTimeout).UnixMilli(),
 		Stream: x.st.streamID(), ReqID: x.reqID, Args: call.Arguments, Expect: expect}
 	c.rec.Form, _ = json.Marshal(form)
-	bg := context.WithoutCancel(ctx)
-	// The lease before the record: an answer never finds the record
-	// without the lease of its live asker.
-	if c.ls, err = h.takeLease(bg, id); err == nil && c.ls == nil {
-		err = errors.New("mcphandler: confirm id already in use")
-	}
-	if err == nil {
-		if c.raw, err = h.createConfirm(bg, id, &c.rec); err != nil {
-			c.ls.release()
-		}
-	}
-	if err != nil {
+	if err := c.record(context.WithoutCancel(ctx)); err != nil {
 		h.logger().Error("mcphandler: storing a confirm", "err", err)
 		return OutcomeError, ErrorResult("Not run: the confirmation could not be recorded."), nil
 	}
-	if c.rec.Stream != "" {
-		// A resumed stream finds its confirm here (see watchConfirm).
-		h.cfg.Store.PutIfAbsent(bg, confirmOfKey(x.sess.ID, c.rec.Stream), []byte(id), h.confirmOfTTL())
-	}
 	return c.wait(ctx, x, params)
+}
+
+// record takes the confirm's lease and stores its pending record. The
+// lease comes before the record: an answer never finds the record without
+// the lease of its live asker.
+func (c *confirmCall) record(ctx context.Context) error {
+	h := c.h
+	var err error
+	if c.ls, err = h.takeLease(ctx, c.id); err == nil && c.ls == nil {
+		err = errors.New("mcphandler: confirm id already in use")
+	}
+	if err == nil {
+		if c.raw, err = h.createConfirm(ctx, c.id, &c.rec); err != nil {
+			c.ls.release()
+		}
+	}
+	if err == nil && c.rec.Stream != "" {
+		// A resumed stream finds its confirm here (see watchConfirm).
+		h.cfg.Store.PutIfAbsent(ctx, confirmOfKey(c.rec.Session, c.rec.Stream), []byte(c.id), h.confirmOfTTL())
+	}
+	return err
 }
 
 // confirmCall is one 2025 confirm being decided by the replica that holds
@@ -173,11 +207,18 @@ func (c *confirmCall) wait(ctx context.Context, x *Exchange, params []byte) (Out
 	if err := x.st.send(jsonrpc.AppendRequest(nil, qid, "elicitation/create", params)); err != nil {
 		return c.giveUp(ctx, OutcomeDisconnected)
 	}
+	return c.await(ctx, sub.C(), channel)
+}
+
+// await waits for the confirm's answer, woken by hints on channel and
+// reading the record every poll, until the deadline, the client's
+// disconnect or the call's cancellation.
+func (c *confirmCall) await(ctx context.Context, hints <-chan []byte, channel string) (Outcome, *ToolResult, *confirmRun) {
+	h, x := c.h, c.x
 	timeout := time.NewTimer(time.Until(c.rec.deadline()))
 	defer timeout.Stop()
 	poll := time.NewTicker(h.ct.poll)
 	defer poll.Stop()
-	hints := sub.C()
 	for {
 		select {
 		case b, ok := <-hints:
@@ -324,7 +365,13 @@ func (c *confirmCall) decideAnswer(ctx context.Context, rec confirmRecord, raw [
 		}
 		time.Sleep(h.ct.poll)
 	}
-	got, graw, err := h.loadConfirm(ctx, c.id)
+	return c.decisionLost(ctx, next, outcome, result, cancelled)
+}
+
+// decisionLost follows a confirm whose decision could not be recorded:
+// another replica decided, or the store failed.
+func (c *confirmCall) decisionLost(ctx context.Context, next confirmRecord, outcome Outcome, result *ToolResult, cancelled bool) (Outcome, *ToolResult, *confirmRun) {
+	got, graw, err := c.h.loadConfirm(ctx, c.id)
 	if err != nil && !isAbsent(err) {
 		c.ls.release()
 		return outcomeHandedOver, nil, nil
@@ -476,7 +523,7 @@ func (h *Handler) answerConfirm(rq *request, id string, m *jsonrpc.Message) erro
 // receives it. ident is the identity of the request that led here; the
 // call is reported to OnCall.
 func (h *Handler) adopt(r *http.Request, start time.Time, ident Identity, sess *session.Session, id string, ls *lease, rec confirmRecord, raw []byte) {
-	rq := &request{h: h, r: r, start: start, id: ident, sess: sess, version: sess.ProtocolVersion}
+	rq := &request{h: h, r: r, start: start, id: ident, sess: sess, version: sess.ProtocolVersion, era: sessions}
 	rq.info = &reqInfo{identity: ident, request: r, version: sess.ProtocolVersion, sessionID: sess.ID}
 	rq.ctx = context.WithValue(context.WithoutCancel(r.Context()), ctxKey{}, rq.info)
 	rq.st = h.logOnly(sess.ID, rec.Stream)
@@ -516,6 +563,41 @@ func (h *Handler) logOnly(sid, streamID string) *stream {
 	return &stream{id: streamID, sse: true, gone: true, log: h.eventLog(sid)}
 }
 
+// closeLapsedPending closes as timed out a pending confirm past its
+// deadline whose lease it could take; it returns a nil result when it did
+// not, else the lease, which the caller releases once the result is sent.
+func (h *Handler) closeLapsedPending(ctx context.Context, id string, raw []byte, rec confirmRecord) (Outcome, *ToolResult, *lease) {
+	if time.Now().Before(rec.deadline()) {
+		return "", nil, nil
+	}
+	ls, err := h.takeLease(ctx, id)
+	if err != nil || ls == nil {
+		return "", nil, nil
+	}
+	next := rec
+	next.State, next.By, next.Outcome = stateClosed, ls.by(), OutcomeTimedOut
+	if _, ok, _ := h.moveConfirm(ctx, id, raw, statePending, &next); !ok {
+		ls.release()
+		return "", nil, nil
+	}
+	return OutcomeTimedOut, ErrorResult("Not run: the confirmation of " + rec.Tool + " timed out."), ls
+}
+
+// markLapsedRunning records as unknown the outcome of a running confirmed
+// call whose runner's lease lapsed; it returns a nil result when it did
+// not (the runner is alive, or the store cannot tell now).
+func (h *Handler) markLapsedRunning(ctx context.Context, id string, raw []byte, rec confirmRecord) (Outcome, *ToolResult) {
+	if !h.leaseLapsed(ctx, id) {
+		return "", nil
+	}
+	next := rec
+	next.State = stateUnknown
+	if _, ok, _ := h.moveConfirm(ctx, id, raw, stateRunning, &next); !ok {
+		return "", nil
+	}
+	return OutcomeUnknown, ErrorResult("The outcome of " + rec.Tool + " is unknown: the server running it stopped. It will not run again; check whether it took effect before retrying.")
+}
+
 // watchConfirm looks after the confirm of a resumed stream whose asker or
 // runner is gone (nobody holds its lease). A confirm still pending after
 // its deadline is closed as timed out; an answered one is taken over and
@@ -544,35 +626,18 @@ func (h *Handler) watchConfirm(rq *request, streamID string) {
 		}
 		return
 	case statePending:
-		if time.Now().Before(rec.deadline()) {
-			return
+		var ls *lease
+		ev.Outcome, msg, ls = h.closeLapsedPending(ctx, id, raw, rec)
+		if ls != nil {
+			defer ls.release()
 		}
-		ls, err := h.takeLease(ctx, id)
-		if err != nil || ls == nil {
-			return
-		}
-		defer ls.release()
-		next := rec
-		next.State, next.By, next.Outcome = stateClosed, ls.by(), OutcomeTimedOut
-		if _, ok, _ := h.moveConfirm(ctx, id, raw, statePending, &next); !ok {
-			return
-		}
-		ev.Outcome, msg = OutcomeTimedOut, ErrorResult("Not run: the confirmation of "+rec.Tool+" timed out.")
 	case stateRunning:
-		if !h.leaseLapsed(ctx, id) {
-			return // alive, or the store cannot tell now
-		}
-		next := rec
-		next.State = stateUnknown
-		if _, ok, _ := h.moveConfirm(ctx, id, raw, stateRunning, &next); !ok {
-			return
-		}
-		ev.Outcome = OutcomeUnknown
-		msg = ErrorResult("The outcome of " + rec.Tool + " is unknown: the server running it stopped. It will not run again; check whether it took effect before retrying.")
-	default:
+		ev.Outcome, msg = h.markLapsedRunning(ctx, id, raw, rec)
+	}
+	if msg == nil {
 		return
 	}
-	out := &request{h: h, r: rq.r, st: h.logOnly(sid, streamID)}
+	out := &request{h: h, r: rq.r, st: h.logOnly(sid, streamID), era: sessions}
 	out.sendResult(rec.ReqID, msg)
 	if h.cfg.OnCall != nil {
 		h.emit(ev)

@@ -83,27 +83,6 @@ func (s confirmState) canMove(to confirmState) bool {
 	return false
 }
 
-// Lifetimes and periods of the confirm machinery.
-const (
-	// confirmLinger is how long a confirm's record outlives its
-	// ConfirmTimeout, so that a late answer, a replay or a retry finds it
-	// decided instead of absent.
-	confirmLinger = time.Minute
-	// leaseTTL is how long the claim of the replica responsible for a
-	// confirm (asking, or running it) lasts without renewal. It is renewed
-	// every leaseTTL/3; a replica that finds it lapsed may take over.
-	leaseTTL = 5 * time.Second
-	// confirmPoll is how often a waiting asker re-reads its record (the
-	// Pub/Sub reply only wakes it sooner: a lost message costs latency,
-	// never correctness), and how often a resumed stream checks the
-	// confirm it carries.
-	confirmPoll = time.Second
-	// clockSkew is how far replica clocks may disagree. An asker that
-	// cannot reach the store at its deadline keeps trying until this long
-	// after it, when no other replica accepts an answer any more.
-	clockSkew = 2 * time.Second
-)
-
 // confirmTimes are the periods above; tests shorten them.
 type confirmTimes struct {
 	lease, poll, skew time.Duration
@@ -111,20 +90,9 @@ type confirmTimes struct {
 
 var defaultConfirmTimes = confirmTimes{lease: leaseTTL, poll: confirmPoll, skew: clockSkew}
 
-// confirmTTL is the lifetime of a confirm's record from its last write.
-func (h *Handler) confirmTTL() time.Duration { return h.cfg.ConfirmTimeout + confirmLinger }
-
-// confirmOfTTL is the lifetime of the pointer from a stream to its confirm.
-func (h *Handler) confirmOfTTL() time.Duration { return h.confirmTTL() + h.cfg.ResumeWindow }
-
 // errBadRecord reports a record that does not verify or has an unexpected
 // shape: it is treated as absent, and nothing acts on it.
 var errBadRecord = errors.New("mcphandler: invalid record in the session store")
-
-func confirmKey(id string) string            { return "confirm/" + id }
-func confirmOfKey(sid, stream string) string { return "confirm-of/" + sid + "/" + stream }
-func leaseKey(id string) string              { return "lease/" + id }
-func nonceKey(nonce string) string           { return "nonce/" + nonce }
 
 // confirmRecord is the record of a 2025 confirm. It binds the answer to
 // the session and identity that were asked and to the tool and arguments

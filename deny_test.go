@@ -79,3 +79,45 @@ func dataOf(re *mcptest.RPCError) string {
 	}
 	return string(re.Data)
 }
+
+// TestDenyCode: a Deny's Decision.Code is CodeForbidden (also for 0) or
+// CodeRateLimited; any other code — one that could tell the client to
+// retry, or look like a server failure — still refuses the call, as
+// CodeForbidden, and is logged as the hook's mistake.
+func TestDenyCode(t *testing.T) {
+	for _, tc := range []struct {
+		name   string
+		code   int
+		want   int
+		logged bool
+	}{
+		{"forbidden", mcphandler.CodeForbidden, mcphandler.CodeForbidden, false},
+		{"rate limited", mcphandler.CodeRateLimited, mcphandler.CodeRateLimited, false},
+		{"zero", 0, mcphandler.CodeForbidden, false},
+		{"internal error", mcphandler.CodeInternalError, mcphandler.CodeForbidden, true},
+		{"store unavailable", mcphandler.CodeStoreUnavailable, mcphandler.CodeForbidden, true},
+		{"positive", 7, mcphandler.CodeForbidden, true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			f := &fixture{}
+			cfg := f.config()
+			var logs bytes.Buffer
+			cfg.Logger = slog.New(slog.NewTextHandler(&logs, nil))
+			cfg.BeforeCall = func(context.Context, *mcphandler.ToolCall) (mcphandler.Decision, error) {
+				return mcphandler.Decision{Kind: mcphandler.DecisionDeny, Message: "no", Code: tc.code}, nil
+			}
+			c := connect(t, mcphandler.New(cfg), "acme-viewer")
+			_, err := c.CallTool(context.Background(), "read", nil)
+			var re *mcptest.RPCError
+			if !errors.As(err, &re) || re.Code != tc.want {
+				t.Fatalf("got %v, want code %d", err, tc.want)
+			}
+			if n := f.count("read"); n != 0 {
+				t.Fatalf("the denied tool ran %d times", n)
+			}
+			if got := strings.Contains(logs.String(), "Decision.Code"); got != tc.logged {
+				t.Fatalf("logged %v, want %v: %s", got, tc.logged, logs.String())
+			}
+		})
+	}
+}

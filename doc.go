@@ -18,6 +18,19 @@
 // A request is answered with JSON, or with an SSE stream when something must
 // be sent before its result (progress, logs, a question for the human).
 //
+// The same endpoint serves 2026-07-28, the stateless revision: no
+// initialize and no session; each POST names its version and client
+// capabilities in _meta (and in headers), results carry cache hints, and
+// a question for the client (a confirm too) is an input_required result
+// the client answers by retrying the request. subscriptions/listen
+// replaces the GET stream.
+//
+// The 2024-11-05 HTTP+SSE transport, for older clients, is served by the
+// two handlers of [Handler.LegacySSE]: a GET stream that carries every
+// answer, and an endpoint for POSTed messages. Every era shares the hooks,
+// gates, confirms and store; ARCHITECTURE.md in the repository draws the
+// path of a request in each.
+//
 // # Tenants
 //
 // Nothing is global. [Config.Authenticate] maps each HTTP request to an

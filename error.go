@@ -70,7 +70,7 @@ func wireError(err error) *jsonrpc.Error {
 	if errors.As(err, &je) {
 		return je
 	}
-	return &jsonrpc.Error{Code: CodeInternalError, Message: "Internal error"}
+	return errInternal()
 }
 
 func invalidParams(msg string) *jsonrpc.Error {
@@ -82,4 +82,24 @@ func invalidParams(msg string) *jsonrpc.Error {
 // indistinguishable.
 func errUnknownTool(name string) *jsonrpc.Error {
 	return &jsonrpc.Error{Code: CodeInvalidParams, Message: "Unknown tool: " + strconv.Quote(name)}
+}
+
+// errInternal is the one internal error the client sees: it reveals
+// nothing of the cause, which is logged.
+func errInternal() *jsonrpc.Error {
+	return &jsonrpc.Error{Code: CodeInternalError, Message: "Internal error"}
+}
+
+// errStoreUnavailable answers a request whose session store call failed,
+// always with HTTP status 503 (see storeFailed and storeUnavailable).
+func errStoreUnavailable() *jsonrpc.Error {
+	return &jsonrpc.Error{Code: CodeStoreUnavailable, Message: "The session store is unavailable"}
+}
+
+func methodNotFound(method string) *jsonrpc.Error {
+	return &jsonrpc.Error{Code: CodeMethodNotFound, Message: "Method not found: " + method}
+}
+
+func headerMismatch(msg string) *jsonrpc.Error {
+	return &jsonrpc.Error{Code: CodeHeaderMismatch, Message: msg}
 }

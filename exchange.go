@@ -50,6 +50,9 @@ type Exchange struct {
 	logLevel      LogLevel        // least level to send; "" sends nothing
 	reqID         json.RawMessage // the JSON-RPC id of the request
 	mr            *rounds         // 2026-07-28: questions go in input_required rounds
+	// answer, set by NewTestExchange, answers questions in place of the
+	// client.
+	answer func(ctx context.Context, method string, params json.RawMessage) (json.RawMessage, error)
 }
 
 // CloseStream ends the HTTP response of this request now, as 2025-11-25
@@ -59,7 +62,9 @@ type Exchange struct {
 // error when the stream cannot be resumed (no session, a batch, the
 // legacy transport, 2026-07-28, HTTP/2).
 func (x *Exchange) CloseStream() error {
-	if x.mr != nil || x.st == nil {
+	if x == nil || x.st == nil {
+		// A stream without a session has no event log (closeConn refuses
+		// it too): nothing could resume it.
 		return errors.New("mcphandler: this stream cannot be resumed")
 	}
 	return x.st.closeConn()
@@ -69,17 +74,31 @@ func (x *Exchange) CloseStream() error {
 // ends. A disconnect is not a cancellation (the request's context goes on
 // until the work ends or the client sends notifications/cancelled), but
 // nothing more can reach the client on this request's stream.
-func (x *Exchange) Disconnected() <-chan struct{} { return x.gone }
+//
+// A nil Exchange (a [ToolCall] built by hand) is never disconnected.
+func (x *Exchange) Disconnected() <-chan struct{} {
+	if x == nil {
+		return nil
+	}
+	return x.gone
+}
 
-// ClientCapabilities reports what the client declared it supports.
-func (x *Exchange) ClientCapabilities() session.Capabilities { return x.caps }
+// ClientCapabilities reports what the client declared it supports; none
+// for a nil Exchange.
+func (x *Exchange) ClientCapabilities() session.Capabilities {
+	if x == nil {
+		return 0
+	}
+	return x.caps
+}
 
 // Progress reports progress of the request. It is sent only when the request
 // carried a progressToken (which it echoes exactly); otherwise it does
 // nothing. progress must increase from one call to the next; total may be
-// zero when unknown.
+// zero when unknown. On a nil Exchange (a [ToolCall] built by hand, as in
+// a unit test) it does nothing.
 func (x *Exchange) Progress(progress, total float64, message string) error {
-	if len(x.progressToken) == 0 {
+	if x == nil || len(x.progressToken) == 0 {
 		return nil
 	}
 	b := make([]byte, 0, 128)
@@ -122,8 +141,10 @@ var logLevels = map[LogLevel]int{
 // Log sends a notifications/message to the client if the client asked for
 // messages at this level or above (logging/setLevel on a 2025 session, the
 // request's _meta log level on 2026-07-28); otherwise it does nothing. data is marshalled as JSON; it must not hold secrets.
+//
+// On a nil Exchange it does nothing.
 func (x *Exchange) Log(level LogLevel, logger string, data any) error {
-	if x.logLevel == "" {
+	if x == nil || x.logLevel == "" {
 		return nil
 	}
 	want, ok1 := logLevels[x.logLevel]
@@ -192,7 +213,7 @@ func (x *Exchange) Elicit(ctx context.Context, req ElicitRequest) (elicitation.R
 
 func (x *Exchange) elicitParams(req ElicitRequest) ([]byte, error) {
 	if req.URL != "" {
-		if !x.caps.Has(session.CapElicitationURL) {
+		if !x.ClientCapabilities().Has(session.CapElicitationURL) {
 			return nil, missingCap(`{"elicitation":{"url":{}}}`)
 		}
 		p := struct {
@@ -201,12 +222,12 @@ func (x *Exchange) elicitParams(req ElicitRequest) ([]byte, error) {
 			URL           string `json:"url"`
 			ElicitationID string `json:"elicitationId,omitempty"`
 		}{"url", req.Message, req.URL, req.ElicitationID}
-		if x.mr != nil {
+		if x.inRounds() {
 			p.ElicitationID = "" // 2026-07-28 has no elicitation ids
 		}
 		return json.Marshal(p)
 	}
-	if !x.caps.Has(session.CapElicitationForm) {
+	if !x.ClientCapabilities().Has(session.CapElicitationForm) {
 		return nil, missingCap(`{"elicitation":{"form":{}}}`)
 	}
 	if req.Schema == nil {
@@ -235,7 +256,7 @@ func (x *Exchange) CreateMessage(ctx context.Context, params any) (json.RawMessa
 }
 
 func (x *Exchange) createMessage(ctx context.Context, key string, params any) (json.RawMessage, error) {
-	if !x.caps.Has(session.CapSampling) {
+	if !x.ClientCapabilities().Has(session.CapSampling) {
 		return nil, missingCap(`{"sampling":{}}`)
 	}
 	b, err := json.Marshal(params)
@@ -257,7 +278,7 @@ func (x *Exchange) ListRoots(ctx context.Context) ([]Root, error) {
 }
 
 func (x *Exchange) listRoots(ctx context.Context, key string) ([]Root, error) {
-	if !x.caps.Has(session.CapRoots) {
+	if !x.ClientCapabilities().Has(session.CapRoots) {
 		return nil, missingCap(`{"roots":{}}`)
 	}
 	raw, err := x.ask(ctx, key, "roots", "roots/list", nil)
@@ -272,10 +293,6 @@ func (x *Exchange) listRoots(ctx context.Context, key string) ([]Root, error) {
 	}
 	return r.Roots, nil
 }
-
-// replyChannel names the store channel on which the client's answer to the
-// server request id of session sid is delivered, whichever replica gets it.
-func replyChannel(sid, id string) string { return "reply/" + sid + "/" + id }
 
 // newRequestID returns an unguessable id for a server-to-client request, so
 // that only the client that received the request can answer it.
@@ -298,11 +315,11 @@ func (x *Exchange) ask(ctx context.Context, key, kind, method string, params []b
 	if strings.HasPrefix(key, ReservedKeyPrefix) {
 		return nil, &reservedKeyError{key: key}
 	}
-	if x.mr != nil {
-		if key == "" {
-			key = x.mr.nextKey(kind)
-		}
-		return x.mr.ask(key, method, params)
+	if x.inRounds() {
+		return x.askRound(key, kind, method, params)
+	}
+	if x != nil && x.answer != nil {
+		return x.answer(ctx, method, params)
 	}
 	return x.request(ctx, newRequestID(), method, params)
 }

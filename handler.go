@@ -13,7 +13,6 @@ import (
 	"net/http"
 	"net/url"
 	"os"
-	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -24,17 +23,6 @@ import (
 	"github.com/mcphandler/mcphandler/internal/seal"
 	"github.com/mcphandler/mcphandler/session"
 )
-
-// Protocol revisions served over Streamable HTTP, newest first.
-const (
-	Version20251125 = "2025-11-25"
-	Version20250618 = "2025-06-18"
-	Version20250326 = "2025-03-26"
-)
-
-var supportedVersions = []string{Version20251125, Version20250618, Version20250326}
-
-func isSupported(v string) bool { return slices.Contains(supportedVersions, v) }
 
 // Handler serves MCP on one endpoint. Create it with [New]; it is safe for
 // concurrent use. With a store shared by replicas, call [Handler.Close]
@@ -127,11 +115,25 @@ func (h *Handler) capabilities() []byte {
 
 func (h *Handler) logger() *slog.Logger { return h.cfg.Logger }
 
-// ServeHTTP implements [http.Handler] for the Streamable HTTP transport:
-// POST carries client messages, GET opens the session's server-to-client
-// stream, DELETE ends the session.
+// ServeHTTP implements [http.Handler] for the Streamable HTTP transport,
+// serving every revision that uses it on the one endpoint:
 //
-// See https://modelcontextprotocol.io/specification/2025-11-25/basic/transports.
+//   - 2025-03-26, 2025-06-18, 2025-11-25 (with sessions): POST carries
+//     client messages (initialize opens the session named in
+//     Mcp-Session-Id), GET opens the session's server-to-client stream or
+//     resumes a POST stream (Last-Event-ID), DELETE ends the session. With
+//     Config.Stateless there are no sessions, and GET and DELETE are 405.
+//   - 2026-07-28 (stateless): every POST carries its version and client
+//     capabilities in _meta and the MCP-Protocol-Version, Mcp-Method and
+//     Mcp-Name headers; questions to the client travel in input_required
+//     rounds; GET and DELETE are 405.
+//
+// A POST is routed by the version its _meta or MCP-Protocol-Version header
+// names. The 2024-11-05 HTTP+SSE transport has its own two endpoints: see
+// [Handler.LegacySSE]. ServeHTTP is safe for concurrent use.
+//
+// See https://modelcontextprotocol.io/specification/2025-11-25/basic/transports
+// and https://modelcontextprotocol.io/specification/2026-07-28/basic/transports/streamable-http.
 func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if status, msg := h.checkOrigin(r); status != 0 {
 		writeHTTPError(w, status, jsonrpc.CodeInvalidRequest, msg)
@@ -372,26 +374,22 @@ type request struct {
 	st      *stream
 	method  string // the JSON-RPC method being served
 
+	era era // what differs between protocol eras (see era.go)
+
 	// 2026-07-28 requests: no session; capabilities and log level come
 	// from the request's own _meta.
-	modern bool
-	meta   *requestMeta
-	caps   session.Capabilities
-	retry  bool // the request carried inputResponses or requestState
+	meta  *requestMeta
+	caps  session.Capabilities
+	retry bool // the request carried inputResponses or requestState
 }
 
+// servePOST serves one POSTed message or batch: the checks every era
+// shares, then the era's path (serveModern for 2026-07-28, serveSession
+// for the 2025 revisions).
 func (h *Handler) servePOST(w http.ResponseWriter, r *http.Request) {
 	start := time.Now()
 	id, ok := h.authenticate(w, r)
-	if !ok {
-		return
-	}
-	if mt, _, err := mime.ParseMediaType(r.Header.Get("Content-Type")); err != nil || mt != "application/json" {
-		writeHTTPError(w, http.StatusUnsupportedMediaType, jsonrpc.CodeInvalidRequest, "Unsupported Media Type: Content-Type must be application/json")
-		return
-	}
-	if !acceptsAll(r, "application/json", "text/event-stream") {
-		writeHTTPError(w, http.StatusNotAcceptable, jsonrpc.CodeInvalidRequest, "Not Acceptable: Accept must list application/json and text/event-stream")
+	if !ok || !checkPOSTHeaders(w, r) {
 		return
 	}
 	hv := strings.TrimSpace(r.Header.Get("MCP-Protocol-Version"))
@@ -402,16 +400,8 @@ func (h *Handler) servePOST(w http.ResponseWriter, r *http.Request) {
 	}
 	defer h.releaseBody(buf)
 	body := buf.Bytes()
-	rq := &request{h: h, r: r, start: start, id: id, version: hv}
+	rq := &request{h: h, r: r, start: start, id: id, version: hv, era: sessions}
 	if jsonrpc.IsBatch(body) {
-		if isModernVersion(hv) {
-			writeHTTPError(w, http.StatusBadRequest, jsonrpc.CodeInvalidRequest, "Invalid Request: batches are not accepted in protocol version "+Version20260728)
-			return
-		}
-		if hv != "" && !isSupported(hv) {
-			writeHTTPError(w, http.StatusBadRequest, jsonrpc.CodeInvalidRequest, "Bad Request: unsupported MCP-Protocol-Version "+hv)
-			return
-		}
 		h.serveBatch(w, rq, body)
 		return
 	}
@@ -424,46 +414,21 @@ func (h *Handler) servePOST(w http.ResponseWriter, r *http.Request) {
 		h.serveModern(w, rq, &m, kind, rawMeta, meta)
 		return
 	}
-	if hv != "" && !isSupported(hv) {
-		writeHTTPError(w, http.StatusBadRequest, jsonrpc.CodeInvalidRequest, "Bad Request: unsupported MCP-Protocol-Version "+hv)
-		return
-	}
-	if kind == jsonrpc.KindRequest && m.Method == "initialize" {
-		rq.st = newStream(w, false, 0)
-		h.initialize(rq, &m)
-		return
-	}
-	if !h.resolveSession(w, rq) {
-		return
-	}
-	switch kind {
-	case jsonrpc.KindNotification:
-		h.notification(rq, &m)
-		w.WriteHeader(http.StatusAccepted)
-	case jsonrpc.KindResponse:
-		if err := h.deliverResponse(rq, &m); err != nil {
-			h.refuseResponse(w, err)
-			return
-		}
-		w.WriteHeader(http.StatusAccepted)
-	default:
-		rq.st = newStream(w, h.primes(rq), h.cfg.SSERetry)
-		rq.st.chunk = r.ProtoAtLeast(1, 1)
-		if rq.sess != nil {
-			rq.st.log = h.eventLog(rq.sess.ID)
-		}
-		h.serveRequest(rq, &m)
-	}
+	h.serveSession(w, rq, &m, kind)
 }
 
-// primes reports whether SSE responses to rq start with a priming event:
-// for sessions that negotiated 2025-11-25 (whatever version header a
-// request carries), and for stateless requests that claim it.
-func (h *Handler) primes(rq *request) bool {
-	if rq.sess != nil {
-		return rq.sess.ProtocolVersion >= Version20251125
+// checkPOSTHeaders answers 415 or 406 to a POST whose Content-Type or
+// Accept the transport refuses.
+func checkPOSTHeaders(w http.ResponseWriter, r *http.Request) bool {
+	if mt, _, err := mime.ParseMediaType(r.Header.Get("Content-Type")); err != nil || mt != "application/json" {
+		writeHTTPError(w, http.StatusUnsupportedMediaType, jsonrpc.CodeInvalidRequest, "Unsupported Media Type: Content-Type must be application/json")
+		return false
 	}
-	return rq.version >= Version20251125
+	if !acceptsAll(r, "application/json", "text/event-stream") {
+		writeHTTPError(w, http.StatusNotAcceptable, jsonrpc.CodeInvalidRequest, "Not Acceptable: Accept must list application/json and text/event-stream")
+		return false
+	}
+	return true
 }
 
 // decodeMessage decodes and validates one JSON-RPC message, answering 400
@@ -539,311 +504,4 @@ func readableID(id json.RawMessage) json.RawMessage {
 		return nil
 	}
 	return id
-}
-
-// resolveSession finds the request's session (or, in stateless mode, only
-// settles the protocol version) and sets rq.version to the session's. It
-// writes 400 (a version header that contradicts the session), 404 or 503
-// and returns false when the request cannot go on.
-func (h *Handler) resolveSession(w http.ResponseWriter, rq *request) bool {
-	if h.cfg.Stateless {
-		if rq.version == "" {
-			rq.version = Version20250326
-		}
-		return true
-	}
-	sid := rq.r.Header.Get("Mcp-Session-Id")
-	if sid == "" {
-		writeHTTPError(w, http.StatusBadRequest, jsonrpc.CodeInvalidRequest, "Bad Request: Mcp-Session-Id header is required")
-		return false
-	}
-	s, err := h.cfg.Store.Get(rq.r.Context(), sid)
-	if err == nil && s.Owner != rq.id.key() {
-		err = session.ErrNotFound
-	}
-	switch {
-	case errors.Is(err, session.ErrNotFound):
-		writeHTTPError(w, http.StatusNotFound, jsonrpc.CodeInvalidRequest, "Not Found: unknown or expired session")
-		return false
-	case err != nil:
-		h.storeUnavailable(w, err)
-		return false
-	}
-	// The version negotiated at initialize decides everything a revision
-	// changes (batches, priming events, elicitation formats). Clients must
-	// repeat it in MCP-Protocol-Version; a header naming another revision
-	// is refused rather than obeyed or ignored.
-	if rq.version != "" && rq.version != s.ProtocolVersion {
-		writeHTTPError(w, http.StatusBadRequest, jsonrpc.CodeInvalidRequest,
-			"Bad Request: MCP-Protocol-Version "+rq.version+" is not the session's negotiated version "+s.ProtocolVersion)
-		return false
-	}
-	rq.sess = s
-	rq.version = s.ProtocolVersion
-	return true
-}
-
-// serveBatch answers a JSON-RPC batch, which only 2025-03-26 allows. Each
-// member is served in turn and the responses are sent as one JSON array;
-// members cannot ask the client anything.
-func (h *Handler) serveBatch(w http.ResponseWriter, rq *request, body []byte) {
-	elems, err := jsonrpc.DecodeBatch(body)
-	var syn *json.SyntaxError
-	if errors.As(err, &syn) {
-		writeHTTPError(w, http.StatusBadRequest, jsonrpc.CodeParseError, "Parse error")
-		return
-	}
-	if rq.r.Header.Get("Mcp-Session-Id") == "" && !h.cfg.Stateless {
-		writeHTTPError(w, http.StatusBadRequest, jsonrpc.CodeInvalidRequest, "Invalid Request: batches are not supported")
-		return
-	}
-	if !h.resolveSession(w, rq) {
-		return
-	}
-	if rq.version != Version20250326 {
-		writeHTTPError(w, http.StatusBadRequest, jsonrpc.CodeInvalidRequest, "Invalid Request: batches are only allowed in protocol version 2025-03-26")
-		return
-	}
-	if err != nil || len(elems) == 0 {
-		writeHTTPError(w, http.StatusBadRequest, jsonrpc.CodeInvalidRequest, "Invalid Request: empty or malformed batch")
-		return
-	}
-	out := []byte{'['}
-	n := 0
-	for _, e := range elems {
-		var m jsonrpc.Message
-		var resp []byte
-		if err := jsonrpc.Decode(e, &m); err != nil {
-			resp = jsonrpc.AppendError(nil, nil, &jsonrpc.Error{Code: CodeInvalidRequest, Message: "Invalid Request"})
-		} else if kind, verr := m.Validate(); verr != nil {
-			resp = jsonrpc.AppendError(nil, readableID(m.ID), verr)
-		} else if verr := h.checkID(&m); verr != nil {
-			resp = jsonrpc.AppendError(nil, nil, verr)
-		} else if verr := strictMessage(e, &m); verr != nil {
-			resp = jsonrpc.AppendError(nil, readableID(m.ID), verr)
-		} else {
-			switch kind {
-			case jsonrpc.KindNotification:
-				h.notification(rq, &m)
-			case jsonrpc.KindResponse:
-				h.deliverResponse(rq, &m)
-			default:
-				if m.Method == "initialize" {
-					resp = jsonrpc.AppendError(nil, m.ID, &jsonrpc.Error{Code: CodeInvalidRequest, Message: "Invalid Request: initialize cannot be batched"})
-					break
-				}
-				rec := &batchWriter{header: http.Header{}}
-				sub := *rq
-				sub.st = newStream(rec, false, 0)
-				sub.st.noSSE = true
-				h.serveRequest(&sub, &m)
-				resp = rec.body.Bytes()
-			}
-		}
-		if len(resp) > 0 {
-			if n > 0 {
-				out = append(out, ',')
-			}
-			out = append(out, resp...)
-			n++
-		}
-	}
-	if n == 0 {
-		w.WriteHeader(http.StatusAccepted)
-		return
-	}
-	out = append(out, ']')
-	w.Header().Set("Content-Type", "application/json")
-	w.Write(out)
-}
-
-// batchWriter collects one batch member's response.
-type batchWriter struct {
-	header http.Header
-	body   bytes.Buffer
-}
-
-func (b *batchWriter) Header() http.Header         { return b.header }
-func (b *batchWriter) Write(p []byte) (int, error) { return b.body.Write(p) }
-func (b *batchWriter) WriteHeader(int)             {}
-
-// errNotWaiting reports a response nobody waits for.
-var errNotWaiting = errors.New("mcphandler: no request is waiting for this response")
-
-// deliverResponse hands a client's response to the server request waiting
-// for it, on whichever replica it waits. It returns errNotWaiting for a
-// response nobody waits for (unknown, answered, or timed-out id), and the
-// store's error when the store cannot be reached. An answer to a confirm
-// is accepted once only, from the identity and session it was asked of
-// (see answerConfirm).
-func (h *Handler) deliverResponse(rq *request, m *jsonrpc.Message) error {
-	if rq.sess == nil {
-		return errNotWaiting
-	}
-	var id string
-	if err := json.Unmarshal(m.ID, &id); err != nil || !strings.HasPrefix(id, "mcph") {
-		return errNotWaiting
-	}
-	if isConfirmID(id) {
-		return h.answerConfirm(rq, id, m)
-	}
-	resp := jsonrpc.AppendResult(nil, m.ID, m.Result)
-	if m.Error != nil {
-		resp = jsonrpc.AppendError(nil, m.ID, m.Error)
-	}
-	b, _ := json.Marshal(reply{Role: rq.id.Role, Msg: resp})
-	n, err := h.publish(rq.r.Context(), h.macs.reply, replyChannel(rq.sess.ID, id), b)
-	if err != nil {
-		return err
-	}
-	if n == 0 {
-		return errNotWaiting
-	}
-	return nil
-}
-
-// refuseResponse answers a client's response that was not delivered: 400
-// when nobody waits for it, 503 when the store cannot tell.
-func (h *Handler) refuseResponse(w http.ResponseWriter, err error) {
-	if errors.Is(err, errNotWaiting) {
-		writeHTTPError(w, http.StatusBadRequest, jsonrpc.CodeInvalidRequest, "Bad Request: no request is waiting for this response")
-		return
-	}
-	h.storeUnavailable(w, err)
-}
-
-// serveGET opens the session's server-to-client SSE stream. One stream per
-// session is served at a time on a replica; a second one gets 409.
-func (h *Handler) serveGET(w http.ResponseWriter, r *http.Request) {
-	if h.cfg.Stateless || isModernVersion(strings.TrimSpace(r.Header.Get("MCP-Protocol-Version"))) {
-		w.Header().Set("Allow", "POST")
-		writeHTTPError(w, http.StatusMethodNotAllowed, jsonrpc.CodeInvalidRequest, "Method not allowed: the server is stateless")
-		return
-	}
-	id, ok := h.authenticate(w, r)
-	if !ok {
-		return
-	}
-	if !acceptsAll(r, "text/event-stream") {
-		writeHTTPError(w, http.StatusNotAcceptable, jsonrpc.CodeInvalidRequest, "Not Acceptable: Accept must list text/event-stream")
-		return
-	}
-	hv := strings.TrimSpace(r.Header.Get("MCP-Protocol-Version"))
-	if hv != "" && !isSupported(hv) {
-		writeHTTPError(w, http.StatusBadRequest, jsonrpc.CodeInvalidRequest, "Bad Request: unsupported MCP-Protocol-Version "+hv)
-		return
-	}
-	rq := &request{h: h, r: r, id: id, version: hv}
-	if !h.resolveSession(w, rq) {
-		return
-	}
-	// The stream lives while its caller stays who it was (see callerContext).
-	ctx, cancel := h.callerContext(r, id)
-	defer cancel()
-	r = r.WithContext(ctx)
-	rq.r = r
-	sid := rq.sess.ID
-	if last := r.Header.Get("Last-Event-ID"); last != "" && h.resume(w, rq, last) {
-		return
-	}
-	// One standalone stream per session, across replicas: each message
-	// must go on exactly one stream. The claim lives in the store and is
-	// renewed with every keep-alive; a dead holder's lapses after two.
-	claim, claimTTL := []byte(randText()), 2*h.cfg.KeepAlive
-	ok, err := h.cfg.Store.PutIfAbsent(r.Context(), getStreamKey(sid), claim, claimTTL)
-	switch {
-	case err != nil:
-		h.storeUnavailable(w, err)
-		return
-	case !ok:
-		writeHTTPError(w, http.StatusConflict, jsonrpc.CodeInvalidRequest, "Conflict: only one GET stream per session is allowed")
-		return
-	}
-	defer h.cfg.Store.CompareAndSwap(context.WithoutCancel(r.Context()), getStreamKey(sid), claim, nil, time.Millisecond)
-	sub, err := h.cfg.Store.Subscribe(r.Context(), sessionChannel(sid))
-	if err != nil {
-		h.storeUnavailable(w, err)
-		return
-	}
-	defer sub.Close()
-	changes, err := h.cfg.Store.Subscribe(r.Context(), notifyChannel)
-	if err != nil {
-		h.storeUnavailable(w, err)
-		return
-	}
-	defer changes.Close()
-	subscribed := func(uri string) bool {
-		s, err := h.cfg.Store.Get(r.Context(), sid)
-		return err == nil && indexOf(s.Subscriptions, uri) >= 0
-	}
-	st := newStream(w, h.primes(rq), h.cfg.SSERetry)
-	st.id = "g" + randText()
-	st.mu.Lock()
-	err = st.startSSELocked()
-	st.mu.Unlock()
-	if err != nil {
-		return
-	}
-	tick := time.NewTicker(h.cfg.KeepAlive)
-	defer tick.Stop()
-	for {
-		select {
-		case <-r.Context().Done():
-			return
-		case <-tick.C:
-			if st.comment() != nil {
-				return
-			}
-			if ok, err := h.cfg.Store.CompareAndSwap(r.Context(), getStreamKey(sid), claim, claim, claimTTL); err == nil && !ok {
-				return // the claim lapsed and another stream took over
-			}
-		case b, ok := <-sub.C():
-			if !ok {
-				return
-			}
-			if msg, ok := h.openSession(sid, b); ok && (bytes.Equal(msg, sessionEnded) || st.send(msg) != nil) {
-				return
-			}
-		case c, ok := <-changes.C():
-			if !ok {
-				return
-			}
-			if msg := h.changeMessage(c, id, subscribed); msg != nil && st.send(msg) != nil {
-				return
-			}
-		}
-	}
-}
-
-// getStreamKey names the claim of a session's standalone GET stream.
-func getStreamKey(sid string) string { return "getstream/" + sid }
-
-// sessionChannel carries messages for a session's GET stream.
-func sessionChannel(sid string) string { return "session/" + sid }
-
-// sessionEnded, published on a session's channel, closes its GET streams.
-var sessionEnded = []byte("\x00ended")
-
-// serveDELETE ends the session: later requests with its id get 404 on every
-// replica, and its open GET streams end.
-func (h *Handler) serveDELETE(w http.ResponseWriter, r *http.Request) {
-	if h.cfg.Stateless || isModernVersion(strings.TrimSpace(r.Header.Get("MCP-Protocol-Version"))) {
-		w.Header().Set("Allow", "POST")
-		writeHTTPError(w, http.StatusMethodNotAllowed, jsonrpc.CodeInvalidRequest, "Method not allowed: the server is stateless")
-		return
-	}
-	id, ok := h.authenticate(w, r)
-	if !ok {
-		return
-	}
-	rq := &request{h: h, r: r, id: id, version: strings.TrimSpace(r.Header.Get("MCP-Protocol-Version"))}
-	if !h.resolveSession(w, rq) {
-		return
-	}
-	if err := h.cfg.Store.Delete(r.Context(), rq.sess.ID); err != nil {
-		h.storeUnavailable(w, err)
-		return
-	}
-	h.publishSession(r.Context(), rq.sess.ID, sessionEnded)
-	w.WriteHeader(http.StatusNoContent)
 }

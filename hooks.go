@@ -99,8 +99,10 @@ type Decision struct {
 	// of a Confirm (shown to the human).
 	Message string
 	// Code is the JSON-RPC error code of a Deny: [CodeForbidden] (the
-	// default: never retry with this identity) or [CodeRateLimited] (wait,
-	// then retry).
+	// default, also for 0: never retry with this identity) or
+	// [CodeRateLimited] (wait, then retry). Any other code is a mistake of
+	// the hook: the call is still refused, with CodeForbidden (a Deny
+	// never fails open), and the handler logs the bad code at Error level.
 	Code int
 	// RetryAfter, with CodeRateLimited, tells the client how long to wait:
 	// it is sent as data.retryAfterMs, rounded up to whole milliseconds.
@@ -214,7 +216,7 @@ type CallEvent struct {
 	IsError bool
 	// ErrorClass is the class of a failed call ("timeout",
 	// "backend_unavailable", "bad_args", "not_found", "internal"), or "".
-	ErrorClass string
+	ErrorClass ErrorClass
 	// ConfirmID links the events of one confirm: the call that asked, a
 	// refused replay of its answer, and (on 2026-07-28) the retry that
 	// ran it. Empty when no confirm was involved.

@@ -4,7 +4,6 @@ import (
 	"encoding/json"
 	"slices"
 	"strconv"
-	"time"
 
 	"github.com/mcphandler/mcphandler/internal/jsonrpc"
 )
@@ -25,36 +24,10 @@ type listenFilter struct {
 //
 // See https://modelcontextprotocol.io/specification/2026-07-28/basic/patterns/subscriptions.
 func (h *Handler) listen(rq *request, m *jsonrpc.Message) {
-	var p struct {
-		Notifications *listenFilter `json:"notifications"`
-	}
-	if json.Unmarshal(m.Params, &p) != nil || p.Notifications == nil {
-		rq.fail(m.ID, invalidParams("Invalid params: notifications is required"))
+	agreed, e := h.listenFilter(rq, m.Params)
+	if e != nil {
+		rq.fail(m.ID, e)
 		return
-	}
-	want, agreed := p.Notifications, listenFilter{}
-	if len(want.ResourceSubscriptions) > h.cfg.MaxSubscriptions {
-		rq.fail(m.ID, invalidParams("Invalid params: a listen filter names at most "+strconv.Itoa(h.cfg.MaxSubscriptions)+" resourceSubscriptions"))
-		return
-	}
-	for _, uri := range want.ResourceSubscriptions {
-		if e := h.checkSubscriptionURI(uri); e != nil {
-			rq.fail(m.ID, e)
-			return
-		}
-	}
-	agreed.ToolsListChanged = want.ToolsListChanged && h.cfg.ListTools != nil
-	agreed.PromptsListChanged = want.PromptsListChanged && h.cfg.ListPrompts != nil
-	agreed.ResourcesListChanged = want.ResourcesListChanged && h.hasResources()
-	// One call of each list hook resolves the whole filter.
-	rr := resourceResolver{h: h, ctx: rq.ctx, id: rq.id}
-	for _, uri := range want.ResourceSubscriptions {
-		if h.cfg.ReadResource == nil {
-			break
-		}
-		if _, ok, err := rr.find(uri); err == nil && ok {
-			agreed.ResourceSubscriptions = append(agreed.ResourceSubscriptions, uri)
-		}
 	}
 	sub, err := h.cfg.Store.Subscribe(rq.ctx, notifyChannel)
 	if err != nil {
@@ -73,45 +46,78 @@ func (h *Handler) listen(rq *request, m *jsonrpc.Message) {
 	if rq.st.send(jsonrpc.AppendRequest(nil, nil, "notifications/subscriptions/acknowledged", ack)) != nil {
 		return
 	}
-	tick := time.NewTicker(h.cfg.KeepAlive)
-	defer tick.Stop()
 	// The stream lives while its caller stays who it was (see callerContext).
 	ctx, cancel := h.callerContext(rq.r, rq.id)
 	defer cancel()
-	done := ctx.Done()
-	for {
-		select {
-		case <-done:
-			return
-		case <-tick.C:
-			if rq.st.comment() != nil {
-				return
-			}
-		case b, ok := <-sub.C():
-			if !ok {
-				return
-			}
-			c, ok := h.openChange(b)
-			if !ok || !c.Target.matches(rq.id) {
-				continue
-			}
-			params := append([]byte{'{'}, tag...)
-			switch c.Method {
-			case "notifications/tools/list_changed":
-				ok = agreed.ToolsListChanged
-			case "notifications/prompts/list_changed":
-				ok = agreed.PromptsListChanged
-			case "notifications/resources/list_changed":
-				ok = agreed.ResourcesListChanged
-			case "notifications/resources/updated":
-				ok = slices.Contains(agreed.ResourceSubscriptions, c.URI)
-				params = append(append(append([]byte(`{"uri":`), jsonrpc.AppendString(nil, c.URI)...), ','), tag...)
-			default:
-				ok = false
-			}
-			if ok && rq.st.send(jsonrpc.AppendRequest(nil, nil, c.Method, append(params, '}'))) != nil {
-				return
-			}
+	h.runStream(ctx, &streamLoop{
+		keepAlive: func() bool { return rq.st.comment() == nil },
+		changes:   sub.C(),
+		onChange: func(b []byte) bool {
+			msg := agreed.message(h, rq.id, tag, b)
+			return msg == nil || rq.st.send(msg) == nil
+		},
+	})
+}
+
+// listenFilter reads and bounds the filter of subscriptions/listen and
+// returns what the server agrees to deliver: the lists it serves, and the
+// resources among those named that the caller can read. One call of each
+// list hook resolves the whole filter.
+func (h *Handler) listenFilter(rq *request, params json.RawMessage) (listenFilter, *jsonrpc.Error) {
+	var p struct {
+		Notifications *listenFilter `json:"notifications"`
+	}
+	if json.Unmarshal(params, &p) != nil || p.Notifications == nil {
+		return listenFilter{}, invalidParams("Invalid params: notifications is required")
+	}
+	want, agreed := p.Notifications, listenFilter{}
+	if len(want.ResourceSubscriptions) > h.cfg.MaxSubscriptions {
+		return listenFilter{}, invalidParams("Invalid params: a listen filter names at most " + strconv.Itoa(h.cfg.MaxSubscriptions) + " resourceSubscriptions")
+	}
+	for _, uri := range want.ResourceSubscriptions {
+		if e := h.checkSubscriptionURI(uri); e != nil {
+			return listenFilter{}, e
 		}
 	}
+	agreed.ToolsListChanged = want.ToolsListChanged && h.cfg.ListTools != nil
+	agreed.PromptsListChanged = want.PromptsListChanged && h.cfg.ListPrompts != nil
+	agreed.ResourcesListChanged = want.ResourcesListChanged && h.hasResources()
+	rr := resourceResolver{h: h, ctx: rq.ctx, id: rq.id}
+	for _, uri := range want.ResourceSubscriptions {
+		if h.cfg.ReadResource == nil {
+			break
+		}
+		if _, ok, err := rr.find(uri); err == nil && ok {
+			agreed.ResourceSubscriptions = append(agreed.ResourceSubscriptions, uri)
+		}
+	}
+	return agreed, nil
+}
+
+// message returns the notification, tagged with the subscription's tag,
+// that a listen stream of id with filter f sends for the published change
+// b; nil if it is not for it.
+func (f *listenFilter) message(h *Handler, id Identity, tag, b []byte) []byte {
+	c, ok := h.openChange(b)
+	if !ok || !c.Target.matches(id) {
+		return nil
+	}
+	params := append([]byte{'{'}, tag...)
+	switch c.Method {
+	case "notifications/tools/list_changed":
+		ok = f.ToolsListChanged
+	case "notifications/prompts/list_changed":
+		ok = f.PromptsListChanged
+	case "notifications/resources/list_changed":
+		ok = f.ResourcesListChanged
+	case "notifications/resources/updated":
+		ok = slices.Contains(f.ResourceSubscriptions, c.URI)
+		params = append(append(append([]byte(`{"uri":`), jsonrpc.AppendString(nil, c.URI)...), ','), tag...)
+	default:
+		ok = false
+	}
+	if !ok {
+		return nil
+	}
+	return jsonrpc.AppendRequest(nil, nil, c.Method, append(params, '}'))
 }

@@ -1,7 +1,6 @@
 package mcphandler
 
 import (
-	"bytes"
 	"context"
 	"crypto/rand"
 	"encoding/base64"
@@ -14,102 +13,6 @@ import (
 	"github.com/mcphandler/mcphandler/internal/jsonrpc"
 	"github.com/mcphandler/mcphandler/session"
 )
-
-// serveRequest answers one JSON-RPC request of an established session (or a
-// stateless POST).
-func (h *Handler) serveRequest(rq *request, m *jsonrpc.Message) {
-	rq.method = m.Method
-	if e := rq.checkProgressToken(m); e != nil {
-		rq.fail(m.ID, e)
-		return
-	}
-	if rq.info == nil {
-		rq.info = &reqInfo{identity: rq.id, request: rq.r, version: rq.version}
-	}
-	if rq.sess != nil {
-		rq.info.sessionID = rq.sess.ID
-	}
-	rq.ctx = context.WithValue(rq.r.Context(), ctxKey{}, rq.info)
-	switch m.Method {
-	case "tools/call", "resources/read", "prompts/get", "completion/complete":
-		if rq.sess != nil {
-			// A client disconnect is not a cancellation: the work goes on
-			// until it ends or the client sends notifications/cancelled.
-			var cancel context.CancelFunc
-			rq.ctx, cancel = context.WithCancel(context.WithoutCancel(rq.ctx))
-			key := runKey(rq.sess.ID, m.ID)
-			h.listenCancels(rq.ctx)
-			h.runMu.Lock()
-			h.running[key] = running{cancel, rq.st}
-			h.runMu.Unlock()
-			defer func() {
-				h.runMu.Lock()
-				delete(h.running, key)
-				h.runMu.Unlock()
-				cancel()
-			}()
-		}
-	}
-	if rq.modern {
-		switch m.Method {
-		case "server/discover":
-			h.discover(rq, m)
-			return
-		case "subscriptions/listen":
-			h.listen(rq, m)
-			return
-		}
-	}
-	switch m.Method {
-	case "ping":
-		rq.reply(m.ID, emptyResult)
-	case "logging/setLevel":
-		h.setLevel(rq, m)
-	case "tools/list":
-		if h.cfg.ListTools == nil {
-			rq.fail(m.ID, methodNotFound(m.Method))
-			return
-		}
-		h.listTools(rq, m)
-	case "tools/call":
-		if h.cfg.ListTools == nil {
-			rq.fail(m.ID, methodNotFound(m.Method))
-			return
-		}
-		h.callTool(rq, m)
-	case "resources/list", "resources/templates/list", "resources/read", "resources/subscribe", "resources/unsubscribe":
-		if !h.hasResources() {
-			rq.fail(m.ID, methodNotFound(m.Method))
-			return
-		}
-		switch m.Method {
-		case "resources/list":
-			h.listResources(rq, m)
-		case "resources/templates/list":
-			h.listTemplates(rq, m)
-		case "resources/read":
-			h.readResource(rq, m)
-		default:
-			h.subscribe(rq, m, m.Method == "resources/subscribe")
-		}
-	case "prompts/list", "prompts/get":
-		if h.cfg.ListPrompts == nil {
-			rq.fail(m.ID, methodNotFound(m.Method))
-		} else if m.Method == "prompts/list" {
-			h.listPrompts(rq, m)
-		} else {
-			h.getPrompt(rq, m)
-		}
-	case "completion/complete":
-		if h.cfg.Complete == nil {
-			rq.fail(m.ID, methodNotFound(m.Method))
-			return
-		}
-		h.complete(rq, m)
-	default:
-		rq.fail(m.ID, methodNotFound(m.Method))
-	}
-}
 
 // hookFailed answers a request whose hook failed: an *Error is sent as is,
 // anything else as an internal error that reveals nothing.
@@ -125,7 +28,7 @@ func (h *Handler) hookFailed(rq *request, m *jsonrpc.Message, hook string, err e
 func (h *Handler) storeFailed(rq *request, m *jsonrpc.Message, err error) {
 	h.logger().Error("mcphandler: session store", "err", err)
 	rq.st.status = http.StatusServiceUnavailable
-	rq.fail(m.ID, &jsonrpc.Error{Code: CodeStoreUnavailable, Message: "The session store is unavailable"})
+	rq.fail(m.ID, errStoreUnavailable())
 }
 
 // exchange returns the Exchange of a request, with the progress token of
@@ -140,69 +43,11 @@ func (rq *request) exchange(m *jsonrpc.Message) *Exchange {
 	return rq.newExchange(p.Meta)
 }
 
-// newExchange returns the Exchange of the request whose params carried
-// meta as _meta.
-func (rq *request) newExchange(meta json.RawMessage) *Exchange {
-	x := &Exchange{h: rq.h, st: rq.st, sess: rq.sess, version: rq.version}
-	if rq.st.sink == nil {
-		// On the legacy transport the POST is not the stream: its
-		// connection may close as soon as it got its 202.
-		x.gone = rq.r.Context().Done()
-	}
-	switch {
-	case rq.modern:
-		x.caps = rq.caps
-		if rq.meta.LogLevel != nil {
-			x.logLevel = *rq.meta.LogLevel
-		}
-	case rq.sess != nil:
-		x.caps = rq.sess.Capabilities
-		x.logLevel = LogLevel(rq.sess.LogLevel)
-	}
-	switch {
-	case rq.modern:
-		x.progressToken = rq.meta.ProgressToken // _meta was read to classify the request
-	case len(meta) > 0:
-		rq.info.meta = meta
-		var mp metaParams
-		if json.Unmarshal(meta, &mp) == nil {
-			x.progressToken = mp.ProgressToken
-		}
-	}
-	return x
-}
-
-// checkProgressToken refuses a request whose progressToken is longer than
-// Config.MaxIDBytes: the token is copied into every progress event.
-func (rq *request) checkProgressToken(m *jsonrpc.Message) *jsonrpc.Error {
-	var tok json.RawMessage
-	switch {
-	case rq.modern:
-		tok = rq.meta.ProgressToken
-	case bytes.Contains(m.Params, []byte(`"progressToken"`)):
-		var p struct {
-			Meta struct {
-				ProgressToken json.RawMessage `json:"progressToken"`
-			} `json:"_meta"`
-		}
-		json.Unmarshal(m.Params, &p)
-		tok = p.Meta.ProgressToken
-	}
-	if len(tok) > rq.h.cfg.MaxIDBytes {
-		return invalidParams("Invalid params: a progressToken has at most " + strconv.Itoa(rq.h.cfg.MaxIDBytes) + " bytes")
-	}
-	return nil
-}
-
 var emptyResult = []byte("{}")
 
 // randText returns 130 random bits as 26 characters of base32, for ids
 // that must be unguessable.
 func randText() string { return rand.Text() }
-
-func methodNotFound(method string) *jsonrpc.Error {
-	return &jsonrpc.Error{Code: CodeMethodNotFound, Message: "Method not found: " + method}
-}
 
 // openResult appends the start of a result response up to and including
 // the result object's opening brace (and, on 2026-07-28, its resultType,
@@ -211,10 +56,7 @@ func (rq *request) openResult(dst []byte, id json.RawMessage) []byte {
 	dst = append(dst, `{"jsonrpc":"2.0","id":`...)
 	dst = append(dst, id...)
 	dst = append(dst, `,"result":{`...)
-	if rq.modern {
-		dst = rq.decorate(dst, rq.method)
-	}
-	return dst
+	return rq.decorate(dst)
 }
 
 func closeResult(dst []byte) []byte {
@@ -230,7 +72,7 @@ func closeResult(dst []byte) []byte {
 func (rq *request) reply(id json.RawMessage, result []byte) {
 	if len(result) < 2 || result[0] != '{' || result[len(result)-1] != '}' {
 		rq.h.logger().Error("mcphandler: a result to send is not a JSON object")
-		rq.fail(id, &jsonrpc.Error{Code: CodeInternalError, Message: "Internal error"})
+		rq.fail(id, errInternal())
 		return
 	}
 	b := rq.openResult(make([]byte, 0, len(result)+len(id)+160), id)
@@ -240,9 +82,7 @@ func (rq *request) reply(id json.RawMessage, result []byte) {
 
 // fail sends an error as the request's final message.
 func (rq *request) fail(id json.RawMessage, e *jsonrpc.Error) {
-	if rq.modern {
-		rq.st.status = modernStatus(e.Code)
-	}
+	rq.errorStatus(e.Code)
 	rq.st.finish(jsonrpc.AppendError(nil, id, e))
 }
 
@@ -253,60 +93,6 @@ type initializeParams struct {
 		Name    string `json:"name"`
 		Version string `json:"version"`
 	} `json:"clientInfo"`
-}
-
-// negotiate picks the revision to speak: the client's if supported, else
-// the newest supported.
-func negotiate(requested string) string {
-	if isSupported(requested) {
-		return requested
-	}
-	return supportedVersions[0]
-}
-
-// initialize answers the initialize request and, unless stateless, opens a
-// session bound to the caller and returns its id in Mcp-Session-Id.
-//
-// See https://modelcontextprotocol.io/specification/2025-11-25/basic/lifecycle.
-func (h *Handler) initialize(rq *request, m *jsonrpc.Message) {
-	var p initializeParams
-	if len(m.Params) > 0 {
-		if err := json.Unmarshal(m.Params, &p); err != nil {
-			rq.fail(m.ID, invalidParams("Invalid params: "+jsonError(err)))
-			return
-		}
-	}
-	if p.ProtocolVersion == "" {
-		rq.fail(m.ID, invalidParams("Invalid params: protocolVersion is required"))
-		return
-	}
-	version := negotiate(p.ProtocolVersion)
-	rq.version = version
-	rq.info = &reqInfo{identity: rq.id, request: rq.r, version: version}
-	rq.ctx = context.WithValue(rq.r.Context(), ctxKey{}, rq.info)
-	if !h.cfg.Stateless {
-		s := &session.Session{
-			ID:              randText(),
-			Owner:           rq.id.key(),
-			ProtocolVersion: version,
-			ClientName:      clip(p.ClientInfo.Name, h.cfg.MaxClientInfoBytes),
-			ClientVersion:   clip(p.ClientInfo.Version, h.cfg.MaxClientInfoBytes),
-			Capabilities:    p.Capabilities.flags(),
-			TTL:             h.cfg.SessionTTL,
-		}
-		err := h.cfg.Store.Create(rq.ctx, s)
-		if err == nil {
-			err = h.admit(rq.ctx, rq.id, s)
-		}
-		if err != nil {
-			h.logger().Error("mcphandler: session store", "err", err)
-			rq.st.status = 503
-			rq.fail(m.ID, &jsonrpc.Error{Code: CodeStoreUnavailable, Message: "The session store is unavailable"})
-			return
-		}
-		rq.st.w.Header().Set("Mcp-Session-Id", s.ID)
-	}
-	h.initializeResult(rq, m, version)
 }
 
 // admit enforces Config.MaxSessionsPerIdentity once the session s of id
@@ -410,8 +196,7 @@ func (h *Handler) setLevel(rq *request, m *jsonrpc.Message) {
 	if rq.sess != nil {
 		rq.sess.LogLevel = string(p.Level)
 		if err := h.cfg.Store.Update(rq.ctx, rq.sess); err != nil {
-			h.logger().Error("mcphandler: session store", "err", err)
-			rq.fail(m.ID, &jsonrpc.Error{Code: CodeStoreUnavailable, Message: "The session store is unavailable"})
+			h.storeFailed(rq, m, err)
 			return
 		}
 	}
@@ -515,7 +300,7 @@ func (h *Handler) listTools(rq *request, m *jsonrpc.Message) {
 		}
 		if b, err = tools[i].appendJSON(b); err != nil {
 			h.logger().Error("mcphandler: encoding tool", "tool", tools[i].Name, "err", err)
-			rq.fail(m.ID, &jsonrpc.Error{Code: CodeInternalError, Message: "Internal error"})
+			rq.fail(m.ID, errInternal())
 			return
 		}
 	}

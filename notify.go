@@ -16,8 +16,9 @@ type Target struct {
 	Subject string `json:"s,omitempty"`
 }
 
-// Everyone targets every session.
-var Everyone = Target{}
+// Everyone returns the Target of every session. (A function, so that no
+// package can reassign what every other one means by it.)
+func Everyone() Target { return Target{} }
 
 // TenantOf targets the sessions of one tenant.
 func TenantOf(tenant string) Target { return Target{Tenant: tenant} }
@@ -25,10 +26,6 @@ func TenantOf(tenant string) Target { return Target{Tenant: tenant} }
 func (t Target) matches(id Identity) bool {
 	return (t.Tenant == "" || t.Tenant == id.Tenant) && (t.Subject == "" || t.Subject == id.Subject)
 }
-
-// notifyChannel carries change notifications to the streams of every
-// replica; each stream keeps those whose target matches its caller.
-const notifyChannel = "notify"
 
 type change struct {
 	Method string `json:"m"`

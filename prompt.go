@@ -122,38 +122,9 @@ func (h *Handler) listPrompts(rq *request, m *jsonrpc.Message) {
 }
 
 func (h *Handler) getPrompt(rq *request, m *jsonrpc.Message) {
-	var p struct {
-		Name      string            `json:"name"`
-		Arguments map[string]string `json:"arguments"`
-	}
-	if err := json.Unmarshal(m.Params, &p); err != nil || p.Name == "" {
-		msg := "Invalid params: a prompt name is required"
-		if err != nil {
-			msg = "Invalid params: " + jsonError(err)
-		}
-		rq.fail(m.ID, invalidParams(msg))
+	prompt, p, ok := h.promptToGet(rq, m)
+	if !ok {
 		return
-	}
-	prompt, err := h.findPrompt(rq.ctx, rq.id, p.Name)
-	if err != nil {
-		h.hookFailed(rq, m, "ListPrompts", err)
-		return
-	}
-	if prompt == nil || h.cfg.GetPrompt == nil {
-		rq.fail(m.ID, errUnknownPrompt(p.Name))
-		return
-	}
-	if h.stepUp(rq, m, prompt.Scopes) {
-		return
-	}
-	for _, a := range prompt.Arguments {
-		if _, ok := p.Arguments[a.Name]; a.Required && !ok {
-			rq.fail(m.ID, invalidParams("Invalid params: missing required argument "+strconv.Quote(a.Name)))
-			return
-		}
-	}
-	if p.Arguments == nil {
-		p.Arguments = map[string]string{}
 	}
 	x := rq.exchange(m)
 	args, _ := json.Marshal(p.Arguments)
@@ -177,6 +148,48 @@ func (h *Handler) getPrompt(rq *request, m *jsonrpc.Message) {
 		return
 	}
 	rq.reply(m.ID, b)
+}
+
+// promptToGet decodes the params of prompts/get and finds the caller's
+// prompt; it answers the request and returns false when the prompt is
+// unknown, needs a scope the token lacks, or misses a required argument.
+func (h *Handler) promptToGet(rq *request, m *jsonrpc.Message) (*Prompt, getPromptParams, bool) {
+	var p getPromptParams
+	if err := json.Unmarshal(m.Params, &p); err != nil || p.Name == "" {
+		msg := "Invalid params: a prompt name is required"
+		if err != nil {
+			msg = "Invalid params: " + jsonError(err)
+		}
+		rq.fail(m.ID, invalidParams(msg))
+		return nil, p, false
+	}
+	prompt, err := h.findPrompt(rq.ctx, rq.id, p.Name)
+	if err != nil {
+		h.hookFailed(rq, m, "ListPrompts", err)
+		return nil, p, false
+	}
+	if prompt == nil || h.cfg.GetPrompt == nil {
+		rq.fail(m.ID, errUnknownPrompt(p.Name))
+		return nil, p, false
+	}
+	if h.stepUp(rq, m, prompt.Scopes) {
+		return nil, p, false
+	}
+	for _, a := range prompt.Arguments {
+		if _, ok := p.Arguments[a.Name]; a.Required && !ok {
+			rq.fail(m.ID, invalidParams("Invalid params: missing required argument "+strconv.Quote(a.Name)))
+			return nil, p, false
+		}
+	}
+	if p.Arguments == nil {
+		p.Arguments = map[string]string{}
+	}
+	return prompt, p, true
+}
+
+type getPromptParams struct {
+	Name      string            `json:"name"`
+	Arguments map[string]string `json:"arguments"`
 }
 
 // CompleteFunc suggests values for an argument of a prompt or a resource
@@ -205,60 +218,30 @@ type CompleteResult struct {
 	HasMore bool
 }
 
+// completeParams are the params of completion/complete.
+type completeParams struct {
+	Ref struct {
+		Type string `json:"type"`
+		Name string `json:"name"`
+		URI  string `json:"uri"`
+	} `json:"ref"`
+	Argument struct {
+		Name  string `json:"name"`
+		Value string `json:"value"`
+	} `json:"argument"`
+	Context struct {
+		Arguments map[string]string `json:"arguments"`
+	} `json:"context"`
+}
+
 func (h *Handler) complete(rq *request, m *jsonrpc.Message) {
-	var p struct {
-		Ref struct {
-			Type string `json:"type"`
-			Name string `json:"name"`
-			URI  string `json:"uri"`
-		} `json:"ref"`
-		Argument struct {
-			Name  string `json:"name"`
-			Value string `json:"value"`
-		} `json:"argument"`
-		Context struct {
-			Arguments map[string]string `json:"arguments"`
-		} `json:"context"`
-	}
+	var p completeParams
 	if err := json.Unmarshal(m.Params, &p); err != nil || p.Argument.Name == "" {
 		rq.fail(m.ID, invalidParams("Invalid params: ref and argument are required"))
 		return
 	}
 	req := &CompleteRequest{Argument: p.Argument.Name, Value: p.Argument.Value, Context: p.Context.Arguments, Identity: rq.id}
-	switch p.Ref.Type {
-	case "ref/prompt":
-		if h.cfg.ListPrompts == nil {
-			rq.fail(m.ID, errUnknownPrompt(p.Ref.Name))
-			return
-		}
-		prompt, err := h.findPrompt(rq.ctx, rq.id, p.Ref.Name)
-		if err != nil {
-			h.hookFailed(rq, m, "ListPrompts", err)
-			return
-		}
-		if prompt == nil {
-			rq.fail(m.ID, errUnknownPrompt(p.Ref.Name))
-			return
-		}
-		req.Prompt = prompt
-	case "ref/resource":
-		ts, err := h.visibleTemplates(rq.ctx, rq.id)
-		if err != nil {
-			h.hookFailed(rq, m, "ListResourceTemplates", err)
-			return
-		}
-		for i := range ts {
-			if ts[i].URITemplate == p.Ref.URI {
-				req.Template = &ts[i]
-				break
-			}
-		}
-		if req.Template == nil {
-			rq.fail(m.ID, invalidParams("Invalid params: unknown resource template"))
-			return
-		}
-	default:
-		rq.fail(m.ID, invalidParams("Invalid params: ref.type must be ref/prompt or ref/resource"))
+	if !h.completeRef(rq, m, &p, req) {
 		return
 	}
 	// Completing an argument uses the prompt or template: it needs the
@@ -277,6 +260,54 @@ func (h *Handler) complete(rq *request, m *jsonrpc.Message) {
 		h.hookFailed(rq, m, "Complete", err)
 		return
 	}
+	rq.reply(m.ID, completionJSON(res))
+}
+
+// completeRef resolves the prompt or resource template p refers to, among
+// the caller's, into req. It answers the request and returns false when
+// there is none.
+func (h *Handler) completeRef(rq *request, m *jsonrpc.Message, p *completeParams, req *CompleteRequest) bool {
+	switch p.Ref.Type {
+	case "ref/prompt":
+		if h.cfg.ListPrompts == nil {
+			rq.fail(m.ID, errUnknownPrompt(p.Ref.Name))
+			return false
+		}
+		prompt, err := h.findPrompt(rq.ctx, rq.id, p.Ref.Name)
+		if err != nil {
+			h.hookFailed(rq, m, "ListPrompts", err)
+			return false
+		}
+		if prompt == nil {
+			rq.fail(m.ID, errUnknownPrompt(p.Ref.Name))
+			return false
+		}
+		req.Prompt = prompt
+	case "ref/resource":
+		ts, err := h.visibleTemplates(rq.ctx, rq.id)
+		if err != nil {
+			h.hookFailed(rq, m, "ListResourceTemplates", err)
+			return false
+		}
+		for i := range ts {
+			if ts[i].URITemplate == p.Ref.URI {
+				req.Template = &ts[i]
+				break
+			}
+		}
+		if req.Template == nil {
+			rq.fail(m.ID, invalidParams("Invalid params: unknown resource template"))
+			return false
+		}
+	default:
+		rq.fail(m.ID, invalidParams("Invalid params: ref.type must be ref/prompt or ref/resource"))
+		return false
+	}
+	return true
+}
+
+// completionJSON is the result of completion/complete: at most 100 values.
+func completionJSON(res *CompleteResult) []byte {
 	if res == nil {
 		res = &CompleteResult{}
 	}
@@ -296,5 +327,5 @@ func (h *Handler) complete(rq *request, m *jsonrpc.Message) {
 	}{}
 	out.Completion.Values, out.Completion.Total, out.Completion.HasMore = values, res.Total, res.HasMore
 	b, _ := json.Marshal(out)
-	rq.reply(m.ID, b)
+	return b
 }

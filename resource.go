@@ -240,9 +240,7 @@ func errResourceNotFound(uri string) *jsonrpc.Error {
 // 2026-07-28 reports it as -32602.
 func (rq *request) resourceNotFound(uri string) *jsonrpc.Error {
 	e := errResourceNotFound(uri)
-	if rq.modern {
-		e.Code = CodeInvalidParams
-	}
+	e.Code = rq.era.codeResourceNotFound()
 	return e
 }
 
@@ -326,6 +324,11 @@ func (h *Handler) readResource(rq *request, m *jsonrpc.Message) {
 		h.hookFailed(rq, m, "ReadResource", err)
 		return
 	}
+	h.replyContents(rq, m, contents)
+}
+
+// replyContents answers resources/read with contents.
+func (h *Handler) replyContents(rq *request, m *jsonrpc.Message, contents []ResourceContents) {
 	if contents == nil {
 		contents = []ResourceContents{}
 	}

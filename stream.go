@@ -74,9 +74,6 @@ func (h *Handler) eventLog(sid string) *eventLog {
 	return &eventLog{store: h.cfg.Store, sid: sid, ttl: h.cfg.ResumeWindow, mac: h.macs.event}
 }
 
-func eventKey(sid, streamID string) string     { return "events/" + sid + "/" + streamID }
-func eventChannel(sid, streamID string) string { return "live/" + sid + "/" + streamID }
-
 // suppress drops the final message: the client cancelled the request.
 func (s *stream) suppress() {
 	s.mu.Lock()
@@ -107,12 +104,7 @@ func (s *stream) streamID() string {
 // startSSELocked writes the event-stream header and, for clients that
 // support polling, a priming event carrying an id and the retry delay.
 func (s *stream) startSSELocked() error {
-	h := s.w.Header()
-	h.Set("Content-Type", "text/event-stream")
-	h.Set("Cache-Control", "no-cache")
-	h.Set("X-Accel-Buffering", "no")
-	h.Del("Content-Length")
-	s.w.WriteHeader(http.StatusOK)
+	setSSEHeaders(s.w)
 	s.sse = true
 	if s.id == "" {
 		var r [8]byte

@@ -289,7 +289,7 @@ func TestNotificationsReachOnlyTheirTarget(t *testing.T) {
 	if m := nextMessage(t, as, 5*time.Second); m == nil || m.Method != "notifications/tools/list_changed" {
 		t.Fatalf("acme got %+v", m)
 	}
-	h.NotifyResourceUpdated(ctx, "docs://a1", mcphandler.Everyone)
+	h.NotifyResourceUpdated(ctx, "docs://a1", mcphandler.Everyone())
 	if m := nextMessage(t, as, 5*time.Second); m == nil || m.Method != "notifications/resources/updated" || !strings.Contains(string(m.Params), "docs://a1") {
 		t.Fatalf("acme got %+v", m)
 	}
@@ -308,7 +308,7 @@ func TestNotificationsReachOnlyTheirTarget(t *testing.T) {
 	if _, err := acme.Call(ctx, "resources/unsubscribe", map[string]any{"uri": "docs://a1"}); err != nil {
 		t.Fatal(err)
 	}
-	h.NotifyResourceUpdated(ctx, "docs://a1", mcphandler.Everyone)
+	h.NotifyResourceUpdated(ctx, "docs://a1", mcphandler.Everyone())
 	if m := nextMessage(t, as, 200*time.Millisecond); m != nil {
 		t.Fatalf("update after unsubscribe: %+v", m)
 	}

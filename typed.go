@@ -52,7 +52,15 @@ func NewTool[In, Out any](t Tool, fn TypedHandler[In, Out]) Tool {
 		}
 		return nil
 	}
-	t.Handler = func(ctx context.Context, call *ToolCall) (*ToolResult, error) {
+	t.Handler = typedHandler(fn, structured)
+	return t
+}
+
+// typedHandler is the Handler of a typed tool: it decodes the arguments
+// into In, runs fn and encodes its Out (as structured content too, when
+// the tool has an output schema).
+func typedHandler[In, Out any](fn TypedHandler[In, Out], structured bool) func(context.Context, *ToolCall) (*ToolResult, error) {
+	return func(ctx context.Context, call *ToolCall) (*ToolResult, error) {
 		var args In
 		if err := json.Unmarshal(call.Arguments, &args); err != nil {
 			return nil, BadArgs("%s", decodeError(err))
@@ -74,7 +82,6 @@ func NewTool[In, Out any](t Tool, fn TypedHandler[In, Out]) Tool {
 		}
 		return r, nil
 	}
-	return t
 }
 
 func isObjectType(t reflect.Type) bool {

@@ -55,7 +55,7 @@ func statelessTools(n *notifier) []mcphandler.Tool {
 			Description: "Announces that the tool list changed (notifications/tools/list_changed " +
 				"on subscriptions/listen streams and 2025 GET streams).",
 			Handler: func(ctx context.Context, _ *mcphandler.ToolCall) (*mcphandler.ToolResult, error) {
-				if err := n.h.NotifyToolsChanged(ctx, mcphandler.Everyone); err != nil {
+				if err := n.h.NotifyToolsChanged(ctx, mcphandler.Everyone()); err != nil {
 					return nil, mcphandler.Unavailable(err)
 				}
 				return mcphandler.TextResult("Sent notifications/tools/list_changed."), nil
@@ -66,7 +66,7 @@ func statelessTools(n *notifier) []mcphandler.Tool {
 			Description: "Announces that the prompt list changed (notifications/prompts/list_changed " +
 				"on subscriptions/listen streams and 2025 GET streams).",
 			Handler: func(ctx context.Context, _ *mcphandler.ToolCall) (*mcphandler.ToolResult, error) {
-				if err := n.h.NotifyPromptsChanged(ctx, mcphandler.Everyone); err != nil {
+				if err := n.h.NotifyPromptsChanged(ctx, mcphandler.Everyone()); err != nil {
 					return nil, mcphandler.Unavailable(err)
 				}
 				return mcphandler.TextResult("Sent notifications/prompts/list_changed."), nil

@@ -659,32 +659,42 @@ func (sh *shard) dispatch() {
 			continue
 		}
 		failures = 0
-		switch m := m.(type) {
-		case *redis.Message:
-			if !sh.deliver(m) && sh.tryAcquire() {
-				// A channel nobody here listens to any more: an
-				// unsubscription is pending, send it.
-				ctx, cancel := context.WithTimeout(p.ctx, sh.s.opTimeout)
-				err := sh.reconcile(ctx, ps)
-				cancel()
-				sh.release()
-				if err != nil && !sh.isClosed() {
-					sh.lost()
-				}
-			}
-		case *redis.Pong:
-			sh.pong(m.Payload)
-		case *redis.Subscription:
-			if m.Kind == "sunsubscribe" && sh.droppedByServer(m.Channel) {
-				// The node stopped serving the slot (a failover, a
-				// resharding) and unsubscribed us: move to its new
-				// master.
-				sh.replaceSoon()
-				sh.lost()
-				connected = false
-			}
+		if !sh.handle(ps, m) {
+			connected = false
 		}
 	}
+}
+
+// handle acts on one message read from ps: a message goes to the local
+// subscribers of its channel, a pong to the barriers waiting for it. It
+// returns false when the connection must be replaced (the server dropped a
+// subscription because the node no longer serves the slot).
+func (sh *shard) handle(ps *redis.PubSub, m any) bool {
+	switch m := m.(type) {
+	case *redis.Message:
+		if !sh.deliver(m) && sh.tryAcquire() {
+			// A channel nobody here listens to any more: an
+			// unsubscription is pending, send it.
+			ctx, cancel := context.WithTimeout(sh.s.ps.ctx, sh.s.opTimeout)
+			err := sh.reconcile(ctx, ps)
+			cancel()
+			sh.release()
+			if err != nil && !sh.isClosed() {
+				sh.lost()
+			}
+		}
+	case *redis.Pong:
+		sh.pong(m.Payload)
+	case *redis.Subscription:
+		if m.Kind == "sunsubscribe" && sh.droppedByServer(m.Channel) {
+			// The node stopped serving the slot (a failover, a
+			// resharding) and unsubscribed us: move to its new master.
+			sh.replaceSoon()
+			sh.lost()
+			return false
+		}
+	}
+	return true
 }
 
 // connect returns the shard's connection, replacing it first if it is

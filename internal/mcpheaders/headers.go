@@ -1,4 +1,4 @@
-// Package modern validates the HTTP request headers of MCP revision
+// Package mcpheaders validates the HTTP request headers of MCP revision
 // 2026-07-28 against the JSON-RPC body: the standard Mcp-Method and
 // Mcp-Name headers, and the Mcp-Param-* headers that mirror tool arguments
 // annotated with x-mcp-header in the tool's input schema.
@@ -11,7 +11,7 @@
 // after removing surrounding spaces and tabs (which net/http already does)
 // and after decoding the =?base64?…?= sentinel (see DecodeHeaderValue);
 // values themselves are case-sensitive.
-package modern
+package mcpheaders
 
 import (
 	"encoding/base64"

@@ -1,4 +1,4 @@
-package modern
+package mcpheaders
 
 import (
 	"bytes"

@@ -39,83 +39,118 @@ func (h *Handler) confirmModern(rq *request, m *jsonrpc.Message, call *ToolCall,
 		return
 	}
 	r := x.mr
-	form, expect, msg, err := confirmQuestion(call, d)
+	q, err := newConfirmAsk(call, d)
 	if err != nil {
-		r := errTooLongToConfirm(call)
 		ev.Outcome, ev.IsError = OutcomeError, true
-		rq.sendResult(m.ID, r)
+		rq.sendResult(m.ID, errTooLongToConfirm(call))
 		return
 	}
 	if r.state.Nonce == "" {
-		n := rand.Text()
-		ev.ConfirmID = n
-		if err := h.createNonce(rq.ctx, n); err != nil {
-			ev.Outcome = OutcomeError
-			h.storeFailed(rq, m, err)
-			return
-		}
-		r.state.Nonce, r.state.Round = n, 1
-		h.askConfirmModern(rq, m, x, form, msg, ev)
+		h.openConfirmRound(rq, m, x, q, ev)
 		return
 	}
-	n := r.state.Nonce
+	rec, raw, ok := h.loadRound(rq, m, r.state.Nonce, ev)
+	if !ok {
+		return
+	}
+	switch {
+	case rec.State == statePending && r.state.Round == 1:
+		h.answerConfirmRound(rq, m, call, q, ev, rec, raw)
+	case rec.State == stateAwaiting && rec.Round == r.state.Round:
+		next := nonceRecord{State: stateRunning, Round: rec.Round}
+		b, ok, err := h.moveNonce(rq.ctx, r.state.Nonce, raw, stateAwaiting, &next)
+		if !ok {
+			h.nonceRaced(rq, m, r.state.Nonce, r.state.Round, err, ev)
+			return
+		}
+		h.runConfirmedRound(rq, m, call, ev, r.state.Nonce, rec, b)
+	default:
+		h.replayNonce(rq, m, rec, r.state.Round, ev)
+	}
+}
+
+// openConfirmRound records a new confirm (its nonce, pending) and asks
+// the client in round 1.
+func (h *Handler) openConfirmRound(rq *request, m *jsonrpc.Message, x *Exchange, q confirmAsk, ev *CallEvent) {
+	n := rand.Text()
+	ev.ConfirmID = n
+	if err := h.createNonce(rq.ctx, n); err != nil {
+		ev.Outcome = OutcomeError
+		h.storeFailed(rq, m, err)
+		return
+	}
+	x.mr.state.Nonce, x.mr.state.Round = n, 1
+	h.askConfirmModern(rq, m, x, q.form, q.msg, ev)
+}
+
+// confirmAsk is what a confirm asks: the form, the answer that approves,
+// and the message shown.
+type confirmAsk struct {
+	form   *elicitation.Schema
+	expect map[string]any
+	msg    string
+}
+
+func newConfirmAsk(call *ToolCall, d Decision) (confirmAsk, error) {
+	form, expect, msg, err := confirmQuestion(call, d)
+	return confirmAsk{form, expect, msg}, err
+}
+
+// loadRound loads the record of the confirm a retry names; it answers the
+// request and returns false when there is none (expired, used) or the
+// store fails.
+func (h *Handler) loadRound(rq *request, m *jsonrpc.Message, n string, ev *CallEvent) (nonceRecord, []byte, bool) {
 	ev.ConfirmID = n
 	rec, raw, err := h.loadNonce(rq.ctx, n)
 	switch {
 	case isAbsent(err):
 		ev.Outcome, ev.IsError = OutcomeReplayRefused, true
 		rq.sendResult(m.ID, ErrorResult("Not run: this confirmation expired or was already used."))
-		return
+		return rec, nil, false
 	case err != nil:
 		ev.Outcome = OutcomeError
 		h.storeFailed(rq, m, err)
+		return rec, nil, false
+	}
+	return rec, raw, true
+}
+
+// answerConfirmRound judges the answer to round 1 of a pending confirm: a
+// missing one is asked again, an invalid one refused; a decline or a
+// mismatch closes the confirm, an approval runs the tool.
+func (h *Handler) answerConfirmRound(rq *request, m *jsonrpc.Message, call *ToolCall, q confirmAsk, ev *CallEvent, rec nonceRecord, raw []byte) {
+	x := call.Exchange
+	r := x.mr
+	n := r.state.Nonce
+	a, ok := r.confirmAnswer()
+	if !ok { // a missing answer is asked again
+		h.askConfirmModern(rq, m, x, q.form, q.msg, ev)
 		return
 	}
+	res, err := elicitation.ParseResult(a)
+	if err == nil && res.Action == elicitation.Accept {
+		err = q.form.Validate(res.Content)
+	}
+	if err != nil || !validInput("elicitation/create", a) {
+		ev.Outcome = OutcomeError
+		rq.fail(m.ID, invalidParams("Invalid params: the confirm answer does not match its form"))
+		return
+	}
+	outcome, result := decide(res, q.form, q.expect, call.Tool.Name)
+	next := nonceRecord{State: stateRunning, Round: 1}
+	if result != nil {
+		b, _ := result.appendJSON(nil)
+		next = nonceRecord{State: stateClosed, Round: 1, Outcome: outcome, Result: b}
+	}
+	b, ok, err := h.moveNonce(rq.ctx, n, raw, statePending, &next)
 	switch {
-	case rec.State == statePending && r.state.Round == 1:
-		a, ok := r.confirmAnswer()
-		if !ok { // a missing answer is asked again
-			h.askConfirmModern(rq, m, x, form, msg, ev)
-			return
-		}
-		res, err := elicitation.ParseResult(a)
-		if err == nil && res.Action == elicitation.Accept {
-			err = form.Validate(res.Content)
-		}
-		if err != nil || !validInput("elicitation/create", a) {
-			ev.Outcome = OutcomeError
-			rq.fail(m.ID, invalidParams("Invalid params: the confirm answer does not match its form"))
-			return
-		}
-		outcome, result := decide(res, form, expect, call.Tool.Name)
-		if result != nil {
-			b, _ := result.appendJSON(nil)
-			next := nonceRecord{State: stateClosed, Round: 1, Outcome: outcome, Result: b}
-			if _, ok, err := h.moveNonce(rq.ctx, n, raw, statePending, &next); !ok {
-				h.nonceRaced(rq, m, n, r.state.Round, err, ev)
-				return
-			}
-			ev.Outcome, ev.IsError = outcome, true
-			rq.sendResult(m.ID, result)
-			return
-		}
-		next := nonceRecord{State: stateRunning, Round: 1}
-		b, ok, err := h.moveNonce(rq.ctx, n, raw, statePending, &next)
-		if !ok {
-			h.nonceRaced(rq, m, n, r.state.Round, err, ev)
-			return
-		}
-		h.runConfirmedRound(rq, m, call, ev, n, rec, b)
-	case rec.State == stateAwaiting && rec.Round == r.state.Round:
-		next := nonceRecord{State: stateRunning, Round: rec.Round}
-		b, ok, err := h.moveNonce(rq.ctx, n, raw, stateAwaiting, &next)
-		if !ok {
-			h.nonceRaced(rq, m, n, r.state.Round, err, ev)
-			return
-		}
-		h.runConfirmedRound(rq, m, call, ev, n, rec, b)
+	case !ok:
+		h.nonceRaced(rq, m, n, r.state.Round, err, ev)
+	case result != nil:
+		ev.Outcome, ev.IsError = outcome, true
+		rq.sendResult(m.ID, result)
 	default:
-		h.replayNonce(rq, m, rec, r.state.Round, ev)
+		h.runConfirmedRound(rq, m, call, ev, n, rec, b)
 	}
 }
 
@@ -124,7 +159,7 @@ func (h *Handler) askConfirmModern(rq *request, m *jsonrpc.Message, x *Exchange,
 	params, err := x.elicitParams(ElicitRequest{Message: msg, Schema: form})
 	if err != nil {
 		ev.Outcome = OutcomeError
-		rq.fail(m.ID, &jsonrpc.Error{Code: CodeInternalError, Message: "Internal error"})
+		rq.fail(m.ID, errInternal())
 		return
 	}
 	x.mr.askConfirm(params)
@@ -149,22 +184,17 @@ func (h *Handler) runConfirmedRound(rq *request, m *jsonrpc.Message, call *ToolC
 	var mce *MissingCapabilityError
 	switch {
 	case len(r.pending) > 0 && round < maxRounds:
-		r.state.Round = round + 1
-		members, merr := rq.inputRequiredMembers(r)
-		if merr != nil {
-			next = nonceRecord{State: stateAwaiting, Round: round, Result: prev.Result}
-			send = func() { rq.fail(m.ID, &jsonrpc.Error{Code: CodeInternalError, Message: "Internal error"}) }
-			break
-		}
-		next = nonceRecord{State: stateAwaiting, Round: round + 1, Result: append(append([]byte{'{'}, members...), '}')}
-		ev.Outcome, ev.IsError, ev.ErrorClass = OutcomeInputRequired, false, ""
+		var members []byte
+		next, members = rq.nextConfirmRound(r, prev, ev)
 		send = func() { rq.sendInputRequired(m.ID, members) }
+		if members == nil {
+			send = func() { rq.fail(m.ID, errInternal()) }
+		}
 	case errors.As(err, &bad), errors.As(err, &mce):
 		// The round did not complete; the confirm's decision stands.
+		next = nonceRecord{State: stateAwaiting, Round: round}
 		if prev.State == stateAwaiting {
-			next = nonceRecord{State: stateAwaiting, Round: round, Result: prev.Result}
-		} else {
-			next = nonceRecord{State: stateAwaiting, Round: round}
+			next.Result = prev.Result
 		}
 		ev.Outcome, ev.IsError, ev.ErrorClass = OutcomeError, false, ""
 		send = func() { rq.finishRounds(x, m, err) }
@@ -181,6 +211,20 @@ func (h *Handler) runConfirmedRound(rq *request, m *jsonrpc.Message, call *ToolC
 		h.logger().Error("mcphandler: recording a confirmed call's round", "err", err)
 	}
 	send()
+}
+
+// nextConfirmRound is the record of a confirmed call that asked the client
+// more, and the members of its input_required answer (nil if they could
+// not be encoded: the round stays where it was).
+func (rq *request) nextConfirmRound(r *rounds, prev nonceRecord, ev *CallEvent) (nonceRecord, []byte) {
+	round := prev.Round
+	r.state.Round = round + 1
+	members, err := rq.inputRequiredMembers(r)
+	if err != nil {
+		return nonceRecord{State: stateAwaiting, Round: round, Result: prev.Result}, nil
+	}
+	ev.Outcome, ev.IsError, ev.ErrorClass = OutcomeInputRequired, false, ""
+	return nonceRecord{State: stateAwaiting, Round: round + 1, Result: append(append([]byte{'{'}, members...), '}')}, members
 }
 
 // nonceRaced answers a retry that lost a transition to another one: with

@@ -8,7 +8,7 @@ import (
 	"strings"
 
 	"github.com/mcphandler/mcphandler/internal/jsonrpc"
-	"github.com/mcphandler/mcphandler/internal/modern"
+	"github.com/mcphandler/mcphandler/internal/mcpheaders"
 	"github.com/mcphandler/mcphandler/session"
 )
 
@@ -97,12 +97,10 @@ func modernStatus(code int) int {
 	case CodeInvalidParams, CodeInvalidRequest, CodeParseError, CodeHeaderMismatch,
 		CodeMissingClientCapability, CodeUnsupportedProtocolVersion:
 		return http.StatusBadRequest
+	case CodeStoreUnavailable:
+		return http.StatusServiceUnavailable
 	}
 	return http.StatusOK
-}
-
-func headerMismatch(msg string) *jsonrpc.Error {
-	return &jsonrpc.Error{Code: CodeHeaderMismatch, Message: msg}
 }
 
 // removedMethods existed in the 2025 revisions and are gone in 2026-07-28.
@@ -120,33 +118,45 @@ var namedMethods = map[string]bool{"tools/call": true, "prompts/get": true, "res
 //
 // See https://modelcontextprotocol.io/specification/2026-07-28/basic/transports/streamable-http.
 func (h *Handler) serveModern(w http.ResponseWriter, rq *request, m *jsonrpc.Message, kind jsonrpc.Kind, rawMeta json.RawMessage, meta *requestMeta) {
-	fail := func(status int, e *jsonrpc.Error) { writeRPCError(w, status, m.ID, e) }
-	hv := strings.TrimSpace(rq.r.Header.Get("MCP-Protocol-Version"))
 	if kind == jsonrpc.KindResponse {
-		fail(http.StatusBadRequest, &jsonrpc.Error{Code: CodeInvalidRequest, Message: "Invalid Request: responses are not accepted in protocol version " + Version20260728})
+		writeRPCError(w, http.StatusBadRequest, m.ID, &jsonrpc.Error{Code: CodeInvalidRequest, Message: "Invalid Request: responses are not accepted in protocol version " + Version20260728})
 		return
 	}
 	if kind == jsonrpc.KindNotification {
 		w.WriteHeader(http.StatusAccepted) // 2026-07-28 defines no client notifications over HTTP
 		return
 	}
+	if status, e := checkModern(rq.r.Header, m, meta); e != nil {
+		writeRPCError(w, status, m.ID, e)
+		return
+	}
+	rq.era = stateless
+	rq.version = Version20260728
+	rq.meta = meta
+	rq.caps = parseCaps(meta.ClientCapabilities)
+	rq.st = newStream(w, false, 0)
+	rq.info = &reqInfo{identity: rq.id, request: rq.r, version: rq.version, meta: rawMeta}
+	h.serveRequest(rq, m)
+}
+
+// checkModern makes the checks of a 2026-07-28 request, in the spec's
+// order: the version header and _meta, the standard headers, removed
+// methods, the log level. It returns the HTTP status and error of the
+// first that fails, or a nil error.
+func checkModern(hdr http.Header, m *jsonrpc.Message, meta *requestMeta) (int, *jsonrpc.Error) {
+	hv := strings.TrimSpace(hdr.Get("MCP-Protocol-Version"))
 	switch {
 	case hv == "":
-		fail(http.StatusBadRequest, headerMismatch("Header mismatch: MCP-Protocol-Version header is required"))
-		return
+		return http.StatusBadRequest, headerMismatch("Header mismatch: MCP-Protocol-Version header is required")
 	case meta == nil:
-		fail(http.StatusBadRequest, invalidParams("Invalid params: _meta with "+metaProtocolVersion+" and "+metaClientCaps+" is required"))
-		return
+		return http.StatusBadRequest, invalidParams("Invalid params: _meta with " + metaProtocolVersion + " and " + metaClientCaps + " is required")
 	case len(meta.ClientCapabilities) == 0 || meta.ClientCapabilities[0] != '{':
-		fail(http.StatusBadRequest, invalidParams("Invalid params: _meta."+metaClientCaps+" is required"))
-		return
+		return http.StatusBadRequest, invalidParams("Invalid params: _meta." + metaClientCaps + " is required")
 	case hv != *meta.ProtocolVersion:
-		fail(http.StatusBadRequest, headerMismatch("Header mismatch: MCP-Protocol-Version header '"+hv+"' does not match body '"+*meta.ProtocolVersion+"'"))
-		return
+		return http.StatusBadRequest, headerMismatch("Header mismatch: MCP-Protocol-Version header '" + hv + "' does not match body '" + *meta.ProtocolVersion + "'")
 	case *meta.ProtocolVersion != Version20260728:
 		data, _ := json.Marshal(map[string]any{"supported": discoverVersions, "requested": *meta.ProtocolVersion})
-		fail(http.StatusBadRequest, &jsonrpc.Error{Code: CodeUnsupportedProtocolVersion, Message: "Unsupported protocol version", Data: data})
-		return
+		return http.StatusBadRequest, &jsonrpc.Error{Code: CodeUnsupportedProtocolVersion, Message: "Unsupported protocol version", Data: data}
 	}
 	name, hasName := "", false
 	if namedMethods[m.Method] {
@@ -160,27 +170,18 @@ func (h *Handler) serveModern(w http.ResponseWriter, rq *request, m *jsonrpc.Mes
 			name = p.URI
 		}
 	}
-	if he := modern.CheckStandardHeaders(rq.r.Header, m.Method, name, hasName); he != nil {
-		fail(http.StatusBadRequest, headerMismatch(he.Message))
-		return
+	if he := mcpheaders.CheckStandardHeaders(hdr, m.Method, name, hasName); he != nil {
+		return http.StatusBadRequest, headerMismatch(he.Message)
 	}
 	if removedMethods[m.Method] {
-		fail(http.StatusNotFound, methodNotFound(m.Method))
-		return
+		return http.StatusNotFound, methodNotFound(m.Method)
 	}
 	if meta.LogLevel != nil {
 		if _, ok := logLevels[*meta.LogLevel]; !ok {
-			fail(http.StatusBadRequest, invalidParams("Invalid params: unknown log level "+strconv.Quote(string(*meta.LogLevel))))
-			return
+			return http.StatusBadRequest, invalidParams("Invalid params: unknown log level " + strconv.Quote(string(*meta.LogLevel)))
 		}
 	}
-	rq.modern = true
-	rq.version = Version20260728
-	rq.meta = meta
-	rq.caps = parseCaps(meta.ClientCapabilities)
-	rq.st = newStream(w, false, 0)
-	rq.info = &reqInfo{identity: rq.id, request: rq.r, version: rq.version, meta: rawMeta}
-	h.serveRequest(rq, m)
+	return 0, nil
 }
 
 // clientCaps is the shape of ClientCapabilities the handler reads, in
@@ -235,10 +236,10 @@ var cacheable = map[string]bool{
 	"resources/list": true, "resources/templates/list": true, "resources/read": true,
 }
 
-// decorate inserts the 2026-07-28 result members (resultType, cache hints,
+// decorateStateless inserts the 2026-07-28 result members (resultType, cache hints,
 // serverInfo) at the start of a result object. Results of a request that
 // carried inputResponses or requestState are never cacheable.
-func (rq *request) decorate(dst []byte, method string) []byte {
+func (rq *request) decorateStateless(dst []byte, method string) []byte {
 	dst = append(dst, `"resultType":"complete",`...)
 	if cacheable[method] && !rq.retry {
 		dst = append(dst, `"ttlMs":`...)
@@ -283,4 +284,76 @@ func (h *Handler) discover(rq *request, m *jsonrpc.Message) {
 		b = jsonrpc.AppendString(b, info.Instructions)
 	}
 	rq.reply(m.ID, append(b, '}'))
+}
+
+// statelessEra is the era seam for 2026-07-28: no session; capabilities,
+// log level and progress token come from each request's _meta; results
+// are decorated; questions and confirms travel in input_required rounds.
+type statelessEra struct{}
+
+// statelessMethods adds the methods of 2026-07-28 to the shared table
+// (its removed methods are refused before dispatch, see serveModern).
+var statelessMethods = withMethods(sharedMethods, map[string]method{
+	"server/discover":      {serve: (*Handler).discover},
+	"subscriptions/listen": {serve: (*Handler).listen},
+})
+
+func (statelessEra) methods() map[string]method { return statelessMethods }
+
+func (statelessEra) decorate(rq *request, dst []byte) []byte {
+	return rq.decorateStateless(dst, rq.method)
+}
+
+func (statelessEra) errorStatus(rq *request, code int) { rq.st.status = modernStatus(code) }
+
+func (statelessEra) codeResourceNotFound() int { return CodeInvalidParams }
+
+// progressToken: _meta was read to classify the request.
+func (statelessEra) progressToken(rq *request, _ *jsonrpc.Message) json.RawMessage {
+	return rq.meta.ProgressToken
+}
+
+func (statelessEra) exchange(rq *request, x *Exchange, _ json.RawMessage) {
+	x.gone = rq.r.Context().Done()
+	x.caps = rq.caps
+	if rq.meta.LogLevel != nil {
+		x.logLevel = *rq.meta.LogLevel
+	}
+	x.progressToken = rq.meta.ProgressToken
+}
+
+func (statelessEra) checkCall(rq *request, inputSchema json.RawMessage, args []byte) *jsonrpc.Error {
+	if he := checkParamHeaders(rq, inputSchema, args); he != nil {
+		return headerMismatch(he.Message)
+	}
+	return nil
+}
+
+// rounds opens the request's multi round-trip state (stateless_rounds.go).
+func (statelessEra) rounds(rq *request, x *Exchange, m *jsonrpc.Message, name string, args []byte) bool {
+	return rq.openRounds(x, m, name, args)
+}
+
+// confirm travels in an input_required round (confirm_rounds.go).
+func (statelessEra) confirm(rq *request, m *jsonrpc.Message, call *ToolCall, d Decision, ev *CallEvent) (bool, *confirmRun) {
+	rq.h.confirmModern(rq, m, call, d, ev)
+	return false, nil
+}
+
+// checkParamHeaders checks the Mcp-Param-* headers of a 2026-07-28
+// tools/call against the arguments, for the parameters the tool's input
+// schema annotates with x-mcp-header.
+func checkParamHeaders(rq *request, inputSchema json.RawMessage, args []byte) *mcpheaders.HeaderError {
+	if !bytes.Contains(inputSchema, []byte("x-mcp-header")) {
+		return nil
+	}
+	params, err := mcpheaders.ParamHeaders(inputSchema)
+	if err != nil {
+		// An invalid annotation cannot be checked: fail closed.
+		return &mcpheaders.HeaderError{Header: "Mcp-Param", Message: "Header mismatch: the tool's x-mcp-header annotations are invalid"}
+	}
+	if len(params) == 0 {
+		return nil
+	}
+	return mcpheaders.CheckParamHeaders(rq.r.Header, params, args)
 }

@@ -236,7 +236,7 @@ func (r *rounds) nextKey(kind string) string {
 func (rq *request) inputRequired(id json.RawMessage, r *rounds) {
 	members, err := rq.inputRequiredMembers(r)
 	if err != nil {
-		rq.fail(id, &jsonrpc.Error{Code: CodeInternalError, Message: "Internal error"})
+		rq.fail(id, errInternal())
 		return
 	}
 	rq.sendInputRequired(id, members)
@@ -318,7 +318,7 @@ func (x *Exchange) Ask(ctx context.Context, inputs ...Input) ([]Answer, error) {
 		default:
 			err = errors.New("mcphandler: Ask: an Input with no question")
 		}
-		if errors.Is(err, ErrInputRequired) && x.mr != nil {
+		if errors.Is(err, ErrInputRequired) && x.inRounds() {
 			pending = true // keep asking: all questions go in this round
 			continue
 		}
@@ -332,13 +332,10 @@ func (x *Exchange) Ask(ctx context.Context, inputs ...Input) ([]Answer, error) {
 	return answers, nil
 }
 
-// prepareRounds opens the multi round-trip state of a 2026-07-28 request
+// openRounds opens the multi round-trip state of a 2026-07-28 request
 // that may ask the client (tools/call, prompts/get, resources/read). It
 // answers the request and returns false when the state does not open.
-func (rq *request) prepareRounds(x *Exchange, m *jsonrpc.Message, name string, args []byte) bool {
-	if !rq.modern {
-		return true
-	}
+func (rq *request) openRounds(x *Exchange, m *jsonrpc.Message, name string, args []byte) bool {
 	r, e := rq.newRounds(m.Params, name, args)
 	if e != nil {
 		rq.fail(m.ID, e)
@@ -371,4 +368,17 @@ func (rq *request) finishRounds(x *Exchange, m *jsonrpc.Message, err error) bool
 		return true
 	}
 	return false
+}
+
+// inRounds reports whether x's questions go in input_required rounds
+// (2026-07-28) rather than as server-to-client requests.
+func (x *Exchange) inRounds() bool { return x != nil && x.mr != nil }
+
+// askRound puts a question into the request's rounds under key (or the
+// next key of kind).
+func (x *Exchange) askRound(key, kind, method string, params []byte) (json.RawMessage, error) {
+	if key == "" {
+		key = x.mr.nextKey(kind)
+	}
+	return x.mr.ask(key, method, params)
 }

@@ -49,80 +49,57 @@ func (h *Handler) serveLegacyStream(w http.ResponseWriter, r *http.Request, mess
 	// The stream lives while its caller stays who it was (see callerContext).
 	ctx, cancel := h.callerContext(r, id)
 	defer cancel()
-	s := &session.Session{ID: randText(), Owner: id.key(), ProtocolVersion: Version20241105, TTL: h.cfg.SessionTTL}
-	sub, err := h.cfg.Store.Subscribe(ctx, sessionChannel(s.ID))
-	if err != nil {
-		h.storeUnavailable(w, err)
+	s, sub, changes, ok := h.createLegacySession(w, ctx, id)
+	if !ok {
 		return
 	}
 	defer sub.Close()
-	changes, err := h.cfg.Store.Subscribe(ctx, notifyChannel)
-	if err != nil {
-		h.storeUnavailable(w, err)
-		return
-	}
 	defer changes.Close()
-	if err := h.cfg.Store.Create(ctx, s); err != nil {
-		h.storeUnavailable(w, err)
-		return
-	}
-	if err := h.admit(ctx, id, s); err != nil {
-		h.storeUnavailable(w, err)
-		return
-	}
 	// The old transport's session is the stream: it ends with it.
 	defer h.cfg.Store.Delete(context.WithoutCancel(ctx), s.ID)
-
-	hdr := w.Header()
-	hdr.Set("Content-Type", "text/event-stream")
-	hdr.Set("Cache-Control", "no-cache")
-	hdr.Set("X-Accel-Buffering", "no")
-	w.WriteHeader(http.StatusOK)
-	rc := http.NewResponseController(w)
+	sw := startSSE(w)
 	endpoint := messagePath + "?sessionId=" + url.QueryEscape(s.ID)
-	if _, err := w.Write([]byte("event: endpoint\ndata: " + endpoint + "\n\n")); err != nil || rc.Flush() != nil {
+	if sw.event("endpoint", nil, []byte(endpoint)) != nil {
 		return
 	}
-	write := func(msg []byte) bool {
-		b := make([]byte, 0, len(msg)+24)
-		b = append(b, "event: message\ndata: "...)
-		b = append(b, bytes.ReplaceAll(msg, []byte("\n"), []byte("\ndata: "))...)
-		b = append(b, "\n\n"...)
-		_, err := w.Write(b)
-		return err == nil && rc.Flush() == nil
-	}
-	subscribed := func(uri string) bool {
-		s, err := h.cfg.Store.Get(ctx, s.ID)
-		return err == nil && indexOf(s.Subscriptions, uri) >= 0
-	}
-	tick := time.NewTicker(h.cfg.KeepAlive)
-	defer tick.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-tick.C:
+	subscribed := h.subscribedFn(ctx, s.ID)
+	h.runStream(ctx, &streamLoop{
+		keepAlive: func() bool {
 			// Keep the connection and the session alive while the client listens.
 			h.cfg.Store.Get(ctx, s.ID)
-			if _, err := w.Write([]byte(":\n\n")); err != nil || rc.Flush() != nil {
-				return
-			}
-		case b, ok := <-sub.C():
-			if !ok {
-				return
-			}
-			if msg, ok := h.openSession(s.ID, b); ok && (bytes.Equal(msg, sessionEnded) || !write(msg)) {
-				return
-			}
-		case c, ok := <-changes.C():
-			if !ok {
-				return
-			}
-			if msg := h.changeMessage(c, id, subscribed); msg != nil && !write(msg) {
-				return
-			}
-		}
+			return sw.comment() == nil
+		},
+		msgs: sub.C(),
+		onMsg: func(b []byte) bool {
+			msg, ok := h.openSession(s.ID, b)
+			return !ok || !bytes.Equal(msg, sessionEnded) && sw.event("message", nil, msg) == nil
+		},
+		changes: changes.C(),
+		onChange: func(c []byte) bool {
+			msg := h.changeMessage(c, id, subscribed)
+			return msg == nil || sw.event("message", nil, msg) == nil
+		},
+	})
+}
+
+// createLegacySession opens a session for id's stream: it subscribes the
+// stream, then stores the session, answering 503 when the store fails.
+func (h *Handler) createLegacySession(w http.ResponseWriter, ctx context.Context, id Identity) (s *session.Session, sub, changes session.Subscription, ok bool) {
+	s = &session.Session{ID: randText(), Owner: id.key(), ProtocolVersion: Version20241105, TTL: h.cfg.SessionTTL}
+	if sub, changes, ok = h.subscribeStream(w, ctx, s.ID); !ok {
+		return nil, nil, nil, false
 	}
+	err := h.cfg.Store.Create(ctx, s)
+	if err == nil {
+		err = h.admit(ctx, id, s)
+	}
+	if err != nil {
+		sub.Close()
+		changes.Close()
+		h.storeUnavailable(w, err)
+		return nil, nil, nil, false
+	}
+	return s, sub, changes, true
 }
 
 // legacyPrecheck checks the origin, the HTTP method and the caller of a
@@ -149,21 +126,8 @@ func (h *Handler) serveLegacyMessage(w http.ResponseWriter, r *http.Request) {
 	if !ok {
 		return
 	}
-	sid := r.URL.Query().Get("sessionId")
-	if sid == "" {
-		writeHTTPError(w, http.StatusBadRequest, jsonrpc.CodeInvalidRequest, "Bad Request: sessionId is required")
-		return
-	}
-	s, err := h.cfg.Store.Get(r.Context(), sid)
-	if err == nil && s.Owner != id.key() {
-		err = session.ErrNotFound
-	}
-	switch {
-	case errors.Is(err, session.ErrNotFound):
-		writeHTTPError(w, http.StatusNotFound, jsonrpc.CodeInvalidRequest, "Not Found: unknown or expired session")
-		return
-	case err != nil:
-		h.storeUnavailable(w, err)
+	s, ok := h.legacySession(w, r, id)
+	if !ok {
 		return
 	}
 	if mt := r.Header.Get("Content-Type"); mt != "" && !strings.HasPrefix(strings.ToLower(mt), "application/json") {
@@ -181,7 +145,7 @@ func (h *Handler) serveLegacyMessage(w http.ResponseWriter, r *http.Request) {
 	if !ok {
 		return
 	}
-	rq := &request{h: h, r: r, start: start, id: id, sess: s, version: s.ProtocolVersion}
+	rq := &request{h: h, r: r, start: start, id: id, sess: s, version: s.ProtocolVersion, era: sse}
 	if kind == jsonrpc.KindResponse {
 		if err := h.deliverResponse(rq, &m); err != nil {
 			h.refuseResponse(w, err)
@@ -190,28 +154,64 @@ func (h *Handler) serveLegacyMessage(w http.ResponseWriter, r *http.Request) {
 		w.WriteHeader(http.StatusAccepted)
 		return
 	}
-	// Answer 202 now: the response travels on the stream. The request is
-	// served after the 202 on this goroutine, so the client must not send
-	// its next message on this connection: it would wait behind the work.
+	acceptNow(w)
+	h.serveLegacyRequest(rq, &m, kind)
+}
+
+// serveLegacyRequest serves a message of the HTTP+SSE transport once its
+// POST was answered 202: everything it produces is published to the
+// session's stream.
+func (h *Handler) serveLegacyRequest(rq *request, m *jsonrpc.Message, kind jsonrpc.Kind) {
+	// The client may hang up now; that cancels nothing it asked for.
+	rq.r = rq.r.WithContext(context.WithoutCancel(rq.r.Context()))
+	if kind == jsonrpc.KindNotification {
+		h.notification(rq, m)
+		return
+	}
+	ctx, sid := rq.r.Context(), rq.sess.ID
+	rq.st = &stream{sink: func(msg []byte) error {
+		_, err := h.publishSession(ctx, sid, msg)
+		return err
+	}}
+	if m.Method == "initialize" {
+		h.initializeLegacy(rq, m)
+		return
+	}
+	h.serveRequest(rq, m)
+}
+
+// acceptNow answers 202 at once: the response travels on the stream. The
+// request is served after the 202 on this goroutine, so the client must
+// not send its next message on this connection: it would wait behind the
+// work.
+func acceptNow(w http.ResponseWriter) {
 	w.Header().Set("Content-Length", "0")
 	w.Header().Set("Connection", "close")
 	w.WriteHeader(http.StatusAccepted)
 	http.NewResponseController(w).Flush()
-	// The client may hang up now; that cancels nothing it asked for.
-	rq.r = r.WithContext(context.WithoutCancel(r.Context()))
-	if kind == jsonrpc.KindNotification {
-		h.notification(rq, &m)
-		return
+}
+
+// legacySession finds the session a POST's sessionId names, bound to its
+// caller; it writes 400, 404 or 503 and returns false when there is none.
+func (h *Handler) legacySession(w http.ResponseWriter, r *http.Request, id Identity) (*session.Session, bool) {
+	sid := r.URL.Query().Get("sessionId")
+	if sid == "" {
+		writeHTTPError(w, http.StatusBadRequest, jsonrpc.CodeInvalidRequest, "Bad Request: sessionId is required")
+		return nil, false
 	}
-	rq.st = &stream{sink: func(msg []byte) error {
-		_, err := h.publishSession(context.WithoutCancel(r.Context()), sid, msg)
-		return err
-	}}
-	if m.Method == "initialize" {
-		h.initializeLegacy(rq, &m)
-		return
+	s, err := h.cfg.Store.Get(r.Context(), sid)
+	if err == nil && s.Owner != id.key() {
+		err = session.ErrNotFound
 	}
-	h.serveRequest(rq, &m)
+	switch {
+	case errors.Is(err, session.ErrNotFound):
+		writeHTTPError(w, http.StatusNotFound, jsonrpc.CodeInvalidRequest, "Not Found: unknown or expired session")
+		return nil, false
+	case err != nil:
+		h.storeUnavailable(w, err)
+		return nil, false
+	}
+	return s, true
 }
 
 // initializeLegacy negotiates the version and records the client's
@@ -240,4 +240,13 @@ func (h *Handler) initializeLegacy(rq *request, m *jsonrpc.Message) {
 		return
 	}
 	h.initializeResult(rq, m, version)
+}
+
+// sseEra is the era seam for the 2024-11-05 HTTP+SSE transport: as the
+// 2025 revisions, but a POST is not the stream (its connection may close
+// as soon as it got its 202), so the client is never gone by it.
+type sseEra struct{ sessionsEra }
+
+func (sseEra) exchange(rq *request, x *Exchange, meta json.RawMessage) {
+	sessionExchange(rq, x, meta)
 }

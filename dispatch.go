@@ -1,0 +1,121 @@
+package mcphandler
+
+import (
+	"context"
+	"encoding/json"
+	"maps"
+	"strconv"
+
+	"github.com/mcphandler/mcphandler/internal/jsonrpc"
+)
+
+// method is one entry of a dispatch table: the handler of a JSON-RPC
+// method and the hook it needs.
+type method struct {
+	serve func(h *Handler, rq *request, m *jsonrpc.Message)
+	// needs reports whether the hooks the method needs are set; if not,
+	// the method is not found. Nil: always served.
+	needs func(h *Handler) bool
+	// cancellable methods run, in a session, under a context that a
+	// client disconnect does not cancel: the work goes on until it ends or
+	// the client sends notifications/cancelled.
+	cancellable bool
+}
+
+func hasTools(h *Handler) bool   { return h.cfg.ListTools != nil }
+func hasPrompts(h *Handler) bool { return h.cfg.ListPrompts != nil }
+func hasComplete(h *Handler) bool {
+	return h.cfg.Complete != nil
+}
+
+// sharedMethods is the dispatch table of every era: the methods of the
+// 2025 revisions (and 2024-11-05). An era's table adds to it (see
+// era.methods).
+var sharedMethods = map[string]method{
+	"ping":                     {serve: func(_ *Handler, rq *request, m *jsonrpc.Message) { rq.reply(m.ID, emptyResult) }},
+	"logging/setLevel":         {serve: (*Handler).setLevel},
+	"tools/list":               {serve: (*Handler).listTools, needs: hasTools},
+	"tools/call":               {serve: (*Handler).callTool, needs: hasTools, cancellable: true},
+	"resources/list":           {serve: (*Handler).listResources, needs: (*Handler).hasResources},
+	"resources/templates/list": {serve: (*Handler).listTemplates, needs: (*Handler).hasResources},
+	"resources/read":           {serve: (*Handler).readResource, needs: (*Handler).hasResources, cancellable: true},
+	"resources/subscribe": {needs: (*Handler).hasResources,
+		serve: func(h *Handler, rq *request, m *jsonrpc.Message) { h.subscribe(rq, m, true) }},
+	"resources/unsubscribe": {needs: (*Handler).hasResources,
+		serve: func(h *Handler, rq *request, m *jsonrpc.Message) { h.subscribe(rq, m, false) }},
+	"prompts/list":        {serve: (*Handler).listPrompts, needs: hasPrompts},
+	"prompts/get":         {serve: (*Handler).getPrompt, needs: hasPrompts, cancellable: true},
+	"completion/complete": {serve: (*Handler).complete, needs: hasComplete, cancellable: true},
+}
+
+// withMethods returns table with more entries.
+func withMethods(table map[string]method, more map[string]method) map[string]method {
+	t := maps.Clone(table)
+	maps.Copy(t, more)
+	return t
+}
+
+// serveRequest answers one JSON-RPC request of an established session (or
+// a stateless POST), through the dispatch table of the request's era.
+func (h *Handler) serveRequest(rq *request, m *jsonrpc.Message) {
+	rq.method = m.Method
+	if e := rq.checkProgressToken(m); e != nil {
+		rq.fail(m.ID, e)
+		return
+	}
+	if rq.info == nil {
+		rq.info = &reqInfo{identity: rq.id, request: rq.r, version: rq.version}
+	}
+	if rq.sess != nil {
+		rq.info.sessionID = rq.sess.ID
+	}
+	rq.ctx = context.WithValue(rq.r.Context(), ctxKey{}, rq.info)
+	md, ok := rq.era.methods()[m.Method]
+	if md.cancellable && rq.sess != nil {
+		key, cancel := h.track(rq, m.ID)
+		defer h.untrack(key, cancel)
+	}
+	if !ok || md.needs != nil && !md.needs(h) {
+		rq.fail(m.ID, methodNotFound(m.Method))
+		return
+	}
+	md.serve(h, rq, m)
+}
+
+// track makes rq's work cancellable by notifications/cancelled, on any
+// replica, and detaches it from the client's connection. untrack, with
+// what it returns, ends the tracking.
+func (h *Handler) track(rq *request, id []byte) (string, context.CancelFunc) {
+	var cancel context.CancelFunc
+	rq.ctx, cancel = context.WithCancel(context.WithoutCancel(rq.ctx))
+	key := runKey(rq.sess.ID, id)
+	h.listenCancels(rq.ctx)
+	h.runMu.Lock()
+	h.running[key] = running{cancel, rq.st}
+	h.runMu.Unlock()
+	return key, cancel
+}
+
+func (h *Handler) untrack(key string, cancel context.CancelFunc) {
+	h.runMu.Lock()
+	delete(h.running, key)
+	h.runMu.Unlock()
+	cancel()
+}
+
+// checkProgressToken refuses a request whose progressToken is longer than
+// Config.MaxIDBytes: the token is copied into every progress event.
+func (rq *request) checkProgressToken(m *jsonrpc.Message) *jsonrpc.Error {
+	if len(rq.progressToken(m)) > rq.h.cfg.MaxIDBytes {
+		return invalidParams("Invalid params: a progressToken has at most " + strconv.Itoa(rq.h.cfg.MaxIDBytes) + " bytes")
+	}
+	return nil
+}
+
+// newExchange returns the Exchange of the request whose params carried
+// meta as _meta.
+func (rq *request) newExchange(meta json.RawMessage) *Exchange {
+	x := &Exchange{h: rq.h, st: rq.st, sess: rq.sess, version: rq.version}
+	rq.setupExchange(x, meta)
+	return x
+}

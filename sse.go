@@ -1,0 +1,120 @@
+package mcphandler
+
+import (
+	"context"
+	"net/http"
+	"time"
+)
+
+// setSSEHeaders writes the header of an event stream (status 200). Every
+// stream of the handler starts with it: a POST's response that switched to
+// SSE, the session's GET stream, a resumed stream and the 2024-11-05
+// stream.
+func setSSEHeaders(w http.ResponseWriter) {
+	hdr := w.Header()
+	hdr.Set("Content-Type", "text/event-stream")
+	hdr.Set("Cache-Control", "no-cache")
+	hdr.Set("X-Accel-Buffering", "no")
+	hdr.Del("Content-Length")
+	w.WriteHeader(http.StatusOK)
+}
+
+// sseWriter writes events on a stream whose header went out, flushing each
+// one. It is not safe for concurrent use: each long-lived stream has one
+// goroutine, its loop (see runStream).
+type sseWriter struct {
+	w  http.ResponseWriter
+	rc *http.ResponseController
+}
+
+// startSSE writes the event-stream header and returns the stream's writer.
+func startSSE(w http.ResponseWriter) *sseWriter {
+	setSSEHeaders(w)
+	return &sseWriter{w: w, rc: http.NewResponseController(w)}
+}
+
+// raw writes b and flushes it.
+func (s *sseWriter) raw(b []byte) error {
+	if _, err := s.w.Write(b); err != nil {
+		return err
+	}
+	return s.rc.Flush()
+}
+
+// event writes msg as one event named name ("" for the default "message"
+// type) with the given id (none if empty).
+func (s *sseWriter) event(name string, id, msg []byte) error {
+	b := make([]byte, 0, len(msg)+len(id)+48)
+	if name != "" {
+		b = append(b, "event: "...)
+		b = append(b, name...)
+		b = append(b, '\n')
+	}
+	return s.raw(appendEvent(b, id, msg))
+}
+
+// comment writes an SSE comment line, the keep-alive of every stream.
+func (s *sseWriter) comment() error { return s.raw([]byte(":\n\n")) }
+
+// streamLoop describes what a long-lived stream waits for. Each callback
+// runs on the loop's goroutine; one that returns false ends the stream. A
+// nil channel never fires.
+type streamLoop struct {
+	keepAlive func() bool // every Config.KeepAlive
+
+	poll   time.Duration // if > 0, onPoll runs this often
+	onPoll func() bool
+
+	msgs  <-chan []byte     // the stream's own messages; closed ends the stream
+	onMsg func([]byte) bool //
+
+	changes  <-chan []byte     // published list and resource changes (notifyChannel)
+	onChange func([]byte) bool //
+}
+
+// runStream is the one loop of every long-lived stream (the session's GET
+// stream, a resumed POST stream, subscriptions/listen and the 2024-11-05
+// stream). It returns when ctx ends, a channel closes or a callback
+// returns false.
+func (h *Handler) runStream(ctx context.Context, l *streamLoop) {
+	tick := time.NewTicker(h.cfg.KeepAlive)
+	defer tick.Stop()
+	var poll <-chan time.Time
+	if l.poll > 0 {
+		t := time.NewTicker(l.poll)
+		defer t.Stop()
+		poll = t.C
+	}
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-tick.C:
+			if !l.keepAlive() {
+				return
+			}
+		case <-poll:
+			if !l.onPoll() {
+				return
+			}
+		case b, ok := <-l.msgs:
+			if !ok || !l.onMsg(b) {
+				return
+			}
+		case b, ok := <-l.changes:
+			if !ok || !l.onChange(b) {
+				return
+			}
+		}
+	}
+}
+
+// subscribedFn reports, for changeMessage, whether session sid subscribed
+// to a resource URI (read from the store each time: the subscription may
+// have been made on another replica).
+func (h *Handler) subscribedFn(ctx context.Context, sid string) func(uri string) bool {
+	return func(uri string) bool {
+		s, err := h.cfg.Store.Get(ctx, sid)
+		return err == nil && indexOf(s.Subscriptions, uri) >= 0
+	}
+}

@@ -1,0 +1,697 @@
+package mcphandler
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"net/http"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/mcphandler/mcphandler/internal/jsonrpc"
+	"github.com/mcphandler/mcphandler/session"
+)
+
+// This file is the 2025 Streamable HTTP transport with sessions
+// (revisions 2025-03-26, 2025-06-18 and 2025-11-25): the session a POST
+// names, batches, the GET stream and its resumption, DELETE, and the era
+// seam's implementation for these revisions (sessionsEra).
+//
+// See https://modelcontextprotocol.io/specification/2025-11-25/basic/transports.
+
+// Protocol revisions served over Streamable HTTP, newest first.
+const (
+	Version20251125 = "2025-11-25"
+	Version20250618 = "2025-06-18"
+	Version20250326 = "2025-03-26"
+)
+
+var supportedVersions = []string{Version20251125, Version20250618, Version20250326}
+
+func isSupported(v string) bool { return slices.Contains(supportedVersions, v) }
+
+// serveSession serves one POSTed message of the 2025 revisions: initialize
+// opens a session; anything else needs one (or stateless mode). A
+// request's answer is a JSON body or, once something precedes it, an SSE
+// stream logged for resumption.
+func (h *Handler) serveSession(w http.ResponseWriter, rq *request, m *jsonrpc.Message, kind jsonrpc.Kind) {
+	if hv := rq.version; hv != "" && !isSupported(hv) {
+		writeHTTPError(w, http.StatusBadRequest, jsonrpc.CodeInvalidRequest, "Bad Request: unsupported MCP-Protocol-Version "+hv)
+		return
+	}
+	if kind == jsonrpc.KindRequest && m.Method == "initialize" {
+		rq.st = newStream(w, false, 0)
+		h.initialize(rq, m)
+		return
+	}
+	if !h.resolveSession(w, rq) {
+		return
+	}
+	switch kind {
+	case jsonrpc.KindNotification:
+		h.notification(rq, m)
+		w.WriteHeader(http.StatusAccepted)
+	case jsonrpc.KindResponse:
+		if err := h.deliverResponse(rq, m); err != nil {
+			h.refuseResponse(w, err)
+			return
+		}
+		w.WriteHeader(http.StatusAccepted)
+	default:
+		rq.st = newStream(w, h.primes(rq), h.cfg.SSERetry)
+		rq.st.chunk = rq.r.ProtoAtLeast(1, 1)
+		if rq.sess != nil {
+			rq.st.log = h.eventLog(rq.sess.ID)
+		}
+		h.serveRequest(rq, m)
+	}
+}
+
+// primes reports whether SSE responses to rq start with a priming event:
+// for sessions that negotiated 2025-11-25 (whatever version header a
+// request carries), and for stateless requests that claim it.
+func (h *Handler) primes(rq *request) bool {
+	if rq.sess != nil {
+		return rq.sess.ProtocolVersion >= Version20251125
+	}
+	return rq.version >= Version20251125
+}
+
+// resolveSession finds the request's session (or, in stateless mode, only
+// settles the protocol version) and sets rq.version to the session's. It
+// writes 400 (a version header that contradicts the session), 404 or 503
+// and returns false when the request cannot go on.
+func (h *Handler) resolveSession(w http.ResponseWriter, rq *request) bool {
+	if h.cfg.Stateless {
+		if rq.version == "" {
+			rq.version = Version20250326
+		}
+		return true
+	}
+	sid := rq.r.Header.Get("Mcp-Session-Id")
+	if sid == "" {
+		writeHTTPError(w, http.StatusBadRequest, jsonrpc.CodeInvalidRequest, "Bad Request: Mcp-Session-Id header is required")
+		return false
+	}
+	s, err := h.cfg.Store.Get(rq.r.Context(), sid)
+	if err == nil && s.Owner != rq.id.key() {
+		err = session.ErrNotFound
+	}
+	switch {
+	case errors.Is(err, session.ErrNotFound):
+		writeHTTPError(w, http.StatusNotFound, jsonrpc.CodeInvalidRequest, "Not Found: unknown or expired session")
+		return false
+	case err != nil:
+		h.storeUnavailable(w, err)
+		return false
+	}
+	// The version negotiated at initialize decides everything a revision
+	// changes (batches, priming events, elicitation formats). Clients must
+	// repeat it in MCP-Protocol-Version; a header naming another revision
+	// is refused rather than obeyed or ignored.
+	if rq.version != "" && rq.version != s.ProtocolVersion {
+		writeHTTPError(w, http.StatusBadRequest, jsonrpc.CodeInvalidRequest,
+			"Bad Request: MCP-Protocol-Version "+rq.version+" is not the session's negotiated version "+s.ProtocolVersion)
+		return false
+	}
+	rq.sess = s
+	rq.version = s.ProtocolVersion
+	return true
+}
+
+// serveBatch answers a JSON-RPC batch, which only 2025-03-26 allows. Each
+// member is served in turn and the responses are sent as one JSON array;
+// members cannot ask the client anything.
+func (h *Handler) serveBatch(w http.ResponseWriter, rq *request, body []byte) {
+	elems, ok := h.openBatch(w, rq, body)
+	if !ok {
+		return
+	}
+	out := []byte{'['}
+	n := 0
+	for _, e := range elems {
+		if resp := h.serveBatchMember(rq, e); len(resp) > 0 {
+			if n > 0 {
+				out = append(out, ',')
+			}
+			out = append(out, resp...)
+			n++
+		}
+	}
+	if n == 0 {
+		w.WriteHeader(http.StatusAccepted)
+		return
+	}
+	out = append(out, ']')
+	w.Header().Set("Content-Type", "application/json")
+	w.Write(out)
+}
+
+// openBatch decodes a batch and finds its session; it answers 400 (a
+// version without batches, not JSON, no session, not 2025-03-26, empty or
+// malformed), 404 or 503 and
+// returns false when the batch cannot be served.
+func (h *Handler) openBatch(w http.ResponseWriter, rq *request, body []byte) ([]json.RawMessage, bool) {
+	if hv := rq.version; isModernVersion(hv) {
+		writeHTTPError(w, http.StatusBadRequest, jsonrpc.CodeInvalidRequest, "Invalid Request: batches are not accepted in protocol version "+Version20260728)
+		return nil, false
+	} else if hv != "" && !isSupported(hv) {
+		writeHTTPError(w, http.StatusBadRequest, jsonrpc.CodeInvalidRequest, "Bad Request: unsupported MCP-Protocol-Version "+hv)
+		return nil, false
+	}
+	elems, err := jsonrpc.DecodeBatch(body)
+	var syn *json.SyntaxError
+	if errors.As(err, &syn) {
+		writeHTTPError(w, http.StatusBadRequest, jsonrpc.CodeParseError, "Parse error")
+		return nil, false
+	}
+	if rq.r.Header.Get("Mcp-Session-Id") == "" && !h.cfg.Stateless {
+		writeHTTPError(w, http.StatusBadRequest, jsonrpc.CodeInvalidRequest, "Invalid Request: batches are not supported")
+		return nil, false
+	}
+	if !h.resolveSession(w, rq) {
+		return nil, false
+	}
+	if rq.version != Version20250326 {
+		writeHTTPError(w, http.StatusBadRequest, jsonrpc.CodeInvalidRequest, "Invalid Request: batches are only allowed in protocol version 2025-03-26")
+		return nil, false
+	}
+	if err != nil || len(elems) == 0 {
+		writeHTTPError(w, http.StatusBadRequest, jsonrpc.CodeInvalidRequest, "Invalid Request: empty or malformed batch")
+		return nil, false
+	}
+	return elems, true
+}
+
+// serveBatchMember serves one member e of a batch and returns its
+// response, nil for a notification or a response.
+func (h *Handler) serveBatchMember(rq *request, e []byte) []byte {
+	var m jsonrpc.Message
+	if err := jsonrpc.Decode(e, &m); err != nil {
+		return jsonrpc.AppendError(nil, nil, &jsonrpc.Error{Code: CodeInvalidRequest, Message: "Invalid Request"})
+	}
+	kind, verr := m.Validate()
+	if verr != nil {
+		return jsonrpc.AppendError(nil, readableID(m.ID), verr)
+	}
+	if verr := h.checkID(&m); verr != nil {
+		return jsonrpc.AppendError(nil, nil, verr)
+	}
+	if verr := strictMessage(e, &m); verr != nil {
+		return jsonrpc.AppendError(nil, readableID(m.ID), verr)
+	}
+	switch kind {
+	case jsonrpc.KindNotification:
+		h.notification(rq, &m)
+		return nil
+	case jsonrpc.KindResponse:
+		h.deliverResponse(rq, &m)
+		return nil
+	}
+	if m.Method == "initialize" {
+		return jsonrpc.AppendError(nil, m.ID, &jsonrpc.Error{Code: CodeInvalidRequest, Message: "Invalid Request: initialize cannot be batched"})
+	}
+	rec := &batchWriter{header: http.Header{}}
+	sub := *rq
+	sub.st = newStream(rec, false, 0)
+	sub.st.noSSE = true
+	h.serveRequest(&sub, &m)
+	return rec.body.Bytes()
+}
+
+// batchWriter collects one batch member's response.
+type batchWriter struct {
+	header http.Header
+	body   bytes.Buffer
+}
+
+func (b *batchWriter) Header() http.Header { return b.header }
+
+func (b *batchWriter) Write(p []byte) (int, error) { return b.body.Write(p) }
+
+func (b *batchWriter) WriteHeader(int) {}
+
+// errNotWaiting reports a response nobody waits for.
+var errNotWaiting = errors.New("mcphandler: no request is waiting for this response")
+
+// deliverResponse hands a client's response to the server request waiting
+// for it, on whichever replica it waits. It returns errNotWaiting for a
+// response nobody waits for (unknown, answered, or timed-out id), and the
+// store's error when the store cannot be reached. An answer to a confirm
+// is accepted once only, from the identity and session it was asked of
+// (see answerConfirm).
+func (h *Handler) deliverResponse(rq *request, m *jsonrpc.Message) error {
+	if rq.sess == nil {
+		return errNotWaiting
+	}
+	var id string
+	if err := json.Unmarshal(m.ID, &id); err != nil || !strings.HasPrefix(id, "mcph") {
+		return errNotWaiting
+	}
+	if isConfirmID(id) {
+		return h.answerConfirm(rq, id, m)
+	}
+	resp := jsonrpc.AppendResult(nil, m.ID, m.Result)
+	if m.Error != nil {
+		resp = jsonrpc.AppendError(nil, m.ID, m.Error)
+	}
+	b, _ := json.Marshal(reply{Role: rq.id.Role, Msg: resp})
+	n, err := h.publish(rq.r.Context(), h.macs.reply, replyChannel(rq.sess.ID, id), b)
+	if err != nil {
+		return err
+	}
+	if n == 0 {
+		return errNotWaiting
+	}
+	return nil
+}
+
+// refuseResponse answers a client's response that was not delivered: 400
+// when nobody waits for it, 503 when the store cannot tell.
+func (h *Handler) refuseResponse(w http.ResponseWriter, err error) {
+	if errors.Is(err, errNotWaiting) {
+		writeHTTPError(w, http.StatusBadRequest, jsonrpc.CodeInvalidRequest, "Bad Request: no request is waiting for this response")
+		return
+	}
+	h.storeUnavailable(w, err)
+}
+
+// serveGET opens the session's server-to-client SSE stream, or resumes a
+// POST stream when Last-Event-ID names one. One stream per session is
+// served at a time, across replicas; a second one gets 409.
+func (h *Handler) serveGET(w http.ResponseWriter, r *http.Request) {
+	rq, cancel, ok := h.openGET(w, r)
+	if !ok {
+		return
+	}
+	defer cancel()
+	if last := rq.r.Header.Get("Last-Event-ID"); last != "" && h.resume(w, rq, last) {
+		return
+	}
+	h.serveGETStream(w, rq)
+}
+
+// openGET checks a GET (mode, caller, Accept, version, session) and
+// answers the error when one fails. The request it returns lives while its
+// caller stays who it was (see callerContext); cancel releases it.
+func (h *Handler) openGET(w http.ResponseWriter, r *http.Request) (*request, context.CancelFunc, bool) {
+	if !h.sessionMethodAllowed(w, r) {
+		return nil, nil, false
+	}
+	id, ok := h.authenticate(w, r)
+	if !ok {
+		return nil, nil, false
+	}
+	if !acceptsAll(r, "text/event-stream") {
+		writeHTTPError(w, http.StatusNotAcceptable, jsonrpc.CodeInvalidRequest, "Not Acceptable: Accept must list text/event-stream")
+		return nil, nil, false
+	}
+	hv := strings.TrimSpace(r.Header.Get("MCP-Protocol-Version"))
+	if hv != "" && !isSupported(hv) {
+		writeHTTPError(w, http.StatusBadRequest, jsonrpc.CodeInvalidRequest, "Bad Request: unsupported MCP-Protocol-Version "+hv)
+		return nil, nil, false
+	}
+	rq := &request{h: h, r: r, id: id, version: hv, era: sessions}
+	if !h.resolveSession(w, rq) {
+		return nil, nil, false
+	}
+	ctx, cancel := h.callerContext(r, id)
+	rq.r = r.WithContext(ctx)
+	return rq, cancel, true
+}
+
+// sessionMethodAllowed answers 405 to a GET or DELETE that has no session
+// to address: the server is stateless, or the request is 2026-07-28's.
+func (h *Handler) sessionMethodAllowed(w http.ResponseWriter, r *http.Request) bool {
+	if h.cfg.Stateless || isModernVersion(strings.TrimSpace(r.Header.Get("MCP-Protocol-Version"))) {
+		w.Header().Set("Allow", "POST")
+		writeHTTPError(w, http.StatusMethodNotAllowed, jsonrpc.CodeInvalidRequest, "Method not allowed: the server is stateless")
+		return false
+	}
+	return true
+}
+
+// serveGETStream serves the session's standalone stream. Each message must
+// go on exactly one stream, so the stream claims the session in the store;
+// the claim is renewed with every keep-alive, and a dead holder's lapses
+// after two.
+func (h *Handler) serveGETStream(w http.ResponseWriter, rq *request) {
+	ctx, sid := rq.r.Context(), rq.sess.ID
+	claim, claimTTL := []byte(randText()), h.getStreamTTL()
+	if !h.claimGETStream(w, ctx, sid, claim, claimTTL) {
+		return
+	}
+	defer h.cfg.Store.CompareAndSwap(context.WithoutCancel(ctx), getStreamKey(sid), claim, nil, time.Millisecond)
+	sub, changes, ok := h.subscribeStream(w, ctx, sid)
+	if !ok {
+		return
+	}
+	defer sub.Close()
+	defer changes.Close()
+	st, err := h.startGETStream(w, rq)
+	if err != nil {
+		return
+	}
+	subscribed := h.subscribedFn(ctx, sid)
+	h.runStream(ctx, &streamLoop{
+		keepAlive: func() bool {
+			if st.comment() != nil {
+				return false
+			}
+			ok, err := h.cfg.Store.CompareAndSwap(ctx, getStreamKey(sid), claim, claim, claimTTL)
+			return err != nil || ok // else the claim lapsed and another stream took over
+		},
+		msgs: sub.C(),
+		onMsg: func(b []byte) bool {
+			msg, ok := h.openSession(sid, b)
+			return !ok || !bytes.Equal(msg, sessionEnded) && st.send(msg) == nil
+		},
+		changes: changes.C(),
+		onChange: func(c []byte) bool {
+			msg := h.changeMessage(c, rq.id, subscribed)
+			return msg == nil || st.send(msg) == nil
+		},
+	})
+}
+
+// startGETStream starts the SSE response of a session's standalone
+// stream; its event ids start with "g", never taken for a POST stream's.
+func (h *Handler) startGETStream(w http.ResponseWriter, rq *request) (*stream, error) {
+	st := newStream(w, h.primes(rq), h.cfg.SSERetry)
+	st.id = "g" + randText()
+	st.mu.Lock()
+	defer st.mu.Unlock()
+	return st, st.startSSELocked()
+}
+
+// claimGETStream claims session sid's standalone stream for claim; it
+// answers 409 when another stream holds it, 503 when the store fails.
+func (h *Handler) claimGETStream(w http.ResponseWriter, ctx context.Context, sid string, claim []byte, ttl time.Duration) bool {
+	ok, err := h.cfg.Store.PutIfAbsent(ctx, getStreamKey(sid), claim, ttl)
+	switch {
+	case err != nil:
+		h.storeUnavailable(w, err)
+		return false
+	case !ok:
+		writeHTTPError(w, http.StatusConflict, jsonrpc.CodeInvalidRequest, "Conflict: only one GET stream per session is allowed")
+		return false
+	}
+	return true
+}
+
+// subscribeStream subscribes a session's stream to the session's channel
+// and to the published changes, answering 503 when the store fails.
+func (h *Handler) subscribeStream(w http.ResponseWriter, ctx context.Context, sid string) (sub, changes session.Subscription, ok bool) {
+	sub, err := h.cfg.Store.Subscribe(ctx, sessionChannel(sid))
+	if err != nil {
+		h.storeUnavailable(w, err)
+		return nil, nil, false
+	}
+	if changes, err = h.cfg.Store.Subscribe(ctx, notifyChannel); err != nil {
+		sub.Close()
+		h.storeUnavailable(w, err)
+		return nil, nil, false
+	}
+	return sub, changes, true
+}
+
+// serveDELETE ends the session: later requests with its id get 404 on every
+// replica, and its open GET streams end.
+func (h *Handler) serveDELETE(w http.ResponseWriter, r *http.Request) {
+	if !h.sessionMethodAllowed(w, r) {
+		return
+	}
+	id, ok := h.authenticate(w, r)
+	if !ok {
+		return
+	}
+	rq := &request{h: h, r: r, id: id, version: strings.TrimSpace(r.Header.Get("MCP-Protocol-Version")), era: sessions}
+	if !h.resolveSession(w, rq) {
+		return
+	}
+	if err := h.cfg.Store.Delete(r.Context(), rq.sess.ID); err != nil {
+		h.storeUnavailable(w, err)
+		return
+	}
+	h.publishSession(r.Context(), rq.sess.ID, sessionEnded)
+	w.WriteHeader(http.StatusNoContent)
+}
+
+// resume serves a GET that carries Last-Event-ID for one of the session's
+// POST streams: the logged events after that id, then the live ones, until
+// the stream's response. It reports false when last names no logged
+// stream of this session, so that the GET opens the standalone stream.
+//
+// Every entry and live copy is verified (see eventLog); one that does not
+// verify is dropped. The live copies only bring events sooner: the log is
+// read again every confirmPoll, so a lost message costs latency. Meanwhile
+// the confirm the stream carries, if any, is looked after (watchConfirm):
+// a call whose asker or runner is gone is finished or reported here.
+//
+// See https://modelcontextprotocol.io/specification/2025-11-25/basic/transports#resumability-and-redelivery.
+func (h *Handler) resume(w http.ResponseWriter, rq *request, last string) bool {
+	streamID, after, ok := parseLastEventID(last)
+	if !ok {
+		return false
+	}
+	ctx, sid := rq.r.Context(), rq.sess.ID
+	rs := &resumed{h: h, channel: eventChannel(sid, streamID), key: eventKey(sid, streamID), streamID: streamID, seen: after}
+	live, err := h.cfg.Store.Subscribe(ctx, rs.channel)
+	if err != nil {
+		return false
+	}
+	defer live.Close()
+	evs, err := h.events(ctx, rs.key, 0)
+	if err != nil || len(evs) == 0 {
+		return false // unknown or expired: not ours to resume
+	}
+	rs.sw = startSSE(w)
+	rs.sw.rc.Flush()
+	if rs.writeAll(evs) {
+		return true
+	}
+	h.runStream(ctx, &streamLoop{
+		keepAlive: func() bool { return rs.sw.comment() == nil },
+		poll:      h.ct.poll,
+		onPoll: func() bool {
+			h.watchConfirm(rq, streamID)
+			evs, err := h.events(ctx, rs.key, rs.seen)
+			return err != nil || !rs.writeAll(evs)
+		},
+		msgs:  live.C(),
+		onMsg: func(b []byte) bool { return rs.live(ctx, b) },
+	})
+	return true
+}
+
+// resumed is the state of a resumed POST stream.
+type resumed struct {
+	h        *Handler
+	sw       *sseWriter
+	channel  string // the live copies' channel
+	key      string // the event log
+	streamID string
+	seen     uint64 // the last event sent
+}
+
+// write sends one logged entry; it reports final once the response went,
+// and !ok when the connection failed.
+func (rs *resumed) write(seq uint64, entry []byte) (final, ok bool) {
+	if seq <= rs.seen || len(entry) == 0 {
+		return false, true
+	}
+	rs.seen = seq
+	if entry[0] != evMessage && entry[0] != evFinal {
+		return false, true
+	}
+	id := strconv.AppendUint(append([]byte(rs.streamID), '-'), seq, 10)
+	if rs.sw.event("", id, entry[1:]) != nil {
+		return false, false
+	}
+	return entry[0] == evFinal, true
+}
+
+// writeAll sends the entries evs; it reports true when the stream is over.
+func (rs *resumed) writeAll(evs []session.Event) bool {
+	for _, ev := range evs {
+		if final, ok := rs.write(ev.Seq, ev.Data); final || !ok {
+			return true
+		}
+	}
+	return false
+}
+
+// live sends the event of a verified live copy b, reading the log instead
+// when an earlier event's copy was lost. It reports false when the stream
+// is over.
+func (rs *resumed) live(ctx context.Context, b []byte) bool {
+	p, ok := rs.h.openMessage(rs.h.macs.event, rs.channel, b)
+	if !ok {
+		return true
+	}
+	sp := bytes.IndexByte(p, ' ')
+	seq, err := strconv.ParseUint(string(p[:max(sp, 0)]), 10, 64)
+	if sp < 0 || err != nil {
+		return true
+	}
+	if seq > rs.seen+1 {
+		evs, err := rs.h.events(ctx, rs.key, rs.seen)
+		return err != nil || !rs.writeAll(evs)
+	}
+	final, ok := rs.write(seq, p[sp+1:])
+	return !final && ok
+}
+
+// events returns the verified entries of the event log key after seq
+// after; entries that do not verify are dropped.
+func (h *Handler) events(ctx context.Context, key string, after uint64) ([]session.Event, error) {
+	evs, err := h.cfg.Store.EventsAfter(ctx, key, after)
+	if err != nil {
+		return nil, err
+	}
+	out := evs[:0]
+	for _, ev := range evs {
+		if p, ok := h.openRecord(h.macs.event, key, ev.Data); ok {
+			out = append(out, session.Event{Seq: ev.Seq, Data: p})
+		}
+	}
+	return out, nil
+}
+
+// parseLastEventID splits the Last-Event-ID of an event of a POST stream,
+// "<stream>-<seq>", into the stream id and the sequence number after which
+// to resume. Stream ids are "p" and 16 lowercase hex digits (see
+// stream.streamID), so anything else — including a header of any length
+// that merely looks alike — is not a POST stream's id and reports false,
+// without reaching the store. Its cost is linear in len(last).
+func parseLastEventID(last string) (streamID string, after uint64, ok bool) {
+	const idLen = 17 // "p" + 16 hex digits
+	if len(last) < idLen+2 || len(last) > idLen+21 || last[0] != 'p' || last[idLen] != '-' {
+		return "", 0, false
+	}
+	for _, c := range []byte(last[1:idLen]) {
+		if !('0' <= c && c <= '9' || 'a' <= c && c <= 'f') {
+			return "", 0, false
+		}
+	}
+	seq := last[idLen+1:]
+	if seq[0] == '+' {
+		return "", 0, false
+	}
+	after, err := strconv.ParseUint(seq, 10, 64)
+	if err != nil {
+		return "", 0, false
+	}
+	return last[:idLen], after, true
+}
+
+// sessionsEra is the era seam for the 2025 Streamable HTTP revisions, with
+// a session or in stateless mode.
+type sessionsEra struct{}
+
+func (sessionsEra) methods() map[string]method                                 { return sharedMethods }
+func (sessionsEra) decorate(_ *request, dst []byte) []byte                     { return dst }
+func (sessionsEra) errorStatus(*request, int)                                  {}
+func (sessionsEra) checkCall(*request, json.RawMessage, []byte) *jsonrpc.Error { return nil }
+func (sessionsEra) codeResourceNotFound() int                                  { return CodeResourceNotFound }
+
+func (sessionsEra) rounds(*request, *Exchange, *jsonrpc.Message, string, []byte) bool { return true }
+
+// progressToken reads params._meta.progressToken, only when the params
+// mention it at all.
+func (sessionsEra) progressToken(_ *request, m *jsonrpc.Message) json.RawMessage {
+	if !bytes.Contains(m.Params, []byte(`"progressToken"`)) {
+		return nil
+	}
+	var p struct {
+		Meta struct {
+			ProgressToken json.RawMessage `json:"progressToken"`
+		} `json:"_meta"`
+	}
+	json.Unmarshal(m.Params, &p)
+	return p.Meta.ProgressToken
+}
+
+// exchange: the POST is the stream, so the client is gone when its
+// connection ends.
+func (sessionsEra) exchange(rq *request, x *Exchange, meta json.RawMessage) {
+	x.gone = rq.r.Context().Done()
+	sessionExchange(rq, x, meta)
+}
+
+// sessionExchange sets the capabilities and log level the session
+// recorded, and the progress token of the params' _meta.
+func sessionExchange(rq *request, x *Exchange, meta json.RawMessage) {
+	if rq.sess != nil {
+		x.caps = rq.sess.Capabilities
+		x.logLevel = LogLevel(rq.sess.LogLevel)
+	}
+	if len(meta) > 0 {
+		rq.info.meta = meta
+		var mp metaParams
+		if json.Unmarshal(meta, &mp) == nil {
+			x.progressToken = mp.ProgressToken
+		}
+	}
+}
+
+// confirm sends the confirm as a server-to-client request on the call's
+// stream (the push path, confirm.go).
+func (sessionsEra) confirm(rq *request, m *jsonrpc.Message, call *ToolCall, d Decision, ev *CallEvent) (bool, *confirmRun) {
+	return rq.h.confirmPush(rq, m, call, d, ev)
+}
+
+// negotiate picks the revision to speak: the client's if supported, else
+// the newest supported.
+func negotiate(requested string) string {
+	if isSupported(requested) {
+		return requested
+	}
+	return supportedVersions[0]
+}
+
+// initialize answers the initialize request and, unless stateless, opens a
+// session bound to the caller and returns its id in Mcp-Session-Id.
+//
+// See https://modelcontextprotocol.io/specification/2025-11-25/basic/lifecycle.
+func (h *Handler) initialize(rq *request, m *jsonrpc.Message) {
+	var p initializeParams
+	if len(m.Params) > 0 {
+		if err := json.Unmarshal(m.Params, &p); err != nil {
+			rq.fail(m.ID, invalidParams("Invalid params: "+jsonError(err)))
+			return
+		}
+	}
+	if p.ProtocolVersion == "" {
+		rq.fail(m.ID, invalidParams("Invalid params: protocolVersion is required"))
+		return
+	}
+	version := negotiate(p.ProtocolVersion)
+	rq.version = version
+	rq.info = &reqInfo{identity: rq.id, request: rq.r, version: version}
+	rq.ctx = context.WithValue(rq.r.Context(), ctxKey{}, rq.info)
+	if !h.cfg.Stateless {
+		s := &session.Session{
+			ID:              randText(),
+			Owner:           rq.id.key(),
+			ProtocolVersion: version,
+			ClientName:      clip(p.ClientInfo.Name, h.cfg.MaxClientInfoBytes),
+			ClientVersion:   clip(p.ClientInfo.Version, h.cfg.MaxClientInfoBytes),
+			Capabilities:    p.Capabilities.flags(),
+			TTL:             h.cfg.SessionTTL,
+		}
+		err := h.cfg.Store.Create(rq.ctx, s)
+		if err == nil {
+			err = h.admit(rq.ctx, rq.id, s)
+		}
+		if err != nil {
+			h.storeFailed(rq, m, err)
+			return
+		}
+		rq.st.w.Header().Set("Mcp-Session-Id", s.ID)
+	}
+	h.initializeResult(rq, m, version)
+}
