@@ -3,6 +3,8 @@ package mcphandler_test
 import (
 	"context"
 	"encoding/json"
+	"errors"
+	"net/http"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -97,8 +99,21 @@ func newConfirmAcrossFailover(t *testing.T, clients func() redis.UniversalClient
 	x.cl = newClusterWith(t, 2, cfg, clients, opts)
 	x.c = mcptest.Dial(x.cl.proxy.URL, mcptest.WithToken("acme-admin"), mcptest.WithElicitationHandler(elicit))
 	t.Cleanup(func() { x.c.Close() })
-	if _, err := x.c.Initialize(context.Background()); err != nil {
-		t.Fatal(err)
+	// A previous subtest may have just restarted a node: until its
+	// replicas acknowledge writes again, a session cannot be created
+	// with WaitReplicas and the handler answers 503. Setting up waits for
+	// that; what the subtests check starts after it.
+	deadline := time.Now().Add(15 * time.Second)
+	for {
+		_, err := x.c.Initialize(context.Background())
+		if err == nil {
+			break
+		}
+		var he *mcptest.HTTPError
+		if !errors.As(err, &he) || he.Status != http.StatusServiceUnavailable || time.Now().After(deadline) {
+			t.Fatal(err)
+		}
+		time.Sleep(100 * time.Millisecond)
 	}
 	return x
 }

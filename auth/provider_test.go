@@ -1,10 +1,6 @@
 package auth
 
 import (
-	"crypto"
-	"crypto/ecdsa"
-	"crypto/elliptic"
-	"crypto/rand"
 	"encoding/base64"
 	"encoding/json"
 	"fmt"
@@ -19,114 +15,62 @@ import (
 	"time"
 
 	jose "github.com/go-jose/go-jose/v4"
+
+	"github.com/mcphandler/mcphandler/internal/oidctest"
 )
 
 // fakeProvider is an OpenID provider and OAuth authorization server for
-// tests: discovery, a JWKS that can rotate, an introspection endpoint and a
-// token endpoint (client credentials and token exchange).
+// tests: the discovery and rotating JWKS of internal/oidctest, with an
+// introspection endpoint and a token endpoint (client credentials and
+// token exchange) added.
 type fakeProvider struct {
-	t   testing.TB
-	srv *httptest.Server
+	*oidctest.Provider
+	t testing.TB
 
 	clientID, clientSecret string
 	serviceToken           string
 
 	mu         sync.Mutex
-	keys       []*signKey // published in the JWKS
-	jwksFail   bool
 	introspect map[string]map[string]any // token → introspection answer
 	forms      []url.Values              // token endpoint requests
 	auths      []string                  // their Authorization headers
 	introAuths []string                  // Authorization headers of introspection requests
 
-	jwksHits, introspectHits, tokenHits, exchangeHits atomic.Int64
+	introspectHits, tokenHits, exchangeHits atomic.Int64
+	jwksHits                                *atomic.Int64
 }
 
-type signKey struct {
-	kid  string
-	alg  jose.SignatureAlgorithm
-	priv crypto.Signer
-}
+type signKey = oidctest.Key
 
-func newSignKey(t testing.TB, kid string) *signKey {
-	t.Helper()
-	priv, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return &signKey{kid: kid, alg: jose.ES256, priv: priv}
-}
+func newSignKey(t testing.TB, kid string) *signKey { return oidctest.NewKey(t, kid) }
 
 func newFakeProvider(t testing.TB) *fakeProvider {
 	t.Helper()
 	p := &fakeProvider{
+		Provider:     oidctest.New(t),
 		t:            t,
 		clientID:     "mcp-server",
 		clientSecret: "s3cret:with/odd chars",
 		serviceToken: "svc-token-1",
-		keys:         []*signKey{newSignKey(t, "key-1")},
 		introspect:   map[string]map[string]any{},
 	}
-	mux := http.NewServeMux()
-	mux.HandleFunc("GET /.well-known/openid-configuration", p.discovery)
-	mux.HandleFunc("GET /jwks", p.jwks)
-	mux.HandleFunc("POST /introspect", p.introspectHandler)
-	mux.HandleFunc("POST /token", p.token)
-	p.srv = httptest.NewServer(mux)
-	t.Cleanup(p.srv.Close)
+	p.jwksHits = &p.JWKSHits
+	p.SetDiscovery("introspection_endpoint", p.Issuer()+"/introspect")
+	p.Handle("POST /introspect", p.introspectHandler)
+	p.SetTokenHandler(p.token)
 	return p
 }
 
-func (p *fakeProvider) issuer() string { return p.srv.URL }
+func (p *fakeProvider) issuer() string { return p.Issuer() }
 
-func (p *fakeProvider) client() *http.Client { return p.srv.Client() }
-
-func (p *fakeProvider) discovery(w http.ResponseWriter, _ *http.Request) {
-	writeJSON(w, http.StatusOK, map[string]any{
-		"issuer":                                p.srv.URL,
-		"authorization_endpoint":                p.srv.URL + "/authorize",
-		"token_endpoint":                        p.srv.URL + "/token",
-		"introspection_endpoint":                p.srv.URL + "/introspect",
-		"jwks_uri":                              p.srv.URL + "/jwks",
-		"id_token_signing_alg_values_supported": []string{"ES256", "RS256"},
-		"response_types_supported":              []string{"code"},
-		"subject_types_supported":               []string{"public"},
-	})
-}
-
-func (p *fakeProvider) jwks(w http.ResponseWriter, _ *http.Request) {
-	p.jwksHits.Add(1)
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	if p.jwksFail {
-		http.Error(w, "down", http.StatusInternalServerError)
-		return
-	}
-	var set jose.JSONWebKeySet
-	for _, k := range p.keys {
-		set.Keys = append(set.Keys, jose.JSONWebKey{Key: k.priv.Public(), KeyID: k.kid, Algorithm: string(k.alg), Use: "sig"})
-	}
-	writeJSON(w, http.StatusOK, set)
-}
+func (p *fakeProvider) client() *http.Client { return p.Client() }
 
 // rotate publishes only the given keys from now on.
-func (p *fakeProvider) rotate(keys ...*signKey) {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	p.keys = keys
-}
+func (p *fakeProvider) rotate(keys ...*signKey) { p.Rotate(keys...) }
 
-func (p *fakeProvider) setJWKSFail(fail bool) {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	p.jwksFail = fail
-}
+func (p *fakeProvider) setJWKSFail(fail bool) { p.SetJWKSFail(fail) }
 
-func (p *fakeProvider) key() *signKey {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	return p.keys[0]
-}
+func (p *fakeProvider) key() *signKey { return p.Key() }
 
 // setIntrospection sets the answer for tok.
 func (p *fakeProvider) setIntrospection(tok string, answer map[string]any) {
@@ -242,27 +186,10 @@ func (p *fakeProvider) claims(audience, subject, tenant string) map[string]any {
 	}
 }
 
-// sign signs claims with k.
+// sign signs claims with k, as an access token (typ at+jwt).
 func sign(t testing.TB, k *signKey, claims map[string]any) string {
 	t.Helper()
-	signer, err := jose.NewSigner(jose.SigningKey{Algorithm: k.alg, Key: jose.JSONWebKey{Key: k.priv, KeyID: k.kid}},
-		(&jose.SignerOptions{}).WithType("at+jwt"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	payload, err := json.Marshal(claims)
-	if err != nil {
-		t.Fatal(err)
-	}
-	jws, err := signer.Sign(payload)
-	if err != nil {
-		t.Fatal(err)
-	}
-	s, err := jws.CompactSerialize()
-	if err != nil {
-		t.Fatal(err)
-	}
-	return s
+	return oidctest.SignWith(t, k, "at+jwt", claims)
 }
 
 // unsigned returns an "alg: none" JWT of claims.

@@ -70,10 +70,16 @@ func failFast(t *testing.T, st *Store) {
 // subscription made before the outage receives messages again, as go-redis
 // reconnects the shared Pub/Sub connection and resubscribes.
 func TestRedisRestart(t *testing.T) {
+	for _, ap := range []bool{false, true} {
+		t.Run(mode(ap), func(t *testing.T) { testRedisRestart(t, Options{OpTimeout: 300 * time.Millisecond, AutoPipeline: ap}) })
+	}
+}
+
+func testRedisRestart(t *testing.T, opts Options) {
 	ctx := context.Background()
 	addr, stop, restart := redistest.Start(t)
 	c := redistest.ClientAt(t, addr)
-	st := New(c, Options{OpTimeout: 300 * time.Millisecond})
+	st := New(c, opts)
 	defer st.Close()
 	other := New(redistest.ClientAt(t, addr), Options{}) // another replica
 	defer other.Close()
@@ -157,6 +163,12 @@ func TestRedisRestart(t *testing.T) {
 // never answers: every call still returns within OpTimeout, and Close does
 // not hang either.
 func TestRedisHung(t *testing.T) {
+	for _, ap := range []bool{false, true} {
+		t.Run(mode(ap), func(t *testing.T) { testRedisHung(t, Options{OpTimeout: 300 * time.Millisecond, AutoPipeline: ap}) })
+	}
+}
+
+func testRedisHung(t *testing.T, opts Options) {
 	l, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
@@ -185,7 +197,7 @@ func TestRedisHung(t *testing.T) {
 		mu.Unlock()
 	}()
 
-	st := New(redistest.ClientAt(t, l.Addr().String()), Options{OpTimeout: 300 * time.Millisecond})
+	st := New(redistest.ClientAt(t, l.Addr().String()), opts)
 	failFast(t, st)
 	start := time.Now()
 	if err := st.Close(); err != nil {

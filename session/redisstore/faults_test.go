@@ -223,11 +223,17 @@ func TestBreakerRefused(t *testing.T) {
 // costs OpTimeout per call only until the store knows; then calls fail at
 // once, and service resumes by itself when Redis answers again.
 func TestBreakerFrozen(t *testing.T) {
+	for _, ap := range []bool{false, true} {
+		t.Run(mode(ap), func(t *testing.T) { testBreakerFrozen(t, ap) })
+	}
+}
+
+func testBreakerFrozen(t *testing.T, ap bool) {
 	ctx := context.Background()
 	p := redistest.NewProxy(t, "")
 	prefix := redistest.Prefix(t, redistest.Client(t))
 	const opTimeout = 300 * time.Millisecond
-	st := New(p.Client(t), Options{Prefix: prefix, OpTimeout: opTimeout})
+	st := New(p.Client(t), Options{Prefix: prefix, OpTimeout: opTimeout, AutoPipeline: ap})
 	t.Cleanup(func() { st.Close() })
 	setup(t, prefix, "s1")
 	p.Stall()

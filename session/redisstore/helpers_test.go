@@ -21,13 +21,27 @@ func newStore(t testing.TB) *Store {
 // newStoreOn returns a store of c under prefix, closed when the test ends.
 func newStoreOn(t testing.TB, c redis.UniversalClient, prefix string) *Store {
 	t.Helper()
-	st := New(c, Options{Prefix: prefix})
+	return newStoreWith(t, c, Options{Prefix: prefix})
+}
+
+// newStoreWith returns a store of c with opts, closed when the test ends.
+func newStoreWith(t testing.TB, c redis.UniversalClient, opts Options) *Store {
+	t.Helper()
+	st := New(c, opts)
 	t.Cleanup(func() {
 		if err := st.Close(); err != nil {
 			t.Errorf("Close: %v", err)
 		}
 	})
 	return st
+}
+
+// mode names a subtest of a store with or without Options.AutoPipeline.
+func mode(autoPipeline bool) string {
+	if autoPipeline {
+		return "AutoPipeline"
+	}
+	return "Pool"
 }
 
 func sample(id string) *session.Session {

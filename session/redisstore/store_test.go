@@ -23,6 +23,14 @@ func TestConformance(t *testing.T) {
 	sessiontest.Run(t, func(t *testing.T) session.Store { return newStore(t) })
 }
 
+// TestConformanceAutoPipeline runs the suite with Options.AutoPipeline.
+func TestConformanceAutoPipeline(t *testing.T) {
+	sessiontest.Run(t, func(t *testing.T) session.Store {
+		c := redistest.Client(t)
+		return newStoreWith(t, c, Options{Prefix: redistest.Prefix(t, c), AutoPipeline: true})
+	})
+}
+
 // TestConformanceRESP2 runs the suite over the older protocol, where a
 // PING on a subscribed connection is answered differently.
 func TestConformanceRESP2(t *testing.T) {
@@ -39,10 +47,16 @@ func TestConformanceRESP2(t *testing.T) {
 // and two stores under one prefix, each seeing what the other wrote and
 // receiving what the other publishes.
 func TestTwoReplicas(t *testing.T) {
+	for _, ap := range []bool{false, true} {
+		t.Run(mode(ap), func(t *testing.T) { testTwoReplicas(t, Options{AutoPipeline: ap}) })
+	}
+}
+
+func testTwoReplicas(t *testing.T, opts Options) {
 	ctx := context.Background()
 	c1, c2 := redistest.Client(t), redistest.Client(t)
-	prefix := redistest.Prefix(t, c1)
-	a, b := newStoreOn(t, c1, prefix), newStoreOn(t, c2, prefix)
+	opts.Prefix = redistest.Prefix(t, c1)
+	a, b := newStoreWith(t, c1, opts), newStoreWith(t, c2, opts)
 
 	if err := a.Create(ctx, sample("s1")); err != nil {
 		t.Fatal(err)
@@ -361,9 +375,15 @@ func TestForeignRecord(t *testing.T) {
 // TestCommandsPerCall pins the cost of each call: one round trip, and the
 // commands listed.
 func TestCommandsPerCall(t *testing.T) {
+	for _, ap := range []bool{false, true} {
+		t.Run(mode(ap), func(t *testing.T) { testCommandsPerCall(t, ap) })
+	}
+}
+
+func testCommandsPerCall(t *testing.T, ap bool) {
 	ctx := context.Background()
 	c := redistest.Client(t)
-	st := newStoreOn(t, c, redistest.Prefix(t, c))
+	st := newStoreWith(t, c, Options{Prefix: redistest.Prefix(t, c), AutoPipeline: ap})
 	h := new(redistest.CountingHook)
 	c.AddHook(h)
 	st.Create(ctx, sample("warm"))
@@ -375,6 +395,9 @@ func TestCommandsPerCall(t *testing.T) {
 	// commands that set up a connection (HELLO, CLIENT SETINFO) are
 	// counted too, so open it before counting.
 	st.AppendEvent(ctx, "warm", nil, time.Second)
+	// With AutoPipeline the calls above used the autopipeliner's
+	// connection; Publish uses one of the client's pool.
+	st.Publish(ctx, "warm", nil)
 
 	for _, tc := range []struct {
 		name string

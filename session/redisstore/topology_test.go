@@ -23,7 +23,7 @@ import (
 // transaction across slots as the cluster refuses a command or script
 // across slots: with the default options, over RESP2 (where a PING on a
 // subscribed connection is answered differently), with the session cache,
-// and with writes waiting for a replica.
+// with writes waiting for a replica, and through the autopipeliner.
 func TestClusterConformance(t *testing.T) {
 	cl := redistest.SharedCluster(t)
 	for name, opts := range map[string]func(*redis.ClusterOptions, *Options){
@@ -31,6 +31,7 @@ func TestClusterConformance(t *testing.T) {
 		"RESP2":        func(c *redis.ClusterOptions, _ *Options) { c.Protocol = 2 },
 		"CacheTTL":     func(_ *redis.ClusterOptions, o *Options) { o.CacheTTL = time.Second },
 		"WaitReplicas": func(_ *redis.ClusterOptions, o *Options) { o.WaitReplicas = 1 },
+		"AutoPipeline": func(_ *redis.ClusterOptions, o *Options) { o.AutoPipeline = true },
 	} {
 		t.Run(name, func(t *testing.T) {
 			sessiontest.Run(t, func(t *testing.T) session.Store {
@@ -49,11 +50,11 @@ func TestClusterConformance(t *testing.T) {
 }
 
 // TestSentinelConformance runs the suite on a master watched by Sentinels,
-// through go-redis's failover client, with the default options and with
-// writes waiting for the replica.
+// through go-redis's failover client, with the default options, with
+// writes waiting for the replica, and through the autopipeliner.
 func TestSentinelConformance(t *testing.T) {
 	s := redistest.SharedSentinel(t)
-	for name, o := range map[string]Options{"Default": {}, "WaitReplicas": {WaitReplicas: 1}} {
+	for name, o := range map[string]Options{"Default": {}, "WaitReplicas": {WaitReplicas: 1}, "AutoPipeline": {AutoPipeline: true}} {
 		t.Run(name, func(t *testing.T) {
 			sessiontest.Run(t, func(t *testing.T) session.Store {
 				c := s.Client(t)
@@ -296,14 +297,21 @@ func TestClusterFailover(t *testing.T) {
 // next slot map reload, a minute later), nothing written while waiting
 // for a replica is lost, and subscriptions hear messages again. Writes
 // that wait for a replica fail on the new master, which has none, until
-// the dead node is back as its replica.
+// the dead node is back as its replica. The reading replica runs without
+// and with AutoPipeline.
 func TestClusterMasterDies(t *testing.T) {
+	for _, ap := range []bool{false, true} {
+		t.Run(mode(ap), func(t *testing.T) { testClusterMasterDies(t, ap) })
+	}
+}
+
+func testClusterMasterDies(t *testing.T, ap bool) {
 	ctx := context.Background()
 	cl := redistest.SharedCluster(t)
 	c1, c2 := cl.Client(t), cl.Client(t)
 	prefix := redistest.Prefix(t, c1)
 	a := New(c1, Options{Prefix: prefix, WaitReplicas: 1, OpTimeout: time.Second})
-	b := New(c2, Options{Prefix: prefix, OpTimeout: time.Second})
+	b := New(c2, Options{Prefix: prefix, OpTimeout: time.Second, AutoPipeline: ap})
 	t.Cleanup(func() { a.Close(); b.Close() })
 	d := writeTopologyData(t, a)
 	// Both clients know the slot map before the death.
@@ -329,14 +337,21 @@ func TestClusterMasterDies(t *testing.T) {
 // and promoted the replica, the store works again on its own, nothing
 // written while waiting for the replica is lost, and subscriptions hear
 // messages again. Writes that wait for a replica fail until the dead
-// server is back as a replica.
+// server is back as a replica. The reading replica runs without and with
+// AutoPipeline.
 func TestSentinelMasterDies(t *testing.T) {
+	for _, ap := range []bool{false, true} {
+		t.Run(mode(ap), func(t *testing.T) { testSentinelMasterDies(t, ap) })
+	}
+}
+
+func testSentinelMasterDies(t *testing.T, ap bool) {
 	ctx := context.Background()
 	s := redistest.SharedSentinel(t)
 	c1, c2 := s.Client(t), s.Client(t)
 	prefix := redistest.Prefix(t, c1)
 	a := New(c1, Options{Prefix: prefix, WaitReplicas: 1, OpTimeout: time.Second})
-	b := New(c2, Options{Prefix: prefix, OpTimeout: time.Second})
+	b := New(c2, Options{Prefix: prefix, OpTimeout: time.Second, AutoPipeline: ap})
 	t.Cleanup(func() { a.Close(); b.Close() })
 	d := writeTopologyData(t, a)
 	start := time.Now()
@@ -393,7 +408,9 @@ func TestWaitReplicas(t *testing.T) {
 	c := redistest.ClientAt(t, master)
 	replica := redistest.ClientAt(t, replicaAddr)
 	prefix := redistest.Prefix(t, c)
-	const waitTimeout = 200 * time.Millisecond
+	// Long enough for a loaded machine's replica to acknowledge writes in
+	// sync (at most OpTimeout/2, 1 s by default).
+	const waitTimeout = time.Second
 	st := New(c, Options{Prefix: prefix, WaitReplicas: 1, WaitTimeout: waitTimeout, BreakerThreshold: 1})
 	t.Cleanup(func() { st.Close() })
 	plain := newStoreOn(t, c, prefix)

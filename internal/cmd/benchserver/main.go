@@ -4,7 +4,9 @@
 // or in Redis: a single server (-redis URL), a Redis Cluster
 // (-redis-cluster ADDR[,ADDR...]) or a master watched by Sentinels
 // (-redis-sentinel NAME@ADDR[,ADDR...]), or the same from $REDIS_URL,
-// $REDIS_CLUSTER or $REDIS_SENTINEL.
+// $REDIS_CLUSTER or $REDIS_SENTINEL. -autopipeline and -cache set the
+// Redis store's AutoPipeline and CacheTTL options; -cpuprofile writes a CPU
+// profile of the whole run.
 package main
 
 import (
@@ -16,6 +18,7 @@ import (
 	"net/http"
 	"os"
 	"os/signal"
+	"runtime/pprof"
 	"syscall"
 	"time"
 
@@ -38,7 +41,20 @@ func main() {
 	ntools := flag.Int("tools", 0, "number of extra dummy tools (tool_0000 ...)")
 	rf := redisflag.Register(flag.CommandLine, os.Getenv)
 	cacheTTL := flag.Duration("cache", 0, "with a Redis: redisstore.Options.CacheTTL (0: read Redis on every request)")
+	autoPipeline := flag.Bool("autopipeline", false, "with a Redis: redisstore.Options.AutoPipeline (batch the commands of concurrent requests)")
+	cpuprofile := flag.String("cpuprofile", "", "write a CPU profile to this file until the server stops (SIGINT, SIGTERM)")
 	flag.Parse()
+	if *cpuprofile != "" {
+		f, err := os.Create(*cpuprofile)
+		if err != nil {
+			log.Fatal(err)
+		}
+		if err := pprof.StartCPUProfile(f); err != nil {
+			log.Fatal(err)
+		}
+		defer f.Close()
+		defer pprof.StopCPUProfile()
+	}
 	topo, err := rf.Topology()
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "benchserver:", err)
@@ -63,7 +79,7 @@ func main() {
 			log.Fatal(err)
 		}
 		defer c.Close()
-		st := redisstore.New(c, redisstore.Options{Prefix: fmt.Sprintf("mcph-bench-%d:", os.Getpid()), CacheTTL: *cacheTTL})
+		st := redisstore.New(c, redisstore.Options{Prefix: fmt.Sprintf("mcph-bench-%d:", os.Getpid()), CacheTTL: *cacheTTL, AutoPipeline: *autoPipeline})
 		defer st.Close()
 		cfg.Store = st
 		// One process: a key of its own. Replicas would share one.

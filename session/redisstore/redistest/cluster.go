@@ -23,8 +23,9 @@ import (
 const clusterNodeTimeout = 1000 * time.Millisecond
 
 // settleTimeout bounds every wait for a cluster or a set of Sentinels to
-// reach the state a helper promises.
-const settleTimeout = 30 * time.Second
+// reach the state a helper promises. Sentinels on a machine busy with a
+// parallel test run have been seen to need more than 30 s to agree.
+const settleTimeout = 60 * time.Second
 
 // Cluster is a Redis Cluster of private redis-server processes on
 // 127.0.0.1 (cluster mode, no persistence, each in a directory of its own),

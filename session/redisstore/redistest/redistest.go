@@ -71,6 +71,14 @@ func Client(t testing.TB) redis.UniversalClient {
 	return c
 }
 
+// Options returns the options [Client] creates its clients with (a fresh
+// copy on every call), for a test that sets more of them, such as
+// AutoPipelineOptions or Protocol, before calling redis.NewClient.
+func Options(t testing.TB) *redis.Options {
+	t.Helper()
+	return find(t)
+}
+
 // ClientAt returns a new client of the Redis at addr (host:port), with the
 // same settings as [Client], and closes it when the test ends. Use it with
 // [Start].

@@ -1,0 +1,206 @@
+// Package approval keeps approvals: records, in the shared session store,
+// of a person's decision on one tool call that a client cannot answer by
+// itself. A call the host wants approved is bound to the caller (tenant and
+// subject), the tool and the digest of its canonical arguments; a person
+// signed in on a page the host serves (package approval/page) approves or
+// declines it, and the call runs at most once after an approval.
+//
+// # States
+//
+// Every approval is one record, approval/<id>, signed with keys derived
+// from the host's state keys (so that write access to the store is not
+// enough to approve anything). Every change of state is one
+// CompareAndSwap from the exact bytes read, so of replicas racing for a
+// transition exactly one wins, and the others read what it decided:
+//
+//		pending ──► approved ──► used (the call ran, once)
+//		   ├──────► declined
+//		   └──────► expired
+//
+//	  - pending → approved | declined: [Store.Decide], by an approver the
+//	    approval's [Policy] admits, before [Approval.Expires].
+//	  - pending → expired: the first reader at or after Expires
+//	    ([Store.Wait], [Store.Decide], [Store.Begin]).
+//	  - approved → used: [Store.Consume], for the same caller, tool and
+//	    arguments, until the record is gone (Expires plus [Config.Linger]).
+//
+// A decision is announced on the Pub/Sub channel of the approval, so a
+// waiter on any replica wakes at once; the message carries no decision
+// (the waiter reads the record), so a lost message costs latency, never
+// correctness, and waiters also re-read the record every [Config.Poll].
+//
+// # Repeated calls
+//
+// A client that cannot open a URL is told the approval's URL and repeats
+// the call. [Store.Begin] finds the approval bound to the same caller,
+// tool and arguments while it is pending or approved, and starts a new one
+// otherwise; [Store.Consume] lets one call run per approval. So the same
+// call repeated after the approval runs once, and a further identical call
+// asks again.
+package approval
+
+import (
+	"errors"
+	"fmt"
+	"time"
+)
+
+// Identity is the caller who asks, or the person who decides. It is the
+// subset of mcphandler.Identity an approval is bound to and its policy is
+// checked against.
+type Identity struct {
+	Subject string `json:"sub"`
+	Tenant  string `json:"ten,omitempty"`
+	Role    string `json:"role,omitempty"`
+}
+
+// same reports whether a and b are the same person: same tenant and
+// subject (the role does not matter).
+func (a Identity) same(b Identity) bool { return a.Tenant == b.Tenant && a.Subject == b.Subject }
+
+// Policy says who may decide an approval. Its zero value is the four-eyes
+// rule: any signed-in person of the caller's tenant other than the caller.
+// It is stored in the approval's record, so that the page on any replica
+// applies the policy the call was made with; a rule is therefore named
+// ([Config.Rules]) rather than a func.
+type Policy struct {
+	// AnyTenant admits approvers of another tenant than the caller's. If
+	// false (the default), an approver must act for the caller's tenant.
+	AnyTenant bool `json:"anyTenant,omitempty"`
+	// AllowSelf admits the caller as their own approver. If false (the
+	// default), an approver with the caller's tenant and subject is refused.
+	AllowSelf bool `json:"self,omitempty"`
+	// MinRole, if set, admits only approvers whose role is at or above it
+	// in [Config.Roles]. A MinRole missing from Roles admits nobody, and an
+	// approver role missing from Roles is below every role.
+	MinRole string `json:"minRole,omitempty"`
+	// Rule, if set, names a [RuleFunc] in [Config.Rules] that must admit
+	// the approver too, after the checks above. A name missing from Rules
+	// admits nobody.
+	Rule string `json:"rule,omitempty"`
+}
+
+// State is where an approval is in its life.
+type State string
+
+// States of an approval.
+const (
+	Pending  State = "pending"  // waiting for a decision
+	Approved State = "approved" // approved; the call may run once
+	Declined State = "declined" // declined; the call does not run
+	Expired  State = "expired"  // nobody decided in time; the call does not run
+	Used     State = "used"     // approved, and one call ran
+	// Withdrawn: the caller cancelled the call before anyone decided; the
+	// call does not run.
+	Withdrawn State = "withdrawn"
+)
+
+func (s State) valid() bool {
+	switch s {
+	case Pending, Approved, Declined, Expired, Used, Withdrawn:
+		return true
+	}
+	return false
+}
+
+// moves lists every transition; anything else is refused.
+var moves = map[State][]State{
+	Pending:  {Approved, Declined, Expired, Withdrawn},
+	Approved: {Used},
+}
+
+func (s State) canMove(to State) bool {
+	for _, t := range moves[s] {
+		if t == to {
+			return true
+		}
+	}
+	return false
+}
+
+// Approval is one approval as read from the store: the caller's own copy.
+type Approval struct {
+	// ID is the approval's id: 22 characters of unpadded base64url, 128
+	// random bits.
+	ID string
+	// URL is the page where a person decides: [Config.URL] followed by ID.
+	URL string
+	// State is the approval's state when it was read.
+	State State
+	// Asker is the caller whose call waits for the approval.
+	Asker Identity
+	// Tool is the name of the tool the call runs.
+	Tool string
+	// Digest is the SHA-256 of the canonical arguments.
+	Digest [32]byte
+	// Arguments are the call's arguments in canonical form: exactly what
+	// the approver is shown and what runs.
+	Arguments []byte
+	// Message is the host's explanation shown on the page ("" for none).
+	Message string
+	// Policy says who may decide.
+	Policy Policy
+	// Created is when the approval was made; Expires is when it expires if
+	// nobody decided.
+	Created, Expires time.Time
+	// DecidedBy and Decided are the approver and the time of the decision,
+	// once approved or declined.
+	DecidedBy Identity
+	Decided   time.Time
+}
+
+// Errors of the Store's methods. Errors of the store itself are returned
+// wrapped, as the store returned them (session.ErrUnavailable when it
+// could not be reached).
+var (
+	// ErrNotFound: no such approval — never made, gone after its record's
+	// lifetime, or a record that does not verify (it is never acted on).
+	ErrNotFound = errors.New("approval: not found")
+	// ErrDecided: the approval was already approved or declined (or used).
+	ErrDecided = errors.New("approval: already decided")
+	// ErrExpired: nobody decided the approval before it expired.
+	ErrExpired = errors.New("approval: expired")
+	// ErrWithdrawn: the caller withdrew the approval before anyone decided.
+	ErrWithdrawn = errors.New("approval: withdrawn")
+	// ErrNotApproved: Consume of an approval that is not approved
+	// (pending, declined, expired or withdrawn).
+	ErrNotApproved = errors.New("approval: not approved")
+	// ErrUsed: Consume of an approval that a call already used.
+	ErrUsed = errors.New("approval: already used")
+	// ErrMismatch: Consume for another caller, tool or arguments than the
+	// approval is bound to.
+	ErrMismatch = errors.New("approval: bound to another call")
+	// ErrNotAllowed is matched (errors.Is) by every *NotAllowedError.
+	ErrNotAllowed = errors.New("approval: not allowed")
+	// ErrTooLarge: arguments or message past their bounds (see Config).
+	ErrTooLarge = errors.New("approval: too large")
+)
+
+// Reasons of a NotAllowedError.
+const (
+	ReasonNoIdentity = "no_identity" // the approver has no subject
+	ReasonSelf       = "self"        // the approver is the caller
+	ReasonTenant     = "tenant"      // the approver acts for another tenant
+	ReasonRole       = "role"        // the approver's role is below MinRole
+	ReasonRule       = "rule"        // the named rule refused, or is unknown
+)
+
+// NotAllowedError reports an approver the approval's policy refuses.
+type NotAllowedError struct {
+	// Reason is one of the Reason constants.
+	Reason string
+	// Err is what a rule returned (nil for the other reasons).
+	Err error
+}
+
+func (e *NotAllowedError) Error() string {
+	if e.Err != nil {
+		return fmt.Sprintf("approval: not allowed (%s): %v", e.Reason, e.Err)
+	}
+	return "approval: not allowed (" + e.Reason + ")"
+}
+
+// Is makes errors.Is(err, ErrNotAllowed) true.
+func (e *NotAllowedError) Is(target error) bool { return target == ErrNotAllowed }
+
+func (e *NotAllowedError) Unwrap() error { return e.Err }

@@ -1,0 +1,81 @@
+// Package page serves the approval page: an [http.Handler] the host mounts
+// (e.g. at /approvals/), where a person signs in with OpenID Connect and
+// approves or declines one call kept in an [approval.Store].
+//
+// # Flow
+//
+//	GET  <mount>/<id>       no session for <id>: 303 to the provider's
+//	                        authorization endpoint (code flow, PKCE S256,
+//	                        state and nonce); with one: the approval and
+//	                        its form, or why it cannot be decided
+//	GET  <mount>/callback   the provider's redirect: checks state (signed
+//	                        cookie of this browser, single use in the
+//	                        store), redeems the code with the PKCE
+//	                        verifier, verifies the ID token (go-oidc) and
+//	                        its nonce, maps its claims to the approver,
+//	                        sets the session cookie, 303 to <mount>/<id>
+//	POST <mount>/<id>       the decision: cross-origin check, session
+//	                        cookie bound to <id>, CSRF token bound to the
+//	                        session and <id>, one decision field
+//
+// The session is a cookie signed with HMAC-SHA256 (keys from
+// [Config.Keys]), bound to one approval and to the approver, lasting
+// [Config.SessionTTL]; nothing about it is kept on the server. The
+// cookies are HttpOnly, SameSite=Lax and named with the __Host- prefix
+// (Secure, Path=/, no Domain), unless [Config.InsecureCookies]. The pages
+// are [html/template] templates the host may replace ([Config.Templates]),
+// need no JavaScript and are served with a Content-Security-Policy that
+// allows none.
+//
+// Whatever the input — a forged or replayed state or code, a cookie of
+// another approval or another purpose, a replayed or cross-site POST — the
+// answer is an error page and nothing is decided: a decision is only ever
+// made by [approval.Store.Decide] for the signed-in approver, which checks
+// the approval's policy and state atomically.
+//
+// # Mounting
+//
+// The handler routes on the last segment of the path, so it works under
+// any prefix; [Config.RedirectURL] names where it is mounted:
+//
+//	approvals, _ := approval.New(approval.Config{Store: store, Keys: keys,
+//		URL: "https://app.example.com/approvals/", Roles: roles})
+//	pg, err := page.New(ctx, page.Config{Approvals: approvals, Store: store,
+//		Issuer: "https://login.example.com", ClientID: id, ClientSecret: secret,
+//		RedirectURL: "https://app.example.com/approvals/callback", Keys: keys})
+//	mux.Handle("/approvals/", pg)
+//
+// Behind a reverse proxy, RedirectURL is the public address: decision
+// POSTs are accepted from its origin (and from the request's own Host).
+//
+// # Registering the client
+//
+// Register a confidential web client for the authorization code flow at
+// the provider, with the redirect URI <mount>/callback exactly as in
+// RedirectURL, and give the handler its issuer, client id and secret. The
+// approver's tenant and role must come from the ID token: map them with
+// [Config.Identity] (the default reads the claims "tenant" and "role";
+// [ClaimsIdentity] reads claims of other names, and roles given as a
+// list).
+//
+//   - Google: Google Cloud console, APIs & Services, Credentials, "OAuth
+//     client ID" of type "Web application", under "Authorized redirect
+//     URIs". Issuer https://accounts.google.com. A Workspace domain is in
+//     the claim "hd"; roles are not in the token.
+//   - Microsoft Entra ID: App registrations, New registration, platform
+//     "Web" with the redirect URI; a secret under "Certificates &
+//     secrets". Issuer https://login.microsoftonline.com/<tenant id>/v2.0.
+//     The tenant is the claim "tid", app roles the claim "roles".
+//   - Okta: Applications, Create App Integration, "OIDC" and "Web
+//     Application", under "Sign-in redirect URIs". Issuer
+//     https://<org>.okta.com (or an authorization server's, e.g.
+//     .../oauth2/default). Groups come with a groups claim you configure.
+//   - Auth0: Applications, "Regular Web Application", under "Allowed
+//     Callback URLs". Issuer https://<tenant>.auth0.com/ (with the final
+//     slash). Tenant and role claims are added by an Action, under a
+//     namespaced name.
+//   - Keycloak: Clients, Create client, "OpenID Connect" with "Client
+//     authentication" and "Standard flow" on, under "Valid redirect URIs".
+//     Issuer https://<host>/realms/<realm>. Roles are mapped into the
+//     token by client scopes.
+package page

@@ -1,0 +1,625 @@
+package approval
+
+import (
+	"context"
+	"crypto/rand"
+	"crypto/sha256"
+	"encoding/base64"
+	"encoding/binary"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"slices"
+	"time"
+	"unicode/utf8"
+
+	"github.com/mcphandler/mcphandler/internal/canon"
+	"github.com/mcphandler/mcphandler/internal/sign"
+	"github.com/mcphandler/mcphandler/session"
+)
+
+// Shared is the part of a session.Store approvals live in: records with
+// atomic transitions, and Pub/Sub to wake waiters on other replicas.
+type Shared interface {
+	session.Records
+	session.PubSub
+}
+
+// RuleFunc is a named rule of [Policy.Rule]: it admits approver for a (nil
+// error) or refuses them (the error is kept in the *NotAllowedError). It
+// may be called concurrently, from any replica's page.
+type RuleFunc func(ctx context.Context, a *Approval, approver Identity) error
+
+// Defaults of Config.
+const (
+	DefaultTTL              = 2 * time.Minute
+	DefaultLinger           = time.Minute
+	DefaultPoll             = time.Second
+	DefaultMaxArgumentBytes = 64 << 10
+	DefaultMaxMessageBytes  = 4 << 10
+	// MaxFieldBytes bounds the subject, tenant, role and tool name an
+	// approval is bound to; longer ones are ErrTooLarge.
+	MaxFieldBytes = 512
+)
+
+// Config configures a [Store]. Zero fields take the defaults noted.
+type Config struct {
+	// Store keeps the records and carries the wake-ups. Required: the
+	// session store the handler uses, so that every replica sees them.
+	Store Shared
+	// Keys are the secrets every replica shares (the handler's
+	// StateKeys), each at least 32 bytes: the first signs, all verify.
+	// Required; the signing key is derived for approvals only.
+	Keys [][]byte
+	// URL is the address of the page, to which an id is appended: e.g.
+	// "https://app.example.com/approvals/". Required.
+	URL string
+	// TTL is how long an approval waits for a decision. If zero,
+	// DefaultTTL (the handler's default ConfirmTimeout).
+	TTL time.Duration
+	// Linger is how long a record outlives its expiry, so that a late
+	// visit reads "expired" or "already decided" rather than "not found",
+	// and an approved call can still be repeated to run. If zero,
+	// DefaultLinger.
+	Linger time.Duration
+	// Poll is how often a waiter re-reads its record besides the wake-ups.
+	// If zero, DefaultPoll.
+	Poll time.Duration
+	// Roles orders role names from least to most privileged, for
+	// [Policy.MinRole] (the handler's Config.Roles).
+	Roles []string
+	// Rules are the rules a [Policy.Rule] may name.
+	Rules map[string]RuleFunc
+	// MaxArgumentBytes bounds the canonical arguments of an approval. If
+	// zero, DefaultMaxArgumentBytes (64 KiB).
+	MaxArgumentBytes int
+	// MaxMessageBytes bounds the message shown on the page. If zero,
+	// DefaultMaxMessageBytes (4 KiB).
+	MaxMessageBytes int
+}
+
+// Store makes, decides and consumes approvals. It is safe for concurrent
+// use, and any number of Stores (one per replica) may share one
+// session store and keys.
+type Store struct {
+	cfg Config
+	mac *sign.Signer
+	now func() time.Time
+}
+
+// New returns a Store for cfg, or an error naming the missing or invalid
+// field.
+func New(cfg Config) (*Store, error) {
+	if cfg.Store == nil {
+		return nil, errors.New("approval: Config.Store is required")
+	}
+	if cfg.URL == "" {
+		return nil, errors.New("approval: Config.URL is required")
+	}
+	mac, err := sign.NewSigner("approval", cfg.Keys...)
+	if err != nil {
+		return nil, fmt.Errorf("approval: Config.Keys: %w", err)
+	}
+	cfg.Roles, cfg.Rules = slices.Clone(cfg.Roles), cloneRules(cfg.Rules)
+	if cfg.TTL <= 0 {
+		cfg.TTL = DefaultTTL
+	}
+	if cfg.Linger <= 0 {
+		cfg.Linger = DefaultLinger
+	}
+	if cfg.Poll <= 0 {
+		cfg.Poll = DefaultPoll
+	}
+	if cfg.MaxArgumentBytes <= 0 {
+		cfg.MaxArgumentBytes = DefaultMaxArgumentBytes
+	}
+	if cfg.MaxMessageBytes <= 0 {
+		cfg.MaxMessageBytes = DefaultMaxMessageBytes
+	}
+	return &Store{cfg: cfg, mac: mac, now: time.Now}, nil
+}
+
+func cloneRules(m map[string]RuleFunc) map[string]RuleFunc {
+	out := make(map[string]RuleFunc, len(m))
+	for k, v := range m {
+		out[k] = v
+	}
+	return out
+}
+
+// TTL is how long an approval waits for a decision.
+func (s *Store) TTL() time.Duration { return s.cfg.TTL }
+
+// IDLen is the length of an approval id.
+const IDLen = 22
+
+// ValidID reports whether id has the shape of an approval id (IDLen
+// characters of unpadded base64url). Anything else is never looked up.
+func ValidID(id string) bool {
+	if len(id) != IDLen {
+		return false
+	}
+	for i := 0; i < len(id); i++ {
+		c := id[i]
+		if !('a' <= c && c <= 'z' || 'A' <= c && c <= 'Z' || '0' <= c && c <= '9' || c == '-' || c == '_') {
+			return false
+		}
+	}
+	return true
+}
+
+func newID() string {
+	var b [16]byte
+	rand.Read(b[:])
+	return base64.RawURLEncoding.EncodeToString(b[:])
+}
+
+func recordKey(id string) string { return "approval/" + id }
+func channel(id string) string   { return "approval/" + id }
+
+// bindingKey is the index from a call (caller, tool, digest) to its
+// latest approval; every part is length-prefixed before hashing.
+func bindingKey(asker Identity, tool string, digest [32]byte) string {
+	h := sha256.New()
+	for _, p := range []string{asker.Tenant, asker.Subject, tool} {
+		h.Write(binary.AppendUvarint(nil, uint64(len(p))))
+		h.Write([]byte(p))
+	}
+	h.Write(digest[:])
+	return "approval-for/" + hex.EncodeToString(h.Sum(nil))
+}
+
+// record is what the store keeps under approval/<id>.
+type record struct {
+	State   State           `json:"st"`
+	Asker   Identity        `json:"ask"`
+	Tool    string          `json:"tool"`
+	Digest  string          `json:"dg"`
+	Args    json.RawMessage `json:"args"`
+	Message string          `json:"msg,omitempty"`
+	Policy  Policy          `json:"pol"`
+	Created int64           `json:"c"`  // unix ms
+	Expires int64           `json:"ex"` // unix ms
+	By      *Identity       `json:"by,omitempty"`
+	Decided int64           `json:"at,omitempty"`
+}
+
+// valid checks a decoded record like client input.
+func (r *record) valid() bool {
+	if !r.State.valid() || r.Asker.Subject == "" || r.Tool == "" || r.Created <= 0 || r.Expires < r.Created {
+		return false
+	}
+	if d, err := hex.DecodeString(r.Digest); err != nil || len(d) != 32 {
+		return false
+	}
+	if (r.State == Approved || r.State == Declined || r.State == Used) && (r.By == nil || r.Decided <= 0) {
+		return false
+	}
+	return canon.Check(r.Args, canon.Limits{}) == nil
+}
+
+func (s *Store) approval(id string, r *record) *Approval {
+	a := &Approval{
+		ID: id, URL: s.cfg.URL + id, State: r.State, Asker: r.Asker, Tool: r.Tool,
+		Arguments: slices.Clone([]byte(r.Args)), Message: r.Message, Policy: r.Policy,
+		Created: time.UnixMilli(r.Created), Expires: time.UnixMilli(r.Expires),
+	}
+	hex.Decode(a.Digest[:], []byte(r.Digest))
+	if r.By != nil {
+		a.DecidedBy, a.Decided = *r.By, time.UnixMilli(r.Decided)
+	}
+	return a
+}
+
+// ttl is the lifetime to give a record written now: until its expiry plus
+// Linger, at least a second.
+func (s *Store) ttl(r *record) time.Duration {
+	return max(time.Until(time.UnixMilli(r.Expires).Add(s.cfg.Linger)), time.Second)
+}
+
+func (s *Store) encode(id string, r *record) []byte {
+	b, _ := json.Marshal(r)
+	return s.mac.Sign(recordKey(id), b)
+}
+
+// load reads approval id and the exact bytes a transition swaps from.
+func (s *Store) load(ctx context.Context, id string) (*record, []byte, error) {
+	if !ValidID(id) {
+		return nil, nil, ErrNotFound
+	}
+	raw, err := s.cfg.Store.Load(ctx, recordKey(id))
+	if errors.Is(err, session.ErrNotFound) {
+		return nil, nil, ErrNotFound
+	}
+	if err != nil {
+		return nil, nil, fmt.Errorf("approval: load: %w", err)
+	}
+	p, err := s.mac.Open(recordKey(id), raw)
+	var r record
+	if err != nil || json.Unmarshal(p, &r) != nil || !r.valid() {
+		return nil, nil, ErrNotFound
+	}
+	return &r, raw, nil
+}
+
+// move makes the transition from the record read as raw to next, and
+// reports whether this call made it; false means another replica changed
+// the record first.
+func (s *Store) move(ctx context.Context, id string, raw []byte, from State, next *record) (bool, error) {
+	if !from.canMove(next.State) {
+		return false, fmt.Errorf("approval: cannot move from %s to %s", from, next.State)
+	}
+	ok, err := s.cfg.Store.CompareAndSwap(context.WithoutCancel(ctx), recordKey(id), raw, s.encode(id, next), s.ttl(next))
+	if err != nil {
+		return false, fmt.Errorf("approval: %w", err)
+	}
+	if ok {
+		// Wake the waiters; the message carries no decision.
+		s.cfg.Store.Publish(context.WithoutCancel(ctx), channel(id), s.mac.SignMessage(channel(id), s.now(), []byte(next.State)))
+	}
+	return ok, nil
+}
+
+// Request is a call that needs an approval.
+type Request struct {
+	// Asker is the caller. Its Subject is required.
+	Asker Identity
+	// Tool is the name of the tool. Required.
+	Tool string
+	// Arguments are the call's arguments (JSON; empty is null). They are
+	// bound in canonical form; a value with a repeated key is refused.
+	Arguments []byte
+	// Message is shown to the approver ("" for none): control and format
+	// characters are escaped on the page, never dropped.
+	Message string
+	// Policy says who may decide.
+	Policy Policy
+}
+
+// check validates req and returns its canonical arguments and digest.
+func (s *Store) check(req *Request) ([]byte, [32]byte, error) {
+	var d [32]byte
+	if req.Asker.Subject == "" || req.Tool == "" {
+		return nil, d, errors.New("approval: a request needs an asker subject and a tool")
+	}
+	for _, f := range []string{req.Asker.Subject, req.Asker.Tenant, req.Asker.Role, req.Tool, req.Policy.MinRole, req.Policy.Rule} {
+		if len(f) > MaxFieldBytes {
+			return nil, d, fmt.Errorf("%w: a name is longer than %d bytes", ErrTooLarge, MaxFieldBytes)
+		}
+	}
+	if len(req.Message) > s.cfg.MaxMessageBytes || !utf8.ValidString(req.Message) {
+		return nil, d, fmt.Errorf("%w: the message must be UTF-8 of at most %d bytes", ErrTooLarge, s.cfg.MaxMessageBytes)
+	}
+	if len(req.Arguments) > 2*s.cfg.MaxArgumentBytes {
+		return nil, d, fmt.Errorf("%w: the arguments are longer than %d bytes", ErrTooLarge, 2*s.cfg.MaxArgumentBytes)
+	}
+	args, err := canon.Canonical(req.Arguments)
+	if err != nil {
+		return nil, d, fmt.Errorf("approval: arguments: %w", err)
+	}
+	if len(args) > s.cfg.MaxArgumentBytes {
+		return nil, d, fmt.Errorf("%w: the canonical arguments are longer than %d bytes", ErrTooLarge, s.cfg.MaxArgumentBytes)
+	}
+	return args, sha256.Sum256(args), nil
+}
+
+// Begin returns the approval of the call req describes: the one bound to
+// the same caller (tenant and subject), tool and canonical arguments, with
+// the same policy and message, while it is pending or approved; else a new
+// pending one, which expires after TTL (so a policy the host tightened
+// applies at once: the approval made under the old one is not returned
+// again). created reports which. Of concurrent Begins for one call, on any
+// replica, all return the same approval, unless a store failure
+// interrupted them.
+func (s *Store) Begin(ctx context.Context, req Request) (a *Approval, created bool, err error) {
+	args, digest, err := s.check(&req)
+	if err != nil {
+		return nil, false, err
+	}
+	idx := bindingKey(req.Asker, req.Tool, digest)
+	for range 4 {
+		cur, old, err := s.current(ctx, idx)
+		if err != nil {
+			return nil, false, err
+		}
+		if cur != nil && (cur.State == Pending || cur.State == Approved) && cur.Policy == req.Policy && cur.Message == req.Message {
+			return cur, false, nil
+		}
+		now := s.now()
+		r := &record{State: Pending, Asker: req.Asker, Tool: req.Tool, Digest: hex.EncodeToString(digest[:]),
+			Args: args, Message: req.Message, Policy: req.Policy,
+			Created: now.UnixMilli(), Expires: now.Add(s.cfg.TTL).UnixMilli()}
+		id := newID()
+		if ok, err := s.cfg.Store.PutIfAbsent(ctx, recordKey(id), s.encode(id, r), s.ttl(r)); err != nil {
+			return nil, false, fmt.Errorf("approval: create: %w", err)
+		} else if !ok {
+			return nil, false, errors.New("approval: create: id in use")
+		}
+		ptr := s.mac.Sign(idx, []byte(id))
+		var ok bool
+		if old == nil {
+			ok, err = s.cfg.Store.PutIfAbsent(ctx, idx, ptr, s.ttl(r))
+		} else {
+			ok, err = s.cfg.Store.CompareAndSwap(ctx, idx, old, ptr, s.ttl(r))
+		}
+		if err != nil {
+			return nil, false, fmt.Errorf("approval: index: %w", err)
+		}
+		if ok {
+			return s.approval(id, r), true, nil
+		}
+		// Another Begin indexed its approval first: ours is never shown
+		// to anyone and expires unused. Return theirs.
+	}
+	return nil, false, errors.New("approval: too much contention on one call")
+}
+
+// current reads the approval the index idx points at (nil if none or gone)
+// and the index's raw value (nil if absent). A pending approval past its
+// expiry is expired on the way.
+func (s *Store) current(ctx context.Context, idx string) (*Approval, []byte, error) {
+	raw, err := s.cfg.Store.Load(ctx, idx)
+	if errors.Is(err, session.ErrNotFound) {
+		return nil, nil, nil
+	}
+	if err != nil {
+		return nil, nil, fmt.Errorf("approval: index: %w", err)
+	}
+	id, err := s.mac.Open(idx, raw)
+	if err != nil {
+		return nil, raw, nil // not ours: replaced by the next approval
+	}
+	a, err := s.Get(ctx, string(id))
+	if errors.Is(err, ErrNotFound) {
+		return nil, raw, nil
+	}
+	return a, raw, err
+}
+
+// Get returns approval id. A pending approval at or past its expiry is
+// moved to expired first, so Get never reports one pending after it
+// expired. A malformed id, or a record that does not verify, is
+// ErrNotFound.
+func (s *Store) Get(ctx context.Context, id string) (*Approval, error) {
+	return s.transition(ctx, id, func(a *Approval, r *record) (*record, error) {
+		if r.State != Pending || s.now().UnixMilli() < r.Expires {
+			return nil, nil
+		}
+		return r.with(Expired), nil
+	})
+}
+
+// errContention is returned when a transition lost its CompareAndSwap
+// maxTries times in a row.
+var errContention = errors.New("approval: too much contention on one approval")
+
+const maxTries = 8
+
+// transition reads approval id and asks step for the record to move it
+// to: nil leaves it as read (and returns it with step's error); else the
+// move is made with one CompareAndSwap from the bytes read, and returned
+// with step's error, or, if another replica changed the record first,
+// everything starts again from a fresh read.
+func (s *Store) transition(ctx context.Context, id string, step func(a *Approval, r *record) (*record, error)) (*Approval, error) {
+	for range maxTries {
+		r, raw, err := s.load(ctx, id)
+		if err != nil {
+			return nil, err
+		}
+		a := s.approval(id, r)
+		next, stepErr := step(a, r)
+		if next == nil {
+			return a, stepErr
+		}
+		ok, err := s.move(ctx, id, raw, r.State, next)
+		if err != nil {
+			return nil, err
+		}
+		if ok {
+			return s.approval(id, next), stepErr
+		}
+	}
+	return nil, errContention
+}
+
+// with returns a copy of r in state st.
+func (r *record) with(st State) *record {
+	next := *r
+	next.State = st
+	return &next
+}
+
+// Check reports whether approver may decide a: nil, or a *NotAllowedError.
+// It does not look at a's state.
+func (s *Store) Check(ctx context.Context, a *Approval, approver Identity) error {
+	p := a.Policy
+	switch {
+	case approver.Subject == "":
+		return &NotAllowedError{Reason: ReasonNoIdentity}
+	case !p.AnyTenant && approver.Tenant != a.Asker.Tenant:
+		return &NotAllowedError{Reason: ReasonTenant}
+	case !p.AllowSelf && approver.same(a.Asker):
+		return &NotAllowedError{Reason: ReasonSelf}
+	case p.MinRole != "" && !s.atLeast(approver.Role, p.MinRole):
+		return &NotAllowedError{Reason: ReasonRole}
+	}
+	if p.Rule == "" {
+		return nil
+	}
+	rule := s.cfg.Rules[p.Rule]
+	if rule == nil {
+		return &NotAllowedError{Reason: ReasonRule, Err: fmt.Errorf("unknown rule %q", p.Rule)}
+	}
+	if err := rule(ctx, a, approver); err != nil {
+		return &NotAllowedError{Reason: ReasonRule, Err: err}
+	}
+	return nil
+}
+
+// atLeast reports whether role is at or above min in Roles.
+func (s *Store) atLeast(role, min string) bool {
+	m := slices.Index(s.cfg.Roles, min)
+	r := slices.Index(s.cfg.Roles, role)
+	return m >= 0 && r >= m
+}
+
+// Decide records approver's decision on approval id: approve or decline.
+// It is one CompareAndSwap from pending: of concurrent decisions, on any
+// replica, exactly one is recorded, and the others get ErrDecided. It
+// returns the approval as decided, or: ErrNotFound, ErrExpired (at or
+// after Expires; nothing is decided), ErrDecided (the approval is returned
+// too, as decided before), or a *NotAllowedError (nothing is decided).
+func (s *Store) Decide(ctx context.Context, id string, approver Identity, approve bool) (*Approval, error) {
+	a, err := s.transition(ctx, id, func(a *Approval, r *record) (*record, error) {
+		switch {
+		case r.State == Expired:
+			return nil, ErrExpired
+		case r.State == Withdrawn:
+			return nil, ErrWithdrawn
+		case r.State != Pending:
+			return nil, ErrDecided
+		case s.now().UnixMilli() >= r.Expires:
+			return r.with(Expired), ErrExpired
+		}
+		if err := s.Check(ctx, a, approver); err != nil {
+			return nil, err
+		}
+		next := r.with(Declined)
+		if approve {
+			next.State = Approved
+		}
+		next.By, next.Decided = &approver, s.now().UnixMilli()
+		return next, nil
+	})
+	return a, err
+}
+
+// Consume uses approved approval id for one run of the call it is bound
+// to: asker (tenant and subject), tool and arguments (compared in
+// canonical form). Of concurrent Consumes, on any replica, exactly one
+// succeeds; the others get ErrUsed. Other errors: ErrNotFound, ErrMismatch,
+// ErrNotApproved (the approval is returned too: pending, declined or
+// expired).
+func (s *Store) Consume(ctx context.Context, id string, asker Identity, tool string, args []byte) (*Approval, error) {
+	d, err := canon.Digest(args)
+	if err != nil {
+		return nil, ErrMismatch
+	}
+	a, err := s.transition(ctx, id, func(a *Approval, r *record) (*record, error) {
+		switch {
+		case !a.Asker.same(asker) || a.Tool != tool || a.Digest != d:
+			return nil, ErrMismatch
+		case r.State == Used:
+			return nil, ErrUsed
+		case r.State != Approved:
+			return nil, ErrNotApproved
+		}
+		return r.with(Used), nil
+	})
+	if errors.Is(err, ErrMismatch) {
+		return nil, err
+	}
+	return a, err
+}
+
+// Withdraw ends pending approval id for its caller, whose call was
+// cancelled: nobody can decide it any more, and the page says so. It is
+// one CompareAndSwap from pending, racing with decisions: the first wins.
+// It returns the approval as it ends: withdrawn, or as decided or expired
+// before (with ErrDecided or ErrExpired); ErrMismatch for another caller
+// (nothing changes).
+func (s *Store) Withdraw(ctx context.Context, id string, asker Identity) (*Approval, error) {
+	a, err := s.transition(ctx, id, func(a *Approval, r *record) (*record, error) {
+		switch {
+		case !a.Asker.same(asker):
+			return nil, ErrMismatch
+		case r.State == Expired:
+			return nil, ErrExpired
+		case r.State == Withdrawn:
+			return nil, nil
+		case r.State != Pending:
+			return nil, ErrDecided
+		case s.now().UnixMilli() >= r.Expires:
+			return r.with(Expired), ErrExpired
+		}
+		return r.with(Withdrawn), nil
+	})
+	if errors.Is(err, ErrMismatch) {
+		return nil, err
+	}
+	return a, err
+}
+
+// Wait blocks until approval id is no longer pending, and returns it: a
+// decision made on any replica wakes it at once (Pub/Sub), and it re-reads
+// the record every Poll besides, so a lost wake-up costs latency only. At
+// Expires it moves the approval to expired (unless a decision won) and
+// returns it. It returns early with ctx's error; while the store fails it
+// keeps trying, and returns the store's error once Expires plus Linger
+// passed without a successful read (the record is gone by then anyway);
+// if it never read the record, it keeps trying until ctx ends.
+func (s *Store) Wait(ctx context.Context, id string) (*Approval, error) {
+	if !ValidID(id) {
+		return nil, ErrNotFound
+	}
+	var wake <-chan []byte
+	if sub, err := s.cfg.Store.Subscribe(ctx, channel(id)); err == nil {
+		defer sub.Close()
+		wake = sub.C()
+	} // else: poll only
+	tick := time.NewTicker(s.cfg.Poll)
+	defer tick.Stop()
+	var last *Approval
+	for read := true; ; {
+		if !read {
+			read = s.await(ctx, id, &wake, tick.C, last)
+			continue
+		}
+		if err := ctx.Err(); err != nil {
+			return nil, err
+		}
+		a, err := s.Get(ctx, id)
+		switch {
+		case err == nil && a.State != Pending:
+			return a, nil
+		case err == nil:
+			last = a
+		case errors.Is(err, ErrNotFound), ctx.Err() != nil:
+			return nil, err
+		case last != nil && !s.now().Before(last.Expires.Add(s.cfg.Linger)):
+			return nil, err
+		}
+		read = false
+	}
+}
+
+// await waits for a reason to read approval id again: a verified wake-up
+// on wake, a tick, the expiry of last, or ctx done. It reports whether to
+// read (false only for a message that does not verify, or a closed wake
+// channel). The channel is set to nil when it closes.
+func (s *Store) await(ctx context.Context, id string, wake *<-chan []byte, tick <-chan time.Time, last *Approval) bool {
+	until := s.cfg.Poll
+	if last != nil {
+		until = min(until, time.Until(last.Expires))
+	}
+	timer := time.NewTimer(max(until, time.Millisecond))
+	defer timer.Stop()
+	select {
+	case <-ctx.Done():
+	case m, ok := <-*wake:
+		if !ok {
+			*wake = nil
+			return true
+		}
+		_, err := s.mac.OpenMessage(channel(id), s.now(), messageWindow, m)
+		return err == nil
+	case <-tick:
+	case <-timer.C:
+	}
+	return true
+}
+
+// messageWindow is how far a wake-up's timestamp may be from the
+// receiver's clock.
+const messageWindow = 30 * time.Second

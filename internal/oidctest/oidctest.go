@@ -1,0 +1,331 @@
+// Package oidctest is an OpenID provider for tests, the way
+// net/http/httptest is a server: discovery, a JWKS that can rotate, and
+// the authorization code flow with PKCE (S256) issuing signed ID tokens.
+//
+// Its authorization endpoint signs in whoever the test chose with
+// [Provider.SignInAs] at once, without a page, and redirects back with a
+// code; the token endpoint checks the client, the code (single use, bound
+// to the client, redirect URI and PKCE challenge), and answers an ID token
+// carrying the nonce of the authorization request. Everything a relying
+// party must refuse can be produced: [Provider.Sign] signs any claims,
+// [Provider.Codes] lists issued codes so a test can replay one.
+package oidctest
+
+import (
+	"crypto"
+	"crypto/ecdsa"
+	"crypto/elliptic"
+	"crypto/rand"
+	"crypto/sha256"
+	"encoding/base64"
+	"encoding/json"
+	"maps"
+	"net/http"
+	"net/http/httptest"
+	"net/url"
+	"slices"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	jose "github.com/go-jose/go-jose/v4"
+)
+
+// Key is a signing key of the provider.
+type Key struct {
+	ID   string
+	Alg  jose.SignatureAlgorithm
+	Priv crypto.Signer
+}
+
+// NewKey returns a new ES256 key with id kid.
+func NewKey(t testing.TB, kid string) *Key {
+	t.Helper()
+	priv, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return &Key{ID: kid, Alg: jose.ES256, Priv: priv}
+}
+
+// Provider is a running fake OpenID provider. Its methods are safe for
+// concurrent use.
+type Provider struct {
+	t   testing.TB
+	srv *httptest.Server
+	mux *http.ServeMux
+
+	// ClientID and ClientSecret are the one registered client's.
+	ClientID, ClientSecret string
+
+	mu        sync.Mutex // guards the fields below
+	keys      []*Key
+	redirects []string
+	user      map[string]any
+	codes     map[string]*grant // code → what it was issued for
+	issued    []string
+	extra     map[string]any // more discovery members
+	jwksFail  bool
+	tokenNext http.HandlerFunc
+
+	// TokenHits and JWKSHits count requests to the token endpoint and to
+	// the JWKS.
+	TokenHits, JWKSHits atomic.Int64
+}
+
+type grant struct {
+	redirect, challenge, nonce string
+	claims                     map[string]any
+	used                       bool
+}
+
+// New starts a provider whose client may redirect to the given URIs, and
+// closes it when the test ends.
+func New(t testing.TB, redirects ...string) *Provider {
+	t.Helper()
+	p := &Provider{
+		t: t, ClientID: "approvals", ClientSecret: "s3cret:with/odd chars",
+		keys: []*Key{NewKey(t, "key-1")}, redirects: redirects,
+		codes: map[string]*grant{}, extra: map[string]any{},
+	}
+	p.mux = http.NewServeMux()
+	mux := p.mux
+	mux.HandleFunc("GET /.well-known/openid-configuration", p.discovery)
+	mux.HandleFunc("GET /jwks", p.jwks)
+	mux.HandleFunc("GET /authorize", p.authorize)
+	mux.HandleFunc("POST /token", p.token)
+	p.srv = httptest.NewServer(mux)
+	t.Cleanup(p.srv.Close)
+	return p
+}
+
+// Handle serves more endpoints on the provider (e.g. introspection).
+func (p *Provider) Handle(pattern string, h http.HandlerFunc) { p.mux.HandleFunc(pattern, h) }
+
+// SetDiscovery adds a member to the discovery document (e.g.
+// "introspection_endpoint").
+func (p *Provider) SetDiscovery(key string, value any) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.extra[key] = value
+}
+
+// SetTokenHandler makes h answer the token requests whose grant_type is
+// not authorization_code (client credentials, token exchange, …), before
+// any check of the provider's own; nil answers them unsupported_grant_type.
+func (p *Provider) SetTokenHandler(h http.HandlerFunc) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.tokenNext = h
+}
+
+// SetJWKSFail makes the JWKS answer 500 while fail is true.
+func (p *Provider) SetJWKSFail(fail bool) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.jwksFail = fail
+}
+
+// Key returns the key that signs now.
+func (p *Provider) Key() *Key {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.keys[0]
+}
+
+// Issuer is the provider's issuer URL.
+func (p *Provider) Issuer() string { return p.srv.URL }
+
+// Client is an HTTP client for the provider.
+func (p *Provider) Client() *http.Client { return p.srv.Client() }
+
+// AddRedirect registers another redirect URI of the client.
+func (p *Provider) AddRedirect(uri string) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.redirects = append(p.redirects, uri)
+}
+
+// SignInAs makes the authorization endpoint sign in a person with these
+// claims from now on: they are merged into the ID token over the
+// standard ones (so a test may set another "aud", "iss", "exp" or
+// "nonce"). With nil, it signs nobody in and answers 400.
+func (p *Provider) SignInAs(claims map[string]any) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.user = maps.Clone(claims)
+}
+
+// Rotate publishes only the given keys from now on; the first signs.
+func (p *Provider) Rotate(keys ...*Key) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.keys = keys
+}
+
+// Codes returns the codes issued so far, oldest first.
+func (p *Provider) Codes() []string {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return slices.Clone(p.issued)
+}
+
+func (p *Provider) discovery(w http.ResponseWriter, _ *http.Request) {
+	doc := map[string]any{
+		"issuer":                                p.srv.URL,
+		"authorization_endpoint":                p.srv.URL + "/authorize",
+		"token_endpoint":                        p.srv.URL + "/token",
+		"jwks_uri":                              p.srv.URL + "/jwks",
+		"id_token_signing_alg_values_supported": []string{"ES256", "RS256"},
+		"response_types_supported":              []string{"code"},
+		"subject_types_supported":               []string{"public"},
+		"code_challenge_methods_supported":      []string{"S256"},
+	}
+	p.mu.Lock()
+	maps.Copy(doc, p.extra)
+	p.mu.Unlock()
+	writeJSON(w, http.StatusOK, doc)
+}
+
+func (p *Provider) jwks(w http.ResponseWriter, _ *http.Request) {
+	p.JWKSHits.Add(1)
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.jwksFail {
+		http.Error(w, "down", http.StatusInternalServerError)
+		return
+	}
+	var set jose.JSONWebKeySet
+	for _, k := range p.keys {
+		set.Keys = append(set.Keys, jose.JSONWebKey{Key: k.Priv.Public(), KeyID: k.ID, Algorithm: string(k.Alg), Use: "sig"})
+	}
+	writeJSON(w, http.StatusOK, set)
+}
+
+// authorize signs in the chosen person and redirects back with a code.
+// Requests it must refuse (unknown client or redirect URI, no S256
+// challenge) get 400 without a redirect.
+func (p *Provider) authorize(w http.ResponseWriter, r *http.Request) {
+	q := r.URL.Query()
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	redirect := q.Get("redirect_uri")
+	switch {
+	case q.Get("client_id") != p.ClientID, !slices.Contains(p.redirects, redirect):
+		http.Error(w, "unknown client or redirect_uri", http.StatusBadRequest)
+		return
+	case q.Get("response_type") != "code", q.Get("code_challenge_method") != "S256", q.Get("code_challenge") == "":
+		http.Error(w, "authorization code with PKCE S256 only", http.StatusBadRequest)
+		return
+	case p.user == nil:
+		http.Error(w, "nobody to sign in (SignInAs)", http.StatusBadRequest)
+		return
+	}
+	code := rand.Text()
+	p.codes[code] = &grant{redirect: redirect, challenge: q.Get("code_challenge"), nonce: q.Get("nonce"), claims: maps.Clone(p.user)}
+	p.issued = append(p.issued, code)
+	u, _ := url.Parse(redirect)
+	v := u.Query()
+	v.Set("code", code)
+	v.Set("state", q.Get("state"))
+	u.RawQuery = v.Encode()
+	http.Redirect(w, r, u.String(), http.StatusFound)
+}
+
+func (p *Provider) clientOK(r *http.Request) bool {
+	id, secret, ok := r.BasicAuth()
+	if ok {
+		id, err1 := url.QueryUnescape(id)
+		secret, err2 := url.QueryUnescape(secret)
+		return err1 == nil && err2 == nil && id == p.ClientID && secret == p.ClientSecret
+	}
+	return r.PostForm.Get("client_id") == p.ClientID && r.PostForm.Get("client_secret") == p.ClientSecret
+}
+
+// token redeems a code, once, for an ID token.
+func (p *Provider) token(w http.ResponseWriter, r *http.Request) {
+	p.TokenHits.Add(1)
+	if err := r.ParseForm(); err != nil {
+		http.Error(w, "bad form", http.StatusBadRequest)
+		return
+	}
+	p.mu.Lock()
+	next := p.tokenNext
+	p.mu.Unlock()
+	if next != nil && r.PostForm.Get("grant_type") != "authorization_code" {
+		next(w, r)
+		return
+	}
+	if !p.clientOK(r) {
+		writeJSON(w, http.StatusUnauthorized, map[string]any{"error": "invalid_client"})
+		return
+	}
+	if r.PostForm.Get("grant_type") != "authorization_code" {
+		writeJSON(w, http.StatusBadRequest, map[string]any{"error": "unsupported_grant_type"})
+		return
+	}
+	p.mu.Lock()
+	g := p.codes[r.PostForm.Get("code")]
+	ok := g != nil && !g.used && g.redirect == r.PostForm.Get("redirect_uri") && g.challenge == s256(r.PostForm.Get("code_verifier"))
+	if g != nil {
+		g.used = true // a failed redemption burns the code too
+	}
+	p.mu.Unlock()
+	if !ok {
+		writeJSON(w, http.StatusBadRequest, map[string]any{"error": "invalid_grant"})
+		return
+	}
+	now := time.Now()
+	claims := map[string]any{"iss": p.Issuer(), "aud": p.ClientID, "iat": now.Unix(), "exp": now.Add(time.Hour).Unix()}
+	if g.nonce != "" {
+		claims["nonce"] = g.nonce
+	}
+	maps.Copy(claims, g.claims)
+	writeJSON(w, http.StatusOK, map[string]any{
+		"access_token": rand.Text(), "token_type": "Bearer", "expires_in": 3600,
+		"id_token": p.Sign(claims),
+	})
+}
+
+func s256(verifier string) string {
+	sum := sha256.Sum256([]byte(verifier))
+	return base64.RawURLEncoding.EncodeToString(sum[:])
+}
+
+// Sign returns a JWT of claims signed with the provider's current key.
+func (p *Provider) Sign(claims map[string]any) string {
+	p.mu.Lock()
+	k := p.keys[0]
+	p.mu.Unlock()
+	return SignWith(p.t, k, "JWT", claims)
+}
+
+// SignWith returns a JWT of claims signed with k, with header typ.
+func SignWith(t testing.TB, k *Key, typ string, claims map[string]any) string {
+	t.Helper()
+	signer, err := jose.NewSigner(jose.SigningKey{Algorithm: k.Alg, Key: jose.JSONWebKey{Key: k.Priv, KeyID: k.ID}},
+		(&jose.SignerOptions{}).WithType(jose.ContentType(typ)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	payload, err := json.Marshal(claims)
+	if err != nil {
+		t.Fatal(err)
+	}
+	jws, err := signer.Sign(payload)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s, err := jws.CompactSerialize()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return s
+}
+
+func writeJSON(w http.ResponseWriter, status int, v any) {
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(status)
+	_ = json.NewEncoder(w).Encode(v)
+}
