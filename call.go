@@ -153,9 +153,16 @@ func (h *Handler) decide(rq *request, m *jsonrpc.Message, call *ToolCall, ev *Ca
 		}
 		call.Arguments, ev.Arguments = canonical, canonical
 		return rq.era.confirm(rq, m, call, d, ev)
+	case DecisionAllow:
+		ev.Outcome = OutcomeAllowed
+		return true, nil
 	}
-	ev.Outcome = OutcomeAllowed
-	return true, nil
+	// A kind this handler does not know (a newer hook, a cast) never runs
+	// the tool: it is refused like a Deny.
+	h.logger().Error("mcphandler: BeforeCall returned an unknown Decision.Kind; refused", "tool", call.Tool.Name, "kind", d.Kind)
+	ev.Outcome = OutcomeDenied
+	rq.fail(m.ID, &jsonrpc.Error{Code: CodeForbidden, Message: "Forbidden"})
+	return false, nil
 }
 
 // beforeCall runs the BeforeCall hook, turning a panic into an error.
