@@ -142,7 +142,7 @@ func (h *Handler) decide(rq *request, m *jsonrpc.Message, call *ToolCall, ev *Ca
 		ev.Outcome = OutcomeDenied
 		rq.fail(m.ID, h.denyError(d))
 		return false, nil
-	case DecisionConfirm:
+	case DecisionConfirm, DecisionApprove:
 		// What the human is shown, what the confirm is bound to and what
 		// runs are one value: the canonical arguments.
 		canonical, err := canon.Canonical(call.Arguments)
@@ -152,6 +152,9 @@ func (h *Handler) decide(rq *request, m *jsonrpc.Message, call *ToolCall, ev *Ca
 			return false, nil
 		}
 		call.Arguments, ev.Arguments = canonical, canonical
+		if d.Kind == DecisionApprove {
+			return h.approve(rq, m, call, d, ev)
+		}
 		return rq.era.confirm(rq, m, call, d, ev)
 	case DecisionAllow:
 		ev.Outcome = OutcomeAllowed
