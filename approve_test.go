@@ -42,6 +42,12 @@ type approvalRig struct {
 
 func newApprovalRig(t *testing.T, n int, ttl time.Duration, tweaks ...func(*mcphandler.Config)) *approvalRig {
 	t.Helper()
+	return newApprovalRigAt(t, n, ttl, approvalPage, tweaks...)
+}
+
+// newApprovalRigAt is newApprovalRig with the page at pageURL.
+func newApprovalRigAt(t *testing.T, n int, ttl time.Duration, pageURL string, tweaks ...func(*mcphandler.Config)) *approvalRig {
+	t.Helper()
 	rig := &approvalRig{f: &fixture{}}
 	cfg := rig.f.config()
 	cfg.ConfirmTimeout = max(ttl, 2*time.Second)
@@ -64,7 +70,7 @@ func newApprovalRig(t *testing.T, n int, ttl time.Duration, tweaks ...func(*mcph
 		c := client()
 		st := redisstore.New(c, redisstore.Options{Prefix: prefix, OpTimeout: 500 * time.Millisecond})
 		t.Cleanup(func() { st.Close() })
-		as, err := approval.New(approval.Config{Store: st, Keys: keys, URL: approvalPage, TTL: ttl, Roles: cfg.Roles, Poll: 100 * time.Millisecond})
+		as, err := approval.New(approval.Config{Store: st, Keys: keys, URL: pageURL, TTL: ttl, Roles: cfg.Roles, Poll: 100 * time.Millisecond})
 		if err != nil {
 			t.Fatal(err)
 		}
