@@ -97,7 +97,8 @@ const (
 )
 
 // Decision is the verdict of [BeforeCallFunc]. The zero value allows the
-// call. Build one with [Allow], [Deny], [RateLimit] or [Confirm].
+// call. Build one with [Allow], [Deny], [RateLimit], [Confirm] or
+// [Approve]. A Kind not listed here refuses the call (CodeForbidden).
 type Decision struct {
 	Kind DecisionKind
 	// Message is the reason of a Deny (sent to the client) or the question
