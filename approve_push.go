@@ -120,6 +120,11 @@ func (c *confirmCall) awaitDecision(ctx context.Context, a *approval.Approval, h
 	for {
 		select {
 		case got := <-decided:
+			if done == nil && got != nil && got.State == approval.Approved {
+				// Cancelled, but approved first: the call does not run,
+				// and the approval stays for a repeated call.
+				got = &approval.Approval{ID: got.ID, State: approval.Withdrawn}
+			}
 			return c.approvalDecided(context.WithoutCancel(ctx), got)
 		case <-limit.C:
 			c.ls.release()

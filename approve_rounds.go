@@ -114,7 +114,14 @@ func (h *Handler) answerApprovalRound(rq *request, m *jsonrpc.Message, call *Too
 		}
 	}
 	got, err := h.waitRound(rq, rec.Approval)
-	if err != nil || got.State == approval.Pending {
+	switch {
+	case rq.ctx.Err() != nil || err == nil && got.State == approval.Pending:
+		// The client went away (or stopped waiting): the nonce stays
+		// pending for its next retry.
+		ev.Outcome, ev.IsError = OutcomeDisconnected, true
+		rq.sendResult(m.ID, ErrorResult("Not run yet: the approval of "+call.Tool.Name+" is pending; retry with the same requestState."))
+		return
+	case err != nil:
 		ev.Outcome = OutcomeError
 		h.storeFailed(rq, m, err)
 		return

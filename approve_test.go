@@ -389,6 +389,38 @@ func TestApproveModern(t *testing.T) {
 	}
 }
 
+// TestApproveModernDecline: on 2026-07-28 a declined approval runs
+// nothing; the refusal is recorded, so a repeated retry gets it again; a
+// client that declines to open the page withdraws the approval.
+func TestApproveModernDecline(t *testing.T) {
+	rig := newApprovalRig(t, 2, 5*time.Second)
+	caps := `{"elicitation":{"url":{}}}`
+	for _, tc := range []struct{ client, want string }{{"accept", "declined"}, {"decline", "withdrawn"}} {
+		_, m := postModern(t, rig.cl.proxy.URL, "acme-viewer", 1, `"name":"delete_thing","arguments":{"id":"`+tc.client+`"}`, caps)
+		res, _ := m["result"].(map[string]any)
+		if res == nil || res["resultType"] != "input_required" {
+			t.Fatalf("round 1: %v", m)
+		}
+		state, _ := res["requestState"].(string)
+		for key, v := range res["inputRequests"].(map[string]any) {
+			u := v.(map[string]any)["params"].(map[string]any)["url"].(string)
+			if tc.client == "accept" {
+				decideLater(t, rig.stores[1], strings.TrimPrefix(u, approvalPage), false)
+			}
+			retry := `"name":"delete_thing","arguments":{"id":"` + tc.client + `"},"inputResponses":{"` + key + `":{"action":"` + tc.client + `"}},"requestState":"` + state + `"`
+			for i := range 2 {
+				_, m = postModern(t, rig.cl.proxy.URL, "acme-viewer", 2+i, retry, caps)
+				if !strings.Contains(resultText(m), tc.want) {
+					t.Fatalf("%s, retry %d: %v", tc.client, i, m)
+				}
+			}
+		}
+	}
+	if n := rig.f.count("delete_thing"); n != 0 {
+		t.Fatalf("ran %d times", n)
+	}
+}
+
 // postModern sends one 2026-07-28 tools/call to url with the client
 // capabilities caps and returns the status and the decoded body.
 func postModern(t *testing.T, url, token string, id int, params, caps string) (int, map[string]any) {
