@@ -389,6 +389,31 @@ func TestApproveModern(t *testing.T) {
 	}
 }
 
+// TestApproveModernClient: the same through the mcptest 2026-07-28
+// client, which answers the input request and retries by itself.
+func TestApproveModernClient(t *testing.T) {
+	rig := newApprovalRig(t, 2, 5*time.Second)
+	var asked atomic.Int64
+	c := mcptest.Dial(rig.cl.proxy.URL, mcptest.WithEra(mcptest.Stateless), mcptest.WithToken("acme-viewer"),
+		mcptest.WithCapabilities(json.RawMessage(`{"elicitation":{"url":{}}}`)),
+		mcptest.WithElicitationHandler(func(_ context.Context, p mcptest.ElicitParams) (mcptest.ElicitResult, error) {
+			asked.Add(1)
+			if p.Mode != "url" || p.ElicitationID != "" || !strings.HasPrefix(p.URL, approvalPage) {
+				t.Errorf("2026-07-28 URL elicitation: %s", p.Raw)
+			}
+			decideLater(t, rig.stores[1], strings.TrimPrefix(p.URL, approvalPage), true)
+			return mcptest.ElicitResult{Action: "accept"}, nil
+		}))
+	defer c.Close()
+	res, err := c.CallTool(context.Background(), "delete_thing", map[string]any{"id": "x"})
+	if err != nil || res.IsError || res.Text() != "delete_thing ran for acme" {
+		t.Fatalf("call: %+v, %v", res, err)
+	}
+	if n := rig.f.count("delete_thing"); n != 1 || asked.Load() != 1 {
+		t.Fatalf("ran %d times, asked %d", n, asked.Load())
+	}
+}
+
 // TestApproveModernDecline: on 2026-07-28 a declined approval runs
 // nothing; the refusal is recorded, so a repeated retry gets it again; a
 // client that declines to open the page withdraws the approval.
