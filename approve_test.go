@@ -18,6 +18,7 @@ import (
 	"github.com/mcphandler/mcphandler"
 	"github.com/mcphandler/mcphandler/approval"
 	"github.com/mcphandler/mcphandler/mcptest"
+	"github.com/mcphandler/mcphandler/session"
 	"github.com/mcphandler/mcphandler/session/redisstore"
 	"github.com/mcphandler/mcphandler/session/redisstore/redistest"
 )
@@ -557,4 +558,20 @@ func TestApproveCancelWithdraws(t *testing.T) {
 	if n := rig.f.count("delete_thing"); n != 0 {
 		t.Fatalf("ran %d times", n)
 	}
+}
+
+// TestApproveTTLBeyondConfirmTimeout: approvals that would outlive the
+// records of the calls waiting for them are refused at New.
+func TestApproveTTLBeyondConfirmTimeout(t *testing.T) {
+	as, err := approval.New(approval.Config{Store: session.NewMemory(), Keys: [][]byte{[]byte("0123456789abcdef0123456789abcdef")},
+		URL: approvalPage, TTL: 3 * time.Minute})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() {
+		if v := recover(); v == nil || !strings.Contains(v.(string), "ConfirmTimeout") {
+			t.Fatalf("New did not panic on a TTL past ConfirmTimeout: %v", v)
+		}
+	}()
+	mcphandler.New(mcphandler.Config{Approvals: as, ConfirmTimeout: 2 * time.Minute})
 }
