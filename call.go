@@ -142,7 +142,7 @@ func (h *Handler) decide(rq *request, m *jsonrpc.Message, call *ToolCall, ev *Ca
 		ev.Outcome = OutcomeDenied
 		rq.fail(m.ID, h.denyError(d))
 		return false, nil
-	case DecisionConfirm:
+	case DecisionConfirm, DecisionApprove:
 		// What the human is shown, what the confirm is bound to and what
 		// runs are one value: the canonical arguments.
 		canonical, err := canon.Canonical(call.Arguments)
@@ -152,10 +152,20 @@ func (h *Handler) decide(rq *request, m *jsonrpc.Message, call *ToolCall, ev *Ca
 			return false, nil
 		}
 		call.Arguments, ev.Arguments = canonical, canonical
+		if d.Kind == DecisionApprove {
+			return h.approve(rq, m, call, d, ev)
+		}
 		return rq.confirm(m, call, d, ev)
+	case DecisionAllow:
+		ev.Outcome = OutcomeAllowed
+		return true, nil
 	}
-	ev.Outcome = OutcomeAllowed
-	return true, nil
+	// A kind this handler does not know (a newer hook, a cast) never runs
+	// the tool: it is refused like a Deny.
+	h.logger().Error("mcphandler: BeforeCall returned an unknown Decision.Kind; refused", "tool", call.Tool.Name, "kind", d.Kind)
+	ev.Outcome = OutcomeDenied
+	rq.fail(m.ID, rpcError(CodeForbidden, "Forbidden"))
+	return false, nil
 }
 
 // beforeCall runs the BeforeCall hook, turning a panic into an error.

@@ -5,6 +5,7 @@ import (
 	"net/http"
 	"time"
 
+	"github.com/mcphandler/mcphandler/approval"
 	"github.com/mcphandler/mcphandler/session"
 )
 
@@ -86,6 +87,13 @@ type Config struct {
 	// after its last change, so that late answers and retries find it
 	// decided.
 	ConfirmTimeout time.Duration
+
+	// Approvals keeps the approvals an [Approve] decision asks for; the
+	// host serves their page (package approval/page) from the same store.
+	// It must share Store and StateKeys with the handler, and its TTL must
+	// not exceed ConfirmTimeout (New panics otherwise). If nil, a call
+	// decided Approve does not run.
+	Approvals *approval.Store
 
 	// StateKeys are the secrets every replica shares, each at least 32
 	// bytes. From each, the handler derives (HKDF-SHA256, one label per

@@ -626,6 +626,10 @@ func (h *Handler) watchConfirm(rq *request, streamID string) {
 		}
 		return
 	case statePending:
+		if rec.Approval != "" && h.cfg.Approvals != nil {
+			h.adoptApproval(rq, id, rec, raw) // see approve_push.go
+			return
+		}
 		var ls *lease
 		ev.Outcome, msg, ls = h.closeLapsedPending(ctx, id, raw, rec)
 		if ls != nil {

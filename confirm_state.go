@@ -123,6 +123,10 @@ type confirmRecord struct {
 	// out of pending or answered; Outcome says why a confirm closed.
 	By      string  `json:"by,omitempty"`
 	Outcome Outcome `json:"o,omitempty"`
+
+	// Approval is the id of the approval the call waits for (an Approve
+	// decision): the replica that resumes the call reads its decision.
+	Approval string `json:"apv,omitempty"`
 }
 
 func (r *confirmRecord) deadline() time.Time { return time.UnixMilli(r.Deadline) }
@@ -206,6 +210,8 @@ type nonceRecord struct {
 	Round   int             `json:"n"`
 	Outcome Outcome         `json:"o,omitempty"`
 	Result  json.RawMessage `json:"r,omitempty"`
+	// Approval is the id of the approval a 2026-07-28 Approve waits for.
+	Approval string `json:"apv,omitempty"`
 }
 
 func (r *nonceRecord) valid() bool {

@@ -121,3 +121,32 @@ func TestDenyCode(t *testing.T) {
 		})
 	}
 }
+
+// TestUnknownDecisionKindRefused: a Decision.Kind the handler does not
+// know (a cast, a hook built for a newer version) never runs the tool: it
+// is refused with CodeForbidden and logged.
+func TestUnknownDecisionKindRefused(t *testing.T) {
+	for _, kind := range []mcphandler.DecisionKind{4, 17, 255} {
+		f := &fixture{}
+		cfg := f.config()
+		var logs bytes.Buffer
+		cfg.Logger = slog.New(slog.NewTextHandler(&logs, nil))
+		outcomes := make(chan mcphandler.Outcome, 1)
+		cfg.OnCall = func(ev mcphandler.CallEvent) { outcomes <- ev.Outcome }
+		cfg.BeforeCall = func(context.Context, *mcphandler.ToolCall) (mcphandler.Decision, error) {
+			return mcphandler.Decision{Kind: kind}, nil
+		}
+		c := connect(t, mcphandler.New(cfg), "acme-viewer")
+		_, err := c.CallTool(context.Background(), "read", nil)
+		var re *mcptest.RPCError
+		if !errors.As(err, &re) || re.Code != mcphandler.CodeForbidden {
+			t.Fatalf("kind %d: got %v, want a CodeForbidden error", kind, err)
+		}
+		if f.count("read") != 0 {
+			t.Fatalf("kind %d: the tool ran", kind)
+		}
+		if outcome := <-outcomes; outcome != mcphandler.OutcomeDenied || !strings.Contains(logs.String(), "unknown Decision.Kind") {
+			t.Fatalf("kind %d: outcome %q, logs %s", kind, outcome, logs.String())
+		}
+	}
+}

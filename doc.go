@@ -98,6 +98,15 @@
 // asked in an input_required round under a key with [ReservedKeyPrefix],
 // and a confirmed tool may go on asking the client in further rounds.
 //
+// # Approvals
+//
+// BeforeCall may return [Approve] instead: a person the host authenticates
+// itself decides on the host's approval page ([Config.Approvals], packages
+// approval and approval/page), and the client only carries the link — a
+// URL-mode elicitation on 2025-11-25, an input request on 2026-07-28, a
+// tool result naming the page for any other client. The call runs once
+// per approval, on any replica; see [Approve].
+//
 // # Replicas
 //
 // With a store shared by replicas (session/redisstore), every replica must

@@ -38,6 +38,10 @@ type era interface {
 	// request itself and returns false, or returns true and the run (nil
 	// if none) whose lease the tool then runs under.
 	confirm(rq *request, m *jsonrpc.Message, call *ToolCall, d Decision, ev *CallEvent) (bool, *confirmRun)
+	// approve carries an approval's link to the client and, where the era
+	// can, waits for the decision (see approve.go); it returns like
+	// confirm.
+	approve(rq *request, m *jsonrpc.Message, call *ToolCall, d Decision, ev *CallEvent) (bool, *confirmRun)
 	// codeResourceNotFound is the code of an unknown resource.
 	codeResourceNotFound() Code
 	// rounds opens the multi round-trip state of a request that may ask

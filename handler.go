@@ -50,6 +50,7 @@ type Handler struct {
 // Config.Store is shared by replicas (anything but a [*session.Memory]).
 func New(cfg Config) *Handler {
 	cfg.applyDefaults()
+	checkApprovals(&cfg)
 	h := &Handler{
 		cfg:      cfg,
 		roleRank: make(map[string]int, len(cfg.Roles)),

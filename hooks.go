@@ -7,6 +7,7 @@ import (
 	"strconv"
 	"time"
 
+	"github.com/mcphandler/mcphandler/approval"
 	"github.com/mcphandler/mcphandler/elicitation"
 )
 
@@ -89,10 +90,15 @@ const (
 	DecisionDeny
 	// DecisionConfirm asks a human first.
 	DecisionConfirm
+	// DecisionApprove asks a person the host authenticates itself, on
+	// the approval page of [Config.Approvals], who the decision's Policy
+	// admits (see [Approve]).
+	DecisionApprove
 )
 
 // Decision is the verdict of [BeforeCallFunc]. The zero value allows the
-// call. Build one with [Allow], [Deny], [RateLimit] or [Confirm].
+// call. Build one with [Allow], [Deny], [RateLimit], [Confirm] or
+// [Approve]. A Kind not listed here refuses the call (CodeForbidden).
 type Decision struct {
 	Kind DecisionKind
 	// Message is the reason of a Deny (sent to the client) or the question
@@ -125,6 +131,8 @@ type Decision struct {
 	// is stateless). If nil, such a call fails closed with a tool error
 	// saying that confirmation is required.
 	Fallback *ToolResult
+	// Policy, with an Approve, says who may approve the call.
+	Policy approval.Policy
 }
 
 // Allow lets the call run.
@@ -151,6 +159,33 @@ func RateLimit(reason string, retryAfter time.Duration) Decision {
 // Arguments, which a confirmed call receives in canonical form.
 func Confirm(message string) Decision {
 	return Decision{Kind: DecisionConfirm, Message: message}
+}
+
+// Approve asks for an approval of the call before it runs: a person signed
+// in on the host's approval page ([Config.Approvals], package
+// approval/page), whom p admits (its zero value: anyone of the caller's
+// tenant but the caller), approves or declines the call, bound to the
+// caller, the tool and the canonical arguments. message ("" for none) is
+// shown on the page. The client only carries the link, so it cannot
+// approve by itself. How the link reaches the person, per revision:
+//
+//   - 2025-11-25 with elicitation.url declared, on a stream: a URL-mode
+//     elicitation/create; the call waits (its stream kept alive, with
+//     progress if the client asked for it), and after the decision
+//     notifications/elicitation/complete, then the result. A client that
+//     lost the stream resumes it (Last-Event-ID) for the result.
+//   - 2026-07-28 with elicitation.url declared: an input_required answer
+//     whose request is the URL elicitation; the retry waits for the
+//     decision, runs the tool once, and a repeated retry gets the
+//     recorded result.
+//   - anything else (no URL mode, older revisions, HTTP+SSE): a tool
+//     result with isError whose text names the page; the same call
+//     repeated with the same arguments after the approval runs once, and a
+//     further identical call asks again.
+//
+// Without Config.Approvals the call does not run.
+func Approve(message string, p approval.Policy) Decision {
+	return Decision{Kind: DecisionApprove, Message: message, Policy: p}
 }
 
 // WithFallback returns d with the result to send when a Confirm cannot be

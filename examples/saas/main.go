@@ -29,6 +29,7 @@ import (
 	"time"
 
 	"github.com/mcphandler/mcphandler"
+	"github.com/mcphandler/mcphandler/approval"
 	"github.com/mcphandler/mcphandler/auth"
 )
 
@@ -41,6 +42,10 @@ func main() {
 	pro := flag.String("pro", "", "comma-separated workspaces on the pro plan")
 	defaultRole := flag.String("default-role", "editor", "role of callers whose token has no role claim (viewer, editor or admin)")
 	origins := flag.String("allow-origin", "", "comma-separated browser origins allowed to call the endpoint directly, e.g. http://localhost:6274")
+	approvals := flag.Bool("approvals", false, "serve the approval page at /approvals/ and the delete_note tool, which an admin of the caller's workspace other than the caller approves there")
+	approvalID := flag.String("approval-client-id", "", "client ID of the approval page at the issuer (authorization code flow; redirect URI <origin of -audience>/approvals/callback)")
+	approvalSecret := flag.String("approval-client-secret", "", "client secret of the approval page at the issuer")
+	approvalTTL := flag.Duration("approval-ttl", approval.DefaultTTL, "how long an approval link lives (the handler's ConfirmTimeout follows it)")
 	flag.Parse()
 
 	if *issuer == "" {
@@ -60,6 +65,8 @@ func main() {
 		defaultRole: *defaultRole,
 		pro:         splitList(*pro),
 		origins:     splitList(*origins),
+		approvals:   *approvals,
+		approvalID:  *approvalID, approvalSecret: *approvalSecret, approvalTTL: *approvalTTL,
 	})
 	cancel()
 	if err != nil {
@@ -69,6 +76,9 @@ func main() {
 	log.Printf("MCP endpoint:       %s", *audience)
 	log.Printf("resource metadata:  %s", prm.MetadataURL())
 	log.Printf("authorization server: %s (tenant claim %q)", *issuer, *tenantClaim)
+	if *approvals {
+		log.Printf("approval page:      %s", approvalBase(*audience)+"/approvals/")
+	}
 	// ReadHeaderTimeout and IdleTimeout bound slow or idle clients. No
 	// ReadTimeout or WriteTimeout: they would cut SSE streams (GET,
 	// subscriptions/listen, long tool calls); the handler bounds the time
@@ -82,6 +92,12 @@ type options struct {
 	issuer, audience, tenantClaim, defaultRole string
 	scopes, pro, origins                       []string
 	httpClient                                 *http.Client // for the provider; nil for the default
+
+	// approvals turns on the approval page and delete_note; the page signs
+	// in at issuer as the client approvalID (secret approvalSecret).
+	approvals                  bool
+	approvalID, approvalSecret string
+	approvalTTL                time.Duration
 }
 
 // newServer returns the mux serving the MCP endpoint (at the audience URL's
@@ -121,7 +137,7 @@ func newServer(ctx context.Context, o options) (*http.ServeMux, *auth.ProtectedR
 		ResourceName:         "mcphandler SaaS demo",
 	}
 	a := newApp(o.pro)
-	h := mcphandler.New(mcphandler.Config{
+	cfg := mcphandler.Config{
 		Version:        "0.1.0",
 		ServerInfo:     a.serverInfo,
 		Authenticate:   oidc.Authenticate,
@@ -134,10 +150,15 @@ func newServer(ctx context.Context, o options) (*http.ServeMux, *auth.ProtectedR
 			log.Printf("call tool=%s workspace=%s subject=%s outcome=%s in %v",
 				ev.Tool, ev.Identity.Tenant, ev.Identity.Subject, ev.Outcome, ev.Duration)
 		},
-	})
+	}
 	mux := http.NewServeMux()
+	if o.approvals {
+		if err := a.withApprovals(ctx, &cfg, mux, o); err != nil {
+			return nil, nil, err
+		}
+	}
 	prm.Mount(mux)
-	mux.Handle(mcpPath, h) // AllowedOrigins also answers their CORS preflights
+	mux.Handle(mcpPath, mcphandler.New(cfg)) // AllowedOrigins also answers their CORS preflights
 	return mux, prm, nil
 }
 
@@ -192,8 +213,9 @@ type workspace struct {
 	id   string
 	plan string
 
-	mu    sync.Mutex // guards notes
+	mu    sync.Mutex // guards notes and last
 	notes []note
+	last  int // the id of the last note added (ids are never reused)
 }
 
 // app holds the workspaces, created on first use, and the tools.
@@ -204,6 +226,7 @@ type app struct {
 	workspaces map[string]*workspace
 
 	info, list, add, export mcphandler.Tool
+	del                     *mcphandler.Tool // with -approvals only
 }
 
 func newApp(pro []string) *app {
@@ -236,6 +259,9 @@ func (a *app) tools(ws *workspace) []mcphandler.Tool {
 	tools := []mcphandler.Tool{a.info, a.list, a.add}
 	if ws.plan == "pro" {
 		tools = append(tools, a.export)
+	}
+	if a.del != nil {
+		tools = append(tools, *a.del)
 	}
 	return tools
 }
@@ -334,7 +360,8 @@ func (a *app) addTool() mcphandler.Tool {
 		ws := a.workspace(call.Identity.Tenant)
 		ws.mu.Lock()
 		defer ws.mu.Unlock()
-		n := note{ID: len(ws.notes) + 1, Text: text, Author: call.Identity.Subject, Created: time.Now().UTC()}
+		ws.last++
+		n := note{ID: ws.last, Text: text, Author: call.Identity.Subject, Created: time.Now().UTC()}
 		ws.notes = append(ws.notes, n)
 		return n, nil
 	})

@@ -1,0 +1,148 @@
+package mcphandler
+
+import (
+	"context"
+	"errors"
+	"time"
+
+	"github.com/mcphandler/mcphandler/approval"
+	"github.com/mcphandler/mcphandler/internal/jsonrpc"
+	"github.com/mcphandler/mcphandler/session"
+)
+
+// An Approve decision is carried out here, the same way on every era up
+// to the point where the era carries the link (era.approve):
+//
+//	Begin ──► approved already? ──► Consume ──► run (a repeated call)
+//	   └────► pending ──► the era: push and wait (2025-11-25, url mode),
+//	                      an input request (2026-07-28, url mode), or a
+//	                      tool result naming the page (everything else)
+//
+// The approval is bound to the caller, the tool and the canonical
+// arguments (package approval), and is consumed once: of any number of
+// identical calls, on any replicas, one runs per approval.
+
+// checkApprovals panics on an Approvals store whose approvals would
+// outlive the confirm records that wait for them.
+func checkApprovals(cfg *Config) {
+	if cfg.Approvals != nil && cfg.Approvals.TTL() > cfg.ConfirmTimeout {
+		panic("mcphandler: Config.Approvals has a TTL longer than Config.ConfirmTimeout: the records of the calls waiting for approvals would expire first")
+	}
+}
+
+// approve carries out an Approve decision (see [Approve]): without an
+// approvals store the call does not run.
+func (h *Handler) approve(rq *request, m *jsonrpc.Message, call *ToolCall, d Decision, ev *CallEvent) (bool, *confirmRun) {
+	if h.cfg.Approvals == nil {
+		h.logger().Error("mcphandler: BeforeCall decided Approve, but Config.Approvals is nil; not run", "tool", call.Tool.Name)
+		ev.Outcome, ev.IsError = OutcomeError, true
+		rq.sendResult(m.ID, ErrorResult("Not run: "+call.Tool.Name+" needs an approval, and this server cannot ask for one."))
+		return false, nil
+	}
+	return rq.era.approve(rq, m, call, d, ev)
+}
+
+// approvalAsker is the identity an approval is bound to.
+func approvalAsker(id Identity) approval.Identity {
+	return approval.Identity{Subject: id.Subject, Tenant: id.Tenant, Role: id.Role}
+}
+
+// openApproval finds or starts the approval of call. If it is approved
+// already (the call is repeated after its approval), it is consumed here
+// and run is true: the tool runs. Otherwise the approval returned is
+// pending. It answers the request and returns ok false when the approval
+// cannot be started.
+func (h *Handler) openApproval(rq *request, m *jsonrpc.Message, call *ToolCall, d Decision, ev *CallEvent) (a *approval.Approval, run, ok bool) {
+	s := h.cfg.Approvals
+	req := approval.Request{Asker: approvalAsker(call.Identity), Tool: call.Tool.Name, Arguments: call.Arguments, Message: d.Message, Policy: d.Policy}
+	for range 3 {
+		var err error
+		a, _, err = s.Begin(context.WithoutCancel(rq.ctx), req)
+		if err != nil {
+			h.approvalFailed(rq, m, call, err, ev)
+			return nil, false, false
+		}
+		ev.ConfirmID = a.ID
+		if a.State != approval.Approved {
+			return a, false, true
+		}
+		_, err = s.Consume(context.WithoutCancel(rq.ctx), a.ID, req.Asker, call.Tool.Name, call.Arguments)
+		if err == nil {
+			ev.Outcome = OutcomeConfirmed
+			return a, true, true
+		}
+		if !errors.Is(err, approval.ErrUsed) {
+			h.approvalFailed(rq, m, call, err, ev)
+			return nil, false, false
+		}
+		// An identical call used it first: this one asks again.
+	}
+	h.approvalFailed(rq, m, call, errors.New("mcphandler: approvals keep being used by identical calls"), ev)
+	return nil, false, false
+}
+
+// approvalFailed answers a call whose approval could not be started or
+// used: too large to bind (a tool result), or a store failure (503).
+func (h *Handler) approvalFailed(rq *request, m *jsonrpc.Message, call *ToolCall, err error, ev *CallEvent) {
+	ev.Outcome = OutcomeError
+	switch {
+	case errors.Is(err, approval.ErrTooLarge):
+		ev.IsError = true
+		rq.sendResult(m.ID, ErrorResult("Not run: the arguments of "+call.Tool.Name+" are too large for an approval."))
+	case errors.Is(err, session.ErrUnavailable):
+		h.storeFailed(rq, m, err)
+	default:
+		h.logger().Error("mcphandler: approval", "tool", call.Tool.Name, "err", err)
+		ev.IsError = true
+		rq.sendResult(m.ID, ErrorResult("Not run: the approval of "+call.Tool.Name+" failed."))
+	}
+}
+
+// approveByRepeat carries an approval's link to a client that cannot wait
+// for it: the call ends now, and the same call repeated after the approval
+// runs (see openApproval). It gets a tool result with isError whose text
+// names the page: the model or the person reads it, and the result
+// reaches every client, whatever it declared. (URLElicitationRequiredError,
+// -32042, which MCP 2025-11-25 allows instead, is only understood by a
+// client that declared URL mode, and such a client is asked in-band.)
+func (h *Handler) approveByRepeat(rq *request, m *jsonrpc.Message, call *ToolCall, d Decision, ev *CallEvent) (bool, *confirmRun) {
+	a, run, ok := h.openApproval(rq, m, call, d, ev)
+	if !ok || run {
+		return run, nil
+	}
+	ev.Outcome, ev.IsError = OutcomeFallback, true
+	rq.sendResult(m.ID, ErrorResult("Not run: "+call.Tool.Name+" needs an approval. Ask a person who may approve it to open "+
+		a.URL+" and decide before "+a.Expires.UTC().Format(time.RFC3339)+"; once approved, call "+call.Tool.Name+
+		" again with the same arguments: it runs once."))
+	return false, nil
+}
+
+// approvalMessage is the message of the URL elicitation of a call.
+func approvalMessage(call *ToolCall, d Decision) string {
+	msg := call.Tool.Name + " needs an approval: open the page to approve or decline it, or send the link to someone who may."
+	if d.Message != "" {
+		msg = safeText(d.Message, 1000) + " (" + msg + ")"
+	}
+	return msg
+}
+
+// approvalOutcome is the outcome and the result of an approval that was
+// decided without an approval, or nil for an approved one.
+func approvalOutcome(a *approval.Approval, tool string) (Outcome, *ToolResult) {
+	switch a.State {
+	case approval.Approved:
+		return OutcomeConfirmed, nil
+	case approval.Declined:
+		return OutcomeDeclined, ErrorResult("Not run: " + tool + " was declined on its approval page.")
+	case approval.Expired:
+		return OutcomeTimedOut, ErrorResult("Not run: nobody approved " + tool + " before its approval expired.")
+	case approval.Withdrawn:
+		return OutcomeCancelled, ErrorResult("Not run: the approval of " + tool + " was withdrawn.")
+	}
+	return OutcomeReplayRefused, ErrorResult("Not run: the approval of " + tool + " was already used.")
+}
+
+// sseEra.approve: 2024-11-05 has no URL mode.
+func (sseEra) approve(rq *request, m *jsonrpc.Message, call *ToolCall, d Decision, ev *CallEvent) (bool, *confirmRun) {
+	return rq.h.approveByRepeat(rq, m, call, d, ev)
+}

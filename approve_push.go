@@ -1,0 +1,276 @@
+package mcphandler
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/json"
+	"net/http"
+	"time"
+
+	"github.com/mcphandler/mcphandler/approval"
+	"github.com/mcphandler/mcphandler/elicitation"
+	"github.com/mcphandler/mcphandler/internal/jsonrpc"
+	"github.com/mcphandler/mcphandler/session"
+)
+
+// approvalPrefix marks the request ids of URL elicitations of approvals
+// (followed by the approval's id); the client's answer only says whether
+// the person agreed to open the page.
+const approvalPrefix = "mcpha-"
+
+// sessionsEra.approve: a 2025-11-25 client that declared URL mode, on a
+// stream, is pushed the elicitation and the call waits (approvePush);
+// any other client gets the tool result naming the page.
+func (sessionsEra) approve(rq *request, m *jsonrpc.Message, call *ToolCall, d Decision, ev *CallEvent) (bool, *confirmRun) {
+	x := call.Exchange
+	urlMode := x.version >= Version20251125 && x.caps.Has(session.CapElicitationURL)
+	if !urlMode || x.sess == nil || x.st.noSSE || x.st.streamID() == "" {
+		return rq.h.approveByRepeat(rq, m, call, d, ev)
+	}
+	a, run, ok := rq.h.openApproval(rq, m, call, d, ev)
+	if !ok || run {
+		return run, nil
+	}
+	return rq.h.approvePush(rq, m, call, d, ev, a)
+}
+
+// approvePush asks a 2025-11-25 client to open the approval's page with a
+// URL-mode elicitation/create and waits for the decision, under a confirm
+// record (confirm_state.go) that names the approval: the asker holds its
+// lease while it waits; if it dies, the replica serving the client's
+// resumed stream takes the record over and finishes the call there
+// (adoptApproval). Approved: pending → running, the approval is consumed
+// (once), notifications/elicitation/complete is sent, and the tool runs.
+// Declined, expired or withdrawn: pending → closed, and the result says so.
+// A client that goes away does not end the wait (the result is logged for
+// its resume); a cancelled call withdraws the approval.
+func (h *Handler) approvePush(rq *request, m *jsonrpc.Message, call *ToolCall, d Decision, ev *CallEvent, a *approval.Approval) (bool, *confirmRun) {
+	x := call.Exchange
+	c := &confirmCall{h: h, id: confirmPrefix + rand.Text(), tool: call.Tool.Name, ident: call.Identity, found: call.Tool, x: x}
+	c.rec = confirmRecord{State: statePending, Session: x.sess.ID, Owner: call.Identity.key(), Tool: call.Tool.Name,
+		Digest: argsDigest(call.Arguments), Deadline: a.Expires.UnixMilli(), Stream: x.st.streamID(), ReqID: x.reqID,
+		Args: call.Arguments, Approval: a.ID}
+	c.rec.Form, _ = json.Marshal(elicitation.Confirm(confirmField, "Confirm")) // never asked; records carry a form
+	ctx := context.WithoutCancel(rq.ctx)
+	if err := c.record(ctx); err != nil {
+		h.logger().Error("mcphandler: storing an approval's confirm", "err", err)
+		ev.Outcome, ev.IsError = OutcomeError, true
+		rq.sendResult(m.ID, ErrorResult("Not run: the approval could not be recorded."))
+		return false, nil
+	}
+	outcome, result, run := c.waitApproval(rq.ctx, a, approvalMessage(call, d))
+	ev.Outcome = outcome
+	switch {
+	case outcome == outcomeHandedOver:
+		return false, nil
+	case run == nil:
+		ev.IsError = result != nil && result.IsError
+		if result == nil {
+			result = ErrorResult("Not run.")
+		}
+		rq.sendResult(m.ID, result)
+		return false, nil
+	}
+	return true, run
+}
+
+// waitApproval sends the URL elicitation and waits for the approval's
+// decision, keeping the stream alive every Config.KeepAlive: with
+// notifications/progress if the call carried a progressToken, else an SSE
+// comment.
+func (c *confirmCall) waitApproval(ctx context.Context, a *approval.Approval, msg string) (Outcome, *ToolResult, *confirmRun) {
+	h, x := c.h, c.x
+	params, err := x.elicitParams(ElicitRequest{Message: msg, URL: a.URL, ElicitationID: a.ID})
+	qid := approvalPrefix + a.ID
+	channel := replyChannel(c.rec.Session, qid)
+	var hints <-chan []byte
+	if sub, err := h.cfg.Store.Subscribe(ctx, channel); err == nil {
+		defer sub.Close()
+		hints = sub.C()
+	}
+	if err == nil {
+		x.st.send(jsonrpc.AppendRequest(nil, jsonrpc.AppendString(nil, qid), "elicitation/create", params))
+	}
+	wctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
+	defer cancel()
+	decided := make(chan *approval.Approval, 1)
+	go func() {
+		got, err := h.cfg.Approvals.Wait(wctx, a.ID)
+		if err != nil {
+			got = nil
+		}
+		decided <- got
+	}()
+	return c.awaitDecision(ctx, a, hints, channel, decided)
+}
+
+// awaitDecision waits for the approval's decision on decided, withdrawing
+// the approval when the call is cancelled or the client declines to open
+// the page (an answer on hints).
+func (c *confirmCall) awaitDecision(ctx context.Context, a *approval.Approval, hints <-chan []byte, channel string, decided <-chan *approval.Approval) (Outcome, *ToolResult, *confirmRun) {
+	h, x := c.h, c.x
+	keep := time.NewTicker(h.cfg.KeepAlive)
+	defer keep.Stop()
+	// Past the expiry the approval is decided (expired, at the latest): a
+	// store that still cannot tell hands the call over to the replica that
+	// can, which answers on the stream's log.
+	limit := time.NewTimer(time.Until(a.Expires.Add(h.ct.skew)))
+	defer limit.Stop()
+	done, n := ctx.Done(), 0
+	for {
+		select {
+		case got := <-decided:
+			if done == nil && got != nil && got.State == approval.Approved {
+				// Cancelled, but approved first: the call does not run,
+				// and the approval stays for a repeated call.
+				got = &approval.Approval{ID: got.ID, State: approval.Withdrawn}
+			}
+			return c.approvalDecided(context.WithoutCancel(ctx), got)
+		case <-limit.C:
+			c.ls.release()
+			return outcomeHandedOver, nil, nil
+		case b, ok := <-hints:
+			if !ok {
+				hints = nil
+			} else if p, ok := h.openMessage(h.macs.reply, channel, b); ok && refusedToOpen(p) {
+				h.cfg.Approvals.Withdraw(context.WithoutCancel(ctx), a.ID, approvalAsker(c.ident))
+			}
+		case <-done: // cancelled: withdraw; the decided read follows
+			done = nil
+			h.cfg.Approvals.Withdraw(context.WithoutCancel(ctx), a.ID, approvalAsker(c.ident))
+		case <-keep.C: // progress if the client asked for it, else a comment
+			if n++; len(x.progressToken) > 0 {
+				x.Progress(float64(n), 0, "waiting for an approval")
+			} else {
+				x.st.comment()
+			}
+		}
+	}
+}
+
+// refusedToOpen reports whether a client's answer to an approval's URL
+// elicitation (a reply hint) declines or dismisses it, or is an error.
+func refusedToOpen(p []byte) bool {
+	var r reply
+	var m struct {
+		Result json.RawMessage `json:"result"`
+	}
+	if json.Unmarshal(p, &r) != nil || json.Unmarshal(r.Msg, &m) != nil || len(m.Result) == 0 {
+		return true
+	}
+	res, err := elicitation.ParseResult(m.Result)
+	return err != nil || res.Action != elicitation.Accept
+}
+
+// approvalDecided acts on the approval got (nil: it could not be read) for
+// the confirm record this replica holds the lease of. Of the replicas
+// that could try, only the one whose transition out of pending succeeds
+// acts; a lost transition or an unreadable approval is handed over to the
+// replica that resumes the stream.
+func (c *confirmCall) approvalDecided(ctx context.Context, got *approval.Approval) (Outcome, *ToolResult, *confirmRun) {
+	h := c.h
+	if got == nil || got.State == approval.Pending {
+		c.ls.release()
+		return outcomeHandedOver, nil, nil
+	}
+	outcome, result := approvalOutcome(got, c.tool)
+	next := c.rec
+	next.By = c.ls.by()
+	if result == nil {
+		next.State = stateRunning
+	} else {
+		next.State, next.Outcome = stateClosed, outcome
+	}
+	raw, ok, _ := h.moveConfirm(ctx, c.id, c.raw, statePending, &next)
+	if !ok {
+		c.ls.release()
+		return outcomeHandedOver, nil, nil
+	}
+	c.rec, c.raw = next, raw
+	c.completeElicitation(got.ID)
+	if result != nil {
+		c.ls.release()
+		return outcome, result, nil
+	}
+	if _, err := h.cfg.Approvals.Consume(ctx, got.ID, approvalAsker(c.ident), c.tool, c.rec.Args); err != nil {
+		done := c.rec
+		done.State, done.Outcome = stateDone, OutcomeReplayRefused
+		h.moveConfirm(ctx, c.id, c.raw, stateRunning, &done)
+		c.ls.release()
+		o, r := approvalOutcome(&approval.Approval{State: approval.Used}, c.tool)
+		return o, r, nil
+	}
+	return OutcomeConfirmed, nil, &confirmRun{c: c, raw: raw}
+}
+
+// completeElicitation tells the client the approval's page is done with
+// (notifications/elicitation/complete).
+func (c *confirmCall) completeElicitation(id string) {
+	if c.x == nil {
+		return
+	}
+	p := append([]byte(`{"elicitationId":`), jsonrpc.AppendString(nil, id)...)
+	c.x.st.send(jsonrpc.AppendRequest(nil, nil, "notifications/elicitation/complete", append(p, '}')))
+}
+
+// adoptApproval finishes, on the replica serving a resumed stream, a call
+// waiting for an approval whose asker is gone (nobody holds the record's
+// lease), once the approval is decided: the result goes to the stream's
+// event log. Still pending, or the asker alive: nothing happens (the
+// resumed stream checks again every confirmPoll).
+func (h *Handler) adoptApproval(rq *request, id string, rec confirmRecord, raw []byte) {
+	ctx := context.WithoutCancel(rq.r.Context())
+	got, err := h.cfg.Approvals.Get(ctx, rec.Approval)
+	if err != nil || got.State == approval.Pending {
+		return
+	}
+	ls, err := h.takeLease(ctx, id)
+	if err != nil || ls == nil {
+		return
+	}
+	out := h.adoptRequest(rq.r, rq.id, rq.sess, rec.Stream)
+	x := &Exchange{h: h, st: out.st, sess: rq.sess, version: out.version, caps: rq.sess.Capabilities, logLevel: LogLevel(rq.sess.LogLevel), reqID: rec.ReqID}
+	c := &confirmCall{h: h, id: id, tool: rec.Tool, ident: rq.id, ls: ls, rec: rec, raw: raw, x: x}
+	ev := CallEvent{Tool: rec.Tool, Identity: rq.id, SessionID: rq.sess.ID, ConfirmID: rec.Approval, Arguments: rec.Args}
+	start := time.Now()
+	outcome, result, run := c.approvalDecided(out.ctx, got)
+	ev.Outcome = outcome
+	switch {
+	case outcome == outcomeHandedOver:
+		return
+	case run != nil:
+		h.runAdopted(out, c, run, &ev)
+	case result != nil:
+		ev.IsError = result.IsError
+		out.sendResult(rec.ReqID, result)
+	}
+	if h.cfg.OnCall != nil {
+		ev.Duration = time.Since(start)
+		h.emit(ev)
+	}
+}
+
+// runAdopted runs an adopted approved call, if the caller can still see
+// the tool, and logs its result.
+func (h *Handler) runAdopted(out *request, c *confirmCall, run *confirmRun, ev *CallEvent) {
+	defer run.finish(out.ctx)
+	tool, ok, err := h.findTool(out.ctx, c.ident, c.tool)
+	if err != nil || !ok {
+		ev.Outcome = OutcomeRevoked
+		out.fail(c.rec.ReqID, errUnknownTool(c.tool))
+		return
+	}
+	call := &ToolCall{Tool: tool, Arguments: c.rec.Args, Identity: c.ident, SessionID: c.rec.Session, Exchange: c.x}
+	res, _ := h.run(out.ctx, call, ev)
+	out.sendResult(c.rec.ReqID, res)
+}
+
+// adoptRequest is a request that writes to the event log of streamID only,
+// for a call finished by a replica other than its asker.
+func (h *Handler) adoptRequest(r *http.Request, ident Identity, sess *session.Session, streamID string) *request {
+	rq := &request{h: h, r: r, start: time.Now(), id: ident, sess: sess, version: sess.ProtocolVersion, era: sessions}
+	rq.info = &reqInfo{identity: ident, request: r, version: sess.ProtocolVersion, sessionID: sess.ID}
+	rq.ctx = context.WithValue(context.WithoutCancel(r.Context()), ctxKey{}, rq.info)
+	rq.st = h.logOnly(sess.ID, streamID)
+	return rq
+}

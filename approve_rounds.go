@@ -1,0 +1,163 @@
+package mcphandler
+
+import (
+	"context"
+	"crypto/rand"
+	"time"
+
+	"github.com/mcphandler/mcphandler/approval"
+	"github.com/mcphandler/mcphandler/elicitation"
+	"github.com/mcphandler/mcphandler/internal/jsonrpc"
+	"github.com/mcphandler/mcphandler/session"
+)
+
+// statelessEra.approve: a 2026-07-28 client that declared URL mode gets an
+// input request carrying the approval's URL (approveModern); any other
+// the tool result naming the page.
+func (statelessEra) approve(rq *request, m *jsonrpc.Message, call *ToolCall, d Decision, ev *CallEvent) (bool, *confirmRun) {
+	if !call.Exchange.caps.Has(session.CapElicitationURL) {
+		return rq.h.approveByRepeat(rq, m, call, d, ev)
+	}
+	rq.h.approveModern(rq, m, call, d, ev)
+	return false, nil
+}
+
+// approveModern runs a 2026-07-28 Approve round by round, with a nonce
+// record (confirm_state.go) naming the approval, sealed in the
+// requestState like a confirm's (confirm_rounds.go):
+//
+//   - The first round starts the approval, records the nonce (pending)
+//     and asks the client to open the page: an input_required answer
+//     whose request (input key confirmInputKey) is the URL elicitation.
+//   - The retry waits for the decision (until the approval expires or the
+//     client goes away); an answer that declines to open the page
+//     withdraws the approval. Approved: pending → running, the approval is
+//     consumed, the tool runs, and its result is recorded (done).
+//     Declined, expired, withdrawn: pending → closed with the refusal.
+//   - A retry of a finished call gets the recorded result: nothing runs
+//     again.
+func (h *Handler) approveModern(rq *request, m *jsonrpc.Message, call *ToolCall, d Decision, ev *CallEvent) {
+	r := call.Exchange.mr
+	if r.state.Nonce == "" {
+		h.openApprovalRound(rq, m, call, d, ev)
+		return
+	}
+	rec, raw, ok := h.loadRound(rq, m, r.state.Nonce, ev)
+	if !ok {
+		return
+	}
+	switch {
+	case rec.State == statePending && rec.Approval == "":
+		ev.Outcome, ev.IsError = OutcomeReplayRefused, true
+		rq.sendResult(m.ID, ErrorResult("Not run: this requestState is not the one of an approval."))
+	case rec.State == statePending && r.state.Round == 1:
+		h.answerApprovalRound(rq, m, call, ev, rec, raw)
+	case rec.State == stateAwaiting && rec.Round == r.state.Round:
+		next := nonceRecord{State: stateRunning, Round: rec.Round}
+		b, ok, err := h.moveNonce(rq.ctx, r.state.Nonce, raw, stateAwaiting, &next)
+		if !ok {
+			h.nonceRaced(rq, m, r.state.Nonce, r.state.Round, err, ev)
+			return
+		}
+		h.runConfirmedRound(rq, m, call, ev, r.state.Nonce, rec, b)
+	default:
+		h.replayNonce(rq, m, rec, r.state.Round, ev)
+	}
+}
+
+// openApprovalRound starts (or finds) the call's approval and asks the
+// client to open its page in round 1. A call repeated after its approval
+// (without the requestState) runs at once.
+func (h *Handler) openApprovalRound(rq *request, m *jsonrpc.Message, call *ToolCall, d Decision, ev *CallEvent) {
+	x := call.Exchange
+	a, run, ok := h.openApproval(rq, m, call, d, ev)
+	if !ok {
+		return
+	}
+	if run {
+		result, err := h.run(rq.ctx, call, ev)
+		if !rq.finishRounds(x, m, err) {
+			rq.sendResult(m.ID, result)
+		}
+		return
+	}
+	n := rand.Text()
+	rec := nonceRecord{State: statePending, Round: 1, Approval: a.ID}
+	ok, err := h.cfg.Store.PutIfAbsent(rq.ctx, nonceKey(n), h.encodeNonce(n, &rec), h.confirmTTL())
+	if err != nil || !ok {
+		ev.Outcome = OutcomeError
+		h.storeFailed(rq, m, err)
+		return
+	}
+	x.mr.state.Nonce, x.mr.state.Round = n, 1
+	params, err := x.elicitParams(ElicitRequest{Message: approvalMessage(call, d), URL: a.URL})
+	if err != nil {
+		ev.Outcome = OutcomeError
+		rq.fail(m.ID, errInternal())
+		return
+	}
+	x.mr.askConfirm(params)
+	ev.Outcome = OutcomeInputRequired
+	rq.inputRequired(m.ID, x.mr)
+}
+
+// answerApprovalRound waits for the decision of the approval of a pending
+// nonce and acts on it, once: of concurrent retries, on any replicas, the
+// one whose transition out of pending succeeds acts.
+func (h *Handler) answerApprovalRound(rq *request, m *jsonrpc.Message, call *ToolCall, ev *CallEvent, rec nonceRecord, raw []byte) {
+	s, n := h.cfg.Approvals, call.Exchange.mr.state.Nonce
+	ctx := context.WithoutCancel(rq.ctx)
+	ev.ConfirmID = rec.Approval
+	if a, ok := call.Exchange.mr.confirmAnswer(); ok {
+		if res, err := elicitation.ParseResult(a); err != nil || res.Action != elicitation.Accept {
+			s.Withdraw(ctx, rec.Approval, approvalAsker(call.Identity))
+		}
+	}
+	got, err := h.waitRound(rq, rec.Approval)
+	switch {
+	case rq.ctx.Err() != nil || err == nil && got.State == approval.Pending:
+		// The client went away (or stopped waiting): the nonce stays
+		// pending for its next retry.
+		ev.Outcome, ev.IsError = OutcomeDisconnected, true
+		rq.sendResult(m.ID, ErrorResult("Not run yet: the approval of "+call.Tool.Name+" is pending; retry with the same requestState."))
+		return
+	case err != nil:
+		ev.Outcome = OutcomeError
+		h.storeFailed(rq, m, err)
+		return
+	}
+	outcome, result := approvalOutcome(got, call.Tool.Name)
+	if result != nil {
+		b, _ := result.appendJSON(nil)
+		next := nonceRecord{State: stateClosed, Round: 1, Outcome: outcome, Result: b}
+		if _, ok, err := h.moveNonce(ctx, n, raw, statePending, &next); !ok {
+			h.nonceRaced(rq, m, n, 1, err, ev)
+			return
+		}
+		ev.Outcome, ev.IsError = outcome, true
+		rq.sendResult(m.ID, result)
+		return
+	}
+	b, ok, err := h.moveNonce(ctx, n, raw, statePending, &nonceRecord{State: stateRunning, Round: 1})
+	if !ok {
+		h.nonceRaced(rq, m, n, 1, err, ev)
+		return
+	}
+	if _, err := s.Consume(ctx, got.ID, approvalAsker(call.Identity), call.Tool.Name, call.Arguments); err != nil {
+		outcome, result = approvalOutcome(&approval.Approval{State: approval.Used}, call.Tool.Name)
+		res, _ := result.appendJSON(nil)
+		h.moveNonce(ctx, n, b, stateRunning, &nonceRecord{State: stateDone, Round: 1, Outcome: outcome, Result: res})
+		ev.Outcome, ev.IsError = outcome, true
+		rq.sendResult(m.ID, result)
+		return
+	}
+	h.runConfirmedRound(rq, m, call, ev, n, rec, b)
+}
+
+// waitRound waits for approval id to be decided, as long as the request
+// lasts; a request that ends first gets the store's or ctx's error.
+func (h *Handler) waitRound(rq *request, id string) (*approval.Approval, error) {
+	ctx, cancel := context.WithTimeout(rq.ctx, h.cfg.ConfirmTimeout+time.Second)
+	defer cancel()
+	return h.cfg.Approvals.Wait(ctx, id)
+}

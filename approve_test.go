@@ -1,0 +1,577 @@
+package mcphandler_test
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"log/slog"
+	"net/http"
+	"net/http/httptest"
+	"regexp"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/mcphandler/mcphandler"
+	"github.com/mcphandler/mcphandler/approval"
+	"github.com/mcphandler/mcphandler/mcptest"
+	"github.com/mcphandler/mcphandler/session"
+	"github.com/mcphandler/mcphandler/session/redisstore"
+	"github.com/mcphandler/mcphandler/session/redisstore/redistest"
+)
+
+// The approver of the tests: another person of the caller's tenant (the
+// caller is acme-viewer, alice).
+var (
+	bobApproves = approval.Identity{Tenant: "acme", Subject: "bob", Role: "admin"}
+	urlCaps     = json.RawMessage(`{"elicitation":{"form":{},"url":{}}}`)
+)
+
+const approvalPage = "https://app.example/approvals/"
+
+// approvalRig is n replicas on Redis, each with its own approval store
+// on its own connection, behind the round-robin proxy of replica_test.go;
+// delete_thing is decided Approve (the four-eyes default policy).
+type approvalRig struct {
+	f      *fixture
+	cl     *cluster
+	stores []*approval.Store
+}
+
+func newApprovalRig(t *testing.T, n int, ttl time.Duration, tweaks ...func(*mcphandler.Config)) *approvalRig {
+	t.Helper()
+	return newApprovalRigAt(t, n, ttl, approvalPage, tweaks...)
+}
+
+// newApprovalRigAt is newApprovalRig with the page at pageURL.
+func newApprovalRigAt(t *testing.T, n int, ttl time.Duration, pageURL string, tweaks ...func(*mcphandler.Config)) *approvalRig {
+	t.Helper()
+	rig := &approvalRig{f: &fixture{}}
+	cfg := rig.f.config()
+	cfg.ConfirmTimeout = max(ttl, 2*time.Second)
+	cfg.BeforeCall = func(ctx context.Context, call *mcphandler.ToolCall) (mcphandler.Decision, error) {
+		if call.Tool.Destructive() {
+			return mcphandler.Approve("Delete it?", approval.Policy{}), nil
+		}
+		return mcphandler.Allow(), nil
+	}
+	keys := [][]byte{[]byte("0123456789abcdef0123456789abcdef")}
+	cfg.StateKeys = keys
+	cfg.Logger = slog.New(slog.DiscardHandler)
+	for _, tweak := range tweaks {
+		tweak(&cfg)
+	}
+	client := func() redis.UniversalClient { return redistest.Client(t) }
+	prefix := redistest.Prefix(t, client())
+	rig.cl = &cluster{served: make([]atomic.Int64, n)}
+	for range n {
+		c := client()
+		st := redisstore.New(c, redisstore.Options{Prefix: prefix, OpTimeout: 500 * time.Millisecond})
+		t.Cleanup(func() { st.Close() })
+		as, err := approval.New(approval.Config{Store: st, Keys: keys, URL: pageURL, TTL: ttl, Roles: cfg.Roles, Poll: 100 * time.Millisecond})
+		if err != nil {
+			t.Fatal(err)
+		}
+		cfg := cfg
+		cfg.Store, cfg.Approvals = st, as
+		r := &replica{h: mcphandler.New(cfg), store: st, client: c}
+		mcphandler.SetConfirmTimes(r.h, 300*time.Millisecond, 50*time.Millisecond)
+		r.srv = httptest.NewServer(r.h)
+		t.Cleanup(func() { r.srv.Close(); r.h.Close() })
+		rig.cl.replicas = append(rig.cl.replicas, r)
+		rig.stores = append(rig.stores, as)
+	}
+	rig.cl.proxy = httptest.NewServer(http.HandlerFunc(rig.cl.forward))
+	t.Cleanup(rig.cl.proxy.Close)
+	return rig
+}
+
+// decideLater decides the approval of an elicitation from another
+// goroutine, through store, as the page would.
+func decideLater(t *testing.T, store *approval.Store, id string, approve bool) {
+	go func() {
+		time.Sleep(50 * time.Millisecond)
+		if _, err := store.Decide(context.Background(), id, bobApproves, approve); err != nil {
+			t.Errorf("decide %s: %v", id, err)
+		}
+	}()
+}
+
+// urlElicitations records the URL elicitations a client is asked.
+type urlElicitations struct {
+	asked atomic.Int64
+	last  atomic.Value // mcptest.ElicitParams
+}
+
+func (u *urlElicitations) handler(then func(p mcptest.ElicitParams)) mcptest.Option {
+	return mcptest.WithElicitationHandler(func(_ context.Context, p mcptest.ElicitParams) (mcptest.ElicitResult, error) {
+		u.asked.Add(1)
+		u.last.Store(p)
+		if p.Mode != "url" || !strings.HasPrefix(p.URL, approvalPage) || p.ElicitationID == "" {
+			return mcptest.ElicitResult{Action: "decline"}, nil
+		}
+		then(p)
+		return mcptest.ElicitResult{Action: "accept"}, nil
+	})
+}
+
+func hasNote(c *mcptest.Client, method, contains string) bool {
+	for _, n := range c.Notifications() {
+		if n.Method == method && strings.Contains(string(n.Params), contains) {
+			return true
+		}
+	}
+	return false
+}
+
+// TestApproveURLModeRunsOnce: a 2025-11-25 client that declared URL mode
+// is asked with a URL-mode elicitation/create naming the page and the
+// approval's id; the call waits, the approval (made by another person of
+// the tenant) runs it once, notifications/elicitation/complete precedes
+// the result; the same call again asks again, and its decline runs
+// nothing.
+func TestApproveURLModeRunsOnce(t *testing.T) {
+	rig := newApprovalRig(t, 2, 5*time.Second)
+	var u urlElicitations
+	approve := true
+	c := mcptest.Dial(rig.cl.proxy.URL, mcptest.WithToken("acme-viewer"), mcptest.WithCapabilities(urlCaps),
+		u.handler(func(p mcptest.ElicitParams) {
+			if p.URL != approvalPage+p.ElicitationID || !approval.ValidID(p.ElicitationID) {
+				t.Errorf("url %q, elicitationId %q", p.URL, p.ElicitationID)
+			}
+			decideLater(t, rig.stores[1], p.ElicitationID, approve)
+		}))
+	defer c.Close()
+	ctx := context.Background()
+	if _, err := c.Initialize(ctx); err != nil {
+		t.Fatal(err)
+	}
+	res, err := c.CallTool(ctx, "delete_thing", map[string]any{"id": "x"})
+	if err != nil || res.IsError || res.Text() != "delete_thing ran for acme" {
+		t.Fatalf("approved call: %+v, %v", res, err)
+	}
+	id := u.last.Load().(mcptest.ElicitParams).ElicitationID
+	if !hasNote(c, "notifications/elicitation/complete", id) {
+		t.Fatalf("no notifications/elicitation/complete for %s: %v", id, c.Notifications())
+	}
+	if a, err := rig.stores[0].Get(ctx, id); err != nil || a.State != approval.Used {
+		t.Fatalf("approval after the run: %+v, %v", a, err)
+	}
+	approve = false
+	res, err = c.CallTool(ctx, "delete_thing", map[string]any{"id": "x"})
+	if err != nil || !res.IsError || !strings.Contains(res.Text(), "declined") {
+		t.Fatalf("declined call: %+v, %v", res, err)
+	}
+	if again := u.last.Load().(mcptest.ElicitParams).ElicitationID; again == id || u.asked.Load() != 2 {
+		t.Fatalf("the repeated call was not asked again: %s after %s, %d asked", again, id, u.asked.Load())
+	}
+	if n := rig.f.count("delete_thing"); n != 1 {
+		t.Fatalf("ran %d times, want 1", n)
+	}
+}
+
+// TestApproveExpires: nobody decides; at the approval's expiry the call
+// ends without running, saying so.
+func TestApproveExpires(t *testing.T) {
+	rig := newApprovalRig(t, 1, 700*time.Millisecond)
+	var u urlElicitations
+	c := mcptest.Dial(rig.cl.proxy.URL, mcptest.WithToken("acme-viewer"), mcptest.WithCapabilities(urlCaps), u.handler(func(mcptest.ElicitParams) {}))
+	defer c.Close()
+	ctx := context.Background()
+	if _, err := c.Initialize(ctx); err != nil {
+		t.Fatal(err)
+	}
+	res, err := c.CallTool(ctx, "delete_thing", map[string]any{"id": "x"})
+	if err != nil || !res.IsError || !strings.Contains(res.Text(), "expired") {
+		t.Fatalf("expired call: %+v, %v", res, err)
+	}
+	if n := rig.f.count("delete_thing"); n != 0 || u.asked.Load() != 1 {
+		t.Fatalf("ran %d times (asked %d)", n, u.asked.Load())
+	}
+}
+
+// TestApproveClientRefusesToOpen: a client whose person declines to open
+// the page withdraws the approval; nothing runs, and the page can no
+// longer decide it.
+func TestApproveClientRefusesToOpen(t *testing.T) {
+	rig := newApprovalRig(t, 1, 5*time.Second)
+	var id atomic.Value
+	c := mcptest.Dial(rig.cl.proxy.URL, mcptest.WithToken("acme-viewer"), mcptest.WithCapabilities(urlCaps),
+		mcptest.WithElicitationHandler(func(_ context.Context, p mcptest.ElicitParams) (mcptest.ElicitResult, error) {
+			id.Store(p.ElicitationID)
+			return mcptest.ElicitResult{Action: "decline"}, nil
+		}))
+	defer c.Close()
+	ctx := context.Background()
+	if _, err := c.Initialize(ctx); err != nil {
+		t.Fatal(err)
+	}
+	res, err := c.CallTool(ctx, "delete_thing", map[string]any{"id": "x"})
+	if err != nil || !res.IsError || !strings.Contains(res.Text(), "withdrawn") {
+		t.Fatalf("refused call: %+v, %v", res, err)
+	}
+	if _, err := rig.stores[0].Decide(ctx, id.Load().(string), bobApproves, true); !errors.Is(err, approval.ErrWithdrawn) {
+		t.Fatalf("deciding a withdrawn approval: %v", err)
+	}
+	if n := rig.f.count("delete_thing"); n != 0 {
+		t.Fatalf("ran %d times", n)
+	}
+}
+
+// TestApproveDecidedOnAnotherReplica: the call waits on replica A; the
+// approval is decided through replica B's store (where B's page runs);
+// A wakes and runs the call once.
+func TestApproveDecidedOnAnotherReplica(t *testing.T) {
+	rig := newApprovalRig(t, 2, 5*time.Second)
+	var u urlElicitations
+	c := mcptest.Dial(rig.cl.replicas[0].srv.URL, mcptest.WithToken("acme-viewer"), mcptest.WithCapabilities(urlCaps),
+		u.handler(func(p mcptest.ElicitParams) { decideLater(t, rig.stores[1], p.ElicitationID, true) }))
+	defer c.Close()
+	ctx := context.Background()
+	if _, err := c.Initialize(ctx); err != nil {
+		t.Fatal(err)
+	}
+	res, err := c.CallTool(ctx, "delete_thing", map[string]any{"id": "x"})
+	if err != nil || res.IsError || res.Text() != "delete_thing ran for acme" {
+		t.Fatalf("call: %+v, %v", res, err)
+	}
+	if n := rig.f.count("delete_thing"); n != 1 {
+		t.Fatalf("ran %d times, want 1", n)
+	}
+}
+
+// TestApproveAskerDies: the replica the call waits on dies before the
+// approval; the client resumes its stream on the other replica, which
+// finds the approval decided, takes the call over and runs it once.
+func TestApproveAskerDies(t *testing.T) {
+	rig := newApprovalRig(t, 2, 3*time.Second)
+	var u urlElicitations
+	c := mcptest.Dial(rig.cl.proxy.URL, mcptest.WithToken("acme-viewer"), mcptest.WithCapabilities(urlCaps),
+		u.handler(func(p mcptest.ElicitParams) {
+			i := rig.cl.lastCall.Load()
+			go func() {
+				time.Sleep(100 * time.Millisecond) // the answer to the elicitation went out
+				rig.cl.replicas[i].kill()
+				time.Sleep(100 * time.Millisecond)
+				if _, err := rig.stores[1-i].Decide(context.Background(), p.ElicitationID, bobApproves, true); err != nil {
+					t.Errorf("decide: %v", err)
+				}
+			}()
+		}))
+	defer c.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	if _, err := c.Initialize(ctx); err != nil {
+		t.Fatal(err)
+	}
+	res, err := c.CallTool(ctx, "delete_thing", map[string]any{"id": "x"})
+	if err != nil || res.IsError || res.Text() != "delete_thing ran for acme" {
+		t.Fatalf("after the asking replica died: %+v, %v", res, err)
+	}
+	if n := rig.f.count("delete_thing"); n != 1 {
+		t.Fatalf("ran %d times, want 1", n)
+	}
+	waitOutcome(t, rig.f, mcphandler.OutcomeConfirmed)
+}
+
+var pageURL = regexp.MustCompile(regexp.QuoteMeta(approvalPage) + `([A-Za-z0-9_-]{22})`)
+
+// approvalIn returns the approval id of the page URL a tool result names.
+func approvalIn(t *testing.T, res *mcptest.ToolResult) string {
+	t.Helper()
+	m := pageURL.FindStringSubmatch(res.Text())
+	if !res.IsError || m == nil {
+		t.Fatalf("not a result naming an approval page: %+v", res)
+	}
+	return m[1]
+}
+
+// TestApproveWithoutURLMode: a client that cannot open a URL (no URL
+// mode; 2024-11-05 HTTP+SSE; 2026-07-28 without URL mode) gets a tool
+// result naming the page; the same call after the approval runs once; a
+// further identical call asks again; the same call with other arguments
+// is another call, and the approval does not run it.
+func TestApproveWithoutURLMode(t *testing.T) {
+	formOnly := mcptest.WithCapabilities(json.RawMessage(`{"elicitation":{}}`))
+	for _, tc := range []struct {
+		name string
+		dial func(t *testing.T, rig *approvalRig, opts ...mcptest.Option) *mcptest.Client
+		opts []mcptest.Option
+	}{
+		{"2025-11-25 form only", dialProxy, []mcptest.Option{formOnly}},
+		{"2025-06-18", dialProxy, []mcptest.Option{mcptest.WithProtocolVersion("2025-06-18"), mcptest.WithCapabilities(urlCaps)}},
+		{"2026-07-28 form only", dialProxy, []mcptest.Option{mcptest.WithEra(mcptest.Stateless), formOnly}},
+		{"2024-11-05", func(t *testing.T, rig *approvalRig, opts ...mcptest.Option) *mcptest.Client {
+			// The legacy stream is held by one replica; the other decides.
+			return mcptest.NewLegacy(t, legacyMux(rig.cl.replicas[0].h), "/sse", opts...)
+		}, []mcptest.Option{mcptest.WithCapabilities(urlCaps)}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			rig := newApprovalRig(t, 2, 5*time.Second)
+			c := tc.dial(t, rig, append(tc.opts, mcptest.WithToken("acme-viewer"))...)
+			defer c.Close()
+			ctx := context.Background()
+			if c.Era() != mcptest.Stateless {
+				if _, err := c.Initialize(ctx); err != nil {
+					t.Fatal(err)
+				}
+			}
+			call := func(args map[string]any) *mcptest.ToolResult {
+				t.Helper()
+				res, err := c.CallTool(ctx, "delete_thing", args)
+				if err != nil {
+					t.Fatal(err)
+				}
+				return res
+			}
+			x := map[string]any{"id": "x"}
+			id := approvalIn(t, call(x))
+			if again := approvalIn(t, call(x)); again != id {
+				t.Fatalf("a pending approval was not found again: %s, then %s", id, again)
+			}
+			if _, err := rig.stores[1].Decide(ctx, id, bobApproves, true); err != nil {
+				t.Fatal(err)
+			}
+			if other := approvalIn(t, call(map[string]any{"id": "y"})); other == id {
+				t.Fatal("other arguments got the approval of x")
+			}
+			if res := call(x); res.IsError || res.Text() != "delete_thing ran for acme" {
+				t.Fatalf("the call after the approval: %+v", res)
+			}
+			if next := approvalIn(t, call(x)); next == id {
+				t.Fatal("a used approval was given again")
+			}
+			if n := rig.f.count("delete_thing"); n != 1 {
+				t.Fatalf("ran %d times, want 1", n)
+			}
+		})
+	}
+}
+
+func dialProxy(t *testing.T, rig *approvalRig, opts ...mcptest.Option) *mcptest.Client {
+	return mcptest.Dial(rig.cl.proxy.URL, opts...)
+}
+
+// TestApproveModern: a 2026-07-28 client that declared URL mode gets an
+// input request carrying the URL elicitation; its retry waits for the
+// decision and runs the tool once; the same retry again returns the
+// recorded result, and nothing runs again.
+func TestApproveModern(t *testing.T) {
+	rig := newApprovalRig(t, 2, 5*time.Second)
+	h := rig.cl.proxy.URL
+	caps := `{"elicitation":{"url":{}}}`
+	status, m := postModern(t, h, "acme-viewer", 1, `"name":"delete_thing","arguments":{"id":"x"}`, caps)
+	res, _ := m["result"].(map[string]any)
+	if status != 200 || res == nil || res["resultType"] != "input_required" {
+		t.Fatalf("round 1: %d %v", status, m)
+	}
+	var key, state string
+	state, _ = res["requestState"].(string)
+	for k, v := range res["inputRequests"].(map[string]any) {
+		key = k
+		p := v.(map[string]any)["params"].(map[string]any)
+		if v.(map[string]any)["method"] != "elicitation/create" || p["mode"] != "url" || !strings.HasPrefix(p["url"].(string), approvalPage) {
+			t.Fatalf("input request: %v", v)
+		}
+		decideLater(t, rig.stores[1], strings.TrimPrefix(p["url"].(string), approvalPage), true)
+	}
+	retry := `"name":"delete_thing","arguments":{"id":"x"},"inputResponses":{"` + key + `":{"action":"accept"}},"requestState":"` + state + `"`
+	for i := range 2 {
+		_, m = postModern(t, h, "acme-viewer", 2+i, retry, caps)
+		if resultText(m) != "delete_thing ran for acme" {
+			t.Fatalf("retry %d: %v", i, m)
+		}
+	}
+	if n := rig.f.count("delete_thing"); n != 1 {
+		t.Fatalf("ran %d times, want 1", n)
+	}
+}
+
+// TestApproveModernClient: the same through the mcptest 2026-07-28
+// client, which answers the input request and retries by itself.
+func TestApproveModernClient(t *testing.T) {
+	rig := newApprovalRig(t, 2, 5*time.Second)
+	var asked atomic.Int64
+	c := mcptest.Dial(rig.cl.proxy.URL, mcptest.WithEra(mcptest.Stateless), mcptest.WithToken("acme-viewer"),
+		mcptest.WithCapabilities(json.RawMessage(`{"elicitation":{"url":{}}}`)),
+		mcptest.WithElicitationHandler(func(_ context.Context, p mcptest.ElicitParams) (mcptest.ElicitResult, error) {
+			asked.Add(1)
+			if p.Mode != "url" || p.ElicitationID != "" || !strings.HasPrefix(p.URL, approvalPage) {
+				t.Errorf("2026-07-28 URL elicitation: %s", p.Raw)
+			}
+			decideLater(t, rig.stores[1], strings.TrimPrefix(p.URL, approvalPage), true)
+			return mcptest.ElicitResult{Action: "accept"}, nil
+		}))
+	defer c.Close()
+	res, err := c.CallTool(context.Background(), "delete_thing", map[string]any{"id": "x"})
+	if err != nil || res.IsError || res.Text() != "delete_thing ran for acme" {
+		t.Fatalf("call: %+v, %v", res, err)
+	}
+	if n := rig.f.count("delete_thing"); n != 1 || asked.Load() != 1 {
+		t.Fatalf("ran %d times, asked %d", n, asked.Load())
+	}
+}
+
+// TestApproveModernDecline: on 2026-07-28 a declined approval runs
+// nothing; the refusal is recorded, so a repeated retry gets it again; a
+// client that declines to open the page withdraws the approval.
+func TestApproveModernDecline(t *testing.T) {
+	rig := newApprovalRig(t, 2, 5*time.Second)
+	caps := `{"elicitation":{"url":{}}}`
+	for _, tc := range []struct{ client, want string }{{"accept", "declined"}, {"decline", "withdrawn"}} {
+		_, m := postModern(t, rig.cl.proxy.URL, "acme-viewer", 1, `"name":"delete_thing","arguments":{"id":"`+tc.client+`"}`, caps)
+		res, _ := m["result"].(map[string]any)
+		if res == nil || res["resultType"] != "input_required" {
+			t.Fatalf("round 1: %v", m)
+		}
+		state, _ := res["requestState"].(string)
+		for key, v := range res["inputRequests"].(map[string]any) {
+			u := v.(map[string]any)["params"].(map[string]any)["url"].(string)
+			if tc.client == "accept" {
+				decideLater(t, rig.stores[1], strings.TrimPrefix(u, approvalPage), false)
+			}
+			retry := `"name":"delete_thing","arguments":{"id":"` + tc.client + `"},"inputResponses":{"` + key + `":{"action":"` + tc.client + `"}},"requestState":"` + state + `"`
+			for i := range 2 {
+				_, m = postModern(t, rig.cl.proxy.URL, "acme-viewer", 2+i, retry, caps)
+				if !strings.Contains(resultText(m), tc.want) {
+					t.Fatalf("%s, retry %d: %v", tc.client, i, m)
+				}
+			}
+		}
+	}
+	if n := rig.f.count("delete_thing"); n != 0 {
+		t.Fatalf("ran %d times", n)
+	}
+}
+
+// postModern sends one 2026-07-28 tools/call to url with the client
+// capabilities caps and returns the status and the decoded body.
+func postModern(t *testing.T, url, token string, id int, params, caps string) (int, map[string]any) {
+	t.Helper()
+	body := modernBody(id, "tools/call", params, caps)
+	req, _ := http.NewRequest("POST", url, strings.NewReader(body))
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("Accept", "application/json, text/event-stream")
+	req.Header.Set("MCP-Protocol-Version", "2026-07-28")
+	req.Header.Set("Mcp-Method", "tools/call")
+	req.Header.Set("Mcp-Name", "delete_thing")
+	req.Header.Set("Authorization", "Bearer "+token)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	var m map[string]any
+	if err := json.NewDecoder(resp.Body).Decode(&m); err != nil {
+		t.Fatalf("body: %v", err)
+	}
+	return resp.StatusCode, m
+}
+
+// TestApproveWithoutStore: an Approve without Config.Approvals does not
+// run the tool.
+func TestApproveWithoutStore(t *testing.T) {
+	f := &fixture{}
+	cfg := f.config()
+	cfg.Logger = slog.New(slog.DiscardHandler)
+	cfg.BeforeCall = func(context.Context, *mcphandler.ToolCall) (mcphandler.Decision, error) {
+		return mcphandler.Approve("", approval.Policy{}), nil
+	}
+	c := connect(t, mcphandler.New(cfg), "acme-viewer", mcptest.WithCapabilities(urlCaps))
+	res, err := c.CallTool(context.Background(), "delete_thing", map[string]any{"id": "x"})
+	if err != nil || !res.IsError || f.count("delete_thing") != 0 {
+		t.Fatalf("%+v, %v; ran %d", res, err, f.count("delete_thing"))
+	}
+}
+
+// TestApproveKeepsTheStreamAlive: while a person decides, a call that
+// carried a progressToken gets notifications/progress every KeepAlive
+// (the stream stays alive past a client's idle timeout); the approval
+// then runs the call.
+func TestApproveKeepsTheStreamAlive(t *testing.T) {
+	rig := newApprovalRig(t, 2, 5*time.Second, func(c *mcphandler.Config) { c.KeepAlive = 50 * time.Millisecond })
+	c := mcptest.Dial(rig.cl.proxy.URL, mcptest.WithToken("acme-viewer"), mcptest.WithCapabilities(urlCaps),
+		mcptest.WithElicitationHandler(func(_ context.Context, p mcptest.ElicitParams) (mcptest.ElicitResult, error) {
+			go func() {
+				time.Sleep(400 * time.Millisecond)
+				rig.stores[1].Decide(context.Background(), p.ElicitationID, bobApproves, true)
+			}()
+			return mcptest.ElicitResult{Action: "accept"}, nil
+		}))
+	defer c.Close()
+	ctx := context.Background()
+	if _, err := c.Initialize(ctx); err != nil {
+		t.Fatal(err)
+	}
+	raw, err := c.Call(ctx, "tools/call", map[string]any{"name": "delete_thing", "arguments": map[string]any{"id": "x"}, "_meta": map[string]any{"progressToken": "p-1"}})
+	if err != nil || !strings.Contains(string(raw), "delete_thing ran for acme") {
+		t.Fatalf("call: %s, %v", raw, err)
+	}
+	n := 0
+	for _, note := range c.Notifications() {
+		if note.Method == "notifications/progress" && strings.Contains(string(note.Params), `"progressToken":"p-1"`) {
+			n++
+		}
+	}
+	if n < 3 {
+		t.Fatalf("%d progress notifications while waiting, want at least 3: %v", n, c.Notifications())
+	}
+}
+
+// TestApproveCancelWithdraws: a call cancelled while it waits withdraws
+// its approval: the page can no longer approve it, and nothing runs.
+func TestApproveCancelWithdraws(t *testing.T) {
+	rig := newApprovalRig(t, 2, 5*time.Second)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	var id atomic.Value
+	c := mcptest.Dial(rig.cl.proxy.URL, mcptest.WithToken("acme-viewer"), mcptest.WithCapabilities(urlCaps),
+		mcptest.WithElicitationHandler(func(_ context.Context, p mcptest.ElicitParams) (mcptest.ElicitResult, error) {
+			id.Store(p.ElicitationID)
+			time.AfterFunc(100*time.Millisecond, cancel)
+			return mcptest.ElicitResult{Action: "accept"}, nil
+		}))
+	defer c.Close()
+	if _, err := c.Initialize(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.CallTool(ctx, "delete_thing", map[string]any{"id": "x"}); err == nil {
+		t.Fatal("a cancelled call returned a result")
+	}
+	deadline := time.Now().Add(3 * time.Second)
+	for {
+		a, err := rig.stores[1].Get(context.Background(), id.Load().(string))
+		if err == nil && a.State == approval.Withdrawn {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("after the cancel: %+v, %v", a, err)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	if _, err := rig.stores[1].Decide(context.Background(), id.Load().(string), bobApproves, true); !errors.Is(err, approval.ErrWithdrawn) {
+		t.Fatalf("deciding after the cancel: %v", err)
+	}
+	if n := rig.f.count("delete_thing"); n != 0 {
+		t.Fatalf("ran %d times", n)
+	}
+}
+
+// TestApproveTTLBeyondConfirmTimeout: approvals that would outlive the
+// records of the calls waiting for them are refused at New.
+func TestApproveTTLBeyondConfirmTimeout(t *testing.T) {
+	as, err := approval.New(approval.Config{Store: session.NewMemory(), Keys: [][]byte{[]byte("0123456789abcdef0123456789abcdef")},
+		URL: approvalPage, TTL: 3 * time.Minute})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() {
+		if v := recover(); v == nil || !strings.Contains(v.(string), "ConfirmTimeout") {
+			t.Fatalf("New did not panic on a TTL past ConfirmTimeout: %v", v)
+		}
+	}()
+	mcphandler.New(mcphandler.Config{Approvals: as, ConfirmTimeout: 2 * time.Minute})
+}

@@ -1,0 +1,101 @@
+package main
+
+import (
+	"context"
+	"crypto/rand"
+	"fmt"
+	"net/http"
+	"net/url"
+	"strconv"
+	"strings"
+
+	"github.com/mcphandler/mcphandler"
+	"github.com/mcphandler/mcphandler/approval"
+	"github.com/mcphandler/mcphandler/approval/page"
+	"github.com/mcphandler/mcphandler/session"
+)
+
+// approvalBase is the origin of the audience URL: the page lives at
+// <origin>/approvals/, whether the server is reached directly or through
+// a proxy that the audience names.
+func approvalBase(audience string) string {
+	u, err := url.Parse(audience)
+	if err != nil {
+		return ""
+	}
+	return u.Scheme + "://" + u.Host
+}
+
+// withApprovals adds delete_note, which needs the approval of an admin of
+// the caller's workspace other than the caller, and mounts the approval
+// page on mux. The handler, the approvals and the page share one store
+// and one key (one replica; replicas would share a Redis store and
+// -state-keys).
+func (a *app) withApprovals(ctx context.Context, cfg *mcphandler.Config, mux *http.ServeMux, o options) error {
+	if o.approvalID == "" || o.approvalSecret == "" {
+		return fmt.Errorf("-approvals needs -approval-client-id and -approval-client-secret")
+	}
+	key := make([]byte, 32)
+	rand.Read(key)
+	keys := [][]byte{key}
+	store := session.NewMemory()
+	base := approvalBase(o.audience)
+	approvals, err := approval.New(approval.Config{Store: store, Keys: keys, URL: base + "/approvals/", TTL: o.approvalTTL, Roles: cfg.Roles})
+	if err != nil {
+		return err
+	}
+	h, err := page.New(ctx, page.Config{Approvals: approvals, Store: store, Issuer: o.issuer,
+		ClientID: o.approvalID, ClientSecret: o.approvalSecret, RedirectURL: base + "/approvals/callback",
+		Identity: page.ClaimsIdentity(o.tenantClaim, "role", cfg.Roles), Keys: keys,
+		HTTPClient: o.httpClient, InsecureCookies: strings.HasPrefix(base, "http://")})
+	if err != nil {
+		return fmt.Errorf("approval page: %w", err)
+	}
+	mux.Handle("/approvals/", h)
+	cfg.Store, cfg.StateKeys, cfg.Approvals = store, keys, approvals
+	cfg.ConfirmTimeout = max(approvals.TTL(), approval.DefaultTTL) // never shorter than an approval
+	cfg.BeforeCall = func(_ context.Context, call *mcphandler.ToolCall) (mcphandler.Decision, error) {
+		if call.Tool.Name != "delete_note" {
+			return mcphandler.Allow(), nil
+		}
+		// Four-eyes: of the caller's workspace, not the caller, an admin.
+		return mcphandler.Approve("Delete a note of workspace "+call.Identity.Tenant+", asked by "+call.Identity.Subject+".",
+			approval.Policy{MinRole: "admin"}), nil
+	}
+	del := a.deleteTool()
+	a.del = &del
+	return nil
+}
+
+type deleteIn struct {
+	ID string `json:"id" jsonschema:"The id of the note to delete, as list_notes shows it."`
+}
+
+type deleteOut struct {
+	Deleted note `json:"deleted"`
+}
+
+func (a *app) deleteTool() mcphandler.Tool {
+	return mcphandler.NewTool(mcphandler.Tool{
+		Name:        "delete_note",
+		Title:       "Delete a note",
+		Description: "Deletes a note of the caller's workspace once an admin of the workspace other than the caller approves it on the approval page (the call waits for the decision; the link expires after -approval-ttl).",
+		Annotations: &mcphandler.ToolAnnotations{DestructiveHint: new(true), OpenWorldHint: new(false)},
+		MinRole:     "editor",
+	}, func(_ context.Context, call *mcphandler.ToolCall, in deleteIn) (deleteOut, error) {
+		id, err := strconv.Atoi(in.ID)
+		if err != nil {
+			return deleteOut{}, mcphandler.BadArgs("id must be a note id, e.g. \"1\"")
+		}
+		ws := a.workspace(call.Identity.Tenant)
+		ws.mu.Lock()
+		defer ws.mu.Unlock()
+		for i, n := range ws.notes {
+			if n.ID == id {
+				ws.notes = append(ws.notes[:i], ws.notes[i+1:]...)
+				return deleteOut{Deleted: n}, nil
+			}
+		}
+		return deleteOut{}, mcphandler.BadArgs("no note %s in workspace %s", in.ID, ws.id)
+	})
+}
