@@ -15,6 +15,7 @@ import (
 
 	"github.com/mcphandler/mcphandler"
 	"github.com/mcphandler/mcphandler/elicitation"
+	"github.com/mcphandler/mcphandler/mcptest"
 )
 
 // Client capabilities of 2026-07-28 requests with and without the tasks
@@ -373,4 +374,46 @@ func TestTasksLimits(t *testing.T) {
 	}
 	// The limit is per identity.
 	createTask(t, srv, "globex-editor", "quick")
+}
+
+// subscriptions/listen with taskIds: only the caller's own tasks are
+// agreed, and their changes arrive as notifications/tasks.
+func TestTasksListen(t *testing.T) {
+	tf := &taskFixture{}
+	h := mcphandler.New(tf.config())
+	defer h.Close()
+	srv := httptest.NewServer(h)
+	defer srv.Close()
+	mine := createTask(t, srv, "acme-viewer", "wait")
+	<-tf.started
+	theirs := createTask(t, srv, "globex-editor", "quick")
+	ctx := context.Background()
+	c := mcptest.NewModern(t, h, mcptest.WithToken("acme-viewer"), mcptest.WithCapabilities(json.RawMessage(capsTasks)))
+	s, err := c.Listen(ctx, map[string]any{"taskIds": []string{theirs, mine, "00000000-0000-4000-8000-000000000000"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	ack := nextMessage(t, s, 5*time.Second)
+	if ack == nil || !strings.Contains(string(ack.Params), `"notifications":{"taskIds":["`+mine+`"]}`) {
+		t.Fatalf("ack %+v: only the caller's own task is agreed", ack)
+	}
+	taskCall(t, srv, "globex-editor", "tasks/cancel", `"taskId":"`+theirs+`"`, capsTasks, nil)
+	taskCall(t, srv, "acme-viewer", "tasks/cancel", `"taskId":"`+mine+`"`, capsTasks, nil)
+	m := nextMessage(t, s, 5*time.Second)
+	if m == nil || m.Method != "notifications/tasks" || !strings.Contains(string(m.Params), `"taskId":"`+mine+`","status":"cancelled"`) ||
+		!strings.Contains(string(m.Params), "subscriptionId") {
+		t.Fatalf("notification %+v", m)
+	}
+	if m := nextMessage(t, s, 300*time.Millisecond); m != nil {
+		t.Fatalf("unexpected %+v", m)
+	}
+	// More taskIds than MaxSubscriptions (16) is refused.
+	many := make([]string, 17)
+	for i := range many {
+		many[i] = mine
+	}
+	if _, err := c.Listen(ctx, map[string]any{"taskIds": many}); err == nil || !strings.Contains(err.Error(), "at most 16 taskIds") {
+		t.Fatalf("17 taskIds: %v", err)
+	}
 }
