@@ -7,6 +7,7 @@ import (
 	"strconv"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	"github.com/mcphandler/mcphandler/internal/jsonrpc"
 	"github.com/mcphandler/mcphandler/internal/mcpheaders"
@@ -76,6 +77,8 @@ type taskSlot struct {
 	owner   task.Owner
 	created *task.DetailedTask // set by RunAsTask once the task is stored
 	err     error              // Create's error
+	v1      bool               // a 2025-11-25 task (params.task)
+	ttl     time.Duration      // the ttl the client asked for (2025-11-25)
 }
 
 // taskAsk routes the questions of a task's work into its inputRequests.
@@ -120,7 +123,7 @@ func (c *ToolCall) RunAsTask(ctx context.Context, work ToolHandler) (*ToolResult
 		return nil, errors.New("mcphandler: RunAsTask called twice in one call")
 	}
 	h := c.Exchange.h
-	run, d, err := h.tasks.m.Create(ctx, s.owner, c.Tool.Name, 0)
+	run, d, err := h.tasks.m.Create(ctx, s.owner, c.Tool.Name, s.ttl)
 	if err != nil {
 		s.err = err
 		return nil, err
@@ -128,7 +131,10 @@ func (c *ToolCall) RunAsTask(ctx context.Context, work ToolHandler) (*ToolResult
 	s.created = &d
 	tc := *c
 	tc.task = nil
-	tc.Exchange = &Exchange{h: h, caps: c.caps, version: c.version, gone: run.Context().Done(), tk: &taskAsk{run: run}}
+	tc.Exchange = &Exchange{h: h, caps: c.caps, version: c.version, gone: run.Context().Done()}
+	if !s.v1 {
+		tc.Exchange.tk = &taskAsk{run: run}
+	}
 	h.tasks.wg.Add(1)
 	go h.runTask(run, &tc, work)
 	return nil, nil
@@ -208,6 +214,9 @@ func (rq *request) checkTask(m *jsonrpc.Message, call *ToolCall, ev *CallEvent) 
 	if ts == TaskNone {
 		return nil, true
 	}
+	if rq.era != stateless {
+		return rq.checkTaskV1(m, call, ev)
+	}
 	if !rq.tasksDeclared() {
 		if ts == TaskRequired {
 			ev.Outcome = OutcomeError
@@ -231,6 +240,9 @@ func (h *Handler) answerTask(rq *request, m *jsonrpc.Message, s *taskSlot) bool 
 		return true
 	case s.created == nil:
 		return false
+	case s.v1:
+		rq.replyJSON(m.ID, task.CreateTaskResultV1{Task: s.created.V1()})
+		return true
 	}
 	b, err := json.Marshal(s.created.Task)
 	if err != nil {

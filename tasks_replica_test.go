@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"strings"
 	"testing"
 	"time"
 )
@@ -94,5 +95,26 @@ func TestTasksReplicasLimit(t *testing.T) {
 	_, body, r := taskCall(t, cl.replicas[1].srv, "acme-viewer", "tools/call", `"name":"quick","arguments":{}`, capsTasks, nil)
 	if r.Error == nil || r.Error.Code != -32000 {
 		t.Fatalf("a second task on B: %s", body)
+	}
+}
+
+// 2025-11-25: a task created in a session on A is waited for on B, in
+// another session of the same identity.
+func TestTasksReplicasV1(t *testing.T) {
+	tf := &taskFixture{}
+	cl := newCluster(t, 2, tf.config(), redisClient(t))
+	a, b := v1Client(t, cl.replicas[0].h, "acme-viewer"), v1Client(t, cl.replicas[1].h, "acme-viewer")
+	created, err := callJSON(t, a, "tools/call", map[string]any{"name": "quick", "task": map[string]any{"ttl": 5000}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	id := created["task"].(map[string]any)["taskId"].(string)
+	res, err := callJSON(t, b, "tasks/result", map[string]any{"taskId": id})
+	if err != nil || !strings.Contains(toJSONString(res), "quick for acme") {
+		t.Fatalf("tasks/result on B: %v %v", res, err)
+	}
+	list, err := callJSON(t, b, "tasks/list", nil)
+	if err != nil || len(list["tasks"].([]any)) != 1 {
+		t.Fatalf("tasks/list on B: %v %v", list, err)
 	}
 }
