@@ -53,6 +53,9 @@ const (
 type taskRunner struct {
 	m  *task.Manager
 	wg sync.WaitGroup
+
+	mu     sync.Mutex // guards closed, and wg.Add against close's Wait
+	closed bool
 }
 
 func newTaskRunner(cfg *Config, secrets [][]byte) *taskRunner {
@@ -68,8 +71,22 @@ func newTaskRunner(cfg *Config, secrets [][]byte) *taskRunner {
 
 // close fails the tasks still running here and waits for their work.
 func (t *taskRunner) close() {
+	t.mu.Lock()
+	t.closed = true
+	t.mu.Unlock()
 	t.m.Close()
 	t.wg.Wait()
+}
+
+// start counts one more task goroutine, unless the runner closed.
+func (t *taskRunner) start() bool {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if t.closed {
+		return false
+	}
+	t.wg.Add(1)
+	return true
 }
 
 // taskSlot is the task state of one tools/call that may become a task.
@@ -135,7 +152,11 @@ func (c *ToolCall) RunAsTask(ctx context.Context, work ToolHandler) (*ToolResult
 	if !s.v1 {
 		tc.Exchange.tk = &taskAsk{run: run}
 	}
-	h.tasks.wg.Add(1)
+	if !h.tasks.start() {
+		// Closed between Create and now: the task ends here, not running.
+		run.Fail(context.WithoutCancel(ctx), &jsonrpc.Error{Code: jsonrpc.CodeInternalError, Message: "the server shut down before the task started"})
+		return nil, nil
+	}
 	go h.runTask(run, &tc, work)
 	return nil, nil
 }
