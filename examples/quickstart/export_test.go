@@ -132,3 +132,17 @@ func TestExportDocsAcrossProcesses(t *testing.T) {
 }
 
 func toJSON(v any) string { b, _ := json.Marshal(v); return string(b) }
+
+// export_docs stops waiting at once when its call is cancelled (a task's
+// work runs under the same context, cancelled by tasks/cancel).
+func TestExportDocsStopsWhenCancelled(t *testing.T) {
+	d := newDemo(newMemDocs())
+	call, _ := mcptest.NewToolCall(d.exportDocs, map[string]any{"delay_ms": 60000}, tokens["acme-viewer"])
+	ctx, cancel := context.WithCancel(context.Background())
+	time.AfterFunc(50*time.Millisecond, cancel)
+	start := time.Now()
+	res, err := d.exportDocs.Handler(ctx, call)
+	if took := time.Since(start); took > time.Second || err == nil {
+		t.Fatalf("cancelled after 50 ms: returned %+v, %v after %v", res, err, took)
+	}
+}
