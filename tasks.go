@@ -123,6 +123,9 @@ func ownerOf(id Identity) task.Owner { return task.Owner{Tenant: id.Tenant, Subj
 // A call that BeforeCall sent through a confirm runs work inline, task
 // support or not: the confirm's own record carries that call to its end.
 //
+// Tasks belong to the caller's tenant and subject: callers without an
+// identity (the zero Identity) share theirs.
+//
 // Call it at most once, from the Handler, after any questions of the
 // request's own rounds were answered (with questions pending it returns
 // ErrInputRequired). When the task cannot be stored (the identity holds
