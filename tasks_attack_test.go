@@ -61,8 +61,8 @@ func TestAttackTaskConcurrentUpdates(t *testing.T) {
 	var wg sync.WaitGroup
 	for i := range 16 {
 		wg.Go(func() {
-			action := []string{"accept", "decline"}[i%2]
-			_, b, r := taskCall(t, srv, "acme-viewer", "tasks/update", `"taskId":"`+id+`","inputResponses":{"sure":{"action":"`+action+`","content":{"confirm":true}}}`, capsTasks, nil)
+			answer := []string{`{"action":"accept","content":{"confirm":true}}`, `{"action":"decline"}`}[i%2]
+			_, b, r := taskCall(t, srv, "acme-viewer", "tasks/update", `"taskId":"`+id+`","inputResponses":{"sure":`+answer+`}`, capsTasks, nil)
 			if r.Result == nil {
 				t.Errorf("update %d: %s", i, b)
 			}
