@@ -107,21 +107,24 @@ type taskAsk struct {
 func ownerOf(id Identity) task.Owner { return task.Owner{Tenant: id.Tenant, Subject: id.Subject} }
 
 // RunAsTask runs work, the part of the call that may outlive the request.
-// When the call may become a task (the tool's TaskSupport is not TaskNone
-// and the 2026-07-28 request declared the tasks extension), it stores a
-// new task of the caller, answers the tools/call with CreateTaskResult
-// once the task is in the store, and runs work in a goroutine of the
+// When the call may become a task (the tool's TaskSupport is not TaskNone,
+// and the 2026-07-28 request declared the tasks extension or the
+// 2025-11-25 request carried params.task), it stores a new task of the
+// caller, answers the tools/call with CreateTaskResult ({"task": Task} on
+// 2025-11-25) once the task is in the store, and runs work in a goroutine of the
 // Handler under the task's context: cancelled when the client cancels the
 // task on any replica, at the task's TTL, or at [Handler.Close]. work's
 // result completes the task (an error is an isError result, as for a
 // synchronous call); a panic fails it. Questions work asks through its
 // call's Exchange (Elicit, CreateMessage, ListRoots) put the task in
-// input_required with inputRequests, answered by tasks/update; progress
-// and log messages are dropped. Otherwise RunAsTask runs work inline and
-// returns what it returns.
+// input_required with inputRequests, answered by tasks/update (on
+// 2025-11-25 they return ErrCannotAsk); progress and log messages are
+// dropped. Otherwise RunAsTask runs work inline and returns what it
+// returns.
 //
-// A call that BeforeCall sent through a confirm runs work inline, task
-// support or not: the confirm's own record carries that call to its end.
+// On 2026-07-28, a call that BeforeCall sent through a confirm runs work
+// inline, task support or not: the confirm's own record carries that
+// call to its end.
 //
 // Tasks belong to the caller's tenant and subject: callers without an
 // identity (the zero Identity) share theirs.
