@@ -43,6 +43,10 @@ func (h *Handler) callTool(rq *request, m *jsonrpc.Message) {
 		return
 	}
 	x := call.Exchange
+	slot, ok := rq.checkTask(m, call, &ev)
+	if !ok {
+		return
+	}
 	if tool := &call.Tool; tool.validate != nil {
 		if err := tool.validate(call.Arguments); err != nil {
 			ev.Outcome, ev.IsError, ev.ErrorClass = OutcomeError, true, ClassBadArgs
@@ -58,9 +62,13 @@ func (h *Handler) callTool(rq *request, m *jsonrpc.Message) {
 	if run != nil {
 		defer run.finish(rq.ctx)
 	}
+	call.task = slot
 	result, err := h.run(rq.ctx, call, &ev)
 	if rq.finishRounds(x, m, err) {
 		ev.Outcome, ev.IsError, ev.ErrorClass = OutcomeInputRequired, false, ""
+		return
+	}
+	if h.answerTask(rq, m, slot) {
 		return
 	}
 	rq.sendResult(m.ID, result)

@@ -159,10 +159,13 @@ func (h *Handler) applyCancels(ctx context.Context, sub session.Subscription) bo
 
 // Close stops what the Handler runs in the background: with a store shared
 // by replicas, the goroutine that receives cancellations from the other
-// replicas, and waits for it to end. It does not close the store. Requests
-// still being served are not interrupted. It is safe to call more than
-// once, and concurrently.
+// replicas, and waits for it to end; and the tasks this replica runs,
+// which are marked failed (the server shut down before they ended) and
+// whose work is cancelled and waited for. It does not close the store.
+// Requests still being served are not interrupted. It is safe to call
+// more than once, and concurrently.
 func (h *Handler) Close() error {
+	h.tasks.close()
 	c := &h.cancels
 	c.mu.Lock()
 	c.closed = true

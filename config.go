@@ -201,6 +201,27 @@ type Config struct {
 	// is read, so long SSE responses are not cut. If zero, 30 seconds.
 	ReadBodyTimeout time.Duration
 
+	// Tasks (the extension io.modelcontextprotocol/tasks, see
+	// [ToolCall.RunAsTask]) are kept in Store, signed with StateKeys.
+
+	// TaskTTL is how long a task is kept from its creation, reported to
+	// the client as ttlMs; a task still running then is failed. If zero,
+	// 1 hour.
+	TaskTTL time.Duration
+	// TaskResultRetention is how long an ended task (its result) is kept
+	// at least after it ended, within TaskTTL+TaskResultRetention of its
+	// creation. If zero, 10 minutes.
+	TaskResultRetention time.Duration
+	// MaxTasksPerIdentity bounds the tasks one identity (tenant and
+	// subject) holds across replicas: each counts from its creation for
+	// TaskTTL+TaskResultRetention. A tools/call that would create one
+	// more is refused with -32000 saying how many are held and until
+	// when. If zero, 100.
+	MaxTasksPerIdentity int
+	// MaxTaskResultBytes bounds the result of a task; a larger one fails
+	// the task with -32603 saying so. If zero, 1 MiB.
+	MaxTaskResultBytes int
+
 	// Logger receives the handler's own errors (a failing store, a
 	// panicking hook). If nil, [slog.Default] is used.
 	Logger *slog.Logger

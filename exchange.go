@@ -50,6 +50,7 @@ type Exchange struct {
 	logLevel      LogLevel        // least level to send; "" sends nothing
 	reqID         json.RawMessage // the JSON-RPC id of the request
 	mr            *rounds         // 2026-07-28: questions go in input_required rounds
+	tk            *taskAsk        // in a task: questions go in the task's inputRequests
 	// answer, set by NewTestExchange, answers questions in place of the
 	// client.
 	answer func(ctx context.Context, method string, params json.RawMessage) (json.RawMessage, error)
@@ -317,6 +318,9 @@ func (x *Exchange) ask(ctx context.Context, key, kind, method string, params []b
 	}
 	if x.inRounds() {
 		return x.askRound(key, kind, method, params)
+	}
+	if x != nil && x.tk != nil {
+		return x.askTask(ctx, key, kind, method, params)
 	}
 	if x != nil && x.answer != nil {
 		return x.answer(ctx, method, params)

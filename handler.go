@@ -41,6 +41,7 @@ type Handler struct {
 	runMu   sync.Mutex         // guards running
 	running map[string]running // in-flight requests by session and id
 	cancels canceller          // cancellations from other replicas
+	tasks   *taskRunner        // durable tasks (tasks.go)
 
 	bufPool sync.Pool // *bytes.Buffer for request bodies
 }
@@ -85,6 +86,7 @@ func New(cfg Config) *Handler {
 	if h.macs, err = newMACs(secrets); err != nil {
 		panic("mcphandler: Config.StateKeys: " + err.Error())
 	}
+	h.tasks = newTaskRunner(&h.cfg, secrets)
 	return h
 }
 

@@ -14,6 +14,9 @@ type listenFilter struct {
 	PromptsListChanged    bool     `json:"promptsListChanged,omitempty"`
 	ResourcesListChanged  bool     `json:"resourcesListChanged,omitempty"`
 	ResourceSubscriptions []string `json:"resourceSubscriptions,omitempty"`
+	// TaskIDs are the caller's tasks whose changes it receives as
+	// notifications/tasks (the tasks extension; see tasks_listen.go).
+	TaskIDs []string `json:"taskIds,omitempty"`
 }
 
 // listen serves subscriptions/listen (2026-07-28): an SSE stream that
@@ -35,6 +38,12 @@ func (h *Handler) listen(rq *request, m *jsonrpc.Message) {
 		return
 	}
 	defer sub.Close()
+	feed, err := h.taskFeed(rq, agreed.TaskIDs, m.ID)
+	if err != nil {
+		h.storeFailed(rq, m, err)
+		return
+	}
+	defer feed.stop()
 
 	tag := append([]byte(`"_meta":{"`+metaSubscriptionID+`":`), m.ID...)
 	tag = append(tag, '}')
@@ -51,6 +60,8 @@ func (h *Handler) listen(rq *request, m *jsonrpc.Message) {
 	defer cancel()
 	h.runStream(ctx, &streamLoop{
 		keepAlive: func() bool { return rq.st.comment() == nil },
+		msgs:      feed.c,
+		onMsg:     func(b []byte) bool { return rq.st.send(b) == nil },
 		changes:   sub.C(),
 		onChange: func(b []byte) bool {
 			msg := agreed.message(h, rq.id, tag, b)
@@ -82,6 +93,10 @@ func (h *Handler) listenFilter(rq *request, params json.RawMessage) (listenFilte
 	agreed.ToolsListChanged = want.ToolsListChanged && h.cfg.ListTools != nil
 	agreed.PromptsListChanged = want.PromptsListChanged && h.cfg.ListPrompts != nil
 	agreed.ResourcesListChanged = want.ResourcesListChanged && h.hasResources()
+	var e *jsonrpc.Error
+	if agreed.TaskIDs, e = h.agreeTasks(rq, want.TaskIDs); e != nil {
+		return listenFilter{}, e
+	}
 	rr := resourceResolver{h: h, ctx: rq.ctx, id: rq.id}
 	for _, uri := range want.ResourceSubscriptions {
 		if h.cfg.ReadResource == nil {

@@ -139,7 +139,7 @@ func (h *Handler) initializeResult(rq *request, m *jsonrpc.Message, version stri
 	b = append(b, `{"protocolVersion":`...)
 	b = jsonrpc.AppendString(b, version)
 	b = append(b, `,"capabilities":`...)
-	b = append(b, h.caps...)
+	b = h.appendInitCaps(b, version)
 	b = append(b, `,"serverInfo":`...)
 	b = append(b, si...)
 	if info.Instructions != "" {
@@ -303,6 +303,7 @@ func (h *Handler) listTools(rq *request, m *jsonrpc.Message) {
 			rq.fail(m.ID, errInternal())
 			return
 		}
+		b = appendExecution(rq, &tools[i], b)
 	}
 	b = append(b, ']')
 	if next != "" {

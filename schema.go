@@ -36,6 +36,17 @@ func eventKey(sid, streamID string) string { return "events/" + sid + "/" + stre
 // 2 × Config.KeepAlive, renewed by the stream.
 func getStreamKey(sid string) string { return "getstream/" + sid }
 
+// Tasks (tasks.go) keep their records through package internal/task,
+// whose keys and channels are these (record.go, signal.go there):
+//
+//	task/<id>                 the task (status, owner digest, result), signed (purpose "task"):
+//	                          TaskTTL + TaskResultRetention from its creation at most
+//	task-lease/<id>           the runner's lease, a random token: Lease (5 s), renewed every Lease/3
+//	task-owner/<digest>       an identity's task ids (MaxTasksPerIdentity), signed ("task-owner"):
+//	                          until its newest task stops counting
+//	task-signal               channel: cancel and input wake-ups to the runner, signed, dated
+//	task-status/<tenant>      channel: every visible change of a tenant's tasks, signed, dated
+
 // # Channels
 
 // eventChannel carries the live copies of a POST stream's events, for the

@@ -39,6 +39,11 @@ type Tool struct {
 	// Handler runs the tool. A tool without a Handler is listed but every
 	// call to it fails with an internal tool error.
 	Handler ToolHandler
+	// TaskSupport says whether a call may run as a durable task (the
+	// extension io.modelcontextprotocol/tasks): TaskNone (the default),
+	// TaskOptional or TaskRequired. The Handler chooses the moment with
+	// [ToolCall.RunAsTask]; see tasks.go.
+	TaskSupport TaskSupport
 
 	// validate, set by NewTool, checks the arguments before BeforeCall.
 	validate func(args json.RawMessage) error
@@ -91,6 +96,8 @@ type ToolCall struct {
 	// SessionID is the 2025 session, or "" when there is none.
 	SessionID string
 	*Exchange
+
+	task *taskSlot // set when the call may become a task (tasks.go)
 }
 
 // ToolResult is the result of a tool call.

@@ -278,7 +278,7 @@ func (h *Handler) discover(rq *request, m *jsonrpc.Message) {
 	b = append(b, `,"capabilities":`...)
 	// The same capabilities as for 2025: subscribe and listChanged announce
 	// what subscriptions/listen delivers.
-	b = append(b, h.caps...)
+	b = h.appendModernCaps(b)
 	if info.Instructions != "" {
 		b = append(b, `,"instructions":`...)
 		b = jsonrpc.AppendString(b, info.Instructions)
@@ -293,10 +293,10 @@ type statelessEra struct{}
 
 // statelessMethods adds the methods of 2026-07-28 to the shared table
 // (its removed methods are refused before dispatch, see serveModern).
-var statelessMethods = withMethods(sharedMethods, map[string]method{
+var statelessMethods = withMethods(withMethods(sharedMethods, map[string]method{
 	"server/discover":      {serve: (*Handler).discover},
 	"subscriptions/listen": {serve: (*Handler).listen},
-})
+}), taskMethods)
 
 func (statelessEra) methods() map[string]method { return statelessMethods }
 

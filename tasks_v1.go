@@ -1,0 +1,224 @@
+package mcphandler
+
+import (
+	"encoding/json"
+	"errors"
+	"strconv"
+	"time"
+
+	"github.com/mcphandler/mcphandler/internal/jsonrpc"
+	"github.com/mcphandler/mcphandler/internal/task"
+)
+
+// The experimental tasks of 2025-11-25, on the same durable core:
+//
+//   - initialize advertises capabilities.tasks (list, cancel,
+//     requests.tools.call) to sessions of 2025-11-25, and tools/list gives
+//     each tool with task support its execution.taskSupport.
+//   - A tools/call with params.task ({"ttl": ms}) of a tool with task
+//     support becomes a task when its Handler calls RunAsTask, answered
+//     {"task": Task}; without params.task a TaskRequired tool is -32601.
+//     params.task on a tool without support is ignored (served normally).
+//   - tasks/get, tasks/cancel, tasks/list and tasks/result act on the
+//     caller's (tenant, subject) tasks only, whatever the session.
+//   - The work of a 2025 task cannot ask the client (Elicit and the others
+//     return ErrCannotAsk): its request has no stream left to ask on.
+//   - notifications/tasks/status is not sent (it is optional): clients poll.
+//
+// See https://modelcontextprotocol.io/specification/2025-11-25/basic/utilities/tasks.
+
+// tasksCapsV1 is the capabilities.tasks member of 2025-11-25.
+const tasksCapsV1 = `"tasks":{"list":{},"cancel":{},"requests":{"tools":{"call":{}}}}`
+
+// appendInitCaps appends the initialize capabilities for version.
+func (h *Handler) appendInitCaps(dst []byte, version string) []byte {
+	if version != Version20251125 || h.cfg.ListTools == nil {
+		return append(dst, h.caps...)
+	}
+	dst = append(dst, h.caps[:len(h.caps)-1]...)
+	return append(dst, ","+tasksCapsV1+"}"...)
+}
+
+// appendExecution adds execution.taskSupport to the tools/list entry of
+// t just appended to dst, for 2025-11-25.
+func appendExecution(rq *request, t *Tool, dst []byte) []byte {
+	if rq.version != Version20251125 || t.TaskSupport == TaskNone {
+		return dst
+	}
+	dst = append(dst[:len(dst)-1], `,"execution":{"taskSupport":`...)
+	dst = jsonrpc.AppendString(dst, string(t.TaskSupport))
+	return append(dst, "}}"...)
+}
+
+// taskParamV1 reads params.task of a 2025-11-25 tools/call: whether it is
+// there, and its ttl (zero when absent; ms, bounded by Config.TaskTTL).
+func taskParamV1(params json.RawMessage) (bool, time.Duration, *jsonrpc.Error) {
+	var p struct {
+		Task *struct {
+			TTL *float64 `json:"ttl"`
+		} `json:"task"`
+	}
+	if json.Unmarshal(params, &p) != nil || p.Task == nil {
+		return false, 0, nil
+	}
+	if p.Task.TTL == nil {
+		return true, 0, nil
+	}
+	if *p.Task.TTL < 0 || *p.Task.TTL > float64(1<<53) {
+		return false, 0, invalidParams("Invalid params: task.ttl must be a non-negative number of milliseconds")
+	}
+	return true, time.Duration(*p.Task.TTL) * time.Millisecond, nil
+}
+
+// checkTaskV1 is checkTask for a 2025-11-25 call.
+func (rq *request) checkTaskV1(m *jsonrpc.Message, call *ToolCall, ev *CallEvent) (*taskSlot, bool) {
+	asked, ttl, e := taskParamV1(m.Params)
+	asked = asked && rq.version == Version20251125
+	if e == nil && !asked && call.Tool.TaskSupport == TaskRequired {
+		e = rpcError(CodeMethodNotFound, "Method not found: the tool "+strconv.Quote(call.Tool.Name)+" must be called as a task (params.task)")
+	}
+	if e != nil {
+		ev.Outcome = OutcomeError
+		rq.fail(m.ID, e)
+		return nil, false
+	}
+	if !asked {
+		return nil, true
+	}
+	return &taskSlot{owner: ownerOf(rq.id), v1: true, ttl: ttl}, true
+}
+
+// taskMethodsV1 are the tasks methods of 2025-11-25.
+var taskMethodsV1 = map[string]method{
+	task.MethodGet:    {serve: (*Handler).tasksGetV1, needs: hasTools},
+	task.MethodCancel: {serve: (*Handler).tasksCancelV1, needs: hasTools},
+	task.MethodList:   {serve: (*Handler).tasksListV1, needs: hasTools},
+	task.MethodResult: {serve: (*Handler).tasksResultV1, needs: hasTools, cancellable: true},
+}
+
+// sessionsMethods is the dispatch table of the 2025 revisions.
+var sessionsMethods = withMethods(sharedMethods, taskMethodsV1)
+
+// taskRequestV1 checks a 2025 tasks method: the revision has them, and
+// the params carry a taskId.
+func (rq *request) taskRequestV1(m *jsonrpc.Message) (string, bool) {
+	if rq.version != Version20251125 {
+		rq.fail(m.ID, methodNotFound(m.Method))
+		return "", false
+	}
+	id, err := task.ParseTaskID(m.Params)
+	if err != nil {
+		rq.fail(m.ID, invalidParams("Invalid params: "+trimTaskErr(err)))
+		return "", false
+	}
+	return id, true
+}
+
+// replyJSON answers with v, a JSON object.
+func (rq *request) replyJSON(id json.RawMessage, v any) {
+	b, err := json.Marshal(v)
+	if err != nil {
+		rq.fail(id, errInternal())
+		return
+	}
+	rq.reply(id, b)
+}
+
+func (h *Handler) tasksGetV1(rq *request, m *jsonrpc.Message) {
+	id, ok := rq.taskRequestV1(m)
+	if !ok {
+		return
+	}
+	d, err := h.tasks.m.Get(rq.ctx, ownerOf(rq.id), id)
+	if err != nil {
+		h.taskFailed(rq, m, err)
+		return
+	}
+	rq.replyJSON(m.ID, d.V1())
+}
+
+// tasksCancelV1 answers the cancelled task; a task that already ended is
+// -32602, as 2025-11-25 asks.
+func (h *Handler) tasksCancelV1(rq *request, m *jsonrpc.Message) {
+	id, ok := rq.taskRequestV1(m)
+	if !ok {
+		return
+	}
+	d, err := h.tasks.m.Cancel(rq.ctx, ownerOf(rq.id), id)
+	if errors.Is(err, task.ErrTerminal) {
+		rq.fail(m.ID, invalidParams("Invalid params: the task already ended ("+string(d.Status)+")"))
+		return
+	}
+	if err != nil {
+		h.taskFailed(rq, m, err)
+		return
+	}
+	rq.replyJSON(m.ID, d.V1())
+}
+
+// tasksListV1 lists the caller's tasks, newest first, task.MaxListPage a
+// page; the cursor is the last task id of the page before.
+func (h *Handler) tasksListV1(rq *request, m *jsonrpc.Message) {
+	if rq.version != Version20251125 {
+		rq.fail(m.ID, methodNotFound(m.Method))
+		return
+	}
+	var p struct {
+		Cursor string `json:"cursor"`
+	}
+	if len(m.Params) > 0 && json.Unmarshal(m.Params, &p) != nil || len(p.Cursor) > task.MaxTaskIDLen {
+		rq.fail(m.ID, invalidParams("Invalid params: cursor must be a string given by tasks/list"))
+		return
+	}
+	ds, next, err := h.tasks.m.List(rq.ctx, ownerOf(rq.id), p.Cursor)
+	if err != nil {
+		h.taskFailed(rq, m, err)
+		return
+	}
+	out := task.ListResultV1{Tasks: make([]task.TaskV1, 0, len(ds)), NextCursor: next}
+	for _, d := range ds {
+		out.Tasks = append(out.Tasks, d.V1())
+	}
+	rq.replyJSON(m.ID, out)
+}
+
+// tasksResultV1 waits for the caller's task to end and answers what the
+// call would have: its result, with _meta[related-task]; the error of a
+// failed task; -32603 for a cancelled one.
+func (h *Handler) tasksResultV1(rq *request, m *jsonrpc.Message) {
+	id, ok := rq.taskRequestV1(m)
+	if !ok {
+		return
+	}
+	d, err := h.tasks.m.Wait(rq.ctx, ownerOf(rq.id), id)
+	switch {
+	case err != nil && rq.ctx.Err() != nil:
+		rq.fail(m.ID, rpcError(CodeInternalError, "the wait for the task's result was cancelled"))
+	case err != nil:
+		h.taskFailed(rq, m, err)
+	case d.Status == task.Failed && d.Error != nil:
+		rq.fail(m.ID, d.Error)
+	case d.Status != task.Completed:
+		rq.fail(m.ID, rpcError(CodeInternalError, "the task ended "+string(d.Status)+" without a result"))
+	default:
+		rq.reply(m.ID, withRelatedTask(d.Result, id))
+	}
+}
+
+// withRelatedTask returns result (a JSON object) with
+// _meta["io.modelcontextprotocol/related-task"] = {"taskId": id}.
+func withRelatedTask(result json.RawMessage, id string) []byte {
+	var r map[string]json.RawMessage
+	if json.Unmarshal(result, &r) != nil || r == nil {
+		r = map[string]json.RawMessage{}
+	}
+	var meta map[string]json.RawMessage
+	json.Unmarshal(r["_meta"], &meta)
+	if meta == nil {
+		meta = map[string]json.RawMessage{}
+	}
+	meta[task.MetaRelatedTask], _ = json.Marshal(map[string]string{"taskId": id})
+	r["_meta"], _ = json.Marshal(meta)
+	b, _ := json.Marshal(r)
+	return b
+}
