@@ -128,23 +128,36 @@ func (h *Handler) answerApprovalRound(rq *request, m *jsonrpc.Message, call *Too
 	}
 	outcome, result := approvalOutcome(got, call.Tool.Name)
 	if result != nil {
-		b, _ := result.appendJSON(nil)
-		next := nonceRecord{State: stateClosed, Round: 1, Outcome: outcome, Result: b}
-		if _, ok, err := h.moveNonce(ctx, n, raw, statePending, &next); !ok {
-			h.nonceRaced(rq, m, n, 1, err, ev)
-			return
-		}
-		ev.Outcome, ev.IsError = outcome, true
-		rq.sendResult(m.ID, result)
+		h.closeApprovalRound(rq, m, ev, n, raw, outcome, result)
 		return
 	}
+	h.runApprovedRound(rq, m, call, ev, rec, raw, got)
+}
+
+// closeApprovalRound records the result of an approval that was not given
+// (declined, expired, withdrawn) in the call's nonce, and sends it.
+func (h *Handler) closeApprovalRound(rq *request, m *jsonrpc.Message, ev *CallEvent, n string, raw []byte, outcome Outcome, result *ToolResult) {
+	b, _ := result.appendJSON(nil)
+	next := nonceRecord{State: stateClosed, Round: 1, Outcome: outcome, Result: b}
+	if _, ok, err := h.moveNonce(context.WithoutCancel(rq.ctx), n, raw, statePending, &next); !ok {
+		h.nonceRaced(rq, m, n, 1, err, ev)
+		return
+	}
+	ev.Outcome, ev.IsError = outcome, true
+	rq.sendResult(m.ID, result)
+}
+
+// runApprovedRound moves the call's nonce to running, consumes the
+// approval (once: a second consumer is refused as used) and runs the call.
+func (h *Handler) runApprovedRound(rq *request, m *jsonrpc.Message, call *ToolCall, ev *CallEvent, rec nonceRecord, raw []byte, got *approval.Approval) {
+	ctx, n := context.WithoutCancel(rq.ctx), call.Exchange.mr.state.Nonce
 	b, ok, err := h.moveNonce(ctx, n, raw, statePending, &nonceRecord{State: stateRunning, Round: 1})
 	if !ok {
 		h.nonceRaced(rq, m, n, 1, err, ev)
 		return
 	}
-	if _, err := s.Consume(ctx, got.ID, approvalAsker(call.Identity), call.Tool.Name, call.Arguments); err != nil {
-		outcome, result = approvalOutcome(&approval.Approval{State: approval.Used}, call.Tool.Name)
+	if _, err := h.cfg.Approvals.Consume(ctx, got.ID, approvalAsker(call.Identity), call.Tool.Name, call.Arguments); err != nil {
+		outcome, result := approvalOutcome(&approval.Approval{State: approval.Used}, call.Tool.Name)
 		res, _ := result.appendJSON(nil)
 		h.moveNonce(ctx, n, b, stateRunning, &nonceRecord{State: stateDone, Round: 1, Outcome: outcome, Result: res})
 		ev.Outcome, ev.IsError = outcome, true

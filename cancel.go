@@ -128,13 +128,21 @@ func (h *Handler) relayCancels(ctx context.Context, ready, done chan<- struct{})
 				"err", err, "failures", failures+1, "retry_in", d)
 		}
 		failures++
-		t.Reset(d)
-		select {
-		case <-ctx.Done():
+		if !sleep(ctx, t, d) {
 			return
-		case <-t.C:
 		}
 		d = min(2*d, cancelMaxBackoff)
+	}
+}
+
+// sleep waits d on t, stopped, unless ctx ends first (false).
+func sleep(ctx context.Context, t *time.Timer, d time.Duration) bool {
+	t.Reset(d)
+	select {
+	case <-ctx.Done():
+		return false
+	case <-t.C:
+		return true
 	}
 }
 

@@ -109,31 +109,43 @@ func MatchTemplate(tmpl, uri string) (map[string]string, bool) {
 		}
 		name := tmpl[open+1 : open+end]
 		tmpl = tmpl[open+end+1:]
-		lit := tmpl
-		if i := strings.IndexByte(lit, '{'); i >= 0 {
-			lit = lit[:i]
-		}
-		var val string
-		switch {
-		case lit == "" && tmpl == "":
-			val, uri = uri, ""
-		case lit == "":
-			return nil, false // adjacent placeholders are ambiguous
-		default:
-			i := strings.Index(uri, lit)
-			if i < 0 {
-				return nil, false
-			}
-			val, uri = uri[:i], uri[i:]
-		}
-		if val == "" || (tmpl != "" && strings.Contains(val, "/")) {
+		val, rest, ok := matchValue(tmpl, uri)
+		if !ok {
 			return nil, false
 		}
+		uri = rest
 		if vars == nil {
 			vars = make(map[string]string, 2)
 		}
 		vars[name] = val
 	}
+}
+
+// matchValue takes the value of a placeholder from the start of uri: up
+// to the literal text that follows the placeholder in tmpl (the rest of
+// the template after it), or all of uri if the placeholder ends tmpl. It
+// returns the value and the rest of uri.
+func matchValue(tmpl, uri string) (val, rest string, ok bool) {
+	lit := tmpl
+	if i := strings.IndexByte(lit, '{'); i >= 0 {
+		lit = lit[:i]
+	}
+	switch {
+	case lit == "" && tmpl == "":
+		val, rest = uri, ""
+	case lit == "":
+		return "", "", false // adjacent placeholders are ambiguous
+	default:
+		i := strings.Index(uri, lit)
+		if i < 0 {
+			return "", "", false
+		}
+		val, rest = uri[:i], uri[i:]
+	}
+	if val == "" || (tmpl != "" && strings.Contains(val, "/")) {
+		return "", "", false
+	}
+	return val, rest, true
 }
 
 func (h *Handler) hasResources() bool {
@@ -350,22 +362,8 @@ func (h *Handler) subscribe(rq *request, m *jsonrpc.Message, on bool) {
 		rq.fail(m.ID, invalidParams("Invalid params: uri is required"))
 		return
 	}
-	if on {
-		if e := h.checkSubscriptionURI(p.URI); e != nil {
-			rq.fail(m.ID, e)
-			return
-		}
-		if rq.sess != nil && len(rq.sess.Subscriptions) >= h.cfg.MaxSubscriptions && indexOf(rq.sess.Subscriptions, p.URI) < 0 {
-			rq.fail(m.ID, invalidParams("Invalid params: a session holds at most "+strconv.Itoa(h.cfg.MaxSubscriptions)+" resource subscriptions"))
-			return
-		}
-		if _, ok, err := h.findResource(rq.ctx, rq.id, p.URI); err != nil {
-			h.hookFailed(rq, m, "ListResources", err)
-			return
-		} else if !ok {
-			rq.fail(m.ID, rq.resourceNotFound(p.URI))
-			return
-		}
+	if on && !h.mayWatch(rq, m, p.URI) {
+		return
 	}
 	if rq.sess != nil {
 		subs := rq.sess.Subscriptions
@@ -385,6 +383,28 @@ func (h *Handler) subscribe(rq *request, m *jsonrpc.Message, on bool) {
 		}
 	}
 	rq.reply(m.ID, emptyResult)
+}
+
+// mayWatch checks a resources/subscribe of uri: bounded, within the
+// session's limit, and a resource the caller sees (a hidden one answers
+// like an unknown one). It answers the request and returns false if not.
+func (h *Handler) mayWatch(rq *request, m *jsonrpc.Message, uri string) bool {
+	if e := h.checkSubscriptionURI(uri); e != nil {
+		rq.fail(m.ID, e)
+		return false
+	}
+	if rq.sess != nil && len(rq.sess.Subscriptions) >= h.cfg.MaxSubscriptions && indexOf(rq.sess.Subscriptions, uri) < 0 {
+		rq.fail(m.ID, invalidParams("Invalid params: a session holds at most "+strconv.Itoa(h.cfg.MaxSubscriptions)+" resource subscriptions"))
+		return false
+	}
+	if _, ok, err := h.findResource(rq.ctx, rq.id, uri); err != nil {
+		h.hookFailed(rq, m, "ListResources", err)
+		return false
+	} else if !ok {
+		rq.fail(m.ID, rq.resourceNotFound(uri))
+		return false
+	}
+	return true
 }
 
 // checkSubscriptionURI refuses a URI to subscribe to that is longer than

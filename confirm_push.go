@@ -1,0 +1,571 @@
+// The 2025 push path of a confirm: the question goes to the client as an
+// elicitation/create on the call's stream, the answer comes back as a
+// JSON-RPC response through any replica and is claimed in the store, and
+// a replica takes over a confirm whose asker is gone (its lease lapsed).
+// The binding and decision shared with the 2026-07-28 round path are in
+// confirm.go and confirm_state.go; the round path in confirm_rounds.go.
+
+package mcphandler
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/json"
+	"errors"
+	"net/http"
+	"time"
+
+	"github.com/mcphandler/mcphandler/elicitation"
+	"github.com/mcphandler/mcphandler/internal/jsonrpc"
+	"github.com/mcphandler/mcphandler/session"
+)
+
+// confirmPush carries a confirm over the 2025 transports: asks the client
+// with a server-to-client request on the call's stream (see confirm). It
+// answers the request itself and returns false, or returns true and the
+// run under whose lease the tool runs.
+func (h *Handler) confirmPush(rq *request, m *jsonrpc.Message, call *ToolCall, d Decision, ev *CallEvent) (bool, *confirmRun) {
+	outcome, result, run := h.confirm(rq.ctx, call, d, ev)
+	ev.Outcome = outcome
+	switch {
+	case outcome == outcomeHandedOver:
+		return false, nil // the replica that finished the confirm answers
+	case outcome == OutcomeRevoked:
+		rq.fail(m.ID, errUnknownTool(call.Tool.Name))
+		return false, nil
+	case result != nil || run == nil:
+		// After a disconnect nobody listens: the result goes to the
+		// stream's log only, for a client that resumes.
+		ev.IsError = result != nil && result.IsError
+		if result == nil {
+			result = ErrorResult("Not run.")
+		}
+		rq.sendResult(m.ID, result)
+		return false, nil
+	}
+	// The run holds the confirm's lease while the tool runs, and records
+	// its end once the response went out.
+	return true, run
+}
+
+// outcomeHandedOver is what the asker of a 2025 confirm ends with when
+// another replica finished the confirm (its lease had lapsed) or when the
+// store could not tell it what was decided: it sends nothing more and
+// reports nothing, and the replica that finishes the confirm answers the
+// client on the stream's log (the client resumes with Last-Event-ID) and
+// reports the call.
+const outcomeHandedOver Outcome = "handed_over"
+
+// confirm asks the human to confirm call on a 2025 session. It returns the
+// outcome, the result to send when the tool must not run, and when it may
+// run, the run whose finish records its end.
+//
+// The question is an elicitation with an unguessable id. Its record in the
+// store binds the answer to this session, identity, tool and arguments,
+// and decides the confirm in one transition (see confirm_state.go): the
+// answer is stored in the record by the replica that receives it
+// (pending → answered), or the asker closes the record when it gives up
+// (pending → closed). The asker holds the confirm's lease while it waits,
+// so no other replica takes the confirm over; the Pub/Sub reply only wakes
+// it, and it also reads the record every confirmPoll and at its timeout.
+// An answer stored just before the timeout is acted on, never reported
+// as timed out.
+func (h *Handler) confirm(ctx context.Context, call *ToolCall, d Decision, ev *CallEvent) (Outcome, *ToolResult, *confirmRun) {
+	x := call.Exchange
+	canAsk := x.sess != nil && !x.st.noSSE && x.caps.Has(session.CapElicitationForm)
+	if !canAsk {
+		return OutcomeFallback, fallbackResult(call, d), nil
+	}
+	id := confirmPrefix + rand.Text()
+	ev.ConfirmID = id
+	form, expect, msg, err := confirmQuestion(call, d)
+	if err != nil {
+		return OutcomeError, errTooLongToConfirm(call), nil
+	}
+	params, err := x.elicitParams(ElicitRequest{Message: msg, Schema: form})
+	if err != nil {
+		h.logger().Error("mcphandler: confirm form", "tool", call.Tool.Name, "err", err)
+		return OutcomeError, ErrorResult("Not run: the confirmation could not be asked."), nil
+	}
+	c := &confirmCall{h: h, id: id, tool: call.Tool.Name, ident: call.Identity, form: form, expect: expect, found: call.Tool}
+	c.rec = confirmRecord{State: statePending, Session: x.sess.ID, Owner: call.Identity.key(), Tool: call.Tool.Name,
+		Digest: argsDigest(call.Arguments), Deadline: time.Now().Add(h.cfg.ConfirmTimeout).UnixMilli(),
+		Stream: x.st.streamID(), ReqID: x.reqID, Args: call.Arguments, Expect: expect}
+	c.rec.Form, _ = json.Marshal(form)
+	if err := c.record(context.WithoutCancel(ctx)); err != nil {
+		h.logger().Error("mcphandler: storing a confirm", "err", err)
+		return OutcomeError, ErrorResult("Not run: the confirmation could not be recorded."), nil
+	}
+	return c.wait(ctx, x, params)
+}
+
+// record takes the confirm's lease and stores its pending record. The
+// lease comes before the record: an answer never finds the record without
+// the lease of its live asker.
+func (c *confirmCall) record(ctx context.Context) error {
+	h := c.h
+	var err error
+	if c.ls, err = h.takeLease(ctx, c.id); err == nil && c.ls == nil {
+		err = errors.New("mcphandler: confirm id already in use")
+	}
+	if err == nil {
+		if c.raw, err = h.createConfirm(ctx, c.id, &c.rec); err != nil {
+			c.ls.release()
+		}
+	}
+	if err == nil && c.rec.Stream != "" {
+		// A resumed stream finds its confirm here (see watchConfirm).
+		h.cfg.Store.PutIfAbsent(ctx, confirmOfKey(c.rec.Session, c.rec.Stream), []byte(c.id), h.confirmOfTTL())
+	}
+	return err
+}
+
+// confirmCall is one 2025 confirm being decided by the replica that holds
+// its lease: the asker, or a replica that took it over.
+type confirmCall struct {
+	h      *Handler
+	id     string
+	tool   string
+	ident  Identity // who called; the role of the answer replaces its role
+	form   *elicitation.Schema
+	expect map[string]any
+	ls     *lease
+	rec    confirmRecord // as last read or written
+	raw    []byte        // its exact bytes in the store
+	found  Tool          // the tool, found again when the answer is judged
+	x      *Exchange     // the asker's exchange; nil for a take-over
+}
+
+// confirmRun is a confirmed call about to run: its record is running and
+// this replica holds the lease.
+type confirmRun struct {
+	c   *confirmCall
+	raw []byte
+}
+
+// finish records that the run ended (running → done) and releases the
+// lease. If the record is no longer running (a replica found the lease
+// lapsed and reported the outcome as unknown), that stays.
+func (r *confirmRun) finish(ctx context.Context) {
+	c := r.c
+	next := c.rec
+	next.State, next.Outcome = stateDone, OutcomeConfirmed
+	if _, ok, err := c.h.moveConfirm(ctx, c.id, r.raw, stateRunning, &next); !ok {
+		c.h.logger().Error("mcphandler: recording a confirmed call's end", "confirm", c.id, "err", err)
+	}
+	c.ls.release()
+}
+
+// wait sends the question and waits for the record to leave pending.
+func (c *confirmCall) wait(ctx context.Context, x *Exchange, params []byte) (Outcome, *ToolResult, *confirmRun) {
+	h := c.h
+	c.x = x
+	channel := replyChannel(c.rec.Session, c.id)
+	sub, err := h.cfg.Store.Subscribe(ctx, channel)
+	if err != nil {
+		h.logger().Error("mcphandler: session store", "err", err)
+		return c.giveUp(ctx, OutcomeError)
+	}
+	defer sub.Close()
+	qid := jsonrpc.AppendString(nil, c.id)
+	if err := x.st.send(jsonrpc.AppendRequest(nil, qid, "elicitation/create", params)); err != nil {
+		return c.giveUp(ctx, OutcomeDisconnected)
+	}
+	return c.await(ctx, sub.C(), channel)
+}
+
+// await waits for the confirm's answer, woken by hints on channel and
+// reading the record every poll, until the deadline, the client's
+// disconnect or the call's cancellation.
+func (c *confirmCall) await(ctx context.Context, hints <-chan []byte, channel string) (Outcome, *ToolResult, *confirmRun) {
+	h, x := c.h, c.x
+	timeout := time.NewTimer(time.Until(c.rec.deadline()))
+	defer timeout.Stop()
+	poll := time.NewTicker(h.ct.poll)
+	defer poll.Stop()
+	for {
+		select {
+		case b, ok := <-hints:
+			if !ok {
+				hints = nil // the poll still reads the record
+				continue
+			}
+			if _, ok := h.openMessage(h.macs.reply, channel, b); !ok {
+				continue
+			}
+		case <-poll.C:
+		case <-timeout.C:
+			return c.giveUp(ctx, OutcomeTimedOut)
+		case <-x.gone:
+			return c.giveUp(ctx, OutcomeDisconnected)
+		case <-ctx.Done():
+			return c.giveUp(ctx, OutcomeCancelled)
+		}
+		rec, raw, err := h.loadConfirm(context.WithoutCancel(ctx), c.id)
+		if err == nil && rec.State == statePending || err != nil && !isAbsent(err) {
+			continue // not answered, or the store cannot tell now
+		}
+		return c.follow(ctx, rec, raw, err, false)
+	}
+}
+
+func isAbsent(err error) bool {
+	return errors.Is(err, session.ErrNotFound) || errors.Is(err, errBadRecord)
+}
+
+// giveUp closes the pending confirm because of outcome (timeout,
+// disconnect, cancellation). If the record was answered first, the answer
+// decides instead. If the store cannot be reached, it keeps trying until
+// ct.skew after the deadline and then hands the confirm over: it says
+// nothing it cannot know.
+func (c *confirmCall) giveUp(ctx context.Context, outcome Outcome) (Outcome, *ToolResult, *confirmRun) {
+	h := c.h
+	ctx = context.WithoutCancel(ctx)
+	limit := c.rec.deadline().Add(h.ct.skew)
+	for {
+		next := c.rec
+		next.State, next.By, next.Outcome = stateClosed, c.ls.by(), outcome
+		raw, ok, err := h.moveConfirm(ctx, c.id, c.raw, statePending, &next)
+		if ok {
+			c.rec, c.raw = next, raw
+			c.ls.release()
+			if outcome == OutcomeTimedOut && c.x != nil {
+				p := append([]byte(`{"requestId":`), jsonrpc.AppendString(nil, c.id)...)
+				p = append(p, `,"reason":"the server stopped waiting"}`...)
+				c.x.st.send(jsonrpc.AppendRequest(nil, nil, "notifications/cancelled", p))
+			}
+			return outcome, c.notRun(outcome), nil
+		}
+		if err == nil {
+			rec, raw, err := h.loadConfirm(ctx, c.id)
+			if err == nil && rec.State == statePending {
+				c.rec, c.raw = rec, raw
+				continue
+			}
+			if err == nil || isAbsent(err) {
+				return c.follow(ctx, rec, raw, err, outcome == OutcomeCancelled)
+			}
+		}
+		if time.Now().After(limit) {
+			h.logger().Error("mcphandler: a confirm's outcome is unknown: the session store is unavailable", "confirm", c.id, "err", err)
+			c.ls.release()
+			return outcomeHandedOver, nil, nil
+		}
+		time.Sleep(h.ct.poll)
+	}
+}
+
+// notRun is the result a call that did not run gets for outcome.
+func (c *confirmCall) notRun(outcome Outcome) *ToolResult {
+	switch outcome {
+	case OutcomeTimedOut:
+		return ErrorResult("Not run: the confirmation of " + c.tool + " timed out.")
+	case OutcomeCancelled:
+		return ErrorResult("Not run: the request was cancelled.")
+	case OutcomeDisconnected:
+		// Logged for a client that resumes the stream.
+		return ErrorResult("Not run: the client went away before the confirmation of " + c.tool + " was answered.")
+	case OutcomeRevoked:
+		return nil
+	}
+	return ErrorResult("Not run: the confirmation of " + c.tool + " failed.")
+}
+
+// follow acts on a record that left pending: an answer is decided here; a
+// transition this replica made (whose reply the store lost) is taken up;
+// anything else was done by another replica, which answers the client.
+// err is the error of reading it (absent or invalid: nobody can answer or
+// run it any more).
+func (c *confirmCall) follow(ctx context.Context, rec confirmRecord, raw []byte, err error, cancelled bool) (Outcome, *ToolResult, *confirmRun) {
+	switch {
+	case err != nil:
+		c.h.logger().Error("mcphandler: a confirm's record is gone or invalid", "confirm", c.id, "err", err)
+		c.ls.release()
+		return OutcomeError, ErrorResult("Not run: the confirmation of " + c.tool + " was lost."), nil
+	case rec.State == stateAnswered:
+		return c.decideAnswer(ctx, rec, raw, cancelled)
+	case rec.By == c.ls.by() && rec.State == stateClosed:
+		c.rec, c.raw = rec, raw
+		c.ls.release()
+		return rec.Outcome, c.notRun(rec.Outcome), nil
+	case rec.By == c.ls.by() && rec.State == stateRunning:
+		c.rec, c.raw = rec, raw
+		return OutcomeConfirmed, nil, &confirmRun{c: c, raw: raw}
+	}
+	c.ls.release()
+	return outcomeHandedOver, nil, nil
+}
+
+// decideAnswer acts on the answer stored in the record: it may run
+// (answered → running) or it does not (answered → closed), and of the
+// replicas that could try, only the one whose transition succeeds acts.
+// A cancelled request does not run whatever the answer.
+func (c *confirmCall) decideAnswer(ctx context.Context, rec confirmRecord, raw []byte, cancelled bool) (Outcome, *ToolResult, *confirmRun) {
+	h := c.h
+	ctx = context.WithoutCancel(ctx)
+	outcome, result := c.judge(ctx, &rec)
+	if cancelled {
+		outcome, result = OutcomeCancelled, ErrorResult("Not run: the request was cancelled.")
+	}
+	next := rec
+	next.By = c.ls.by()
+	if outcome == OutcomeConfirmed {
+		next.State = stateRunning
+	} else {
+		next.State, next.Outcome = stateClosed, outcome
+	}
+	for range 3 {
+		b, ok, err := h.moveConfirm(ctx, c.id, raw, stateAnswered, &next)
+		if ok {
+			c.rec, c.raw = next, b
+			if next.State == stateRunning {
+				return OutcomeConfirmed, nil, &confirmRun{c: c, raw: b}
+			}
+			c.ls.release()
+			return outcome, result, nil
+		}
+		if err == nil {
+			break // another replica decided
+		}
+		time.Sleep(h.ct.poll)
+	}
+	return c.decisionLost(ctx, next, outcome, result, cancelled)
+}
+
+// decisionLost follows a confirm whose decision could not be recorded:
+// another replica decided, or the store failed.
+func (c *confirmCall) decisionLost(ctx context.Context, next confirmRecord, outcome Outcome, result *ToolResult, cancelled bool) (Outcome, *ToolResult, *confirmRun) {
+	got, graw, err := c.h.loadConfirm(ctx, c.id)
+	if err != nil && !isAbsent(err) {
+		c.ls.release()
+		return outcomeHandedOver, nil, nil
+	}
+	if err == nil && got.State == stateAnswered {
+		c.ls.release() // we could not record the decision: leave it to whoever can
+		return outcomeHandedOver, nil, nil
+	}
+	if err == nil && got.By == next.By && got.State == stateClosed {
+		c.ls.release()
+		return outcome, result, nil
+	}
+	return c.follow(ctx, got, graw, err, cancelled)
+}
+
+// judge checks the stored answer against the form and the expected
+// values, then the tool's visibility with the role of the identity that
+// answered: outcome confirmed means it may run.
+func (c *confirmCall) judge(ctx context.Context, rec *confirmRecord) (Outcome, *ToolResult) {
+	failed := ErrorResult("Not run: the confirmation of " + c.tool + " failed.")
+	if rec.Failed {
+		return OutcomeDeclined, failed
+	}
+	res, err := elicitation.ParseResult(rec.Answer)
+	if err != nil {
+		return OutcomeDeclined, failed
+	}
+	if res.Action == elicitation.Accept {
+		if err := c.form.Validate(res.Content); err != nil {
+			return OutcomeDeclined, failed
+		}
+	}
+	if outcome, result := decide(res, c.form, c.expect, c.tool); result != nil {
+		return outcome, result
+	}
+	// Re-check: the caller may have lost the tool while the human thought.
+	now := c.ident
+	now.Role = rec.Role
+	tool, ok, err := c.h.findTool(c.h.toolCtx(ctx, now), now, c.tool)
+	if err != nil || !ok {
+		return OutcomeRevoked, nil
+	}
+	c.found = tool
+	return OutcomeConfirmed, nil
+}
+
+// answerConfirm takes a client's answer to confirm id (2025): it is
+// stored in the confirm's record once — only while pending, before the
+// deadline, through the session and from the identity it was asked of —
+// and the asker is woken. If the asker is gone (nobody holds the lease),
+// this replica takes the confirm over and finishes the call. A refused
+// answer is errNotWaiting (400) and reported to OnCall as a replay; when
+// the store cannot be reached, its error (503: the client may send the
+// answer again).
+func (h *Handler) answerConfirm(rq *request, id string, m *jsonrpc.Message) error {
+	ctx := context.WithoutCancel(rq.r.Context())
+	rec, raw, err := h.loadConfirm(ctx, id)
+	if err != nil && !isAbsent(err) {
+		return err
+	}
+	ok := err == nil && rec.State == statePending && rec.Session == rq.sess.ID && rec.Owner == rq.id.key() &&
+		!time.Now().After(rec.deadline())
+	if ok {
+		next := rec
+		next.State, next.Role, next.Failed, next.Answer = stateAnswered, rq.id.Role, m.Error != nil, nil
+		if m.Error == nil {
+			next.Answer = m.Result
+		}
+		if raw, ok, err = h.moveConfirm(ctx, id, raw, statePending, &next); err != nil {
+			return err // the client may try again: a retry finds it answered, or pending
+		}
+		rec = next
+	}
+	if !ok {
+		if h.cfg.OnCall != nil {
+			h.emit(CallEvent{Tool: rec.Tool, Identity: rq.id, SessionID: rq.sess.ID, Outcome: OutcomeReplayRefused, ConfirmID: id})
+		}
+		return errNotWaiting
+	}
+	hint, _ := json.Marshal(reply{Role: rq.id.Role})
+	h.publish(ctx, h.macs.reply, replyChannel(rq.sess.ID, id), hint)
+	if rec.Stream == "" {
+		return nil // not resumable: only its asker can finish it
+	}
+	if ls, err := h.takeLease(ctx, id); err == nil && ls != nil {
+		// The asker is gone: finish the call here.
+		h.adopt(rq.r, rq.start, rq.id, rq.sess, id, ls, rec, raw)
+	}
+	return nil
+}
+
+// adopt finishes a 2025 confirm whose asker is gone, on this replica,
+// which took the confirm's lease over. The record is answered: the answer
+// is judged against the recorded form, the tool's visibility is checked
+// again with the answering identity's role, the tool runs at most once
+// (the answered → running transition), and the response is appended to
+// the call's event log, where the client's resumed GET (Last-Event-ID)
+// receives it. ident is the identity of the request that led here; the
+// call is reported to OnCall.
+func (h *Handler) adopt(r *http.Request, start time.Time, ident Identity, sess *session.Session, id string, ls *lease, rec confirmRecord, raw []byte) {
+	rq := &request{h: h, r: r, start: start, id: ident, sess: sess, version: sess.ProtocolVersion, era: sessions}
+	rq.info = &reqInfo{identity: ident, request: r, version: sess.ProtocolVersion, sessionID: sess.ID}
+	rq.ctx = context.WithValue(context.WithoutCancel(r.Context()), ctxKey{}, rq.info)
+	rq.st = h.logOnly(sess.ID, rec.Stream)
+	form, err := elicitation.Parse(rec.Form)
+	if err != nil {
+		ls.release()
+		return
+	}
+	c := &confirmCall{h: h, id: id, tool: rec.Tool, ident: ident, form: form, expect: rec.Expect, ls: ls, rec: rec, raw: raw}
+	ev := CallEvent{Tool: rec.Tool, Identity: ident, SessionID: sess.ID, ConfirmID: id, Arguments: rec.Args}
+	outcome, result, run := c.follow(rq.ctx, rec, raw, nil, false)
+	ev.Outcome = outcome
+	switch {
+	case outcome == outcomeHandedOver:
+		return
+	case outcome == OutcomeRevoked:
+		rq.fail(rec.ReqID, errUnknownTool(rec.Tool))
+	case run != nil:
+		x := &Exchange{h: h, st: rq.st, sess: sess, version: rq.version, caps: sess.Capabilities, logLevel: LogLevel(sess.LogLevel), reqID: rec.ReqID}
+		call := &ToolCall{Tool: c.found, Arguments: rec.Args, Identity: ident, SessionID: sess.ID, Exchange: x}
+		res, _ := h.run(rq.ctx, call, &ev)
+		rq.sendResult(rec.ReqID, res)
+		run.finish(rq.ctx)
+	case result != nil:
+		ev.IsError = result.IsError
+		rq.sendResult(rec.ReqID, result)
+	}
+	if h.cfg.OnCall != nil {
+		ev.Duration = time.Since(start)
+		h.emit(ev)
+	}
+}
+
+// logOnly is a stream whose client is not connected here: what is sent
+// goes to the event log of stream, for the client's resume.
+func (h *Handler) logOnly(sid, streamID string) *stream {
+	return &stream{id: streamID, sse: true, gone: true, log: h.eventLog(sid)}
+}
+
+// closeLapsedPending closes as timed out a pending confirm past its
+// deadline whose lease it could take; it returns a nil result when it did
+// not, else the lease, which the caller releases once the result is sent.
+func (h *Handler) closeLapsedPending(ctx context.Context, id string, raw []byte, rec confirmRecord) (Outcome, *ToolResult, *lease) {
+	if time.Now().Before(rec.deadline()) {
+		return "", nil, nil
+	}
+	ls, err := h.takeLease(ctx, id)
+	if err != nil || ls == nil {
+		return "", nil, nil
+	}
+	next := rec
+	next.State, next.By, next.Outcome = stateClosed, ls.by(), OutcomeTimedOut
+	if _, ok, _ := h.moveConfirm(ctx, id, raw, statePending, &next); !ok {
+		ls.release()
+		return "", nil, nil
+	}
+	return OutcomeTimedOut, ErrorResult("Not run: the confirmation of " + rec.Tool + " timed out."), ls
+}
+
+// markLapsedRunning records as unknown the outcome of a running confirmed
+// call whose runner's lease lapsed; it returns a nil result when it did
+// not (the runner is alive, or the store cannot tell now).
+func (h *Handler) markLapsedRunning(ctx context.Context, id string, raw []byte, rec confirmRecord) (Outcome, *ToolResult) {
+	if !h.leaseLapsed(ctx, id) {
+		return "", nil
+	}
+	next := rec
+	next.State = stateUnknown
+	if _, ok, _ := h.moveConfirm(ctx, id, raw, stateRunning, &next); !ok {
+		return "", nil
+	}
+	return OutcomeUnknown, ErrorResult("The outcome of " + rec.Tool + " is unknown: the server running it stopped. It will not run again; check whether it took effect before retrying.")
+}
+
+// watchConfirm looks after the confirm of a resumed stream whose asker or
+// runner is gone (nobody holds its lease). A confirm still pending after
+// its deadline is closed as timed out; an answered one is taken over and
+// finished here (see adopt); a running one is recorded as unknown, and the
+// client is told that nothing will run again. Whatever it decides goes to
+// the stream's event log, where the resumed stream reads it. rq is the
+// resuming GET.
+func (h *Handler) watchConfirm(rq *request, streamID string) {
+	ctx, sid := context.WithoutCancel(rq.r.Context()), rq.sess.ID
+	id, rec, raw, ok := h.confirmOfStream(ctx, sid, streamID)
+	if !ok {
+		return
+	}
+	ev := CallEvent{Tool: rec.Tool, Identity: rq.id, SessionID: sid, ConfirmID: id, Arguments: rec.Args, IsError: true}
+	var msg *ToolResult
+	switch rec.State {
+	case stateAnswered:
+		if ls, err := h.takeLease(ctx, id); err == nil && ls != nil {
+			h.adopt(rq.r, time.Now(), rq.id, rq.sess, id, ls, rec, raw)
+		}
+		return
+	case statePending:
+		if rec.Approval != "" && h.cfg.Approvals != nil {
+			h.adoptApproval(rq, id, rec, raw) // see approve_push.go
+			return
+		}
+		var ls *lease
+		ev.Outcome, msg, ls = h.closeLapsedPending(ctx, id, raw, rec)
+		if ls != nil {
+			defer ls.release()
+		}
+	case stateRunning:
+		ev.Outcome, msg = h.markLapsedRunning(ctx, id, raw, rec)
+	}
+	if msg == nil {
+		return
+	}
+	out := &request{h: h, r: rq.r, st: h.logOnly(sid, streamID), era: sessions}
+	out.sendResult(rec.ReqID, msg)
+	if h.cfg.OnCall != nil {
+		h.emit(ev)
+	}
+}
+
+// confirmOfStream loads the confirm the stream streamID of session sid
+// was asked, if any and if its record names that session and stream.
+func (h *Handler) confirmOfStream(ctx context.Context, sid, streamID string) (id string, rec confirmRecord, raw []byte, ok bool) {
+	b, err := h.cfg.Store.Load(ctx, confirmOfKey(sid, streamID))
+	if err != nil || !isConfirmID(string(b)) {
+		return "", rec, nil, false
+	}
+	id = string(b)
+	rec, raw, err = h.loadConfirm(ctx, id)
+	if err != nil || rec.Session != sid || rec.Stream != streamID {
+		return "", rec, nil, false
+	}
+	return id, rec, raw, true
+}
