@@ -161,7 +161,8 @@ func (h *Handler) applyCancels(ctx context.Context, sub session.Subscription) bo
 // by replicas, the goroutine that receives cancellations from the other
 // replicas, and waits for it to end. It does not close the store. Requests
 // still being served are not interrupted. It is safe to call more than
-// once, and concurrently.
+// once, and concurrently. The subscription to change notifications
+// belongs to the open streams: it ends with the last of them.
 func (h *Handler) Close() error {
 	c := &h.cancels
 	c.mu.Lock()

@@ -41,6 +41,7 @@ type Handler struct {
 	runMu   sync.Mutex         // guards running
 	running map[string]running // in-flight requests by session and id
 	cancels canceller          // cancellations from other replicas
+	changes changeHub          // change notifications for the streams held here
 
 	bufPool sync.Pool // *bytes.Buffer for request bodies
 }
