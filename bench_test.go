@@ -90,6 +90,40 @@ func BenchmarkToolsCall(b *testing.B) {
 	serveLoop(b, h, `{"jsonrpc":"2.0","id":42,"method":"tools/call","params":{"name":"echo","arguments":{"text":"hello"}}}`)
 }
 
+// BenchmarkToolsCallModern measures one 2026-07-28 tools/call of a small
+// tool (no session: version, routing headers and _meta on the request),
+// answered as JSON.
+func BenchmarkToolsCallModern(b *testing.B) {
+	h := mcphandler.New(mcphandler.Config{
+		Authenticate: bearer,
+		ListTools:    func(context.Context) ([]mcphandler.Tool, error) { return []mcphandler.Tool{echoTool}, nil },
+	})
+	body := `{"jsonrpc":"2.0","id":42,"method":"tools/call","params":{"name":"echo","arguments":{"text":"hello"},` +
+		`"_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28","io.modelcontextprotocol/clientCapabilities":{},` +
+		`"io.modelcontextprotocol/clientInfo":{"name":"bench","version":"1"}}}}`
+	rd := strings.NewReader(body)
+	req, _ := http.NewRequest("POST", "/", rd)
+	req.Header.Set("Authorization", "Bearer acme-viewer")
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("Accept", "application/json, text/event-stream")
+	req.Header.Set("MCP-Protocol-Version", "2026-07-28")
+	req.Header.Set("Mcp-Method", "tools/call")
+	req.Header.Set("Mcp-Name", "echo")
+	req.ContentLength = int64(len(body))
+	w := &discardWriter{h: http.Header{}}
+	b.ReportAllocs()
+	for b.Loop() {
+		rd.Reset(body)
+		req.Body = io.NopCloser(rd)
+		w.reset()
+		h.ServeHTTP(w, req)
+		if w.code != 200 {
+			b.Fatalf("status %d", w.code)
+		}
+	}
+	b.SetBytes(int64(len(body)))
+}
+
 // BenchmarkToolsList1000 measures a tools/list of 1000 tools in one page.
 func BenchmarkToolsList1000(b *testing.B) {
 	tools := make([]mcphandler.Tool, 1000)

@@ -19,6 +19,27 @@ type callParams struct {
 	Meta      json.RawMessage `json:"_meta"`
 }
 
+// decodeCallParams reads params into p as json.Unmarshal would, and
+// reports whether it would succeed, without allocating but for the name
+// (see jsonrpc.Members). params is valid JSON: it was decoded with the
+// message.
+func decodeCallParams(params []byte, p *callParams) bool {
+	ok := true
+	return jsonrpc.Members(params, func(k, v []byte) bool {
+		switch {
+		case jsonrpc.KeyIs(k, "name"):
+			if string(v) != "null" {
+				p.Name, ok = jsonrpc.String(v)
+			}
+		case jsonrpc.KeyIs(k, "arguments"):
+			p.Arguments = v
+		case jsonrpc.KeyIs(k, "_meta"):
+			p.Meta = v
+		}
+		return ok
+	}) && ok
+}
+
 type metaParams struct {
 	ProgressToken json.RawMessage `json:"progressToken"`
 }
@@ -117,7 +138,7 @@ func (h *Handler) lookupCall(rq *request, m *jsonrpc.Message, ev *CallEvent) (*T
 // arguments, an object ({} when absent or null), recorded in ev.
 func decodeCall(m *jsonrpc.Message, ev *CallEvent) (callParams, json.RawMessage, *jsonrpc.Error) {
 	var p callParams
-	if len(m.Params) == 0 || json.Unmarshal(m.Params, &p) != nil {
+	if len(m.Params) == 0 || !decodeCallParams(m.Params, &p) {
 		return p, nil, invalidParams("Invalid params: a tool name is required")
 	}
 	ev.Tool = p.Name

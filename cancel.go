@@ -171,7 +171,9 @@ func (h *Handler) applyCancels(ctx context.Context, sub session.Subscription) bo
 // which are marked failed (the server shut down before they ended) and
 // whose work is cancelled and waited for. It does not close the store.
 // Requests still being served are not interrupted. It is safe to call
-// more than once, and concurrently.
+// more than once, and concurrently. The subscription to change
+// notifications belongs to the open streams: it ends with the last of
+// them.
 func (h *Handler) Close() error {
 	h.tasks.close()
 	c := &h.cancels

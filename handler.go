@@ -42,6 +42,7 @@ type Handler struct {
 	running map[string]running // in-flight requests by session and id
 	cancels canceller          // cancellations from other replicas
 	tasks   *taskRunner        // durable tasks (tasks.go)
+	changes changeHub          // change notifications for the streams held here
 
 	bufPool sync.Pool // *bytes.Buffer for request bodies
 }

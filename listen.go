@@ -32,12 +32,12 @@ func (h *Handler) listen(rq *request, m *jsonrpc.Message) {
 		rq.fail(m.ID, e)
 		return
 	}
-	sub, err := h.cfg.Store.Subscribe(rq.ctx, notifyChannel)
+	w, err := h.watchChanges(rq.ctx, rq.id)
 	if err != nil {
 		h.storeFailed(rq, m, err)
 		return
 	}
-	defer sub.Close()
+	defer h.unwatchChanges(w)
 	feed, err := h.taskFeed(rq, agreed.TaskIDs, m.ID)
 	if err != nil {
 		h.storeFailed(rq, m, err)
@@ -55,16 +55,15 @@ func (h *Handler) listen(rq *request, m *jsonrpc.Message) {
 	if rq.st.send(jsonrpc.AppendRequest(nil, nil, "notifications/subscriptions/acknowledged", ack)) != nil {
 		return
 	}
-	// The stream lives while its caller stays who it was (see callerContext).
-	ctx, cancel := h.callerContext(rq.r, rq.id)
-	defer cancel()
-	h.runStream(ctx, &streamLoop{
+	// The stream lives while its caller stays who it was (see callerCheck).
+	h.runStream(rq.r.Context(), &streamLoop{
+		caller:    h.checkCaller(rq.r, rq.id),
 		keepAlive: func() bool { return rq.st.comment() == nil },
 		msgs:      feed.c,
 		onMsg:     func(b []byte) bool { return rq.st.send(b) == nil },
-		changes:   sub.C(),
-		onChange: func(b []byte) bool {
-			msg := agreed.message(h, rq.id, tag, b)
+		changes:   w.c,
+		onChange: func(c *change) bool {
+			msg := agreed.message(rq.id, tag, c)
 			return msg == nil || rq.st.send(msg) == nil
 		},
 	})
@@ -111,12 +110,12 @@ func (h *Handler) listenFilter(rq *request, params json.RawMessage) (listenFilte
 
 // message returns the notification, tagged with the subscription's tag,
 // that a listen stream of id with filter f sends for the published change
-// b; nil if it is not for it.
-func (f *listenFilter) message(h *Handler, id Identity, tag, b []byte) []byte {
-	c, ok := h.openChange(b)
-	if !ok || !c.Target.matches(id) {
+// c; nil if it is not for it.
+func (f *listenFilter) message(id Identity, tag []byte, c *change) []byte {
+	if !c.Target.matches(id) {
 		return nil
 	}
+	ok := false
 	params := append([]byte{'{'}, tag...)
 	switch c.Method {
 	case "notifications/tools/list_changed":

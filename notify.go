@@ -83,11 +83,11 @@ func (h *Handler) openChange(b []byte) (change, bool) {
 }
 
 // changeMessage returns the notification a stream of id's session should
-// send for the published change b, or nil if it is not for that session.
-// subscribed reports whether the session subscribed to a URI.
-func (h *Handler) changeMessage(b []byte, id Identity, subscribed func(uri string) bool) []byte {
-	c, ok := h.openChange(b)
-	if !ok || !c.Target.matches(id) {
+// send for the published change c (verified and decoded by the Handler's
+// changeHub), or nil if it is not for that session. subscribed reports
+// whether the session subscribed to a URI.
+func changeMessage(c *change, id Identity, subscribed func(uri string) bool) []byte {
+	if !c.Target.matches(id) {
 		return nil
 	}
 	if c.Method != "notifications/resources/updated" {

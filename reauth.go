@@ -1,55 +1,63 @@
 package mcphandler
 
 import (
-	"context"
 	"net/http"
 	"time"
 )
 
-// callerContext returns the context of a long-lived stream opened by r for
-// the caller id. It ends with r's context, at id.Expires, or as soon as
-// Config.Authenticate, run again on r every KeepAlive, fails (for any
-// reason: a revoked token and an unreachable authorization server alike) or
-// names another tenant or subject; a later check that reports an earlier
-// expiry moves the end forward. The goroutine that checks belongs to the
-// stream and ends with the returned context: call cancel when the stream
-// ends.
-func (h *Handler) callerContext(r *http.Request, id Identity) (context.Context, context.CancelFunc) {
-	ctx, cancel := context.WithCancel(r.Context())
-	if h.cfg.Authenticate == nil && id.Expires.IsZero() {
-		return ctx, cancel
-	}
-	go h.watchCaller(ctx, cancel, r, id)
-	return ctx, cancel
+// callerCheck is what a long-lived stream opened by r for the caller id
+// checks of its caller, on the stream's own loop (see runStream), so that
+// a stream costs no goroutine of its own for it. The stream ends at
+// id.Expires, or as soon as Config.Authenticate, run again on r every
+// KeepAlive, fails (for any reason: a revoked token and an unreachable
+// authorization server alike) or names another tenant or subject; a later
+// check that reports an earlier expiry moves the end forward. While
+// Authenticate runs, the stream sends nothing: it must not block for long.
+// A nil *callerCheck checks nothing.
+type callerCheck struct {
+	h   *Handler
+	r   *http.Request
+	id  Identity
+	exp expiry
 }
 
-// watchCaller cancels ctx when id's credentials expire, or when
-// Authenticate, asked again every KeepAlive, no longer answers id. It
-// returns when ctx ends.
-func (h *Handler) watchCaller(ctx context.Context, cancel context.CancelFunc, r *http.Request, id Identity) {
-	defer cancel()
-	var exp expiry
-	defer exp.stop()
-	exp.set(id.Expires)
-	var recheck <-chan time.Time
-	if h.cfg.Authenticate != nil {
-		tick := time.NewTicker(h.cfg.KeepAlive)
-		defer tick.Stop()
-		recheck = tick.C
+// checkCaller returns the check of a stream opened by r for id, or nil if
+// nothing can end it: no Authenticate hook and no expiry.
+func (h *Handler) checkCaller(r *http.Request, id Identity) *callerCheck {
+	if h.cfg.Authenticate == nil && id.Expires.IsZero() {
+		return nil
 	}
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-exp.c:
-			return
-		case <-recheck:
-			got, err := h.cfg.Authenticate(r)
-			if err != nil || got.key() != id.key() {
-				return
-			}
-			exp.set(got.Expires)
-		}
+	c := &callerCheck{h: h, r: r, id: id}
+	c.exp.set(id.Expires)
+	return c
+}
+
+// expired fires when the caller's credentials expire.
+func (c *callerCheck) expired() <-chan time.Time {
+	if c == nil {
+		return nil
+	}
+	return c.exp.c
+}
+
+// recheck runs Authenticate again and reports whether it still answers the
+// stream's caller, moving the expiry earlier if it says so.
+func (c *callerCheck) recheck() bool {
+	if c == nil || c.h.cfg.Authenticate == nil {
+		return true
+	}
+	got, err := c.h.cfg.Authenticate(c.r)
+	if err != nil || got.key() != c.id.key() {
+		return false
+	}
+	c.exp.set(got.Expires)
+	return true
+}
+
+// stop releases the check's timer.
+func (c *callerCheck) stop() {
+	if c != nil {
+		c.exp.stop()
 	}
 }
 

@@ -68,17 +68,20 @@ type streamLoop struct {
 	msgs  <-chan []byte     // the stream's own messages; closed ends the stream
 	onMsg func([]byte) bool //
 
-	changes  <-chan []byte     // published list and resource changes (notifyChannel)
-	onChange func([]byte) bool //
+	changes  <-chan *change     // published list and resource changes (watchChanges)
+	onChange func(*change) bool //
+
+	caller *callerCheck // checked every keep-alive and at its expiry; nil: none
 }
 
 // runStream is the one loop of every long-lived stream (the session's GET
 // stream, a resumed POST stream, subscriptions/listen and the 2024-11-05
-// stream). It returns when ctx ends, a channel closes or a callback
-// returns false.
+// stream). It returns when ctx ends, a channel closes, a callback returns
+// false or the caller check fails (see callerCheck).
 func (h *Handler) runStream(ctx context.Context, l *streamLoop) {
 	tick := time.NewTicker(h.cfg.KeepAlive)
 	defer tick.Stop()
+	defer l.caller.stop()
 	var poll <-chan time.Time
 	if l.poll > 0 {
 		t := time.NewTicker(l.poll)
@@ -90,9 +93,11 @@ func (h *Handler) runStream(ctx context.Context, l *streamLoop) {
 		case <-ctx.Done():
 			return
 		case <-tick.C:
-			if !l.keepAlive() {
+			if !l.caller.recheck() || !l.keepAlive() {
 				return
 			}
+		case <-l.caller.expired():
+			return
 		case <-poll:
 			if !l.onPoll() {
 				return

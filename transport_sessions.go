@@ -283,11 +283,10 @@ func (h *Handler) refuseResponse(w http.ResponseWriter, err error) {
 // POST stream when Last-Event-ID names one. One stream per session is
 // served at a time, across replicas; a second one gets 409.
 func (h *Handler) serveGET(w http.ResponseWriter, r *http.Request) {
-	rq, cancel, ok := h.openGET(w, r)
+	rq, ok := h.openGET(w, r)
 	if !ok {
 		return
 	}
-	defer cancel()
 	if last := rq.r.Header.Get("Last-Event-ID"); last != "" && h.resume(w, rq, last) {
 		return
 	}
@@ -295,32 +294,30 @@ func (h *Handler) serveGET(w http.ResponseWriter, r *http.Request) {
 }
 
 // openGET checks a GET (mode, caller, Accept, version, session) and
-// answers the error when one fails. The request it returns lives while its
-// caller stays who it was (see callerContext); cancel releases it.
-func (h *Handler) openGET(w http.ResponseWriter, r *http.Request) (*request, context.CancelFunc, bool) {
+// answers the error when one fails. The stream it opens lives while its
+// caller stays who it was (see callerCheck).
+func (h *Handler) openGET(w http.ResponseWriter, r *http.Request) (*request, bool) {
 	if !h.sessionMethodAllowed(w, r) {
-		return nil, nil, false
+		return nil, false
 	}
 	id, ok := h.authenticate(w, r)
 	if !ok {
-		return nil, nil, false
+		return nil, false
 	}
 	if !acceptsAll(r, "text/event-stream") {
 		writeHTTPError(w, http.StatusNotAcceptable, jsonrpc.CodeInvalidRequest, "Not Acceptable: Accept must list text/event-stream")
-		return nil, nil, false
+		return nil, false
 	}
 	hv := strings.TrimSpace(r.Header.Get("MCP-Protocol-Version"))
 	if hv != "" && !isSupported(hv) {
 		writeHTTPError(w, http.StatusBadRequest, jsonrpc.CodeInvalidRequest, "Bad Request: unsupported MCP-Protocol-Version "+hv)
-		return nil, nil, false
+		return nil, false
 	}
 	rq := &request{h: h, r: r, id: id, version: hv, era: sessions}
 	if !h.resolveSession(w, rq) {
-		return nil, nil, false
+		return nil, false
 	}
-	ctx, cancel := h.callerContext(r, id)
-	rq.r = r.WithContext(ctx)
-	return rq, cancel, true
+	return rq, true
 }
 
 // sessionMethodAllowed answers 405 to a GET or DELETE that has no session
@@ -345,18 +342,18 @@ func (h *Handler) serveGETStream(w http.ResponseWriter, rq *request) {
 		return
 	}
 	defer h.cfg.Store.CompareAndSwap(context.WithoutCancel(ctx), getStreamKey(sid), claim, nil, time.Millisecond)
-	sub, changes, ok := h.subscribeStream(w, ctx, sid)
+	sub, changes, ok := h.subscribeStream(w, ctx, sid, rq.id)
 	if !ok {
 		return
 	}
-	defer sub.Close()
-	defer changes.Close()
+	defer h.closeStream(sub, changes)
 	st, err := h.startGETStream(w, rq)
 	if err != nil {
 		return
 	}
 	subscribed := h.subscribedFn(ctx, sid)
 	h.runStream(ctx, &streamLoop{
+		caller: h.checkCaller(rq.r, rq.id),
 		keepAlive: func() bool {
 			if st.comment() != nil {
 				return false
@@ -369,9 +366,9 @@ func (h *Handler) serveGETStream(w http.ResponseWriter, rq *request) {
 			msg, ok := h.openSession(sid, b)
 			return !ok || !bytes.Equal(msg, sessionEnded) && st.send(msg) == nil
 		},
-		changes: changes.C(),
-		onChange: func(c []byte) bool {
-			msg := h.changeMessage(c, rq.id, subscribed)
+		changes: changes.c,
+		onChange: func(c *change) bool {
+			msg := changeMessage(c, rq.id, subscribed)
 			return msg == nil || st.send(msg) == nil
 		},
 	})
@@ -402,20 +399,28 @@ func (h *Handler) claimGETStream(w http.ResponseWriter, ctx context.Context, sid
 	return true
 }
 
-// subscribeStream subscribes a session's stream to the session's channel
-// and to the published changes, answering 503 when the store fails.
-func (h *Handler) subscribeStream(w http.ResponseWriter, ctx context.Context, sid string) (sub, changes session.Subscription, ok bool) {
+// subscribeStream subscribes a stream of caller id's session sid to the
+// session's channel and registers it for the published changes (see
+// watchChanges), answering 503 when the store fails. The stream ends both
+// with closeStream.
+func (h *Handler) subscribeStream(w http.ResponseWriter, ctx context.Context, sid string, id Identity) (sub session.Subscription, changes *changeWatch, ok bool) {
 	sub, err := h.cfg.Store.Subscribe(ctx, sessionChannel(sid))
 	if err != nil {
 		h.storeUnavailable(w, err)
 		return nil, nil, false
 	}
-	if changes, err = h.cfg.Store.Subscribe(ctx, notifyChannel); err != nil {
+	if changes, err = h.watchChanges(ctx, id); err != nil {
 		sub.Close()
 		h.storeUnavailable(w, err)
 		return nil, nil, false
 	}
 	return sub, changes, true
+}
+
+// closeStream ends what subscribeStream started.
+func (h *Handler) closeStream(sub session.Subscription, changes *changeWatch) {
+	h.unwatchChanges(changes)
+	sub.Close()
 }
 
 // serveDELETE ends the session: later requests with its id get 404 on every
@@ -474,6 +479,7 @@ func (h *Handler) resume(w http.ResponseWriter, rq *request, last string) bool {
 		return true
 	}
 	h.runStream(ctx, &streamLoop{
+		caller:    h.checkCaller(rq.r, rq.id),
 		keepAlive: func() bool { return rs.sw.comment() == nil },
 		poll:      h.ct.poll,
 		onPoll: func() bool {

@@ -46,15 +46,12 @@ func (h *Handler) serveLegacyStream(w http.ResponseWriter, r *http.Request, mess
 	if !ok {
 		return
 	}
-	// The stream lives while its caller stays who it was (see callerContext).
-	ctx, cancel := h.callerContext(r, id)
-	defer cancel()
+	ctx := r.Context()
 	s, sub, changes, ok := h.createLegacySession(w, ctx, id)
 	if !ok {
 		return
 	}
-	defer sub.Close()
-	defer changes.Close()
+	defer h.closeStream(sub, changes)
 	// The old transport's session is the stream: it ends with it.
 	defer h.cfg.Store.Delete(context.WithoutCancel(ctx), s.ID)
 	sw := startSSE(w)
@@ -64,6 +61,7 @@ func (h *Handler) serveLegacyStream(w http.ResponseWriter, r *http.Request, mess
 	}
 	subscribed := h.subscribedFn(ctx, s.ID)
 	h.runStream(ctx, &streamLoop{
+		caller: h.checkCaller(r, id), // the stream lives while its caller stays who it was
 		keepAlive: func() bool {
 			// Keep the connection and the session alive while the client listens.
 			h.cfg.Store.Get(ctx, s.ID)
@@ -74,9 +72,9 @@ func (h *Handler) serveLegacyStream(w http.ResponseWriter, r *http.Request, mess
 			msg, ok := h.openSession(s.ID, b)
 			return !ok || !bytes.Equal(msg, sessionEnded) && sw.event("message", nil, msg) == nil
 		},
-		changes: changes.C(),
-		onChange: func(c []byte) bool {
-			msg := h.changeMessage(c, id, subscribed)
+		changes: changes.c,
+		onChange: func(c *change) bool {
+			msg := changeMessage(c, id, subscribed)
 			return msg == nil || sw.event("message", nil, msg) == nil
 		},
 	})
@@ -84,9 +82,9 @@ func (h *Handler) serveLegacyStream(w http.ResponseWriter, r *http.Request, mess
 
 // createLegacySession opens a session for id's stream: it subscribes the
 // stream, then stores the session, answering 503 when the store fails.
-func (h *Handler) createLegacySession(w http.ResponseWriter, ctx context.Context, id Identity) (s *session.Session, sub, changes session.Subscription, ok bool) {
+func (h *Handler) createLegacySession(w http.ResponseWriter, ctx context.Context, id Identity) (s *session.Session, sub session.Subscription, changes *changeWatch, ok bool) {
 	s = &session.Session{ID: randText(), Owner: id.key(), ProtocolVersion: Version20241105, TTL: h.cfg.SessionTTL}
-	if sub, changes, ok = h.subscribeStream(w, ctx, s.ID); !ok {
+	if sub, changes, ok = h.subscribeStream(w, ctx, s.ID, id); !ok {
 		return nil, nil, nil, false
 	}
 	err := h.cfg.Store.Create(ctx, s)
@@ -94,8 +92,7 @@ func (h *Handler) createLegacySession(w http.ResponseWriter, ctx context.Context
 		err = h.admit(ctx, id, s)
 	}
 	if err != nil {
-		sub.Close()
-		changes.Close()
+		h.closeStream(sub, changes)
 		h.storeUnavailable(w, err)
 		return nil, nil, nil, false
 	}

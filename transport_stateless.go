@@ -29,6 +29,7 @@ const (
 const (
 	metaProtocolVersion = "io.modelcontextprotocol/protocolVersion"
 	metaClientCaps      = "io.modelcontextprotocol/clientCapabilities"
+	metaLogLevel        = "io.modelcontextprotocol/logLevel"
 	metaServerInfo      = "io.modelcontextprotocol/serverInfo"
 	metaSubscriptionID  = "io.modelcontextprotocol/subscriptionId"
 )
@@ -60,17 +61,49 @@ func modernMeta(params json.RawMessage) (raw json.RawMessage, meta *requestMeta,
 	if !bytes.Contains(params, []byte(metaProtocolVersion)) {
 		return nil, nil, false
 	}
-	var p struct {
-		Meta json.RawMessage `json:"_meta"`
-	}
-	if json.Unmarshal(params, &p) != nil || len(p.Meta) == 0 || p.Meta[0] != '{' {
+	jsonrpc.Members(params, func(k, v []byte) bool {
+		if jsonrpc.KeyIs(k, "_meta") {
+			raw = v
+		}
+		return true
+	})
+	if len(raw) == 0 || raw[0] != '{' {
 		return nil, nil, false
 	}
-	var m requestMeta
-	if json.Unmarshal(p.Meta, &m) != nil || m.ProtocolVersion == nil {
+	m := &requestMeta{}
+	if !m.decode(raw) || m.ProtocolVersion == nil {
 		return nil, nil, false
 	}
-	return p.Meta, &m, true
+	return raw, m, true
+}
+
+// decode reads the members of _meta into m as json.Unmarshal would (see
+// jsonrpc.Members), and reports whether it would succeed.
+func (m *requestMeta) decode(raw []byte) bool {
+	ok := true
+	str := func(v []byte) (*string, bool) {
+		if string(v) == "null" {
+			return nil, true
+		}
+		s, ok := jsonrpc.String(v)
+		return &s, ok
+	}
+	jsonrpc.Members(raw, func(k, v []byte) bool {
+		switch {
+		case jsonrpc.KeyIs(k, metaProtocolVersion):
+			m.ProtocolVersion, ok = str(v)
+		case jsonrpc.KeyIs(k, metaClientCaps):
+			m.ClientCapabilities = v
+		case jsonrpc.KeyIs(k, metaLogLevel):
+			var l *string
+			l, ok = str(v)
+			m.LogLevel = (*LogLevel)(l)
+		case jsonrpc.KeyIs(k, "progressToken"):
+			m.ProgressToken = v
+		}
+		return ok
+	})
+	return ok
 }
 
 // classifyEra decides whether a POSTed message is a 2026-07-28 request: its
@@ -160,15 +193,11 @@ func checkModern(hdr http.Header, m *jsonrpc.Message, meta *requestMeta) (int, *
 	}
 	name, hasName := "", false
 	if namedMethods[m.Method] {
-		var p struct {
-			Name string `json:"name"`
-			URI  string `json:"uri"`
-		}
-		json.Unmarshal(m.Params, &p)
-		name, hasName = p.Name, true
+		key := "name"
 		if m.Method == "resources/read" {
-			name = p.URI
+			key = "uri"
 		}
+		name, hasName = stringMember(m.Params, key), true
 	}
 	if he := mcpheaders.CheckStandardHeaders(hdr, m.Method, name, hasName); he != nil {
 		return http.StatusBadRequest, headerMismatch(he.Message)
@@ -182,6 +211,22 @@ func checkModern(hdr http.Header, m *jsonrpc.Message, meta *requestMeta) (int, *
 		}
 	}
 	return 0, nil
+}
+
+// stringMember returns the string member key of the object params, as
+// json.Unmarshal into a struct with that string field would set it when
+// its error is ignored: the last string value of a matching key, or "".
+func stringMember(params []byte, key string) string {
+	var s string
+	jsonrpc.Members(params, func(k, v []byte) bool {
+		if jsonrpc.KeyIs(k, key) {
+			if got, ok := jsonrpc.String(v); ok {
+				s = got
+			}
+		}
+		return true
+	})
+	return s
 }
 
 // clientCaps is the shape of ClientCapabilities the handler reads, in
@@ -225,6 +270,9 @@ func (pc *clientCaps) flags() session.Capabilities {
 }
 
 func parseCaps(raw json.RawMessage) session.Capabilities {
+	if string(raw) == "{}" {
+		return 0 // the usual case: nothing to read
+	}
 	var pc clientCaps
 	json.Unmarshal(raw, &pc)
 	return pc.flags()

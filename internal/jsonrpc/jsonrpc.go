@@ -61,7 +61,19 @@ func IsBatch(body []byte) bool {
 // Decode parses one message. A syntax error is reported as *json.SyntaxError
 // (or io.ErrUnexpectedEOF); any other failure means the JSON was well formed
 // but not a message.
+//
+// It reads what json.Unmarshal would, in a walk of the members (see
+// [Members]) after a validity check, with one copy of body that the raw
+// members share; anything but a well-formed object takes encoding/json.
 func Decode(body []byte, m *Message) error {
+	if ok, err := decodeFast(body, m); ok {
+		return err
+	}
+	return decodeSlow(body, m)
+}
+
+// decodeSlow is Decode by encoding/json.
+func decodeSlow(body []byte, m *Message) error {
 	if err := json.Unmarshal(body, m); err != nil {
 		var syn *json.SyntaxError
 		if errors.As(err, &syn) {
@@ -73,6 +85,89 @@ func Decode(body []byte, m *Message) error {
 		return ErrNotObject
 	}
 	return nil
+}
+
+// decodeFast decodes an object body into m as json.Unmarshal would; ok is
+// false, m untouched, when body is not valid JSON or not an object.
+func decodeFast(body []byte, m *Message) (ok bool, err error) {
+	i := skipSpace(body, 0)
+	if i >= len(body) || body[i] != '{' || !json.Valid(body) {
+		return false, nil
+	}
+	own := bytes.Clone(body)
+	typeErr := false
+	str := func(v []byte, dst *string) {
+		if string(v) == "null" {
+			return
+		}
+		if c, ok := interned[string(v[1:max(len(v)-1, 1)])]; ok && v[0] == '"' {
+			*dst = c // plain ASCII: the bytes are the string
+			return
+		}
+		if s, ok := String(v); ok {
+			*dst = intern(s)
+		} else {
+			typeErr = true
+		}
+	}
+	Members(own, func(k, v []byte) bool {
+		v = v[:len(v):len(v)] // the members share own: an append must not spill into the next
+		switch {
+		case KeyIs(k, "jsonrpc"):
+			str(v, &m.JSONRPC)
+		case KeyIs(k, "id"):
+			m.ID = v
+		case KeyIs(k, "method"):
+			str(v, &m.Method)
+		case KeyIs(k, "params"):
+			m.Params = v
+		case KeyIs(k, "result"):
+			m.Result = v
+		case KeyIs(k, "error"):
+			typeErr = decodeError(v, &m.Error) || typeErr
+		}
+		return true
+	})
+	if typeErr {
+		return true, ErrNotObject
+	}
+	return true, nil
+}
+
+// decodeError decodes the error member v into *e as json.Unmarshal would
+// (into the Error *e points to, if any), and reports a type error.
+func decodeError(v []byte, e **Error) bool {
+	if string(v) == "null" {
+		*e = nil
+		return false
+	}
+	if v[0] != '{' {
+		return true
+	}
+	if *e == nil {
+		*e = new(Error)
+	}
+	return json.Unmarshal(v, *e) != nil
+}
+
+// interned are the strings of the envelope that need no allocation.
+var interned = map[string]string{"2.0": "2.0"}
+
+func init() {
+	for _, s := range []string{"initialize", "ping", "tools/list", "tools/call", "resources/list",
+		"resources/read", "resources/templates/list", "resources/subscribe", "resources/unsubscribe",
+		"prompts/list", "prompts/get", "completion/complete", "logging/setLevel", "server/discover",
+		"subscriptions/listen", "notifications/initialized", "notifications/cancelled",
+		"notifications/progress", "notifications/roots/list_changed"} {
+		interned[s] = s
+	}
+}
+
+func intern(s string) string {
+	if c, ok := interned[s]; ok {
+		return c
+	}
+	return s
 }
 
 // DecodeBatch parses an array of messages. Each element is kept raw so that

@@ -3,6 +3,8 @@ package jsonrpc
 import (
 	"encoding/json"
 	"errors"
+	"reflect"
+	"slices"
 	"strings"
 	"testing"
 
@@ -59,6 +61,7 @@ func FuzzDecode(f *testing.F) {
 				kind, verr = m.Validate()
 			}
 		})
+		checkAsEncodingJSON(t, body)
 		var syn *json.SyntaxError
 		switch {
 		case err != nil && errors.As(err, &syn) != !json.Valid(body):
@@ -104,4 +107,50 @@ func FuzzDecode(f *testing.F) {
 			}
 		}
 	})
+}
+
+// checkAsEncodingJSON: Decode reads body exactly as json.Unmarshal does.
+func checkAsEncodingJSON(t *testing.T, body []byte) {
+	var got, want Message
+	gerr, werr := Decode(body, &got), decodeSlow(body, &want)
+	var gsyn, wsyn *json.SyntaxError
+	if (gerr == nil) != (werr == nil) || errors.As(gerr, &gsyn) != errors.As(werr, &wsyn) || errors.Is(gerr, ErrNotObject) != errors.Is(werr, ErrNotObject) {
+		t.Fatalf("Decode(%q) = %v, encoding/json %v", body, gerr, werr)
+	}
+	if gerr == nil && !reflect.DeepEqual(got, want) {
+		t.Fatalf("Decode(%q) = %+v, encoding/json %+v", body, got, want)
+	}
+}
+
+func TestDecodeAsEncodingJSON(t *testing.T) {
+	for _, s := range append(slices.Clone(messages),
+		`{"jsonrpc":"2.0","METHOD":"a","method":"tools/call","id":1,"Params":{"x":1}}`,
+		`{"jsonrpc":null,"id":null,"method":null,"params":null,"result":null,"error":null}`,
+		`{"error":{"code":1},"ERROR":{"message":"x"}}`, `{"error":{"code":"x"}}`, `{"error":5}`,
+		`{"method":5}`, `{"jsonrpc":"2.\u0030","method":"tools\/call"}`, `null`, `[]`, `{`, ` {"id":"\u00e9"} `,
+		"{\"method\":\"caf\xc3\xa9\xff\"}") {
+		checkAsEncodingJSON(t, []byte(s))
+	}
+}
+
+func TestDecodeAllocations(t *testing.T) {
+	body := []byte(`{"jsonrpc":"2.0","id":42,"method":"tools/call","params":{"name":"echo","arguments":{"text":"hello"}}}`)
+	m := new(Message)
+	if n := testing.AllocsPerRun(100, func() { *m = Message{}; Decode(body, m) }); n > 1 {
+		t.Fatalf("Decode allocated %v times, want once (the copy of the body)", n)
+	}
+}
+
+// The members of a decoded message share one copy of the body: appending
+// to one must not overwrite the next.
+func TestDecodeMembersDoNotOverlap(t *testing.T) {
+	var m Message
+	if err := Decode([]byte(`{"id":"a","result":{"x":1},"params":{"y":2},"jsonrpc":"2.0"}`), &m); err != nil {
+		t.Fatal(err)
+	}
+	_ = append(m.ID, "XXXXXXXXXXXXXXXX"...)
+	_ = append(m.Result, "XXXXXXXXXXXXXXXX"...)
+	if string(m.Result) != `{"x":1}` || string(m.Params) != `{"y":2}` {
+		t.Fatalf("an append to a member changed another: result %q, params %q", m.Result, m.Params)
+	}
 }
