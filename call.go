@@ -34,6 +34,7 @@ type metaParams struct {
 func (h *Handler) callTool(rq *request, m *jsonrpc.Message) {
 	ev := CallEvent{Identity: rq.id, SessionID: rq.info.sessionID}
 	defer func() {
+		rq.ic.callEnded(&ev) // for Config.Interceptors (intercept.go)
 		// A confirm handed over is reported by the replica that finishes it.
 		if h.cfg.OnCall != nil && ev.Outcome != outcomeHandedOver {
 			ev.Duration = time.Since(rq.start)
@@ -58,7 +59,7 @@ func (h *Handler) callTool(rq *request, m *jsonrpc.Message) {
 	ev.Arguments = args
 	tool, ok, err := h.findTool(rq.ctx, rq.id, p.Name)
 	if err != nil {
-		h.logger().Error("mcphandler: ListTools", "err", err)
+		h.loggerFor(rq.ctx).Error("mcphandler: ListTools", "err", err)
 		ev.Outcome = OutcomeError
 		rq.fail(m.ID, wireError(err))
 		return
@@ -100,7 +101,7 @@ func (h *Handler) callTool(rq *request, m *jsonrpc.Message) {
 	if h.cfg.BeforeCall != nil {
 		d, err = h.beforeCall(rq.ctx, call)
 		if err != nil {
-			h.logger().Error("mcphandler: BeforeCall", "tool", tool.Name, "err", err)
+			h.loggerFor(rq.ctx).Error("mcphandler: BeforeCall", "tool", tool.Name, "err", err)
 			ev.Outcome = OutcomeError
 			rq.fail(m.ID, wireError(err))
 			return
@@ -235,11 +236,14 @@ func (h *Handler) denyError(d Decision) *jsonrpc.Error {
 func (h *Handler) run(ctx context.Context, call *ToolCall, ev *CallEvent) (result *ToolResult, err error) {
 	defer func() {
 		if v := recover(); v != nil {
-			h.logger().Error("mcphandler: tool panicked", "tool", call.Tool.Name, "panic", v, "stack", string(debug.Stack()))
+			h.loggerFor(ctx).Error("mcphandler: tool panicked", "tool", call.Tool.Name, "panic", v, "stack", string(debug.Stack()))
 			result = toolErrorResult(ClassInternal, "")
 			ev.IsError, ev.ErrorClass = true, string(ClassInternal)
 		}
 	}()
+	if ev.ConfirmID != "" {
+		step(ctx, StepConfirmRan, ev.ConfirmID) // for Config.Interceptors (intercept.go)
+	}
 	if call.Tool.Handler == nil {
 		ev.IsError, ev.ErrorClass = true, string(ClassInternal)
 		return toolErrorResult(ClassInternal, ""), nil
@@ -248,7 +252,7 @@ func (h *Handler) run(ctx context.Context, call *ToolCall, ev *CallEvent) (resul
 	if err != nil {
 		class, detail := classify(err)
 		if class == ClassInternal && !errors.Is(err, ErrInputRequired) && !errors.Is(err, ErrCannotAsk) {
-			h.logger().Warn("mcphandler: tool failed", "tool", call.Tool.Name, "err", err)
+			h.loggerFor(ctx).Warn("mcphandler: tool failed", "tool", call.Tool.Name, "err", err)
 		}
 		ev.IsError, ev.ErrorClass = true, string(class)
 		return toolErrorResult(class, detail), err

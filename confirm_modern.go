@@ -87,6 +87,7 @@ func (h *Handler) confirmModern(rq *request, m *jsonrpc.Message, call *ToolCall,
 			rq.fail(m.ID, invalidParams("Invalid params: the confirm answer does not match its form"))
 			return
 		}
+		step(rq.ctx, StepConfirmAnswered, n) // for Config.Interceptors (intercept.go)
 		outcome, result := decide(res, form, expect, call.Tool.Name)
 		if result != nil {
 			b, _ := result.appendJSON(nil)
@@ -128,6 +129,7 @@ func (h *Handler) askConfirmModern(rq *request, m *jsonrpc.Message, x *Exchange,
 		return
 	}
 	x.mr.askConfirm(params)
+	step(rq.ctx, StepConfirmAsked, ev.ConfirmID) // for Config.Interceptors (intercept.go)
 	ev.Outcome = OutcomeInputRequired
 	rq.inputRequired(m.ID, x.mr)
 }

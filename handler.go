@@ -158,9 +158,9 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	case http.MethodPost:
 		h.servePOST(w, r)
 	case http.MethodGet:
-		h.serveGET(w, r)
+		h.interceptHTTP(w, r, KindStream, h.serveGET) // Config.Interceptors (intercept.go)
 	case http.MethodDelete:
-		h.serveDELETE(w, r)
+		h.interceptHTTP(w, r, KindSessionEnd, h.serveDELETE) // Config.Interceptors (intercept.go)
 	default:
 		w.Header().Set("Allow", "GET, POST, DELETE")
 		writeHTTPError(w, http.StatusMethodNotAllowed, jsonrpc.CodeInvalidRequest, "Method not allowed")
@@ -378,6 +378,8 @@ type request struct {
 	meta   *requestMeta
 	caps   session.Capabilities
 	retry  bool // the request carried inputResponses or requestState
+
+	ic *interception // set while Config.Interceptors run (intercept.go)
 }
 
 func (h *Handler) servePOST(w http.ResponseWriter, r *http.Request) {
@@ -685,7 +687,7 @@ func (h *Handler) deliverResponse(rq *request, m *jsonrpc.Message) error {
 		return errNotWaiting
 	}
 	if isConfirmID(id) {
-		return h.answerConfirm(rq, id, m)
+		return h.interceptAnswer(rq, id, m, h.answerConfirm) // Config.Interceptors (intercept.go)
 	}
 	resp := jsonrpc.AppendResult(nil, m.ID, m.Result)
 	if m.Error != nil {

@@ -18,6 +18,9 @@ import (
 // serveRequest answers one JSON-RPC request of an established session (or a
 // stateless POST).
 func (h *Handler) serveRequest(rq *request, m *jsonrpc.Message) {
+	if h.intercept(rq, m, h.serveRequest) { // Config.Interceptors (intercept.go) call back in
+		return
+	}
 	rq.method = m.Method
 	if e := rq.checkProgressToken(m); e != nil {
 		rq.fail(m.ID, e)
@@ -240,6 +243,7 @@ func (rq *request) reply(id json.RawMessage, result []byte) {
 
 // fail sends an error as the request's final message.
 func (rq *request) fail(id json.RawMessage, e *jsonrpc.Error) {
+	rq.ic.failed(e) // for Config.Interceptors (intercept.go)
 	if rq.modern {
 		rq.st.status = modernStatus(e.Code)
 	}
@@ -269,6 +273,9 @@ func negotiate(requested string) string {
 //
 // See https://modelcontextprotocol.io/specification/2025-11-25/basic/lifecycle.
 func (h *Handler) initialize(rq *request, m *jsonrpc.Message) {
+	if h.intercept(rq, m, h.initialize) { // Config.Interceptors (intercept.go) call back in
+		return
+	}
 	var p initializeParams
 	if len(m.Params) > 0 {
 		if err := json.Unmarshal(m.Params, &p); err != nil {
