@@ -34,7 +34,7 @@ type obs struct {
 	baggage []string // the baggage member "user" each tool run saw
 }
 
-func newObs(t *testing.T, opts ...otelmcp.Option) *obs {
+func newObs(t testing.TB, opts ...otelmcp.Option) *obs {
 	t.Helper()
 	o := &obs{rec: tracetest.NewSpanRecorder(), reader: sdkmetric.NewManualReader()}
 	o.tp = sdktrace.NewTracerProvider(sdktrace.WithSpanProcessor(o.rec))
