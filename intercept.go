@@ -1,6 +1,7 @@
 package mcphandler
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"log/slog"
@@ -136,6 +137,11 @@ type interception struct {
 	res    Result
 	called bool
 
+	icps   []Interceptor
+	depth  int // interceptors entered
+	serve  func(context.Context)
+	nextFn func(context.Context) Result
+
 	mu      sync.Mutex
 	confirm string // the confirm id of the last step, for log lines
 }
@@ -147,24 +153,28 @@ func interceptionFrom(ctx context.Context) *interception {
 	return ic
 }
 
-// run calls the interceptors around serve. serve receives the context
-// that the last interceptor passed on, holding ic.
+// runInterceptors calls the interceptors around serve. serve receives the
+// context that the last interceptor passed on, holding ic. Each
+// interceptor gets the same next, which calls the following one: an
+// interceptor calls it once, so a counter is enough (no closure per level).
 func (h *Handler) runInterceptors(ic *interception, ctx context.Context, serve func(context.Context)) Result {
-	icps := h.cfg.Interceptors
-	var next func(i int) func(context.Context) Result
-	next = func(i int) func(context.Context) Result {
-		if i == len(icps) {
-			return func(ctx context.Context) Result {
-				if !ic.called {
-					ic.called = true
-					serve(context.WithValue(ctx, interceptKey{}, ic))
-				}
-				return ic.res
-			}
-		}
-		return func(ctx context.Context) Result { return icps[i](ctx, &ic.req, next(i+1)) }
+	ic.icps, ic.serve = h.cfg.Interceptors, serve
+	ic.nextFn = ic.next
+	return ic.next(ctx)
+}
+
+// next calls the next interceptor, or serve after the last one.
+func (ic *interception) next(ctx context.Context) Result {
+	if ic.depth < len(ic.icps) {
+		i := ic.depth
+		ic.depth++
+		return ic.icps[i](ctx, &ic.req, ic.nextFn)
 	}
-	return next(0)(ctx)
+	if !ic.called {
+		ic.called = true
+		ic.serve(context.WithValue(ctx, interceptKey{}, ic))
+	}
+	return ic.res
 }
 
 // intercept serves the JSON-RPC request m of rq through the interceptors,
@@ -264,6 +274,13 @@ func (w *statusWriter) Unwrap() http.ResponseWriter { return w.ResponseWriter }
 func requestTarget(method string, params json.RawMessage) (string, json.RawMessage) {
 	if len(params) == 0 || params[0] != '{' {
 		return "", nil
+	}
+	switch method {
+	case "tools/call", "prompts/get", "resources/read", "resources/subscribe", "resources/unsubscribe":
+	default:
+		if !bytes.Contains(params, []byte(`"_meta"`)) {
+			return "", nil // nothing to read: spare the decoding
+		}
 	}
 	var p struct {
 		Name string          `json:"name"`

@@ -34,6 +34,9 @@ type metrics struct {
 	confirms metric.Int64Counter
 	streams  metric.Int64UpDownCounter
 
+	setsMu sync.Mutex
+	sets   map[opKey]attribute.Set
+
 	ttl      time.Duration
 	mu       sync.Mutex
 	sessions map[string]*sessionSeen
@@ -47,7 +50,7 @@ type sessionSeen struct {
 
 func newMetrics(mp metric.MeterProvider, ttl time.Duration) (*metrics, error) {
 	meter := mp.Meter(ScopeName)
-	m := &metrics{ttl: ttl, sessions: map[string]*sessionSeen{}}
+	m := &metrics{ttl: ttl, sessions: map[string]*sessionSeen{}, sets: map[opKey]attribute.Set{}}
 	var err error
 	buckets := metric.WithExplicitBucketBoundaries(DurationBuckets...)
 	if m.op, err = mcpconv.NewServerOperationDuration(meter, buckets); err != nil {
@@ -79,26 +82,68 @@ func newMetrics(mp metric.MeterProvider, ttl time.Duration) (*metrics, error) {
 // operation records one MCP request: its duration, and a confirm it
 // decided.
 func (m *metrics) operation(ctx context.Context, req *mcphandler.Request, res mcphandler.Result, errType string) {
-	a := make([]attribute.KeyValue, 0, 5)
-	switch req.Method {
-	case "tools/call":
-		a = append(a, semconv.GenAIToolName(req.Target), semconv.GenAIOperationNameExecuteTool)
-	case "prompts/get":
-		a = append(a, semconv.GenAIPromptName(req.Target))
-	}
-	if req.ProtocolVersion != "" {
-		a = append(a, semconv.McpProtocolVersion(req.ProtocolVersion))
-	}
-	if errType != "" {
-		a = append(a, semconv.ErrorTypeKey.String(errType))
-	}
-	m.op.Record(ctx, time.Since(req.Start).Seconds(), mcpconv.MethodNameAttr(req.Method), a...)
+	m.op.Inst().Record(ctx, time.Since(req.Start).Seconds(), metric.WithAttributeSet(m.opAttrs(req, res, errType)))
 	if res.ConfirmID != "" && decided(res.Outcome) {
 		m.confirms.Add(ctx, 1, metric.WithAttributes(OutcomeKey.String(string(res.Outcome))))
 	}
 	if req.SessionID != "" {
 		m.seen(req.SessionID, req.ProtocolVersion, req.Method == "initialize" && res.ErrorCode == 0)
 	}
+}
+
+// opKey is what the attributes of a duration depend on.
+type opKey struct{ method, name, version, errType string }
+
+// maxAttrSets bounds the attribute sets kept for reuse; past it, sets are
+// made per request.
+const maxAttrSets = 4096
+
+// opAttrs returns the attributes of a request's duration: only values of
+// bounded cardinality, whatever clients send. A method the server does not
+// know is "_OTHER"; a tool or prompt name is left out unless the request
+// found it.
+func (m *metrics) opAttrs(req *mcphandler.Request, res mcphandler.Result, errType string) attribute.Set {
+	k := opKey{method: req.Method, version: req.ProtocolVersion, errType: errType}
+	if res.ErrorCode == mcphandler.CodeMethodNotFound {
+		k.method = "_OTHER"
+	}
+	if len(k.version) > maxNameBytes {
+		k.version = "_OTHER"
+	}
+	found := res.Outcome != mcphandler.OutcomeNotFound && res.ErrorCode != mcphandler.CodeInvalidParams
+	if (req.Method == "tools/call" || req.Method == "prompts/get") && found {
+		k.name = req.Target
+	}
+	m.setsMu.Lock()
+	set, ok := m.sets[k]
+	m.setsMu.Unlock()
+	if ok {
+		return set
+	}
+	a := make([]attribute.KeyValue, 0, 5)
+	a = append(a, semconv.McpMethodNameKey.String(k.method))
+	switch {
+	case req.Method == "tools/call":
+		a = append(a, semconv.GenAIOperationNameExecuteTool)
+		if k.name != "" {
+			a = append(a, semconv.GenAIToolName(k.name))
+		}
+	case k.name != "":
+		a = append(a, semconv.GenAIPromptName(k.name))
+	}
+	if k.version != "" {
+		a = append(a, semconv.McpProtocolVersion(k.version))
+	}
+	if errType != "" {
+		a = append(a, semconv.ErrorTypeKey.String(errType))
+	}
+	set = attribute.NewSet(a...)
+	m.setsMu.Lock()
+	if len(m.sets) < maxAttrSets {
+		m.sets[k] = set
+	}
+	m.setsMu.Unlock()
+	return set
 }
 
 // decided reports whether a tools/call outcome ends its confirm here:

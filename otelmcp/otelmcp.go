@@ -60,6 +60,7 @@ import (
 	"log/slog"
 	"strconv"
 	"time"
+	"unicode/utf8"
 
 	"github.com/mcphandler/mcphandler"
 	"go.opentelemetry.io/otel"
@@ -165,13 +166,17 @@ func (i *interceptor) intercept(ctx context.Context, req *mcphandler.Request, ne
 	}
 	ctx, span := i.start(ctx, req)
 	sc := span.SpanContext()
-	req.LogAttrs = append(req.LogAttrs, slog.String("trace_id", sc.TraceID().String()), slog.String("span_id", sc.SpanID().String()))
-	prev := req.OnStep
-	req.OnStep = func(s mcphandler.Step) {
-		span.AddEvent("mcphandler."+string(s.Kind), trace.WithTimestamp(s.At),
-			trace.WithAttributes(ConfirmIDKey.String(s.ConfirmID)))
-		if prev != nil {
-			prev(s)
+	// trace_id and span_id, formatted only when a line is logged (an
+	// empty-keyed group is inlined).
+	req.LogAttrs = append(req.LogAttrs, slog.Any("", logIDs(sc)))
+	if span.IsRecording() {
+		prev := req.OnStep
+		req.OnStep = func(s mcphandler.Step) {
+			span.AddEvent("mcphandler."+string(s.Kind), trace.WithTimestamp(s.At),
+				trace.WithAttributes(ConfirmIDKey.String(s.ConfirmID)))
+			if prev != nil {
+				prev(s)
+			}
 		}
 	}
 	res := next(ctx)
@@ -183,25 +188,45 @@ func (i *interceptor) intercept(ctx context.Context, req *mcphandler.Request, ne
 // there is a trace context there, the ambient span linked.
 func (i *interceptor) start(ctx context.Context, req *mcphandler.Request) (context.Context, trace.Span) {
 	ambient := trace.SpanContextFromContext(ctx)
-	opts := []trace.SpanStartOption{trace.WithSpanKind(trace.SpanKindServer), trace.WithTimestamp(req.Start),
-		trace.WithAttributes(startAttrs(req, i.cfg.noTenant)...)}
+	opts := []trace.SpanStartOption{trace.WithSpanKind(trace.SpanKindServer), trace.WithTimestamp(req.Start)}
 	if carrier := metaCarrier(req.Meta); carrier != nil {
 		ctx = i.cfg.prop.Extract(ctx, carrier)
 		if remote := trace.SpanContextFromContext(ctx); remote.IsValid() && ambient.IsValid() && !remote.Equal(ambient) {
 			opts = append(opts, trace.WithLinks(trace.Link{SpanContext: ambient}))
 		}
 	}
-	return i.tracer.Start(ctx, spanName(req), opts...)
+	ctx, span := i.tracer.Start(ctx, spanName(req), opts...)
+	if span.IsRecording() { // a span sampled out costs no attributes
+		span.SetAttributes(startAttrs(req, i.cfg.noTenant)...)
+	}
+	return ctx, span
 }
 
+// maxNameBytes bounds the method and the target in a span name: both come
+// from the client.
+const maxNameBytes = 128
+
 func spanName(req *mcphandler.Request) string {
+	m := clip(req.Method)
 	switch req.Method {
 	case "tools/call", "prompts/get":
 		if req.Target != "" {
-			return req.Method + " " + req.Target
+			return m + " " + clip(req.Target)
 		}
 	}
-	return req.Method
+	return m
+}
+
+// clip cuts s to maxNameBytes, at a UTF-8 boundary.
+func clip(s string) string {
+	if len(s) <= maxNameBytes {
+		return s
+	}
+	n := maxNameBytes
+	for n > 0 && !utf8.RuneStart(s[n]) {
+		n--
+	}
+	return s[:n]
 }
 
 func startAttrs(req *mcphandler.Request, noTenant bool) []attribute.KeyValue {
@@ -238,6 +263,11 @@ func requestID(id json.RawMessage) string {
 // records the metrics.
 func (i *interceptor) end(ctx context.Context, span trace.Span, req *mcphandler.Request, res mcphandler.Result) {
 	errType := errorType(res)
+	defer i.m.operation(ctx, req, res, errType)
+	if !span.IsRecording() {
+		span.End()
+		return
+	}
 	a := make([]attribute.KeyValue, 0, 6)
 	if req.SessionID != "" {
 		a = append(a, semconv.McpSessionID(req.SessionID))
@@ -264,7 +294,6 @@ func (i *interceptor) end(ctx context.Context, span trace.Span, req *mcphandler.
 	}
 	span.SetAttributes(a...)
 	span.End()
-	i.m.operation(ctx, req, res, errType)
 }
 
 // errorType is the error.type of a result: the JSON-RPC code, or
@@ -299,4 +328,12 @@ func metaCarrier(meta json.RawMessage) propagation.MapCarrier {
 		return nil
 	}
 	return c
+}
+
+// logIDs logs the trace_id and span_id of a span context, in hex.
+type logIDs trace.SpanContext
+
+func (l logIDs) LogValue() slog.Value {
+	sc := trace.SpanContext(l)
+	return slog.GroupValue(slog.String("trace_id", sc.TraceID().String()), slog.String("span_id", sc.SpanID().String()))
 }

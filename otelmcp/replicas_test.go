@@ -19,6 +19,7 @@ import (
 	"github.com/mcphandler/mcphandler/mcptest"
 	"github.com/mcphandler/mcphandler/session/redisstore"
 	"github.com/mcphandler/mcphandler/session/redisstore/redistest"
+	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 )
 
 // replica is one handler of a pair sharing a real Redis, with its own
@@ -198,9 +199,17 @@ func TestLogLinesCarryIDs(t *testing.T) {
 			if res, err := c.CallTool(ctx, "broken", nil); err != nil || !res.IsError {
 				t.Fatalf("broken: %+v %v", res, err)
 			}
-			spans := a.o.spans("tools/call broken")
-			eventually(t, "the call's span", func() bool { spans = a.o.spans("tools/call broken"); return len(spans) > 0 })
-			last := spans[len(spans)-1]
+			// The span of the call that ran the tool (on 2026-07-28, the
+			// retry).
+			var last sdktrace.ReadOnlySpan
+			eventually(t, "the span of the call that ran", func() bool {
+				for _, s := range a.o.spans("tools/call broken") {
+					if attrs(s)["mcphandler.outcome"] == "confirmed" {
+						last = s
+					}
+				}
+				return last != nil
+			})
 			lines := a.log.lines(t, "mcphandler: tool failed")
 			if len(lines) != 1 {
 				t.Fatalf("%d tool failed lines", len(lines))
