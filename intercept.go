@@ -67,7 +67,9 @@ type Request struct {
 	ID json.RawMessage
 	// SessionID is the Mcp-Session-Id of a 2025 session ("" for
 	// stateless and 2026-07-28 requests). For initialize it is set when
-	// next returns: it is the new session's.
+	// next returns: it is the new session's. For KindStream and
+	// KindSessionEnd it is the header as the client sent it, before the
+	// handler checked it (inside next).
 	SessionID string
 	// ProtocolVersion is the revision in force: the session's negotiated
 	// one, the 2026-07-28 request's own, or the version header of a

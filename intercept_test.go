@@ -8,6 +8,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/mcphandler/mcphandler"
 	"github.com/mcphandler/mcphandler/mcptest"
@@ -19,9 +20,23 @@ type ctxMark struct{}
 // it passes on.
 type recorder struct {
 	name string
-	mu   sync.Mutex
-	seen []string // "name method target session version: code isError outcome"
+	mu   *sync.Mutex // shared by the recorders of one test
+	seen []string    // "method target id session version: code isError outcome"
 	log  *[]string
+}
+
+// wait returns what rc saw once it saw n requests: an interceptor returns
+// after the response was written.
+func (rc *recorder) wait(t *testing.T, n int) []string {
+	t.Helper()
+	for deadline := time.Now().Add(2 * time.Second); ; time.Sleep(5 * time.Millisecond) {
+		rc.mu.Lock()
+		seen := append([]string(nil), rc.seen...)
+		rc.mu.Unlock()
+		if len(seen) >= n || time.Now().After(deadline) {
+			return seen
+		}
+	}
 }
 
 func (rc *recorder) intercept(ctx context.Context, req *mcphandler.Request, next func(context.Context) mcphandler.Result) mcphandler.Result {
@@ -43,12 +58,15 @@ func (rc *recorder) intercept(ctx context.Context, req *mcphandler.Request, next
 // it).
 func TestInterceptorsWrapRequests(t *testing.T) {
 	var order []string
-	outer, inner := &recorder{name: "outer", log: &order}, &recorder{name: "inner", log: &order}
+	var mu sync.Mutex
+	outer, inner := &recorder{name: "outer", mu: &mu, log: &order}, &recorder{name: "inner", mu: &mu, log: &order}
 	var toolSaw []any
 	tools := []mcphandler.Tool{
 		{Name: "echo", Annotations: &mcphandler.ToolAnnotations{ReadOnlyHint: true}, Handler: func(ctx context.Context, _ *mcphandler.ToolCall) (*mcphandler.ToolResult, error) {
 			id, _ := mcphandler.IdentityFrom(ctx)
+			mu.Lock()
 			toolSaw = append(toolSaw, ctx.Value(ctxMark{}), id.Subject)
+			mu.Unlock()
 			return mcphandler.TextResult("ok"), nil
 		}},
 	}
@@ -69,6 +87,9 @@ func TestInterceptorsWrapRequests(t *testing.T) {
 		t.Fatal(err)
 	}
 	c.CallTool(ctx, "nosuch", nil)
+	outerSaw, innerSaw := outer.wait(t, 3), inner.wait(t, 3)
+	mu.Lock()
+	defer mu.Unlock()
 	if len(toolSaw) != 2 || toolSaw[0] != "inner" || toolSaw[1] == "" {
 		t.Fatalf("the tool saw %v, want the inner interceptor's context with the caller", toolSaw)
 	}
@@ -77,7 +98,7 @@ func TestInterceptorsWrapRequests(t *testing.T) {
 		t.Fatalf("order %v, want %v first", order, want)
 	}
 	sid, v := c.SessionID(), c.ProtocolVersion()
-	got := strings.Join(inner.seen, "\n")
+	got := strings.Join(innerSaw, "\n")
 	for _, w := range []string{
 		"initialize  1 " + sid + " " + v + ": 0 ok ",
 		"tools/call echo 2 " + sid + " " + v + ": 0 ok allowed",
@@ -87,8 +108,8 @@ func TestInterceptorsWrapRequests(t *testing.T) {
 			t.Errorf("inner saw\n%s\nwant a line %q", got, w)
 		}
 	}
-	if strings.Join(outer.seen, "\n") != got {
-		t.Errorf("outer and inner saw different requests:\n%s\n--\n%s", strings.Join(outer.seen, "\n"), got)
+	if strings.Join(outerSaw, "\n") != got {
+		t.Errorf("outer and inner saw different requests:\n%s\n--\n%s", strings.Join(outerSaw, "\n"), got)
 	}
 }
 
@@ -132,7 +153,7 @@ func TestInterceptorNotCallingNext(t *testing.T) {
 // Each member of a 2025-03-26 batch is intercepted on its own.
 func TestInterceptorBatchMembers(t *testing.T) {
 	var order []string
-	rc := &recorder{name: "r", log: &order}
+	rc := &recorder{name: "r", mu: &sync.Mutex{}, log: &order}
 	h := mcphandler.New(mcphandler.Config{Authenticate: bearer, Interceptors: []mcphandler.Interceptor{rc.intercept}})
 	c := mcptest.New(t, h, mcptest.WithToken("acme-viewer"), mcptest.WithProtocolVersion("2025-03-26"))
 	ctx := context.Background()
@@ -142,7 +163,7 @@ func TestInterceptorBatchMembers(t *testing.T) {
 	if _, err := c.Batch(ctx, mcptest.BatchRequest{Method: "ping"}, mcptest.BatchRequest{Method: "nosuch/method"}); err != nil {
 		t.Fatal(err)
 	}
-	got := strings.Join(rc.seen, "\n")
+	got := strings.Join(rc.wait(t, 3), "\n")
 	if !strings.Contains(got, "ping  ") || !strings.Contains(got, "nosuch/method  ") || !strings.Contains(got, ": -32601 ") {
 		t.Fatalf("saw\n%s", got)
 	}
