@@ -35,7 +35,7 @@ type metrics struct {
 	streams  metric.Int64UpDownCounter
 
 	setsMu sync.Mutex
-	sets   map[opKey]attribute.Set
+	sets   map[opKey][]metric.RecordOption // the attributes of each key, ready
 
 	ttl      time.Duration
 	mu       sync.Mutex
@@ -50,7 +50,7 @@ type sessionSeen struct {
 
 func newMetrics(mp metric.MeterProvider, ttl time.Duration) (*metrics, error) {
 	meter := mp.Meter(ScopeName)
-	m := &metrics{ttl: ttl, sessions: map[string]*sessionSeen{}, sets: map[opKey]attribute.Set{}}
+	m := &metrics{ttl: ttl, sessions: map[string]*sessionSeen{}, sets: map[opKey][]metric.RecordOption{}}
 	var err error
 	buckets := metric.WithExplicitBucketBoundaries(DurationBuckets...)
 	if m.op, err = mcpconv.NewServerOperationDuration(meter, buckets); err != nil {
@@ -82,7 +82,7 @@ func newMetrics(mp metric.MeterProvider, ttl time.Duration) (*metrics, error) {
 // operation records one MCP request: its duration, and a confirm it
 // decided.
 func (m *metrics) operation(ctx context.Context, req *mcphandler.Request, res mcphandler.Result, errType string) {
-	m.op.Inst().Record(ctx, time.Since(req.Start).Seconds(), metric.WithAttributeSet(m.opAttrs(req, res, errType)))
+	m.op.Inst().Record(ctx, time.Since(req.Start).Seconds(), m.opAttrs(req, res, errType)...)
 	if res.ConfirmID != "" && decided(res.Outcome) {
 		m.confirms.Add(ctx, 1, metric.WithAttributes(OutcomeKey.String(string(res.Outcome))))
 	}
@@ -102,7 +102,7 @@ const maxAttrSets = 4096
 // bounded cardinality, whatever clients send. A method the server does not
 // know is "_OTHER"; a tool or prompt name is left out unless the request
 // found it.
-func (m *metrics) opAttrs(req *mcphandler.Request, res mcphandler.Result, errType string) attribute.Set {
+func (m *metrics) opAttrs(req *mcphandler.Request, res mcphandler.Result, errType string) []metric.RecordOption {
 	k := opKey{method: req.Method, version: req.ProtocolVersion, errType: errType}
 	if res.ErrorCode == mcphandler.CodeMethodNotFound {
 		k.method = "_OTHER"
@@ -137,7 +137,7 @@ func (m *metrics) opAttrs(req *mcphandler.Request, res mcphandler.Result, errTyp
 	if errType != "" {
 		a = append(a, semconv.ErrorTypeKey.String(errType))
 	}
-	set = attribute.NewSet(a...)
+	set = []metric.RecordOption{metric.WithAttributeSet(attribute.NewSet(a...))}
 	m.setsMu.Lock()
 	if len(m.sets) < maxAttrSets {
 		m.sets[k] = set

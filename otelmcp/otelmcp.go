@@ -184,11 +184,13 @@ func (i *interceptor) intercept(ctx context.Context, req *mcphandler.Request, ne
 	return res
 }
 
+var serverKind = trace.WithSpanKind(trace.SpanKindServer)
+
 // start starts the request's span, its parent from params._meta when
 // there is a trace context there, the ambient span linked.
 func (i *interceptor) start(ctx context.Context, req *mcphandler.Request) (context.Context, trace.Span) {
 	ambient := trace.SpanContextFromContext(ctx)
-	opts := []trace.SpanStartOption{trace.WithSpanKind(trace.SpanKindServer), trace.WithTimestamp(req.Start)}
+	opts := []trace.SpanStartOption{serverKind, trace.WithTimestamp(req.Start)}
 	if carrier := metaCarrier(req.Meta); carrier != nil {
 		ctx = i.cfg.prop.Extract(ctx, carrier)
 		if remote := trace.SpanContextFromContext(ctx); remote.IsValid() && ambient.IsValid() && !remote.Equal(ambient) {
