@@ -48,6 +48,7 @@ func (h *Handler) callTool(rq *request, m *jsonrpc.Message) {
 		return
 	}
 	ev.Tool = p.Name
+	rq.ic.target(p.Name) // for Config.Interceptors (intercept.go)
 	args := p.Arguments
 	if len(args) == 0 || string(args) == "null" {
 		args = emptyResult

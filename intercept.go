@@ -61,7 +61,9 @@ type Request struct {
 	Method string
 	// Target is what the request names: the tool of tools/call, the
 	// prompt of prompts/get, the URI of resources/read, subscribe and
-	// unsubscribe; else "".
+	// unsubscribe; else "". It is set before next is called when the
+	// params carry _meta, and in any case when next returns (the method
+	// reads its params once).
 	Target string
 	// ID is the JSON-RPC id, as sent.
 	ID json.RawMessage
@@ -272,17 +274,11 @@ func (w *statusWriter) WriteHeader(code int) {
 func (w *statusWriter) Unwrap() http.ResponseWriter { return w.ResponseWriter }
 
 // requestTarget returns the target of method (see Request.Target) and the
-// _meta object of params.
+// _meta object of params, reading params only if they mention _meta; else
+// the target is set by the method's own parse of its params (see target).
 func requestTarget(method string, params json.RawMessage) (string, json.RawMessage) {
-	if len(params) == 0 || params[0] != '{' {
+	if len(params) == 0 || params[0] != '{' || !bytes.Contains(params, []byte(`"_meta"`)) {
 		return "", nil
-	}
-	switch method {
-	case "tools/call", "prompts/get", "resources/read", "resources/subscribe", "resources/unsubscribe":
-	default:
-		if !bytes.Contains(params, []byte(`"_meta"`)) {
-			return "", nil // nothing to read: spare the decoding
-		}
 	}
 	var p struct {
 		Name string          `json:"name"`
@@ -302,6 +298,14 @@ func requestTarget(method string, params json.RawMessage) (string, json.RawMessa
 		return p.URI, p.Meta
 	}
 	return "", p.Meta
+}
+
+// target records the target of an intercepted request, as the method's
+// handler read it from the params.
+func (ic *interception) target(t string) {
+	if ic != nil {
+		ic.req.Target = t
+	}
 }
 
 // failed records the error response of an intercepted request.

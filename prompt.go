@@ -126,7 +126,9 @@ func (h *Handler) getPrompt(rq *request, m *jsonrpc.Message) {
 		Name      string            `json:"name"`
 		Arguments map[string]string `json:"arguments"`
 	}
-	if err := json.Unmarshal(m.Params, &p); err != nil || p.Name == "" {
+	err := json.Unmarshal(m.Params, &p)
+	rq.ic.target(p.Name) // for Config.Interceptors (intercept.go)
+	if err != nil || p.Name == "" {
 		msg := "Invalid params: a prompt name is required"
 		if err != nil {
 			msg = "Invalid params: " + jsonError(err)

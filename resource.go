@@ -294,7 +294,9 @@ func listPage[T any](rq *request, m *jsonrpc.Message, key string, entries []T) {
 
 func (h *Handler) readResource(rq *request, m *jsonrpc.Message) {
 	var p uriParams
-	if json.Unmarshal(m.Params, &p) != nil || p.URI == "" {
+	err := json.Unmarshal(m.Params, &p)
+	rq.ic.target(p.URI) // for Config.Interceptors (intercept.go)
+	if err != nil || p.URI == "" {
 		rq.fail(m.ID, invalidParams("Invalid params: uri is required"))
 		return
 	}
@@ -343,7 +345,9 @@ func (h *Handler) readResource(rq *request, m *jsonrpc.Message) {
 // Config.MaxSubscriptions.
 func (h *Handler) subscribe(rq *request, m *jsonrpc.Message, on bool) {
 	var p uriParams
-	if json.Unmarshal(m.Params, &p) != nil || p.URI == "" {
+	err := json.Unmarshal(m.Params, &p)
+	rq.ic.target(p.URI) // for Config.Interceptors (intercept.go)
+	if err != nil || p.URI == "" {
 		rq.fail(m.ID, invalidParams("Invalid params: uri is required"))
 		return
 	}

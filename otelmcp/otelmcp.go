@@ -12,7 +12,9 @@
 //
 // Every MCP request gets one SERVER span named "{mcp.method.name}
 // {target}" (target: the tool of tools/call, the prompt of prompts/get;
-// other methods are named by the method alone), with the attributes
+// other methods are named by the method alone; the handler reads the
+// target once, while serving, so a sampler sees the method alone, and the
+// target attributes are set when the span ends), with the attributes
 // mcp.method.name, gen_ai.tool.name, gen_ai.prompt.name,
 // mcp.resource.uri, jsonrpc.request.id, mcp.session.id (2025 sessions),
 // mcp.protocol.version, gen_ai.operation.name = execute_tool (tools/call),
@@ -204,6 +206,20 @@ func (i *interceptor) start(ctx context.Context, req *mcphandler.Request) (conte
 	return ctx, span
 }
 
+// targetAttrs are the attributes of the request's target, known once it
+// was served (the handler reads its params once).
+func targetAttrs(a []attribute.KeyValue, req *mcphandler.Request) []attribute.KeyValue {
+	switch req.Method {
+	case "tools/call":
+		a = append(a, semconv.GenAIToolName(req.Target))
+	case "prompts/get":
+		a = append(a, semconv.GenAIPromptName(req.Target))
+	case "resources/read", "resources/subscribe", "resources/unsubscribe":
+		a = append(a, semconv.McpResourceURI(req.Target))
+	}
+	return a
+}
+
 // maxNameBytes bounds the method and the target in a span name: both come
 // from the client.
 const maxNameBytes = 128
@@ -234,13 +250,8 @@ func clip(s string) string {
 func startAttrs(req *mcphandler.Request, noTenant bool) []attribute.KeyValue {
 	a := make([]attribute.KeyValue, 0, 8)
 	a = append(a, semconv.McpMethodNameKey.String(req.Method))
-	switch req.Method {
-	case "tools/call":
-		a = append(a, semconv.GenAIToolName(req.Target), semconv.GenAIOperationNameExecuteTool)
-	case "prompts/get":
-		a = append(a, semconv.GenAIPromptName(req.Target))
-	case "resources/read", "resources/subscribe", "resources/unsubscribe":
-		a = append(a, semconv.McpResourceURI(req.Target))
+	if req.Method == "tools/call" {
+		a = append(a, semconv.GenAIOperationNameExecuteTool)
 	}
 	if len(req.ID) > 0 {
 		a = append(a, semconv.JSONRPCRequestID(requestID(req.ID)))
@@ -270,7 +281,11 @@ func (i *interceptor) end(ctx context.Context, span trace.Span, req *mcphandler.
 		span.End()
 		return
 	}
-	a := make([]attribute.KeyValue, 0, 6)
+	a := make([]attribute.KeyValue, 0, 7)
+	if req.Target != "" {
+		span.SetName(spanName(req))
+		a = targetAttrs(a, req)
+	}
 	if req.SessionID != "" {
 		a = append(a, semconv.McpSessionID(req.SessionID))
 	}
