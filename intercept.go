@@ -146,6 +146,14 @@ type interception struct {
 	serve  func(context.Context)
 	nextFn func(context.Context) Result
 
+	// The JSON-RPC request served, for serveRequest (no closure per
+	// request).
+	rq     *request
+	m      *jsonrpc.Message
+	method func(*request, *jsonrpc.Message)
+
+	logBuf [2]slog.Attr // LogAttrs' first room, so that appending allocates nothing
+
 	mu      sync.Mutex
 	confirm string // the confirm id of the last step, for log lines
 }
@@ -157,12 +165,14 @@ func interceptionFrom(ctx context.Context) *interception {
 	return ic
 }
 
-// runInterceptors calls the interceptors around serve. serve receives the
-// context that the last interceptor passed on, holding ic. Each
+// runInterceptors calls the interceptors around serve (nil: the JSON-RPC
+// request of ic, by serveRequest). serve receives the context that the
+// last interceptor passed on, holding ic. Each
 // interceptor gets the same next, which calls the following one: an
 // interceptor calls it once, so a counter is enough (no closure per level).
 func (h *Handler) runInterceptors(ic *interception, ctx context.Context, serve func(context.Context)) Result {
 	ic.icps, ic.serve = h.cfg.Interceptors, serve
+	ic.req.LogAttrs = ic.logBuf[:0]
 	ic.nextFn = ic.next
 	return ic.next(ctx)
 }
@@ -176,7 +186,12 @@ func (ic *interception) next(ctx context.Context) Result {
 	}
 	if !ic.called {
 		ic.called = true
-		ic.serve(context.WithValue(ctx, interceptKey{}, ic))
+		ctx = context.WithValue(ctx, interceptKey{}, ic)
+		if ic.serve == nil {
+			ic.serveRequest(ctx)
+		} else {
+			ic.serve(ctx)
+		}
 	}
 	return ic.res
 }
@@ -195,22 +210,29 @@ func (h *Handler) intercept(rq *request, m *jsonrpc.Message, serve func(*request
 	if rq.sess != nil {
 		ic.req.SessionID, ic.req.ProtocolVersion = rq.sess.ID, rq.sess.ProtocolVersion
 	}
-	rq.ic = ic
-	h.runInterceptors(ic, rq.r.Context(), func(ctx context.Context) {
-		rq.r = rq.r.WithContext(ctx)
-		if rq.info != nil {
-			rq.info.request = rq.r
-		}
-		serve(rq, m)
-		if m.Method == "initialize" {
-			ic.req.ProtocolVersion = rq.version
-			ic.req.SessionID = rq.st.w.Header().Get("Mcp-Session-Id")
-		}
-	})
+	rq.ic, ic.rq, ic.m, ic.method = ic, rq, m, serve
+	h.runInterceptors(ic, rq.r.Context(), nil) // serves by ic.serveRequest
 	if !ic.called {
 		rq.fail(m.ID, errInternal())
 	}
 	return true
+}
+
+// serveRequest serves the intercepted JSON-RPC request with the context
+// the last interceptor passed on.
+func (ic *interception) serveRequest(ctx context.Context) {
+	rq, m := ic.rq, ic.m
+	rq.r = rq.r.WithContext(ctx)
+	if rq.info != nil {
+		rq.info.request = rq.r
+	}
+	ic.method(rq, m)
+	if m.Method == "initialize" {
+		ic.req.ProtocolVersion = rq.version
+		if sid := rq.st.w.Header().Get("Mcp-Session-Id"); sid != "" {
+			ic.req.SessionID = sid
+		}
+	}
 }
 
 // interceptAnswer delivers the 2025 answer m to confirm id (answer, i.e.

@@ -81,8 +81,8 @@ func newMetrics(mp metric.MeterProvider, ttl time.Duration) (*metrics, error) {
 
 // operation records one MCP request: its duration, and a confirm it
 // decided.
-func (m *metrics) operation(ctx context.Context, req *mcphandler.Request, res mcphandler.Result, errType string) {
-	m.op.Inst().Record(ctx, time.Since(req.Start).Seconds(), m.opAttrs(req, res, errType)...)
+func (m *metrics) operation(ctx context.Context, req *mcphandler.Request, res mcphandler.Result, errType string, end time.Time) {
+	m.op.Inst().Record(ctx, end.Sub(req.Start).Seconds(), m.opAttrs(req, res, errType)...)
 	if res.ConfirmID != "" && decided(res.Outcome) {
 		m.confirms.Add(ctx, 1, metric.WithAttributes(OutcomeKey.String(string(res.Outcome))))
 	}

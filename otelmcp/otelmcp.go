@@ -171,7 +171,8 @@ func (i *interceptor) intercept(ctx context.Context, req *mcphandler.Request, ne
 	// trace_id and span_id, formatted only when a line is logged (an
 	// empty-keyed group is inlined).
 	req.LogAttrs = append(req.LogAttrs, slog.Any("", logIDs(sc)))
-	if span.IsRecording() {
+	// Only a tools/call or a confirm's answer goes through confirm steps.
+	if span.IsRecording() && (req.Method == "tools/call" || req.Kind == mcphandler.KindAnswer) {
 		prev := req.OnStep
 		req.OnStep = func(s mcphandler.Step) {
 			span.AddEvent("mcphandler."+string(s.Kind), trace.WithTimestamp(s.At),
@@ -191,24 +192,26 @@ var serverKind = trace.WithSpanKind(trace.SpanKindServer)
 // start starts the request's span, its parent from params._meta when
 // there is a trace context there, the ambient span linked.
 func (i *interceptor) start(ctx context.Context, req *mcphandler.Request) (context.Context, trace.Span) {
-	ambient := trace.SpanContextFromContext(ctx)
-	opts := []trace.SpanStartOption{serverKind, trace.WithTimestamp(req.Start)}
+	var buf [4]trace.SpanStartOption
+	opts := append(buf[:0], serverKind, trace.WithTimestamp(req.Start))
 	if carrier := metaCarrier(req.Meta); carrier != nil {
+		ambient := trace.SpanContextFromContext(ctx)
 		ctx = i.cfg.prop.Extract(ctx, carrier)
 		if remote := trace.SpanContextFromContext(ctx); remote.IsValid() && ambient.IsValid() && !remote.Equal(ambient) {
 			opts = append(opts, trace.WithLinks(trace.Link{SpanContext: ambient}))
 		}
 	}
-	ctx, span := i.tracer.Start(ctx, spanName(req), opts...)
-	if span.IsRecording() { // a span sampled out costs no attributes
-		span.SetAttributes(startAttrs(req, i.cfg.noTenant)...)
-	}
-	return ctx, span
+	// The attributes are all set when the span ends, in one call (the
+	// SDK then allocates their room once); a span sampled out costs none.
+	return i.tracer.Start(ctx, spanName(req), opts...)
 }
 
 // targetAttrs are the attributes of the request's target, known once it
 // was served (the handler reads its params once).
 func targetAttrs(a []attribute.KeyValue, req *mcphandler.Request) []attribute.KeyValue {
+	if req.Target == "" {
+		return a
+	}
 	switch req.Method {
 	case "tools/call":
 		a = append(a, semconv.GenAIToolName(req.Target))
@@ -247,8 +250,8 @@ func clip(s string) string {
 	return s[:n]
 }
 
-func startAttrs(req *mcphandler.Request, noTenant bool) []attribute.KeyValue {
-	a := make([]attribute.KeyValue, 0, 8)
+// requestAttrs adds the span's attributes that describe the request.
+func requestAttrs(a []attribute.KeyValue, req *mcphandler.Request, noTenant bool) []attribute.KeyValue {
 	a = append(a, semconv.McpMethodNameKey.String(req.Method))
 	if req.Method == "tools/call" {
 		a = append(a, semconv.GenAIOperationNameExecuteTool)
@@ -258,6 +261,13 @@ func startAttrs(req *mcphandler.Request, noTenant bool) []attribute.KeyValue {
 	}
 	if !noTenant && req.Identity.Tenant != "" {
 		a = append(a, TenantKey.String(req.Identity.Tenant))
+	}
+	a = targetAttrs(a, req)
+	if req.SessionID != "" {
+		a = append(a, semconv.McpSessionID(req.SessionID))
+	}
+	if req.ProtocolVersion != "" {
+		a = append(a, semconv.McpProtocolVersion(req.ProtocolVersion))
 	}
 	return a
 }
@@ -276,22 +286,15 @@ func requestID(id json.RawMessage) string {
 // records the metrics.
 func (i *interceptor) end(ctx context.Context, span trace.Span, req *mcphandler.Request, res mcphandler.Result) {
 	errType := errorType(res)
-	defer i.m.operation(ctx, req, res, errType)
+	defer i.m.operation(ctx, req, res, errType, time.Now())
 	if !span.IsRecording() {
 		span.End()
 		return
 	}
-	a := make([]attribute.KeyValue, 0, 7)
 	if req.Target != "" {
 		span.SetName(spanName(req))
-		a = targetAttrs(a, req)
 	}
-	if req.SessionID != "" {
-		a = append(a, semconv.McpSessionID(req.SessionID))
-	}
-	if req.ProtocolVersion != "" {
-		a = append(a, semconv.McpProtocolVersion(req.ProtocolVersion))
-	}
+	a := requestAttrs(make([]attribute.KeyValue, 0, 12), req, i.cfg.noTenant)
 	if res.ErrorCode != 0 {
 		a = append(a, semconv.RPCResponseStatusCode(strconv.Itoa(res.ErrorCode)))
 	}

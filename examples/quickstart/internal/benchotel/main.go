@@ -105,7 +105,7 @@ func telemetry(base string, sample float64) (mcphandler.Interceptor, func(contex
 	if err != nil {
 		return nil, nil, err
 	}
-	tp := sdktrace.NewTracerProvider(sdktrace.WithBatcher(texp),
+	tp := sdktrace.NewTracerProvider(sdktrace.WithBatcher(texp, sdktrace.WithMaxQueueSize(8192), sdktrace.WithMaxExportBatchSize(2048)),
 		sdktrace.WithSampler(sdktrace.ParentBased(sdktrace.TraceIDRatioBased(sample))))
 	mp := sdkmetric.NewMeterProvider(sdkmetric.WithReader(sdkmetric.NewPeriodicReader(mexp, sdkmetric.WithInterval(5*time.Second))))
 	icp, err := otelmcp.NewInterceptor(otelmcp.WithTracerProvider(tp), otelmcp.WithMeterProvider(mp))
