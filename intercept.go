@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/mcphandler/mcphandler/internal/jsonrpc"
+	"github.com/mcphandler/mcphandler/session"
 )
 
 // Interceptor wraps the serving of one MCP operation (see [Request]): it
@@ -116,6 +117,11 @@ type Result struct {
 	Outcome Outcome
 	// ConfirmID is the id of the confirm involved, if any.
 	ConfirmID string
+	// SessionCreated is, for a KindSessionEnd that ended its session, when
+	// the session was created, as its record in the store says: known on
+	// every replica. It is zero when the record does not say (a session
+	// created by an earlier release, or last updated by one).
+	SessionCreated time.Time
 }
 
 // StepKind names a step of a confirm.
@@ -344,6 +350,13 @@ func (ic *interception) callEnded(ev *CallEvent) {
 		if ev.ConfirmID != "" {
 			ic.res.ConfirmID = ev.ConfirmID
 		}
+	}
+}
+
+// sessionEnded records the session a DELETE ended.
+func (ic *interception) sessionEnded(s *session.Session) {
+	if ic != nil {
+		ic.res.SessionCreated = s.Created
 	}
 }
 

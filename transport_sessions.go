@@ -436,6 +436,7 @@ func (h *Handler) serveDELETE(w http.ResponseWriter, r *http.Request) {
 		h.storeUnavailable(w, err)
 		return
 	}
+	interceptionFrom(r.Context()).sessionEnded(rq.sess) // for Config.Interceptors (intercept.go)
 	h.publishSession(r.Context(), rq.sess.ID, sessionEnded)
 	w.WriteHeader(http.StatusNoContent)
 }
@@ -698,6 +699,7 @@ func (h *Handler) createSession(rq *request, p *initializeParams, version string
 		ClientVersion:   clip(p.ClientInfo.Version, h.cfg.MaxClientInfoBytes),
 		Capabilities:    p.Capabilities.flags(),
 		TTL:             h.cfg.SessionTTL,
+		Created:         time.Now(),
 	}
 	err := h.cfg.Store.Create(rq.ctx, s)
 	if err == nil {

@@ -191,20 +191,33 @@ func (m *metrics) openSessions(now time.Time) int {
 	return len(m.sessions)
 }
 
-// sessionEnded records the duration of session sid, ended by DELETE, if it
-// was created here.
-func (m *metrics) sessionEnded(ctx context.Context, sid, version string) {
+// sessionEnded records the duration of session sid, ended by DELETE: from
+// created, the creation time its record holds, on any replica; else from
+// its initialize, if that was served here. The version is the negotiated
+// one (the DELETE's header, which the handler checked against the
+// session, when this replica did not see the initialize).
+func (m *metrics) sessionEnded(ctx context.Context, sid, version string, created time.Time) {
 	m.mu.Lock()
 	s, ok := m.sessions[sid]
 	delete(m.sessions, sid)
 	m.mu.Unlock()
-	if !ok {
+	if ok {
+		if created.IsZero() {
+			created = s.start
+		}
+		if s.version != "" {
+			version = s.version
+		}
+	}
+	if created.IsZero() {
 		return
 	}
-	if s.version != "" {
-		version = s.version
+	d := max(time.Since(created), 0).Seconds()
+	if version == "" {
+		m.sess.Record(ctx, d)
+		return
 	}
-	m.sess.Record(ctx, time.Since(s.start).Seconds(), semconv.McpProtocolVersion(version))
+	m.sess.Record(ctx, d, semconv.McpProtocolVersion(version))
 }
 
 // streamOpened counts an open stream of kind until the returned func is

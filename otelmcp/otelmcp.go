@@ -43,10 +43,12 @@
 //   - mcp.server.operation.duration (s): every MCP request, with the
 //     conventions' buckets and low-cardinality attributes (method, tool or
 //     prompt name, protocol version, error.type).
-//   - mcp.server.session.duration (s): a 2025 session ended by DELETE on
-//     the replica that created it, from initialize to DELETE. Sessions
-//     that expire, are evicted, or end on another replica are not
-//     recorded: no replica observes both ends.
+//   - mcp.server.session.duration (s): a 2025 session ended by DELETE,
+//     from its creation to the DELETE, on the replica that serves the
+//     DELETE (the creation time is in the session's record; for a record
+//     of an earlier release, which has none, only on the replica that
+//     served the initialize). Sessions that expire or are evicted are not
+//     recorded: no request ends them.
 //   - mcphandler.server.confirms: confirms by mcphandler.outcome, counted
 //     by the replica that decides them.
 //   - mcphandler.server.sessions: 2025 sessions created on this replica
@@ -158,7 +160,7 @@ func (i *interceptor) intercept(ctx context.Context, req *mcphandler.Request, ne
 	case mcphandler.KindSessionEnd:
 		res := next(ctx)
 		if res.ErrorCode == 0 {
-			i.m.sessionEnded(ctx, req.SessionID, req.ProtocolVersion)
+			i.m.sessionEnded(ctx, req.SessionID, req.ProtocolVersion, res.SessionCreated)
 		}
 		return res
 	}

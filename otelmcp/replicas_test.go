@@ -14,6 +14,7 @@ import (
 	"sync"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/mcphandler/mcphandler"
 	"github.com/mcphandler/mcphandler/mcptest"
@@ -228,5 +229,48 @@ func TestLogLinesCarryIDs(t *testing.T) {
 				t.Errorf("line %v", l)
 			}
 		})
+	}
+}
+
+// A session initialized on A and ended by a DELETE on B: B records its
+// duration, from the creation time the session's record holds; A records
+// none. A DELETE by another identity on B ends nothing and records nothing.
+func TestSessionDurationAcrossReplicas(t *testing.T) {
+	a, b := newReplicas(t)
+	ctx := context.Background()
+	c := mcptest.Dial(a.srv.URL, mcptest.WithToken("acme-alice"))
+	defer c.Close()
+	if _, err := c.Initialize(ctx); err != nil {
+		t.Fatal(err)
+	}
+	forged := mcptest.Dial(b.srv.URL, mcptest.WithToken("acme-mallory"))
+	defer forged.Close()
+	forged.SetSessionID(c.SessionID())
+	forged.SetProtocolVersion(c.ProtocolVersion())
+	if err := forged.Delete(ctx); err == nil {
+		t.Fatal("deleted another identity's session")
+	}
+	time.Sleep(60 * time.Millisecond)
+	onB := mcptest.Dial(b.srv.URL, mcptest.WithToken("acme-alice"))
+	defer onB.Close()
+	onB.SetSessionID(c.SessionID())
+	onB.SetProtocolVersion(c.ProtocolVersion())
+	if err := onB.Delete(ctx); err != nil {
+		t.Fatal(err)
+	}
+	ms := b.o.collect(t)
+	if _, ok := ms["mcp.server.session.duration"]; !ok {
+		t.Fatal("no session duration on the replica that served the DELETE")
+	}
+	p := histogram(t, ms, "mcp.server.session.duration")
+	if len(p) != 1 || p[0].Count != 1 || p[0].Sum < 0.06 || p[0].Sum > 10 ||
+		value(p[0].Attributes, "mcp.protocol.version") != c.ProtocolVersion() {
+		t.Fatalf("session duration on B: %+v", p)
+	}
+	if _, ok := a.o.collect(t)["mcp.server.session.duration"]; ok {
+		t.Fatal("a session duration on the replica that did not see the DELETE")
+	}
+	if _, err := c.CallTool(ctx, "echo", nil); err == nil {
+		t.Fatal("the session outlived its DELETE")
 	}
 }
