@@ -563,7 +563,7 @@ func TestAttackRepeatedKeyShowsOneRunsAnother(t *testing.T) {
 	}
 	for _, tc := range []struct {
 		name, body string
-		code       int
+		code       mcphandler.Code
 	}{
 		{"2025 arguments", call(args), mcphandler.CodeInvalidParams},
 		{"2025 nested", call(`{"doc":{"id":"a","id":"b"}}`), mcphandler.CodeInvalidParams},
@@ -590,7 +590,7 @@ func TestAttackRepeatedKeyShowsOneRunsAnother(t *testing.T) {
 			body, _ := io.ReadAll(resp.Body)
 			resp.Body.Close()
 			var m struct {
-				Error *struct{ Code int } `json:"error"`
+				Error *struct{ Code mcphandler.Code } `json:"error"`
 			}
 			if resp.StatusCode != http.StatusBadRequest || json.Unmarshal(body, &m) != nil || m.Error == nil || m.Error.Code != tc.code {
 				t.Fatalf("status %d, body %s; want 400 with %d", resp.StatusCode, body, tc.code)

@@ -102,7 +102,7 @@ func refusal(t *testing.T, err error, name string) string {
 	for _, form := range []string{strconv.Quote(name), string(jq), name} {
 		text = strings.ReplaceAll(text, form, "NAME")
 	}
-	return strconv.Itoa(status) + " " + strconv.Itoa(re.Code) + " " + text
+	return strconv.Itoa(status) + " " + strconv.Itoa(int(re.Code)) + " " + text
 }
 
 // The attacker, a viewer without the hr:read scope, reads an admin-only

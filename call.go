@@ -181,7 +181,7 @@ func (h *Handler) denyError(d Decision) *jsonrpc.Error {
 			msg = "Rate limited"
 		}
 	}
-	e := &jsonrpc.Error{Code: code, Message: msg}
+	e := rpcError(code, msg)
 	var retry int64
 	if code == CodeRateLimited && d.RetryAfter > 0 {
 		// Rounded up: a client that waits exactly this long is not early.
@@ -213,7 +213,7 @@ func (h *Handler) denyError(d Decision) *jsonrpc.Error {
 // denyCode is the code of a Deny: CodeForbidden or CodeRateLimited, as
 // Decision.Code documents; any other code is logged and refused as
 // CodeForbidden.
-func (h *Handler) denyCode(d Decision) int {
+func (h *Handler) denyCode(d Decision) Code {
 	switch d.Code {
 	case CodeForbidden, CodeRateLimited:
 		return d.Code

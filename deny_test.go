@@ -27,7 +27,7 @@ func TestDenyData(t *testing.T) {
 	for _, tc := range []struct {
 		name   string
 		d      mcphandler.Decision
-		code   int
+		code   mcphandler.Code
 		data   string
 		logged bool
 	}{
@@ -87,8 +87,8 @@ func dataOf(re *mcptest.RPCError) string {
 func TestDenyCode(t *testing.T) {
 	for _, tc := range []struct {
 		name   string
-		code   int
-		want   int
+		code   mcphandler.Code
+		want   mcphandler.Code
 		logged bool
 	}{
 		{"forbidden", mcphandler.CodeForbidden, mcphandler.CodeForbidden, false},

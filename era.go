@@ -23,7 +23,7 @@ type era interface {
 	// (after its opening brace).
 	decorate(rq *request, dst []byte) []byte
 	// errorStatus sets the HTTP status of a JSON error answer with code.
-	errorStatus(rq *request, code int)
+	errorStatus(rq *request, code Code)
 	// progressToken is the request's progress token, to bound it.
 	progressToken(rq *request, m *jsonrpc.Message) json.RawMessage
 	// exchange sets what the era decides of a request's Exchange: the
@@ -39,7 +39,7 @@ type era interface {
 	// if none) whose lease the tool then runs under.
 	confirm(rq *request, m *jsonrpc.Message, call *ToolCall, d Decision, ev *CallEvent) (bool, *confirmRun)
 	// codeResourceNotFound is the code of an unknown resource.
-	codeResourceNotFound() int
+	codeResourceNotFound() Code
 	// rounds opens the multi round-trip state of a request that may ask
 	// the client (tools/call, prompts/get, resources/read). It answers
 	// the request and returns false when the state does not open.
@@ -63,7 +63,7 @@ func (rq *request) decorate(dst []byte) []byte {
 	panic(errNoEra)
 }
 
-func (rq *request) errorStatus(code int) {
+func (rq *request) errorStatus(code Code) {
 	switch e := rq.era.(type) {
 	case sessionsEra:
 		e.errorStatus(rq, code)

@@ -8,40 +8,45 @@ import (
 	"github.com/mcphandler/mcphandler/internal/jsonrpc"
 )
 
-// JSON-RPC error codes the handler sends.
+// Code is a JSON-RPC error code: one of the constants below, which are
+// every code the handler sends, or a code a hook chooses for an [Error].
+type Code int
+
+// JSON-RPC error codes the handler sends. SPEC.md's error table lists
+// when each is sent and with which HTTP status.
 const (
-	CodeParseError     = jsonrpc.CodeParseError     // -32700: the body is not JSON
-	CodeInvalidRequest = jsonrpc.CodeInvalidRequest // -32600: not a valid JSON-RPC message
-	CodeMethodNotFound = jsonrpc.CodeMethodNotFound // -32601: unknown method
-	CodeInvalidParams  = jsonrpc.CodeInvalidParams  // -32602: bad params, unknown tool or prompt
-	CodeInternalError  = jsonrpc.CodeInternalError  // -32603: the server failed
+	CodeParseError     Code = jsonrpc.CodeParseError     // -32700: the body is not JSON
+	CodeInvalidRequest Code = jsonrpc.CodeInvalidRequest // -32600: not a valid JSON-RPC message
+	CodeMethodNotFound Code = jsonrpc.CodeMethodNotFound // -32601: unknown method
+	CodeInvalidParams       = jsonrpc.CodeInvalidParams  // -32602: bad params, unknown tool or prompt
+	CodeInternalError       = jsonrpc.CodeInternalError  // -32603: the server failed
 
 	// CodeRateLimited refuses a call for now: wait, then retry.
-	CodeRateLimited = -32000
+	CodeRateLimited Code = -32000
 	// CodeForbidden refuses a call for good: never retry with this identity.
-	CodeForbidden = -32001
+	CodeForbidden Code = -32001
 	// CodeResourceNotFound is the 2025 revisions' "resource not found".
-	CodeResourceNotFound = -32002
+	CodeResourceNotFound Code = -32002
 	// CodeStoreUnavailable reports that the session store cannot be
 	// reached; the HTTP status is 503.
-	CodeStoreUnavailable = -32010
+	CodeStoreUnavailable Code = -32010
 )
 
 // Error is a JSON-RPC error. A hook returns one (directly or wrapped) to
 // choose the code and message the client sees; any other error becomes
 // [CodeInternalError] with a message that reveals nothing of it.
 type Error struct {
-	Code    int
+	Code    Code
 	Message string
 	// Data, if non-nil, is marshalled into the error's data member.
 	Data any
 }
 
 // NewError returns an *Error with the given code and message.
-func NewError(code int, message string) *Error { return &Error{Code: code, Message: message} }
+func NewError(code Code, message string) *Error { return &Error{Code: code, Message: message} }
 
 func (e *Error) Error() string {
-	return "mcphandler: " + strconv.Itoa(e.Code) + " " + e.Message
+	return "mcphandler: " + strconv.Itoa(int(e.Code)) + " " + e.Message
 }
 
 // ErrForbidden, returned (wrapped) by [Config.Authenticate], answers 403
@@ -58,7 +63,7 @@ var ErrAuthUnavailable = errors.New("mcphandler: authentication unavailable")
 func wireError(err error) *jsonrpc.Error {
 	var e *Error
 	if errors.As(err, &e) {
-		we := &jsonrpc.Error{Code: e.Code, Message: e.Message}
+		we := rpcError(e.Code, e.Message)
 		if e.Data != nil {
 			if b, merr := json.Marshal(e.Data); merr == nil {
 				we.Data = b
@@ -73,33 +78,44 @@ func wireError(err error) *jsonrpc.Error {
 	return errInternal()
 }
 
+// rpcError is the wire form of an error the handler sends; every one is
+// built here or by rpcErrorData.
+func rpcError(code Code, msg string) *jsonrpc.Error {
+	return &jsonrpc.Error{Code: int(code), Message: msg}
+}
+
+// rpcErrorData is rpcError with a data member (JSON).
+func rpcErrorData(code Code, msg string, data json.RawMessage) *jsonrpc.Error {
+	return &jsonrpc.Error{Code: int(code), Message: msg, Data: data}
+}
+
 func invalidParams(msg string) *jsonrpc.Error {
-	return &jsonrpc.Error{Code: CodeInvalidParams, Message: msg}
+	return rpcError(CodeInvalidParams, msg)
 }
 
 // errUnknownTool is the one answer for a tool that does not exist, is
 // hidden from the caller, or is above the caller's role: the three must be
 // indistinguishable.
 func errUnknownTool(name string) *jsonrpc.Error {
-	return &jsonrpc.Error{Code: CodeInvalidParams, Message: "Unknown tool: " + strconv.Quote(name)}
+	return rpcError(CodeInvalidParams, "Unknown tool: "+strconv.Quote(name))
 }
 
 // errInternal is the one internal error the client sees: it reveals
 // nothing of the cause, which is logged.
 func errInternal() *jsonrpc.Error {
-	return &jsonrpc.Error{Code: CodeInternalError, Message: "Internal error"}
+	return rpcError(CodeInternalError, "Internal error")
 }
 
 // errStoreUnavailable answers a request whose session store call failed,
 // always with HTTP status 503 (see storeFailed and storeUnavailable).
 func errStoreUnavailable() *jsonrpc.Error {
-	return &jsonrpc.Error{Code: CodeStoreUnavailable, Message: "The session store is unavailable"}
+	return rpcError(CodeStoreUnavailable, "The session store is unavailable")
 }
 
 func methodNotFound(method string) *jsonrpc.Error {
-	return &jsonrpc.Error{Code: CodeMethodNotFound, Message: "Method not found: " + method}
+	return rpcError(CodeMethodNotFound, "Method not found: "+method)
 }
 
 func headerMismatch(msg string) *jsonrpc.Error {
-	return &jsonrpc.Error{Code: CodeHeaderMismatch, Message: msg}
+	return rpcError(CodeHeaderMismatch, msg)
 }

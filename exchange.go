@@ -24,12 +24,12 @@ var ErrDisconnected = errors.New("mcphandler: the client disconnected")
 
 // ClientError is a JSON-RPC error the client answered a server request with.
 type ClientError struct {
-	Code    int
+	Code    Code
 	Message string
 }
 
 func (e *ClientError) Error() string {
-	return "mcphandler: client error " + strconv.Itoa(e.Code) + ": " + e.Message
+	return "mcphandler: client error " + strconv.Itoa(int(e.Code)) + ": " + e.Message
 }
 
 // Exchange is the conversation with the client during one request: a
@@ -357,7 +357,7 @@ func (x *Exchange) request(ctx context.Context, id, method string, params []byte
 				return nil, errors.New("mcphandler: malformed client response")
 			}
 			if m.Error != nil {
-				return nil, &ClientError{Code: m.Error.Code, Message: m.Error.Message}
+				return nil, &ClientError{Code: Code(m.Error.Code), Message: m.Error.Message}
 			}
 			return m.Result, nil
 		case <-x.gone:

@@ -79,7 +79,7 @@ func (h *Handler) stepUp(rq *request, m *jsonrpc.Message, need []string) bool {
 	rq.st.w.Header().Set("WWW-Authenticate", challenge)
 	rq.st.status = http.StatusForbidden
 	data, _ := json.Marshal(map[string]any{"requiredScopes": need})
-	rq.fail(m.ID, &jsonrpc.Error{Code: CodeForbidden, Message: "Insufficient scope", Data: data})
+	rq.fail(m.ID, rpcErrorData(CodeForbidden, "Insufficient scope", data))
 	return true
 }
 

@@ -255,8 +255,8 @@ func (h *Handler) storeUnavailable(w http.ResponseWriter, err error) {
 
 // writeHTTPError answers with an HTTP error status and a JSON-RPC error
 // without id, as the transport allows.
-func writeHTTPError(w http.ResponseWriter, status, code int, msg string) {
-	writeRPCError(w, status, nil, &jsonrpc.Error{Code: code, Message: msg})
+func writeHTTPError(w http.ResponseWriter, status int, code Code, msg string) {
+	writeRPCError(w, status, nil, rpcError(code, msg))
 }
 
 func writeRPCError(w http.ResponseWriter, status int, id json.RawMessage, e *jsonrpc.Error) {
@@ -480,7 +480,7 @@ func strictMessage(body []byte, m *jsonrpc.Message) *jsonrpc.Error {
 	var dup *canon.DuplicateKeyError
 	switch {
 	case errors.As(err, &dup) && (len(m.Params) == 0 || canon.Check(m.Params, messageLimits) == nil):
-		return &jsonrpc.Error{Code: CodeInvalidRequest, Message: "Invalid Request: repeated member " + strconv.Quote(dup.Key)}
+		return rpcError(CodeInvalidRequest, "Invalid Request: repeated member "+strconv.Quote(dup.Key))
 	case dup != nil:
 		return invalidParams("Invalid params: repeated key " + strconv.Quote(dup.Key) + ": every key may appear once per object")
 	default:
@@ -496,7 +496,7 @@ func (h *Handler) checkID(m *jsonrpc.Message) *jsonrpc.Error {
 		return nil
 	}
 	m.ID = nil
-	return &jsonrpc.Error{Code: CodeInvalidRequest, Message: "Invalid Request: an id has at most " + strconv.Itoa(h.cfg.MaxIDBytes) + " bytes"}
+	return rpcError(CodeInvalidRequest, "Invalid Request: an id has at most "+strconv.Itoa(h.cfg.MaxIDBytes)+" bytes")
 }
 
 // readableID returns id if it is a valid JSON-RPC id, so that an error

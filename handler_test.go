@@ -420,7 +420,7 @@ func TestInitializeNegotiation(t *testing.T) {
 	}
 }
 
-func isRPC(err error, code int) bool {
+func isRPC(err error, code mcphandler.Code) bool {
 	var re *mcptest.RPCError
 	return errors.As(err, &re) && re.Code == code
 }

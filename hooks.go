@@ -103,7 +103,7 @@ type Decision struct {
 	// [CodeRateLimited] (wait, then retry). Any other code is a mistake of
 	// the hook: the call is still refused, with CodeForbidden (a Deny
 	// never fails open), and the handler logs the bad code at Error level.
-	Code int
+	Code Code
 	// RetryAfter, with CodeRateLimited, tells the client how long to wait:
 	// it is sent as data.retryAfterMs, rounded up to whole milliseconds.
 	RetryAfter time.Duration

@@ -107,7 +107,7 @@ type Result struct {
 	// ErrorCode is the JSON-RPC error code of an error response, or zero.
 	// For KindAnswer, [CodeInvalidRequest] when the answer was refused
 	// (nobody waits for it), [CodeStoreUnavailable] when the store failed.
-	ErrorCode    int
+	ErrorCode    Code
 	ErrorMessage string
 	// IsError reports a tools/call result with isError set.
 	IsError bool
@@ -339,7 +339,7 @@ func (ic *interception) target(t string) {
 // failed records the error response of an intercepted request.
 func (ic *interception) failed(e *jsonrpc.Error) {
 	if ic != nil {
-		ic.res.ErrorCode, ic.res.ErrorMessage = e.Code, e.Message
+		ic.res.ErrorCode, ic.res.ErrorMessage = Code(e.Code), e.Message
 	}
 }
 

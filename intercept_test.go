@@ -48,7 +48,7 @@ func (rc *recorder) intercept(ctx context.Context, req *mcphandler.Request, next
 	defer rc.mu.Unlock()
 	*rc.log = append(*rc.log, "<"+rc.name)
 	rc.seen = append(rc.seen, strings.Join([]string{req.Method, req.Target, string(req.ID), req.SessionID, req.ProtocolVersion}, " ")+
-		": "+strconv.Itoa(res.ErrorCode)+" "+map[bool]string{true: "isError", false: "ok"}[res.IsError]+" "+string(res.Outcome))
+		": "+strconv.Itoa(int(res.ErrorCode))+" "+map[bool]string{true: "isError", false: "ok"}[res.IsError]+" "+string(res.Outcome))
 	return res
 }
 

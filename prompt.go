@@ -109,7 +109,7 @@ func (h *Handler) findPrompt(ctx context.Context, id Identity, name string) (*Pr
 // errUnknownPrompt is the one answer for a prompt that does not exist or
 // that the caller may not see.
 func errUnknownPrompt(name string) *jsonrpc.Error {
-	return &jsonrpc.Error{Code: CodeInvalidParams, Message: "Unknown prompt: " + strconv.Quote(name)}
+	return rpcError(CodeInvalidParams, "Unknown prompt: "+strconv.Quote(name))
 }
 
 func (h *Handler) listPrompts(rq *request, m *jsonrpc.Message) {

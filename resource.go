@@ -233,14 +233,14 @@ func (rr *resourceResolver) find(uri string) (*ResourceRequest, bool, error) {
 // or that the caller may not see.
 func errResourceNotFound(uri string) *jsonrpc.Error {
 	data, _ := json.Marshal(map[string]string{"uri": uri})
-	return &jsonrpc.Error{Code: CodeResourceNotFound, Message: "Resource not found", Data: data}
+	return rpcErrorData(CodeResourceNotFound, "Resource not found", data)
 }
 
 // resourceNotFound is errResourceNotFound in the request's revision:
 // 2026-07-28 reports it as -32602.
 func (rq *request) resourceNotFound(uri string) *jsonrpc.Error {
 	e := errResourceNotFound(uri)
-	e.Code = rq.era.codeResourceNotFound()
+	e.Code = int(rq.era.codeResourceNotFound())
 	return e
 }
 

@@ -95,7 +95,7 @@ func (e *reservedKeyError) Error() string {
 
 // errBadState is the one answer for a requestState that does not open:
 // tampered, expired, sealed for another caller, tool or arguments.
-var errBadState = &jsonrpc.Error{Code: CodeInvalidParams, Message: "Invalid or expired requestState"}
+var errBadState = rpcError(CodeInvalidParams, "Invalid or expired requestState")
 
 // newRounds opens the request's requestState (if any) bound to the caller,
 // method, name and arguments.
@@ -364,7 +364,7 @@ func (rq *request) finishRounds(x *Exchange, m *jsonrpc.Message, err error) bool
 	var mce *MissingCapabilityError
 	if errors.As(err, &mce) {
 		data := append([]byte(`{"requiredCapabilities":`), mce.Capability...)
-		rq.fail(m.ID, &jsonrpc.Error{Code: CodeMissingClientCapability, Message: "Missing required client capability", Data: append(data, '}')})
+		rq.fail(m.ID, rpcErrorData(CodeMissingClientCapability, "Missing required client capability", append(data, '}')))
 		return true
 	}
 	return false

@@ -273,7 +273,18 @@ func TestSentinelConfirmAcrossFailover(t *testing.T) {
 	// again; a set of its own starts in about one.
 	private := func(t *testing.T) (func() redis.UniversalClient, func(*testing.T, string)) {
 		s := redistest.StartSentinel(t)
-		return func() redis.UniversalClient { return s.Client(t) }, func(t *testing.T, _ string) { s.Failover(t) }
+		failover := func(t *testing.T, _ string) {
+			// SENTINEL FAILOVER promotes the replica without waiting for it
+			// to catch up; what the subtest wrote before (the session, the
+			// pending confirm) is on the replica first, as a host's planned
+			// failover would make sure. Writes during the failover are
+			// what the subtests are about.
+			if n, err := s.Client(t).Do(context.Background(), "WAIT", 1, 5000).Int64(); err != nil || n < 1 {
+				t.Fatalf("before the failover, the replica acknowledged %d writes: %v", n, err)
+			}
+			s.Failover(t)
+		}
+		return func() redis.UniversalClient { return s.Client(t) }, failover
 	}
 	t.Run("DecidedThenFailover", func(t *testing.T) {
 		clients, failover := private(t)

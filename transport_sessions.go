@@ -191,7 +191,7 @@ func (h *Handler) openBatch(w http.ResponseWriter, rq *request, body []byte) ([]
 func (h *Handler) serveBatchMember(rq *request, e []byte) []byte {
 	var m jsonrpc.Message
 	if err := jsonrpc.Decode(e, &m); err != nil {
-		return jsonrpc.AppendError(nil, nil, &jsonrpc.Error{Code: CodeInvalidRequest, Message: "Invalid Request"})
+		return jsonrpc.AppendError(nil, nil, rpcError(CodeInvalidRequest, "Invalid Request"))
 	}
 	kind, verr := m.Validate()
 	if verr != nil {
@@ -212,7 +212,7 @@ func (h *Handler) serveBatchMember(rq *request, e []byte) []byte {
 		return nil
 	}
 	if m.Method == "initialize" {
-		return jsonrpc.AppendError(nil, m.ID, &jsonrpc.Error{Code: CodeInvalidRequest, Message: "Invalid Request: initialize cannot be batched"})
+		return jsonrpc.AppendError(nil, m.ID, rpcError(CodeInvalidRequest, "Invalid Request: initialize cannot be batched"))
 	}
 	rec := &batchWriter{header: http.Header{}}
 	sub := *rq
@@ -595,9 +595,9 @@ type sessionsEra struct{}
 
 func (sessionsEra) methods() map[string]method                                 { return sharedMethods }
 func (sessionsEra) decorate(_ *request, dst []byte) []byte                     { return dst }
-func (sessionsEra) errorStatus(*request, int)                                  {}
+func (sessionsEra) errorStatus(*request, Code)                                 {}
 func (sessionsEra) checkCall(*request, json.RawMessage, []byte) *jsonrpc.Error { return nil }
-func (sessionsEra) codeResourceNotFound() int                                  { return CodeResourceNotFound }
+func (sessionsEra) codeResourceNotFound() Code                                 { return CodeResourceNotFound }
 
 func (sessionsEra) rounds(*request, *Exchange, *jsonrpc.Message, string, []byte) bool { return true }
 

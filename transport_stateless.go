@@ -20,9 +20,9 @@ const Version20260728 = "2026-07-28"
 
 // Error codes of the 2026-07-28 revision.
 const (
-	CodeHeaderMismatch             = -32020 // a header is missing or disagrees with the body
-	CodeMissingClientCapability    = -32021 // the request needs a capability it did not declare
-	CodeUnsupportedProtocolVersion = -32022 // the version is not served
+	CodeHeaderMismatch             Code = -32020 // a header is missing or disagrees with the body
+	CodeMissingClientCapability    Code = -32021 // the request needs a capability it did not declare
+	CodeUnsupportedProtocolVersion Code = -32022 // the version is not served
 )
 
 // Reserved _meta keys of 2026-07-28 requests and results.
@@ -90,7 +90,7 @@ func classifyEra(hv string, m *jsonrpc.Message) (bool, json.RawMessage, *request
 }
 
 // modernStatus is the HTTP status of a JSON-RPC error on the modern path.
-func modernStatus(code int) int {
+func modernStatus(code Code) int {
 	switch code {
 	case CodeMethodNotFound:
 		return http.StatusNotFound
@@ -119,7 +119,7 @@ var namedMethods = map[string]bool{"tools/call": true, "prompts/get": true, "res
 // See https://modelcontextprotocol.io/specification/2026-07-28/basic/transports/streamable-http.
 func (h *Handler) serveModern(w http.ResponseWriter, rq *request, m *jsonrpc.Message, kind jsonrpc.Kind, rawMeta json.RawMessage, meta *requestMeta) {
 	if kind == jsonrpc.KindResponse {
-		writeRPCError(w, http.StatusBadRequest, m.ID, &jsonrpc.Error{Code: CodeInvalidRequest, Message: "Invalid Request: responses are not accepted in protocol version " + Version20260728})
+		writeRPCError(w, http.StatusBadRequest, m.ID, rpcError(CodeInvalidRequest, "Invalid Request: responses are not accepted in protocol version "+Version20260728))
 		return
 	}
 	if kind == jsonrpc.KindNotification {
@@ -156,7 +156,7 @@ func checkModern(hdr http.Header, m *jsonrpc.Message, meta *requestMeta) (int, *
 		return http.StatusBadRequest, headerMismatch("Header mismatch: MCP-Protocol-Version header '" + hv + "' does not match body '" + *meta.ProtocolVersion + "'")
 	case *meta.ProtocolVersion != Version20260728:
 		data, _ := json.Marshal(map[string]any{"supported": discoverVersions, "requested": *meta.ProtocolVersion})
-		return http.StatusBadRequest, &jsonrpc.Error{Code: CodeUnsupportedProtocolVersion, Message: "Unsupported protocol version", Data: data}
+		return http.StatusBadRequest, rpcErrorData(CodeUnsupportedProtocolVersion, "Unsupported protocol version", data)
 	}
 	name, hasName := "", false
 	if namedMethods[m.Method] {
@@ -304,9 +304,9 @@ func (statelessEra) decorate(rq *request, dst []byte) []byte {
 	return rq.decorateStateless(dst, rq.method)
 }
 
-func (statelessEra) errorStatus(rq *request, code int) { rq.st.status = modernStatus(code) }
+func (statelessEra) errorStatus(rq *request, code Code) { rq.st.status = modernStatus(code) }
 
-func (statelessEra) codeResourceNotFound() int { return CodeInvalidParams }
+func (statelessEra) codeResourceNotFound() Code { return CodeInvalidParams }
 
 // progressToken: _meta was read to classify the request.
 func (statelessEra) progressToken(rq *request, _ *jsonrpc.Message) json.RawMessage {

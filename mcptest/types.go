@@ -7,6 +7,8 @@ import (
 	"fmt"
 	"net/http"
 	"strings"
+
+	"github.com/mcphandler/mcphandler"
 )
 
 // JSON-RPC and MCP error codes that tests commonly assert on.
@@ -60,7 +62,7 @@ func (m *Message) IsResponse() bool { return m.Method == "" && (m.Result != nil 
 // *RPCError) when the server answers a request with an error. Handlers
 // passed as options may return one to choose the error the client sends.
 type RPCError struct {
-	Code    int             `json:"code"`
+	Code    mcphandler.Code `json:"code"`
 	Message string          `json:"message"`
 	Data    json.RawMessage `json:"data,omitempty"`
 }

@@ -298,7 +298,7 @@ func (i *interceptor) end(ctx context.Context, span trace.Span, req *mcphandler.
 	}
 	a := requestAttrs(make([]attribute.KeyValue, 0, 12), req, i.cfg.noTenant)
 	if res.ErrorCode != 0 {
-		a = append(a, semconv.RPCResponseStatusCode(strconv.Itoa(res.ErrorCode)))
+		a = append(a, semconv.RPCResponseStatusCode(strconv.Itoa(int(res.ErrorCode))))
 	}
 	if req.Method == "tools/call" && res.Outcome != "" {
 		a = append(a, OutcomeKey.String(string(res.Outcome)))
@@ -323,7 +323,7 @@ func (i *interceptor) end(ctx context.Context, span trace.Span, req *mcphandler.
 func errorType(res mcphandler.Result) string {
 	switch {
 	case res.ErrorCode != 0:
-		return strconv.Itoa(res.ErrorCode)
+		return strconv.Itoa(int(res.ErrorCode))
 	case res.IsError:
 		return ErrorTypeToolError
 	}

@@ -25,7 +25,7 @@ func TestDo(t *testing.T) {
 
 	for _, tc := range []struct {
 		timeout, want time.Duration
-	}{{50 * time.Millisecond, 50 * time.Millisecond}, {0, time.Second}, {time.Hour, time.Second}} {
+	}{{300 * time.Millisecond, 300 * time.Millisecond}, {0, time.Second}, {time.Hour, time.Second}} {
 		err := st.Do(ctx, tc.timeout, func(ctx context.Context, got redis.UniversalClient) error {
 			if got != c {
 				t.Error("Do did not pass the store's client")
