@@ -53,6 +53,7 @@ type metaParams struct {
 func (h *Handler) callTool(rq *request, m *jsonrpc.Message) {
 	ev := CallEvent{Identity: rq.id, SessionID: rq.info.sessionID}
 	defer func() {
+		rq.ic.callEnded(&ev) // for Config.Interceptors (intercept.go)
 		// A confirm handed over is reported by the replica that finishes it.
 		if h.cfg.OnCall != nil && ev.Outcome != outcomeHandedOver {
 			ev.Duration = time.Since(rq.start)
@@ -100,6 +101,7 @@ func (h *Handler) callTool(rq *request, m *jsonrpc.Message) {
 // It answers the request and returns false when the call cannot go on.
 func (h *Handler) lookupCall(rq *request, m *jsonrpc.Message, ev *CallEvent) (*ToolCall, bool) {
 	p, args, e := decodeCall(m, ev)
+	rq.ic.target(ev.Tool) // for Config.Interceptors (intercept.go)
 	if e != nil {
 		ev.Outcome = OutcomeError
 		rq.fail(m.ID, e)
@@ -108,7 +110,7 @@ func (h *Handler) lookupCall(rq *request, m *jsonrpc.Message, ev *CallEvent) (*T
 	tool, ok, err := h.findTool(rq.ctx, rq.id, p.Name)
 	switch {
 	case err != nil:
-		h.logger().Error("mcphandler: ListTools", "err", err)
+		h.loggerFor(rq.ctx).Error("mcphandler: ListTools", "err", err)
 		ev.Outcome = OutcomeError
 		rq.fail(m.ID, wireError(err))
 		return nil, false
@@ -160,7 +162,7 @@ func (h *Handler) decide(rq *request, m *jsonrpc.Message, call *ToolCall, ev *Ca
 	if h.cfg.BeforeCall != nil {
 		var err error
 		if d, err = h.beforeCall(rq.ctx, call); err != nil {
-			h.logger().Error("mcphandler: BeforeCall", "tool", call.Tool.Name, "err", err)
+			h.loggerFor(rq.ctx).Error("mcphandler: BeforeCall", "tool", call.Tool.Name, "err", err)
 			ev.Outcome = OutcomeError
 			rq.fail(m.ID, wireError(err))
 			return false, nil
@@ -267,11 +269,14 @@ func (h *Handler) denyCode(d Decision) Code {
 func (h *Handler) run(ctx context.Context, call *ToolCall, ev *CallEvent) (result *ToolResult, err error) {
 	defer func() {
 		if v := recover(); v != nil {
-			h.logger().Error("mcphandler: tool panicked", "tool", call.Tool.Name, "panic", v, "stack", string(debug.Stack()))
+			h.loggerFor(ctx).Error("mcphandler: tool panicked", "tool", call.Tool.Name, "panic", v, "stack", string(debug.Stack()))
 			result = toolErrorResult(ClassInternal, "")
 			ev.IsError, ev.ErrorClass = true, ClassInternal
 		}
 	}()
+	if ev.ConfirmID != "" {
+		step(ctx, StepConfirmRan, ev.ConfirmID) // for Config.Interceptors (intercept.go)
+	}
 	if call.Tool.Handler == nil {
 		ev.IsError, ev.ErrorClass = true, ClassInternal
 		return toolErrorResult(ClassInternal, ""), nil
@@ -280,7 +285,7 @@ func (h *Handler) run(ctx context.Context, call *ToolCall, ev *CallEvent) (resul
 	if err != nil {
 		class, detail := classify(err)
 		if class == ClassInternal && !errors.Is(err, ErrInputRequired) && !errors.Is(err, ErrCannotAsk) {
-			h.logger().Warn("mcphandler: tool failed", "tool", call.Tool.Name, "err", err)
+			h.loggerFor(ctx).Warn("mcphandler: tool failed", "tool", call.Tool.Name, "err", err)
 		}
 		ev.IsError, ev.ErrorClass = true, class
 		return toolErrorResult(class, detail), err

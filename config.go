@@ -63,6 +63,10 @@ type Config struct {
 	// OnCall receives an event after every tools/call. If nil, nothing is
 	// reported.
 	OnCall OnCallFunc
+	// Interceptors wrap every MCP operation (request, confirm answer, GET
+	// stream, DELETE), the first one outermost: tracing, metrics, logging
+	// or the host's own middleware. See [Interceptor].
+	Interceptors []Interceptor
 
 	// ListResources, ListResourceTemplates and ReadResource serve
 	// resources, resolved per request like ListTools. A URI outside the
@@ -278,6 +282,7 @@ func (c *Config) applyDefaults() {
 		c.Logger = slog.Default()
 	}
 	c.Roles = append([]string(nil), c.Roles...)
+	c.Interceptors = append([]Interceptor(nil), c.Interceptors...)
 	c.AllowedOrigins = append([]string(nil), c.AllowedOrigins...)
 }
 

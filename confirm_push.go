@@ -171,6 +171,7 @@ func (c *confirmCall) wait(ctx context.Context, x *Exchange, params []byte) (Out
 	if err := x.st.send(jsonrpc.AppendRequest(nil, qid, "elicitation/create", params)); err != nil {
 		return c.giveUp(ctx, OutcomeDisconnected)
 	}
+	step(ctx, StepConfirmAsked, c.id) // for Config.Interceptors (intercept.go)
 	return c.await(ctx, sub.C(), channel)
 }
 
@@ -408,6 +409,7 @@ func (h *Handler) answerConfirm(rq *request, id string, m *jsonrpc.Message) erro
 			return err // the client may try again: a retry finds it answered, or pending
 		}
 		rec = next
+		step(ctx, StepConfirmAnswered, id) // for Config.Interceptors (intercept.go)
 	}
 	if !ok {
 		if h.cfg.OnCall != nil {
@@ -464,6 +466,7 @@ func (h *Handler) adopt(r *http.Request, start time.Time, ident Identity, sess *
 		ev.IsError = result.IsError
 		rq.sendResult(rec.ReqID, result)
 	}
+	interceptionFrom(rq.ctx).callEnded(&ev) // for Config.Interceptors (intercept.go)
 	if h.cfg.OnCall != nil {
 		ev.Duration = time.Since(start)
 		h.emit(ev)

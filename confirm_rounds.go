@@ -136,6 +136,7 @@ func (h *Handler) answerConfirmRound(rq *request, m *jsonrpc.Message, call *Tool
 		rq.fail(m.ID, invalidParams("Invalid params: the confirm answer does not match its form"))
 		return
 	}
+	step(rq.ctx, StepConfirmAnswered, n) // for Config.Interceptors (intercept.go)
 	outcome, result := decide(res, q.form, q.expect, call.Tool.Name)
 	next := nonceRecord{State: stateRunning, Round: 1}
 	if result != nil {
@@ -163,6 +164,7 @@ func (h *Handler) askConfirmModern(rq *request, m *jsonrpc.Message, x *Exchange,
 		return
 	}
 	x.mr.askConfirm(params)
+	step(rq.ctx, StepConfirmAsked, ev.ConfirmID) // for Config.Interceptors (intercept.go)
 	ev.Outcome = OutcomeInputRequired
 	rq.inputRequired(m.ID, x.mr)
 }

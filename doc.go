@@ -49,6 +49,10 @@
 //	Authenticate ──► ListTools (lookup + role gate) ──► argument validation
 //	      ──► BeforeCall ──► [confirm] ──► Tool.Handler ──► response ──► OnCall
 //
+// [Config.Interceptors] wrap all of it, per MCP operation: tracing, metrics,
+// logging or the host's own middleware (module otelmcp records
+// OpenTelemetry traces and metrics with one).
+//
 // Hooks are called concurrently from many requests and must be safe for
 // that. A hook's error never reaches the client verbatim unless it is an
 // [*Error] (protocol errors) or a [*ToolError] (tool failures): anything else

@@ -164,9 +164,9 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	case http.MethodPost:
 		h.servePOST(w, r)
 	case http.MethodGet:
-		h.serveGET(w, r)
+		h.interceptHTTP(w, r, KindStream, h.serveGET) // Config.Interceptors (intercept.go)
 	case http.MethodDelete:
-		h.serveDELETE(w, r)
+		h.interceptHTTP(w, r, KindSessionEnd, h.serveDELETE) // Config.Interceptors (intercept.go)
 	default:
 		w.Header().Set("Allow", "GET, POST, DELETE")
 		writeHTTPError(w, http.StatusMethodNotAllowed, jsonrpc.CodeInvalidRequest, "Method not allowed")
@@ -385,6 +385,8 @@ type request struct {
 	meta  *requestMeta
 	caps  session.Capabilities
 	retry bool // the request carried inputResponses or requestState
+
+	ic *interception // set while Config.Interceptors run (intercept.go)
 }
 
 // servePOST serves one POSTed message or batch: the checks every era

@@ -82,6 +82,7 @@ func (rq *request) reply(id json.RawMessage, result []byte) {
 
 // fail sends an error as the request's final message.
 func (rq *request) fail(id json.RawMessage, e *jsonrpc.Error) {
+	rq.ic.failed(e) // for Config.Interceptors (intercept.go)
 	rq.errorStatus(Code(e.Code))
 	rq.st.finish(jsonrpc.AppendError(nil, id, e))
 }

@@ -155,7 +155,9 @@ func (h *Handler) getPrompt(rq *request, m *jsonrpc.Message) {
 // unknown, needs a scope the token lacks, or misses a required argument.
 func (h *Handler) promptToGet(rq *request, m *jsonrpc.Message) (*Prompt, getPromptParams, bool) {
 	var p getPromptParams
-	if err := json.Unmarshal(m.Params, &p); err != nil || p.Name == "" {
+	err := json.Unmarshal(m.Params, &p)
+	rq.ic.target(p.Name) // for Config.Interceptors (intercept.go)
+	if err != nil || p.Name == "" {
 		msg := "Invalid params: a prompt name is required"
 		if err != nil {
 			msg = "Invalid params: " + jsonError(err)

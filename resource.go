@@ -256,6 +256,20 @@ func (rq *request) resourceNotFound(uri string) *jsonrpc.Error {
 	return e
 }
 
+// uriParams decodes the params of resources/read, subscribe and
+// unsubscribe; it answers the request and returns false when the uri is
+// missing.
+func (rq *request) uriParams(m *jsonrpc.Message) (uriParams, bool) {
+	var p uriParams
+	err := json.Unmarshal(m.Params, &p)
+	rq.ic.target(p.URI) // for Config.Interceptors (intercept.go)
+	if err != nil || p.URI == "" {
+		rq.fail(m.ID, invalidParams("Invalid params: uri is required"))
+		return p, false
+	}
+	return p, true
+}
+
 type uriParams struct {
 	URI string `json:"uri"`
 }
@@ -303,9 +317,8 @@ func listPage[T any](rq *request, m *jsonrpc.Message, key string, entries []T) {
 }
 
 func (h *Handler) readResource(rq *request, m *jsonrpc.Message) {
-	var p uriParams
-	if json.Unmarshal(m.Params, &p) != nil || p.URI == "" {
-		rq.fail(m.ID, invalidParams("Invalid params: uri is required"))
+	p, ok := rq.uriParams(m)
+	if !ok {
 		return
 	}
 	req, ok, err := h.findResource(rq.ctx, rq.id, p.URI)
@@ -357,9 +370,8 @@ func (h *Handler) replyContents(rq *request, m *jsonrpc.Message, contents []Reso
 // at most Config.MaxSubscriptionURIBytes, and a session holds at most
 // Config.MaxSubscriptions.
 func (h *Handler) subscribe(rq *request, m *jsonrpc.Message, on bool) {
-	var p uriParams
-	if json.Unmarshal(m.Params, &p) != nil || p.URI == "" {
-		rq.fail(m.ID, invalidParams("Invalid params: uri is required"))
+	p, ok := rq.uriParams(m)
+	if !ok {
 		return
 	}
 	if on && !h.mayWatch(rq, m, p.URI) {

@@ -252,7 +252,7 @@ func (h *Handler) deliverResponse(rq *request, m *jsonrpc.Message) error {
 		return errNotWaiting
 	}
 	if isConfirmID(id) {
-		return h.answerConfirm(rq, id, m)
+		return h.interceptAnswer(rq, id, m, h.answerConfirm) // Config.Interceptors (intercept.go)
 	}
 	resp := jsonrpc.AppendResult(nil, m.ID, m.Result)
 	if m.Error != nil {
@@ -441,6 +441,7 @@ func (h *Handler) serveDELETE(w http.ResponseWriter, r *http.Request) {
 		h.storeUnavailable(w, err)
 		return
 	}
+	interceptionFrom(r.Context()).sessionEnded(rq.sess) // for Config.Interceptors (intercept.go)
 	h.publishSession(r.Context(), rq.sess.ID, sessionEnded)
 	w.WriteHeader(http.StatusNoContent)
 }
@@ -664,6 +665,9 @@ func negotiate(requested string) string {
 //
 // See https://modelcontextprotocol.io/specification/2025-11-25/basic/lifecycle.
 func (h *Handler) initialize(rq *request, m *jsonrpc.Message) {
+	if h.intercept(rq, m, h.initialize) { // Config.Interceptors (intercept.go) call back in
+		return
+	}
 	var p initializeParams
 	if len(m.Params) > 0 {
 		if err := json.Unmarshal(m.Params, &p); err != nil {
@@ -680,19 +684,7 @@ func (h *Handler) initialize(rq *request, m *jsonrpc.Message) {
 	rq.info = &reqInfo{identity: rq.id, request: rq.r, version: version}
 	rq.ctx = context.WithValue(rq.r.Context(), ctxKey{}, rq.info)
 	if !h.cfg.Stateless {
-		s := &session.Session{
-			ID:              randText(),
-			Owner:           rq.id.key(),
-			ProtocolVersion: version,
-			ClientName:      clip(p.ClientInfo.Name, h.cfg.MaxClientInfoBytes),
-			ClientVersion:   clip(p.ClientInfo.Version, h.cfg.MaxClientInfoBytes),
-			Capabilities:    p.Capabilities.flags(),
-			TTL:             h.cfg.SessionTTL,
-		}
-		err := h.cfg.Store.Create(rq.ctx, s)
-		if err == nil {
-			err = h.admit(rq.ctx, rq.id, s)
-		}
+		s, err := h.createSession(rq, &p, version)
 		if err != nil {
 			h.storeFailed(rq, m, err)
 			return
@@ -700,4 +692,24 @@ func (h *Handler) initialize(rq *request, m *jsonrpc.Message) {
 		rq.st.w.Header().Set("Mcp-Session-Id", s.ID)
 	}
 	h.initializeResult(rq, m, version)
+}
+
+// createSession stores the new session of an initialize (p) that settled
+// on version, and admits it under Config.MaxSessionsPerIdentity.
+func (h *Handler) createSession(rq *request, p *initializeParams, version string) (*session.Session, error) {
+	s := &session.Session{
+		ID:              randText(),
+		Owner:           rq.id.key(),
+		ProtocolVersion: version,
+		ClientName:      clip(p.ClientInfo.Name, h.cfg.MaxClientInfoBytes),
+		ClientVersion:   clip(p.ClientInfo.Version, h.cfg.MaxClientInfoBytes),
+		Capabilities:    p.Capabilities.flags(),
+		TTL:             h.cfg.SessionTTL,
+		Created:         time.Now(),
+	}
+	err := h.cfg.Store.Create(rq.ctx, s)
+	if err == nil {
+		err = h.admit(rq.ctx, rq.id, s)
+	}
+	return s, err
 }

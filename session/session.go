@@ -54,6 +54,12 @@ type Session struct {
 	// TTL is how long the session lives without being used; every Get
 	// extends it by this much. Zero means the store's default.
 	TTL time.Duration
+	// Created is when the session was created: the handler sets it before
+	// Create and passes back the value it read to Update. Stores keep it
+	// as Create and Update were given it, to the millisecond at least
+	// (zero stays zero). A record written without it (by an earlier
+	// release) reads as zero.
+	Created time.Time
 }
 
 // Capabilities is the set of client capabilities the handler acts on, one

@@ -37,7 +37,9 @@ import (
 	"log"
 	"net/http"
 	"os"
+	"os/signal"
 	"strings"
+	"syscall"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -54,6 +56,7 @@ func main() {
 	rf := redisflag.Register(flag.CommandLine, os.Getenv)
 	stateKey := flag.String("state-key", os.Getenv("MCP_STATE_KEY"), "with a Redis, the secret every process shares (at least 32 bytes), which seals 2026-07-28 request states and authenticates what the processes exchange through Redis (default $MCP_STATE_KEY)")
 	rateLimit := flag.Int("rate-limit", 0, "if positive, each tenant may make at most this many tools/call per second, across every process sharing its Redis (in memory without one); 0: no limit")
+	otlp := flag.String("otlp", "", "if set, the base URL of an OpenTelemetry collector (e.g. http://127.0.0.1:4318) to which traces and metrics are exported over OTLP/HTTP: metrics every 5 s, both flushed on SIGTERM")
 	flag.Usage = func() {
 		fmt.Fprintf(flag.CommandLine.Output(), "Usage of %s (everything in memory unless one of -redis, -redis-cluster, -redis-sentinel names a Redis, which every process using it shares):\n", os.Args[0])
 		flag.PrintDefaults()
@@ -94,6 +97,18 @@ func main() {
 		fmt.Printf("Each tenant may make %d tools/call per second\n", *rateLimit)
 	}
 
+	flush := func(context.Context) error { return nil }
+	if *otlp != "" {
+		icp, shutdown, err := setupOTLP(context.Background(), *otlp)
+		if err != nil {
+			fmt.Fprintln(os.Stderr, "quickstart:", err)
+			os.Exit(2)
+		}
+		cfg.Interceptors = append(cfg.Interceptors, icp)
+		flush = shutdown
+		fmt.Println("Traces and metrics go to", *otlp, "over OTLP/HTTP")
+	}
+
 	mux := http.NewServeMux()
 	h := d.handler(cfg)
 	mux.Handle("/mcp", h)
@@ -112,8 +127,33 @@ func main() {
 	// subscriptions/listen, long tool calls); the handler bounds the time
 	// it reads a POST body itself (Config.ReadBodyTimeout).
 	srv := &http.Server{Addr: *addr, Handler: mux, ReadHeaderTimeout: 10 * time.Second, IdleTimeout: 2 * time.Minute}
-	if err := srv.ListenAndServe(); err != nil {
+	serve(srv, h, flush)
+}
+
+// serve runs srv until it fails or the process gets SIGTERM or SIGINT; then
+// it stops taking requests, gives those under way a few seconds, and
+// flushes the telemetry.
+func serve(srv *http.Server, h *mcphandler.Handler, flush func(context.Context) error) {
+	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, os.Interrupt)
+	defer stop()
+	failed := make(chan error, 1)
+	go func() { failed <- srv.ListenAndServe() }()
+	select {
+	case err := <-failed:
 		fmt.Fprintln(os.Stderr, err)
+		flush(context.Background())
+		os.Exit(1)
+	case <-ctx.Done():
+	}
+	// Open streams (GET, subscriptions/listen) are cut after the grace.
+	grace, cancel := context.WithTimeout(context.Background(), 3*time.Second)
+	defer cancel()
+	srv.Shutdown(grace)
+	h.Close()
+	export, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	if err := flush(export); err != nil {
+		fmt.Fprintln(os.Stderr, "quickstart: flushing telemetry:", err)
 		os.Exit(1)
 	}
 }

@@ -4,6 +4,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/mcphandler/mcphandler/session"
@@ -73,9 +74,9 @@ var errCorrupt = errors.New("redisstore: undecodable session record")
 // scripts, the immutable part is what Update keeps (the owner) and the
 // mutable part what it replaces (every other field); both are sequences of
 // uvarint-length-prefixed strings and varints. The capabilities are a
-// uvarint count and that many names (capNames); bits of s.Capabilities
-// that name no capability are not stored. The ID is not stored: it is the
-// key.
+// uvarint count and that many names (capNames), the last of which may be
+// s.Created (see createdPrefix); bits of s.Capabilities that name no
+// capability are not stored. The ID is not stored: it is the key.
 //
 // A version-1 record differs only in the capabilities, a uvarint of their
 // bits (v1Caps). The header and the immutable part are the same in both,
@@ -109,7 +110,7 @@ func appendMutable(b []byte, s *session.Session) []byte {
 	b = appendString(b, s.ProtocolVersion)
 	b = appendString(b, s.ClientName)
 	b = appendString(b, s.ClientVersion)
-	b = appendCaps(b, s.Capabilities)
+	b = appendCaps(b, s.Capabilities, s.Created)
 	b = binary.AppendVarint(b, int64(s.TTL))
 	var flags byte
 	if s.Initialized {
@@ -124,19 +125,34 @@ func appendMutable(b []byte, s *session.Session) []byte {
 	return b
 }
 
-// appendCaps encodes c as a count and the names of its capabilities.
-func appendCaps(b []byte, c session.Capabilities) []byte {
+// createdPrefix starts the entry of the capability list that holds
+// Session.Created, in Unix milliseconds. The list is the one place of a
+// version-2 record that readers extend without a new version: a release
+// that knows no such name ignores it (and an Update from it drops it; the
+// session then reads as created at an unknown time).
+const createdPrefix = "created="
+
+// appendCaps encodes c as a count and the names of its capabilities,
+// followed by the entry of created unless it is zero.
+func appendCaps(b []byte, c session.Capabilities, created time.Time) []byte {
 	n := 0
 	for _, e := range capNames {
 		if c.Has(e.c) {
 			n++
 		}
 	}
+	if !created.IsZero() {
+		n++
+	}
 	b = binary.AppendUvarint(b, uint64(n))
 	for _, e := range capNames {
 		if c.Has(e.c) {
 			b = appendString(b, e.name)
 		}
+	}
+	if !created.IsZero() {
+		var entry [32]byte
+		b = appendString(b, string(strconv.AppendInt(append(entry[:0], createdPrefix...), created.UnixMilli(), 10)))
 	}
 	return b
 }
@@ -220,20 +236,29 @@ func (r *reader) header() int64 {
 	return 0
 }
 
-// caps decodes the capabilities of a version-2 record: names it does not
-// know (from a newer release) are ignored.
-func (r *reader) caps() session.Capabilities {
+// caps decodes the capabilities of a version-2 record, and the creation
+// time among them (see createdPrefix): names it does not know (from a
+// newer release) are ignored.
+func (r *reader) caps() (session.Capabilities, time.Time) {
 	n := r.uvarint()
 	if n > uint64(len(r.s)) { // every name takes at least a byte
 		r.err = true
 		r.s = ""
-		return 0
+		return 0, time.Time{}
 	}
 	var c session.Capabilities
+	var created time.Time
 	for range n {
-		c |= capByName(r.string())
+		name := r.string()
+		if ms, ok := strings.CutPrefix(name, createdPrefix); ok {
+			if v, err := strconv.ParseInt(ms, 10, 64); err == nil && v > 0 {
+				created = time.UnixMilli(v)
+			}
+			continue
+		}
+		c |= capByName(name)
 	}
-	return c
+	return c, created
 }
 
 // capsV1 decodes the capabilities of a version-1 record: bits that named
@@ -291,7 +316,7 @@ func (r *reader) mutable(s *session.Session, version byte) bool {
 	if version == recordV1 {
 		s.Capabilities = r.capsV1()
 	} else {
-		s.Capabilities = r.caps()
+		s.Capabilities, s.Created = r.caps()
 	}
 	s.TTL = time.Duration(r.varint())
 	flags := r.byte()

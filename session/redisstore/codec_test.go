@@ -33,6 +33,7 @@ func TestCodecRoundTrip(t *testing.T) {
 			ClientName: "ünïcødé", ClientVersion: strings.Repeat("v", 300),
 			Capabilities: allCaps, Initialized: true, LogLevel: "emergency",
 			Subscriptions: []string{"file:///a", "", "x://\x00\xff"}, TTL: -time.Nanosecond,
+			Created: time.UnixMilli(1),
 		},
 		{ID: "ttl", TTL: math.MaxInt64},
 	} {
@@ -172,6 +173,37 @@ func TestCodecUnknownNames(t *testing.T) {
 		if _, err := decodeSession("g", bad); !errors.Is(err, errCorrupt) {
 			t.Errorf("decodeSession(%q) = %v, want errCorrupt", bad, err)
 		}
+	}
+}
+
+// TestCodecCreated: the creation time rides in the capability list, to
+// the millisecond, where a reader that does not know it ignores it (as
+// this one ignores names it does not know); a value that is not a time is
+// ignored too.
+func TestCodecCreated(t *testing.T) {
+	s := sample("s1")
+	s.Created = time.UnixMilli(1_767_225_600_123)
+	rec := string(encodeSession(s))
+	if !strings.Contains(rec, "\x15created=1767225600123") {
+		t.Fatalf("record %q lacks the creation entry", rec)
+	}
+	got, err := decodeSession("s1", rec)
+	if err != nil || !got.Created.Equal(s.Created) || got.Capabilities != s.Capabilities {
+		t.Fatalf("decoded %+v, %v; want created %v", got, err, s.Created)
+	}
+	if capByName("created=1767225600123") != 0 {
+		t.Fatal("the creation entry names a capability")
+	}
+	for _, v := range []string{"created=-5", "created=x", "created=", "created=99999999999999999999"} {
+		bad := strings.Replace(rec, "\x15created=1767225600123", string(rune(len(v)))+v, 1)
+		got, err := decodeSession("s1", bad)
+		if err != nil || !got.Created.IsZero() || got.Capabilities != s.Capabilities {
+			t.Errorf("with %q: %+v, %v; want a session created at an unknown time", v, got, err)
+		}
+	}
+	s.Created = time.Time{}
+	if rec := string(encodeSession(s)); strings.Contains(rec, "created=") {
+		t.Fatalf("a zero creation time is stored: %q", rec)
 	}
 }
 

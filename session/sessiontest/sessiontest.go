@@ -83,6 +83,7 @@ func sample(id string) *session.Session {
 		ClientVersion:   "1.0",
 		Capabilities:    session.CapElicitationForm | session.CapSampling,
 		TTL:             time.Minute,
+		Created:         time.UnixMilli(1_767_225_600_123),
 	}
 }
 
@@ -150,6 +151,9 @@ func testUpdate(t *testing.T, st session.Sessions) {
 	got, _ = st.Get(ctx, "s1")
 	if got.Owner != "4:acme/alice" || got.ProtocolVersion != "2024-11-05" || got.Capabilities != session.CapRoots {
 		t.Fatalf("after a second Update: %+v", got)
+	}
+	if !got.Created.Equal(sample("s1").Created) {
+		t.Fatalf("Created after two Updates = %v, want %v", got.Created, sample("s1").Created)
 	}
 	if err := st.Update(ctx, sample("missing")); !errors.Is(err, session.ErrNotFound) {
 		t.Fatalf("Update(missing) = %v, want ErrNotFound", err)

@@ -1,0 +1,113 @@
+// Command benchotel serves mcphandler for the load harness, with and
+// without otelmcp, so that the cost of tracing and metrics is measured side
+// by side on one build: one tool "echo" ({"text": string} -> the text) and
+// -tools N dummy tools at /mcp, sessions in memory.
+//
+//	benchotel -addr 127.0.0.1:9109                                # no interceptor
+//	benchotel -addr 127.0.0.1:9110 -otlp http://127.0.0.1:4318    # traces and metrics over OTLP/HTTP
+//	benchotel -sink 127.0.0.1:4318                                # an OTLP/HTTP receiver that drops what it gets
+//
+// With -otlp every span is sampled (unless -sample says otherwise) and
+// exported in batches, and metrics every 5 s, as examples/quickstart does.
+package main
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"io"
+	"log"
+	"net/http"
+	"os"
+	"os/signal"
+	"runtime/pprof"
+	"syscall"
+	"time"
+
+	"github.com/mcphandler/mcphandler"
+	"github.com/mcphandler/mcphandler/otelmcp"
+	"go.opentelemetry.io/otel/exporters/otlp/otlpmetric/otlpmetrichttp"
+	"go.opentelemetry.io/otel/exporters/otlp/otlptrace/otlptracehttp"
+	sdkmetric "go.opentelemetry.io/otel/sdk/metric"
+	sdktrace "go.opentelemetry.io/otel/sdk/trace"
+)
+
+type echoIn struct {
+	Text string `json:"text" jsonschema:"Text to echo."`
+}
+
+type dummyIn struct {
+	X string `json:"x" jsonschema:"An input string."`
+}
+
+func main() {
+	addr := flag.String("addr", "127.0.0.1:9109", "listen address")
+	ntools := flag.Int("tools", 0, "number of extra dummy tools")
+	otlp := flag.String("otlp", "", "OTLP/HTTP base URL: record traces and metrics with otelmcp and export them there")
+	sample := flag.Float64("sample", 1, "with -otlp, the share of traces recorded (parent-based trace-id ratio sampler)")
+	cpuprofile := flag.String("cpuprofile", "", "write a CPU profile of the whole run to this file")
+	sink := flag.String("sink", "", "serve an OTLP/HTTP receiver that drops everything at this address, and nothing else")
+	flag.Parse()
+	if *sink != "" {
+		log.Fatal(http.ListenAndServe(*sink, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			io.Copy(io.Discard, r.Body)
+			w.Header().Set("Content-Type", "application/x-protobuf")
+		})))
+	}
+	if *cpuprofile != "" {
+		f, err := os.Create(*cpuprofile)
+		if err != nil {
+			log.Fatal(err)
+		}
+		pprof.StartCPUProfile(f)
+		defer pprof.StopCPUProfile()
+	}
+	tools := []mcphandler.Tool{mcphandler.NewTool(mcphandler.Tool{Name: "echo", Description: "Echoes the given text back as a text content block."},
+		func(_ context.Context, _ *mcphandler.ToolCall, in echoIn) (string, error) { return in.Text, nil })}
+	for i := range *ntools {
+		tools = append(tools, mcphandler.NewTool(mcphandler.Tool{Name: fmt.Sprintf("tool_%04d", i), Description: "Dummy tool."},
+			func(context.Context, *mcphandler.ToolCall, dummyIn) (string, error) { return "ok", nil }))
+	}
+	cfg := mcphandler.Config{Name: "benchotel", PageSize: len(tools),
+		ListTools: func(context.Context) ([]mcphandler.Tool, error) { return tools, nil }}
+	flush := func(context.Context) error { return nil }
+	if *otlp != "" {
+		icp, shutdown, err := telemetry(*otlp, *sample)
+		if err != nil {
+			log.Fatal(err)
+		}
+		cfg.Interceptors, flush = []mcphandler.Interceptor{icp}, shutdown
+	}
+	mux := http.NewServeMux()
+	mux.Handle("/mcp", mcphandler.New(cfg))
+	srv := &http.Server{Addr: *addr, Handler: mux, ReadHeaderTimeout: 10 * time.Second}
+	go func() {
+		if err := srv.ListenAndServe(); err != http.ErrServerClosed {
+			log.Fatal(err)
+		}
+	}()
+	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, os.Interrupt)
+	defer stop()
+	<-ctx.Done()
+	done, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	srv.Shutdown(done)
+	flush(done)
+}
+
+func telemetry(base string, sample float64) (mcphandler.Interceptor, func(context.Context) error, error) {
+	ctx := context.Background()
+	texp, err := otlptracehttp.New(ctx, otlptracehttp.WithEndpointURL(base+"/v1/traces"))
+	if err != nil {
+		return nil, nil, err
+	}
+	mexp, err := otlpmetrichttp.New(ctx, otlpmetrichttp.WithEndpointURL(base+"/v1/metrics"))
+	if err != nil {
+		return nil, nil, err
+	}
+	tp := sdktrace.NewTracerProvider(sdktrace.WithBatcher(texp, sdktrace.WithMaxQueueSize(8192), sdktrace.WithMaxExportBatchSize(2048)),
+		sdktrace.WithSampler(sdktrace.ParentBased(sdktrace.TraceIDRatioBased(sample))))
+	mp := sdkmetric.NewMeterProvider(sdkmetric.WithReader(sdkmetric.NewPeriodicReader(mexp, sdkmetric.WithInterval(5*time.Second))))
+	icp, err := otelmcp.NewInterceptor(otelmcp.WithTracerProvider(tp), otelmcp.WithMeterProvider(mp))
+	return icp, func(ctx context.Context) error { tp.Shutdown(ctx); return mp.Shutdown(ctx) }, err
+}

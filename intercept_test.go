@@ -1,0 +1,170 @@
+package mcphandler_test
+
+import (
+	"context"
+	"errors"
+	"net/http/httptest"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/mcphandler/mcphandler"
+	"github.com/mcphandler/mcphandler/mcptest"
+)
+
+type ctxMark struct{}
+
+// recorder is an interceptor that notes what it saw and marks the context
+// it passes on.
+type recorder struct {
+	name string
+	mu   *sync.Mutex // shared by the recorders of one test
+	seen []string    // "method target id session version: code isError outcome"
+	log  *[]string
+}
+
+// wait returns what rc saw once it saw n requests: an interceptor returns
+// after the response was written.
+func (rc *recorder) wait(t *testing.T, n int) []string {
+	t.Helper()
+	for deadline := time.Now().Add(2 * time.Second); ; time.Sleep(5 * time.Millisecond) {
+		rc.mu.Lock()
+		seen := append([]string(nil), rc.seen...)
+		rc.mu.Unlock()
+		if len(seen) >= n || time.Now().After(deadline) {
+			return seen
+		}
+	}
+}
+
+func (rc *recorder) intercept(ctx context.Context, req *mcphandler.Request, next func(context.Context) mcphandler.Result) mcphandler.Result {
+	rc.mu.Lock()
+	*rc.log = append(*rc.log, rc.name+">")
+	rc.mu.Unlock()
+	res := next(context.WithValue(ctx, ctxMark{}, rc.name))
+	rc.mu.Lock()
+	defer rc.mu.Unlock()
+	*rc.log = append(*rc.log, "<"+rc.name)
+	rc.seen = append(rc.seen, strings.Join([]string{req.Method, req.Target, string(req.ID), req.SessionID, req.ProtocolVersion}, " ")+
+		": "+strconv.Itoa(int(res.ErrorCode))+" "+map[bool]string{true: "isError", false: "ok"}[res.IsError]+" "+string(res.Outcome))
+	return res
+}
+
+// Interceptors run outermost first around every request, see its method,
+// target, id, session and version and how it ended, and the context the
+// innermost passes on is the one the tool gets (with the caller still in
+// it).
+func TestInterceptorsWrapRequests(t *testing.T) {
+	var order []string
+	var mu sync.Mutex
+	outer, inner := &recorder{name: "outer", mu: &mu, log: &order}, &recorder{name: "inner", mu: &mu, log: &order}
+	var toolSaw []any
+	tools := []mcphandler.Tool{
+		{Name: "echo", Annotations: &mcphandler.ToolAnnotations{ReadOnlyHint: true}, Handler: func(ctx context.Context, _ *mcphandler.ToolCall) (*mcphandler.ToolResult, error) {
+			id, _ := mcphandler.IdentityFrom(ctx)
+			mu.Lock()
+			toolSaw = append(toolSaw, ctx.Value(ctxMark{}), id.Subject)
+			mu.Unlock()
+			return mcphandler.TextResult("ok"), nil
+		}},
+	}
+	h := mcphandler.New(mcphandler.Config{
+		Authenticate: bearer,
+		ListTools:    func(context.Context) ([]mcphandler.Tool, error) { return tools, nil },
+		Interceptors: []mcphandler.Interceptor{outer.intercept, inner.intercept},
+	})
+	srv := httptest.NewServer(h)
+	defer srv.Close()
+	c := mcptest.Dial(srv.URL, mcptest.WithToken("acme-viewer"))
+	defer c.Close()
+	ctx := context.Background()
+	if _, err := c.Initialize(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.CallTool(ctx, "echo", nil); err != nil {
+		t.Fatal(err)
+	}
+	c.CallTool(ctx, "nosuch", nil)
+	outerSaw, innerSaw := outer.wait(t, 3), inner.wait(t, 3)
+	mu.Lock()
+	defer mu.Unlock()
+	if len(toolSaw) != 2 || toolSaw[0] != "inner" || toolSaw[1] == "" {
+		t.Fatalf("the tool saw %v, want the inner interceptor's context with the caller", toolSaw)
+	}
+	want := []string{"outer>", "inner>", "<inner", "<outer"}
+	if strings.Join(order[:4], ",") != strings.Join(want, ",") {
+		t.Fatalf("order %v, want %v first", order, want)
+	}
+	sid, v := c.SessionID(), c.ProtocolVersion()
+	got := strings.Join(innerSaw, "\n")
+	for _, w := range []string{
+		"initialize  1 " + sid + " " + v + ": 0 ok ",
+		"tools/call echo 2 " + sid + " " + v + ": 0 ok allowed",
+		"tools/call nosuch 3 " + sid + " " + v + ": -32602 ok not_found",
+	} {
+		if !strings.Contains(got, w) {
+			t.Errorf("inner saw\n%s\nwant a line %q", got, w)
+		}
+	}
+	if strings.Join(outerSaw, "\n") != got {
+		t.Errorf("outer and inner saw different requests:\n%s\n--\n%s", strings.Join(outerSaw, "\n"), got)
+	}
+}
+
+// An interceptor that refuses a request by not calling next: nothing runs
+// and the client gets an internal error, in every era.
+func TestInterceptorNotCallingNext(t *testing.T) {
+	for _, era := range []mcptest.Era{mcptest.Sessions, mcptest.Stateless} {
+		t.Run(era.String(), func(t *testing.T) {
+			ran := false
+			h := mcphandler.New(mcphandler.Config{
+				Authenticate: bearer,
+				ListTools: func(context.Context) ([]mcphandler.Tool, error) {
+					return []mcphandler.Tool{{Name: "echo", Annotations: &mcphandler.ToolAnnotations{ReadOnlyHint: true},
+						Handler: func(context.Context, *mcphandler.ToolCall) (*mcphandler.ToolResult, error) {
+							ran = true
+							return mcphandler.TextResult("ok"), nil
+						}}}, nil
+				},
+				Interceptors: []mcphandler.Interceptor{func(ctx context.Context, req *mcphandler.Request, next func(context.Context) mcphandler.Result) mcphandler.Result {
+					if req.Method == "tools/call" {
+						return mcphandler.Result{}
+					}
+					return next(ctx)
+				}},
+			})
+			c := mcptest.New(t, h, mcptest.WithEra(era), mcptest.WithToken("acme-viewer"))
+			if era == mcptest.Sessions {
+				if _, err := c.Initialize(context.Background()); err != nil {
+					t.Fatal(err)
+				}
+			}
+			_, err := c.CallTool(context.Background(), "echo", nil)
+			var re *mcptest.RPCError
+			if !errors.As(err, &re) || re.Code != mcphandler.CodeInternalError || ran {
+				t.Fatalf("call: %v (ran %v), want -32603 and no run", err, ran)
+			}
+		})
+	}
+}
+
+// Each member of a 2025-03-26 batch is intercepted on its own.
+func TestInterceptorBatchMembers(t *testing.T) {
+	var order []string
+	rc := &recorder{name: "r", mu: &sync.Mutex{}, log: &order}
+	h := mcphandler.New(mcphandler.Config{Authenticate: bearer, Interceptors: []mcphandler.Interceptor{rc.intercept}})
+	c := mcptest.New(t, h, mcptest.WithToken("acme-viewer"), mcptest.WithProtocolVersion("2025-03-26"))
+	ctx := context.Background()
+	if _, err := c.Initialize(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.Batch(ctx, mcptest.BatchRequest{Method: "ping"}, mcptest.BatchRequest{Method: "nosuch/method"}); err != nil {
+		t.Fatal(err)
+	}
+	got := strings.Join(rc.wait(t, 3), "\n")
+	if !strings.Contains(got, "ping  ") || !strings.Contains(got, "nosuch/method  ") || !strings.Contains(got, ": -32601 ") {
+		t.Fatalf("saw\n%s", got)
+	}
+}

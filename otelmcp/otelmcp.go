@@ -1,0 +1,361 @@
+// Package otelmcp records OpenTelemetry traces and metrics of an
+// mcphandler.Handler, following the OpenTelemetry semantic conventions for
+// MCP (gen-ai/mcp.md). It is a module of its own, so that the handler's
+// module needs no OpenTelemetry dependency.
+//
+// Install it as the first of Config.Interceptors:
+//
+//	icp, err := otelmcp.NewInterceptor()
+//	cfg.Interceptors = []mcphandler.Interceptor{icp}
+//
+// # Traces
+//
+// Every MCP request gets one SERVER span named "{mcp.method.name}
+// {target}" (target: the tool of tools/call, the prompt of prompts/get;
+// other methods are named by the method alone; the handler reads the
+// target once, while serving, so a sampler sees the method alone, and the
+// target attributes are set when the span ends), with the attributes
+// mcp.method.name, gen_ai.tool.name, gen_ai.prompt.name,
+// mcp.resource.uri, jsonrpc.request.id, mcp.session.id (2025 sessions),
+// mcp.protocol.version, gen_ai.operation.name = execute_tool (tools/call),
+// rpc.response.status_code and, on failures, error.type (the JSON-RPC
+// code as a string, or tool_error for an isError result) with status
+// ERROR. Methods the conventions do not know yet (server/discover,
+// subscriptions/listen, ...) are emitted as they are. Project attributes:
+// mcphandler.tenant (see [WithoutTenant]) and mcphandler.outcome on
+// tools/call.
+//
+// The span's parent is the trace context of the request's params._meta
+// (traceparent, tracestate; baggage goes into the context), extracted with
+// the TextMapPropagator of [WithPropagator] (by default W3C trace context
+// and baggage); the ambient span of the HTTP request (e.g. from otelhttp)
+// is then linked. Without _meta, the ambient span is the parent.
+//
+// The steps of a confirm are span events carrying mcphandler.confirm.id:
+// mcphandler.confirm.asked on the asking call, mcphandler.confirm.answered
+// and mcphandler.confirm.ran wherever they happen — on a 2025 session the
+// answer may arrive at another replica, whose span (named
+// "elicitation/create", kind SERVER) then carries them. Joining spans by
+// mcphandler.confirm.id shows the chain across replicas.
+//
+// # Metrics
+//
+//   - mcp.server.operation.duration (s): every MCP request, with the
+//     conventions' buckets and low-cardinality attributes (method, tool or
+//     prompt name, protocol version, error.type).
+//   - mcp.server.session.duration (s): a 2025 session ended by DELETE,
+//     from its creation to the DELETE, on the replica that serves the
+//     DELETE (the creation time is in the session's record; for a record
+//     of an earlier release, which has none, only on the replica that
+//     served the initialize). Sessions that expire or are evicted are not
+//     recorded: no request ends them.
+//   - mcphandler.server.confirms: confirms by mcphandler.outcome, counted
+//     by the replica that decides them.
+//   - mcphandler.server.sessions: 2025 sessions created on this replica
+//     and not yet ended by DELETE or idle for the session TTL
+//     ([WithSessionTTL]).
+//   - mcphandler.server.streams: open long-lived streams on this replica
+//     (GET streams and subscriptions/listen), by mcphandler.stream.
+package otelmcp
+
+import (
+	"context"
+	"encoding/json"
+	"log/slog"
+	"strconv"
+	"time"
+	"unicode/utf8"
+
+	"github.com/mcphandler/mcphandler"
+	"go.opentelemetry.io/otel"
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/codes"
+	"go.opentelemetry.io/otel/propagation"
+	semconv "go.opentelemetry.io/otel/semconv/v1.41.0"
+	"go.opentelemetry.io/otel/trace"
+)
+
+// ScopeName is the instrumentation scope of the tracer and the meter.
+const ScopeName = "github.com/mcphandler/mcphandler/otelmcp"
+
+// Project attribute keys.
+const (
+	TenantKey    = attribute.Key("mcphandler.tenant")
+	OutcomeKey   = attribute.Key("mcphandler.outcome")
+	ConfirmIDKey = attribute.Key("mcphandler.confirm.id")
+	StreamKey    = attribute.Key("mcphandler.stream")
+)
+
+// ErrorTypeToolError is the error.type of a tools/call whose result has
+// isError set.
+const ErrorTypeToolError = "tool_error"
+
+type config struct {
+	tp         trace.TracerProvider
+	mp         metricProvider
+	prop       propagation.TextMapPropagator
+	noTenant   bool
+	sessionTTL time.Duration
+}
+
+// Option configures [NewInterceptor].
+type Option func(*config)
+
+// WithTracerProvider sets the TracerProvider. If unset, the global one
+// (otel.GetTracerProvider) is used.
+func WithTracerProvider(tp trace.TracerProvider) Option { return func(c *config) { c.tp = tp } }
+
+// WithPropagator sets how the trace context is read from params._meta. If
+// unset, W3C trace context and baggage.
+func WithPropagator(p propagation.TextMapPropagator) Option {
+	return func(c *config) { c.prop = p }
+}
+
+// WithoutTenant leaves the mcphandler.tenant attribute out of spans, for
+// hosts whose tenant names must not reach the tracing backend.
+func WithoutTenant() Option { return func(c *config) { c.noTenant = true } }
+
+// WithSessionTTL is how long a session of this replica counts as open in
+// mcphandler.server.sessions without requests; it should equal
+// Config.SessionTTL. If zero, 30 minutes.
+func WithSessionTTL(d time.Duration) Option { return func(c *config) { c.sessionTTL = d } }
+
+type interceptor struct {
+	cfg    config
+	tracer trace.Tracer
+	m      *metrics
+}
+
+// NewInterceptor returns an interceptor recording traces and metrics (see
+// the package doc). It fails only if an instrument cannot be made. It may
+// be used by many handlers at once.
+func NewInterceptor(opts ...Option) (mcphandler.Interceptor, error) {
+	c := config{sessionTTL: 30 * time.Minute}
+	for _, o := range opts {
+		o(&c)
+	}
+	if c.tp == nil {
+		c.tp = otel.GetTracerProvider()
+	}
+	if c.mp == nil {
+		c.mp = otel.GetMeterProvider()
+	}
+	if c.prop == nil {
+		c.prop = propagation.NewCompositeTextMapPropagator(propagation.TraceContext{}, propagation.Baggage{})
+	}
+	m, err := newMetrics(c.mp, c.sessionTTL)
+	if err != nil {
+		return nil, err
+	}
+	i := &interceptor{cfg: c, tracer: c.tp.Tracer(ScopeName), m: m}
+	return i.intercept, nil
+}
+
+func (i *interceptor) intercept(ctx context.Context, req *mcphandler.Request, next func(context.Context) mcphandler.Result) mcphandler.Result {
+	switch req.Kind {
+	case mcphandler.KindStream:
+		done := i.m.streamOpened(ctx, "get")
+		defer done()
+		return next(ctx)
+	case mcphandler.KindSessionEnd:
+		res := next(ctx)
+		if res.ErrorCode == 0 {
+			i.m.sessionEnded(ctx, req.SessionID, req.ProtocolVersion, res.SessionCreated)
+		}
+		return res
+	}
+	if req.Method == "subscriptions/listen" {
+		done := i.m.streamOpened(ctx, "listen")
+		defer done()
+	}
+	ctx, span := i.start(ctx, req)
+	sc := span.SpanContext()
+	// trace_id and span_id, formatted only when a line is logged (an
+	// empty-keyed group is inlined).
+	req.LogAttrs = append(req.LogAttrs, slog.Any("", logIDs(sc)))
+	// Only a tools/call or a confirm's answer goes through confirm steps.
+	if span.IsRecording() && (req.Method == "tools/call" || req.Kind == mcphandler.KindAnswer) {
+		prev := req.OnStep
+		req.OnStep = func(s mcphandler.Step) {
+			span.AddEvent("mcphandler."+string(s.Kind), trace.WithTimestamp(s.At),
+				trace.WithAttributes(ConfirmIDKey.String(s.ConfirmID)))
+			if prev != nil {
+				prev(s)
+			}
+		}
+	}
+	res := next(ctx)
+	i.end(ctx, span, req, res)
+	return res
+}
+
+var serverKind = trace.WithSpanKind(trace.SpanKindServer)
+
+// start starts the request's span, its parent from params._meta when
+// there is a trace context there, the ambient span linked.
+func (i *interceptor) start(ctx context.Context, req *mcphandler.Request) (context.Context, trace.Span) {
+	var buf [4]trace.SpanStartOption
+	opts := append(buf[:0], serverKind, trace.WithTimestamp(req.Start))
+	if carrier := metaCarrier(req.Meta); carrier != nil {
+		ambient := trace.SpanContextFromContext(ctx)
+		ctx = i.cfg.prop.Extract(ctx, carrier)
+		if remote := trace.SpanContextFromContext(ctx); remote.IsValid() && ambient.IsValid() && !remote.Equal(ambient) {
+			opts = append(opts, trace.WithLinks(trace.Link{SpanContext: ambient}))
+		}
+	}
+	// The attributes are all set when the span ends, in one call (the
+	// SDK then allocates their room once); a span sampled out costs none.
+	return i.tracer.Start(ctx, spanName(req), opts...)
+}
+
+// targetAttrs are the attributes of the request's target, known once it
+// was served (the handler reads its params once).
+func targetAttrs(a []attribute.KeyValue, req *mcphandler.Request) []attribute.KeyValue {
+	if req.Target == "" {
+		return a
+	}
+	switch req.Method {
+	case "tools/call":
+		a = append(a, semconv.GenAIToolName(req.Target))
+	case "prompts/get":
+		a = append(a, semconv.GenAIPromptName(req.Target))
+	case "resources/read", "resources/subscribe", "resources/unsubscribe":
+		a = append(a, semconv.McpResourceURI(req.Target))
+	}
+	return a
+}
+
+// maxNameBytes bounds the method and the target in a span name: both come
+// from the client.
+const maxNameBytes = 128
+
+func spanName(req *mcphandler.Request) string {
+	m := clip(req.Method)
+	switch req.Method {
+	case "tools/call", "prompts/get":
+		if req.Target != "" {
+			return m + " " + clip(req.Target)
+		}
+	}
+	return m
+}
+
+// clip cuts s to maxNameBytes, at a UTF-8 boundary.
+func clip(s string) string {
+	if len(s) <= maxNameBytes {
+		return s
+	}
+	n := maxNameBytes
+	for n > 0 && !utf8.RuneStart(s[n]) {
+		n--
+	}
+	return s[:n]
+}
+
+// requestAttrs adds the span's attributes that describe the request.
+func requestAttrs(a []attribute.KeyValue, req *mcphandler.Request, noTenant bool) []attribute.KeyValue {
+	a = append(a, semconv.McpMethodNameKey.String(req.Method))
+	if req.Method == "tools/call" {
+		a = append(a, semconv.GenAIOperationNameExecuteTool)
+	}
+	if len(req.ID) > 0 {
+		a = append(a, semconv.JSONRPCRequestID(requestID(req.ID)))
+	}
+	if !noTenant && req.Identity.Tenant != "" {
+		a = append(a, TenantKey.String(req.Identity.Tenant))
+	}
+	a = targetAttrs(a, req)
+	if req.SessionID != "" {
+		a = append(a, semconv.McpSessionID(req.SessionID))
+	}
+	if req.ProtocolVersion != "" {
+		a = append(a, semconv.McpProtocolVersion(req.ProtocolVersion))
+	}
+	return a
+}
+
+// requestID is the id as the conventions want it: a string's value, a
+// number's text.
+func requestID(id json.RawMessage) string {
+	var s string
+	if len(id) > 0 && id[0] == '"' && json.Unmarshal(id, &s) == nil {
+		return s
+	}
+	return string(id)
+}
+
+// end completes the span with what is known once the request ended, and
+// records the metrics.
+func (i *interceptor) end(ctx context.Context, span trace.Span, req *mcphandler.Request, res mcphandler.Result) {
+	errType := errorType(res)
+	defer i.m.operation(ctx, req, res, errType, time.Now())
+	if !span.IsRecording() {
+		span.End()
+		return
+	}
+	if req.Target != "" {
+		span.SetName(spanName(req))
+	}
+	a := requestAttrs(make([]attribute.KeyValue, 0, 12), req, i.cfg.noTenant)
+	if res.ErrorCode != 0 {
+		a = append(a, semconv.RPCResponseStatusCode(strconv.Itoa(int(res.ErrorCode))))
+	}
+	if req.Method == "tools/call" && res.Outcome != "" {
+		a = append(a, OutcomeKey.String(string(res.Outcome)))
+	}
+	if res.ConfirmID != "" {
+		a = append(a, ConfirmIDKey.String(res.ConfirmID))
+	}
+	if errType != "" {
+		a = append(a, semconv.ErrorTypeKey.String(errType))
+		msg := res.ErrorMessage
+		if msg == "" {
+			msg = errType
+		}
+		span.SetStatus(codes.Error, msg)
+	}
+	span.SetAttributes(a...)
+	span.End()
+}
+
+// errorType is the error.type of a result: the JSON-RPC code, or
+// tool_error; "" on success.
+func errorType(res mcphandler.Result) string {
+	switch {
+	case res.ErrorCode != 0:
+		return strconv.Itoa(int(res.ErrorCode))
+	case res.IsError:
+		return ErrorTypeToolError
+	}
+	return ""
+}
+
+// metaCarrier is the string members of a _meta object, or nil.
+func metaCarrier(meta json.RawMessage) propagation.MapCarrier {
+	if len(meta) == 0 {
+		return nil
+	}
+	var m map[string]json.RawMessage
+	if json.Unmarshal(meta, &m) != nil {
+		return nil
+	}
+	c := propagation.MapCarrier{}
+	for _, k := range []string{"traceparent", "tracestate", "baggage"} {
+		var s string
+		if v, ok := m[k]; ok && json.Unmarshal(v, &s) == nil {
+			c[k] = s
+		}
+	}
+	if len(c) == 0 {
+		return nil
+	}
+	return c
+}
+
+// logIDs logs the trace_id and span_id of a span context, in hex.
+type logIDs trace.SpanContext
+
+func (l logIDs) LogValue() slog.Value {
+	sc := trace.SpanContext(l)
+	return slog.GroupValue(slog.String("trace_id", sc.TraceID().String()), slog.String("span_id", sc.SpanID().String()))
+}
