@@ -134,6 +134,9 @@ func TestDecodeAsEncodingJSON(t *testing.T) {
 }
 
 func TestDecodeAllocations(t *testing.T) {
+	if raceEnabled {
+		t.Skip("the race detector allocates")
+	}
 	body := []byte(`{"jsonrpc":"2.0","id":42,"method":"tools/call","params":{"name":"echo","arguments":{"text":"hello"}}}`)
 	m := new(Message)
 	if n := testing.AllocsPerRun(100, func() { *m = Message{}; Decode(body, m) }); n > 1 {
