@@ -53,13 +53,7 @@ func (h *Handler) approveModern(rq *request, m *jsonrpc.Message, call *ToolCall,
 	case rec.State == statePending && r.state.Round == 1:
 		h.answerApprovalRound(rq, m, call, ev, rec, raw)
 	case rec.State == stateAwaiting && rec.Round == r.state.Round:
-		next := nonceRecord{State: stateRunning, Round: rec.Round}
-		b, ok, err := h.moveNonce(rq.ctx, r.state.Nonce, raw, stateAwaiting, &next)
-		if !ok {
-			h.nonceRaced(rq, m, r.state.Nonce, r.state.Round, err, ev)
-			return
-		}
-		h.runConfirmedRound(rq, m, call, ev, r.state.Nonce, rec, b)
+		h.resumeRound(rq, m, call, ev, rec, raw)
 	default:
 		h.replayNonce(rq, m, rec, r.state.Round, ev)
 	}

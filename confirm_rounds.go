@@ -57,16 +57,24 @@ func (h *Handler) confirmModern(rq *request, m *jsonrpc.Message, call *ToolCall,
 	case rec.State == statePending && r.state.Round == 1:
 		h.answerConfirmRound(rq, m, call, q, ev, rec, raw)
 	case rec.State == stateAwaiting && rec.Round == r.state.Round:
-		next := nonceRecord{State: stateRunning, Round: rec.Round}
-		b, ok, err := h.moveNonce(rq.ctx, r.state.Nonce, raw, stateAwaiting, &next)
-		if !ok {
-			h.nonceRaced(rq, m, r.state.Nonce, r.state.Round, err, ev)
-			return
-		}
-		h.runConfirmedRound(rq, m, call, ev, r.state.Nonce, rec, b)
+		h.resumeRound(rq, m, call, ev, rec, raw)
 	default:
 		h.replayNonce(rq, m, rec, r.state.Round, ev)
 	}
+}
+
+// resumeRound goes on with a confirmed (or approved) call that asked its
+// client a question in an earlier round and now has the answers: the
+// nonce moves from awaiting to running, once, and the call runs.
+func (h *Handler) resumeRound(rq *request, m *jsonrpc.Message, call *ToolCall, ev *CallEvent, rec nonceRecord, raw []byte) {
+	n := call.Exchange.mr.state.Nonce
+	next := nonceRecord{State: stateRunning, Round: rec.Round}
+	b, ok, err := h.moveNonce(rq.ctx, n, raw, stateAwaiting, &next)
+	if !ok {
+		h.nonceRaced(rq, m, n, rec.Round, err, ev)
+		return
+	}
+	h.runConfirmedRound(rq, m, call, ev, n, rec, b)
 }
 
 // openConfirmRound records a new confirm (its nonce, pending) and asks
