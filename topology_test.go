@@ -84,7 +84,10 @@ func newConfirmAcrossFailover(t *testing.T, clients func() redis.UniversalClient
 	t.Helper()
 	x := &confirmAcrossFailover{f: &fixture{}, started: make(chan struct{}, 1), release: make(chan struct{})}
 	cfg := x.f.config()
-	cfg.ConfirmTimeout = 6 * time.Second
+	// Long enough for a failover on a loaded machine (seen to take 4 s)
+	// plus the two seconds a subtest thinks after it; a refused answer
+	// still ends the confirm well within the subtests' 20 s.
+	cfg.ConfirmTimeout = 12 * time.Second
 	tool := x.f.tool("delete_thing", "")
 	run := tool.Handler
 	tool.Handler = func(ctx context.Context, call *mcphandler.ToolCall) (*mcphandler.ToolResult, error) {
