@@ -282,6 +282,7 @@ func parseCaps(raw json.RawMessage) session.Capabilities {
 var cacheable = map[string]bool{
 	"server/discover": true, "tools/list": true, "prompts/list": true,
 	"resources/list": true, "resources/templates/list": true, "resources/read": true,
+	"skills/list": true, "skills/get": true, "resources/directory/read": true,
 }
 
 // decorateStateless inserts the 2026-07-28 result members (resultType, cache hints,
