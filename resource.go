@@ -285,7 +285,7 @@ func (h *Handler) listResources(rq *request, m *jsonrpc.Message) {
 		h.hookFailed(rq, m, "ListSkills", err)
 		return
 	}
-	rs = append(rs, sk...)
+	rs = append(rq.offeredResources(rs), sk...)
 	listPage(rq, m, "resources", rs)
 }
 
@@ -363,6 +363,7 @@ func (h *Handler) replyContents(rq *request, m *jsonrpc.Message, contents []Reso
 	if contents == nil {
 		contents = []ResourceContents{}
 	}
+	appContents(contents)
 	b, err := json.Marshal(map[string]any{"contents": contents})
 	if err != nil {
 		h.hookFailed(rq, m, "encoding resource", err)

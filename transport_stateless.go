@@ -242,6 +242,7 @@ type clientCaps struct {
 	Roots *struct {
 		ListChanged bool `json:"listChanged"`
 	} `json:"roots"`
+	Extensions map[string]json.RawMessage `json:"extensions"`
 }
 
 func (pc *clientCaps) flags() session.Capabilities {
@@ -265,6 +266,9 @@ func (pc *clientCaps) flags() session.Capabilities {
 		if r.ListChanged {
 			c |= session.CapRootsListChanged
 		}
+	}
+	if declaresApps(pc.Extensions) {
+		c |= session.CapUIApps
 	}
 	return c
 }
