@@ -293,6 +293,11 @@ func (h *Handler) run(ctx context.Context, call *ToolCall, ev *CallEvent) (resul
 	if r == nil {
 		r = &ToolResult{}
 	}
+	if !textFallback(&call.Tool, r) {
+		h.loggerFor(ctx).Error("mcphandler: a tool with a UI returned no text and no structuredContent", "tool", call.Tool.Name)
+		ev.IsError, ev.ErrorClass = true, ClassInternal
+		return toolErrorResult(ClassInternal, ""), nil
+	}
 	ev.IsError = r.IsError
 	return r, nil
 }

@@ -76,6 +76,14 @@ type Config struct {
 	ListResourceTemplates ListResourceTemplatesFunc
 	ReadResource          ReadResourceFunc
 
+	// ListSkills serves the skills extension (io.modelcontextprotocol/skills):
+	// skills/list, skills/get, resources/directory/read, and resources/read
+	// and resources/list of skill:// URIs, which it answers instead of the
+	// resource hooks. Resolved per request like ListTools; a skill is
+	// further gated by its MinRole and Scopes. If nil, the server has no
+	// skills. See skills.go for the limits (MaxSkillFiles, MaxSkillBytes).
+	ListSkills ListSkillsFunc
+
 	// ListPrompts and GetPrompt serve prompts. If ListPrompts is nil, the
 	// server has no prompts capability.
 	ListPrompts ListPromptsFunc

@@ -113,6 +113,9 @@ func (h *Handler) capabilities() []byte {
 	if h.cfg.Complete != nil {
 		caps["completions"] = struct{}{}
 	}
+	if h.hasSkills() {
+		caps["extensions"] = json.RawMessage("{" + skillsCapability + "}")
+	}
 	b, _ := json.Marshal(caps)
 	return b
 }

@@ -288,6 +288,7 @@ func (h *Handler) listTools(rq *request, m *jsonrpc.Message) {
 		rq.fail(m.ID, wireError(err))
 		return
 	}
+	tools = rq.offeredTools(tools)
 	lo, hi, next, perr := h.page(m.Params, len(tools))
 	if perr != nil {
 		rq.fail(m.ID, perr)
@@ -305,6 +306,7 @@ func (h *Handler) listTools(rq *request, m *jsonrpc.Message) {
 			return
 		}
 		b = appendExecution(rq, &tools[i], b)
+		b = appendToolUI(rq, &tools[i], b)
 	}
 	b = append(b, ']')
 	if next != "" {

@@ -149,7 +149,7 @@ func matchValue(tmpl, uri string) (val, rest string, ok bool) {
 }
 
 func (h *Handler) hasResources() bool {
-	return h.cfg.ListResources != nil || h.cfg.ListResourceTemplates != nil
+	return h.cfg.ListResources != nil || h.cfg.ListResourceTemplates != nil || h.cfg.ListSkills != nil
 }
 
 func (h *Handler) visibleResources(ctx context.Context, id Identity) ([]Resource, error) {
@@ -280,6 +280,12 @@ func (h *Handler) listResources(rq *request, m *jsonrpc.Message) {
 		h.hookFailed(rq, m, "ListResources", err)
 		return
 	}
+	sk, err := h.skillResources(rq.ctx, rq.id)
+	if err != nil {
+		h.hookFailed(rq, m, "ListSkills", err)
+		return
+	}
+	rs = append(rq.offeredResources(rs), sk...)
 	listPage(rq, m, "resources", rs)
 }
 
@@ -318,7 +324,7 @@ func listPage[T any](rq *request, m *jsonrpc.Message, key string, entries []T) {
 
 func (h *Handler) readResource(rq *request, m *jsonrpc.Message) {
 	p, ok := rq.uriParams(m)
-	if !ok {
+	if !ok || h.readSkillFile(rq, m, p.URI) {
 		return
 	}
 	req, ok, err := h.findResource(rq.ctx, rq.id, p.URI)
@@ -357,6 +363,7 @@ func (h *Handler) replyContents(rq *request, m *jsonrpc.Message, contents []Reso
 	if contents == nil {
 		contents = []ResourceContents{}
 	}
+	appContents(contents)
 	b, err := json.Marshal(map[string]any{"contents": contents})
 	if err != nil {
 		h.hookFailed(rq, m, "encoding resource", err)

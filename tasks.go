@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -398,11 +399,20 @@ func (h *Handler) tasksCancel(rq *request, m *jsonrpc.Message) {
 }
 
 // appendModernCaps appends the server/discover capabilities: those of
-// initialize, and the tasks extension when the server has tools.
+// initialize (with the skills extension when the server has skills), and
+// the tasks extension when the server has tools.
 func (h *Handler) appendModernCaps(dst []byte) []byte {
 	if h.cfg.ListTools == nil {
 		return append(dst, h.caps...)
 	}
-	dst = append(dst, h.caps[:len(h.caps)-1]...)
-	return append(dst, `,"extensions":{"`+task.ExtensionID+`":{}}}`...)
+	if !h.hasSkills() {
+		dst = append(dst, h.caps[:len(h.caps)-1]...)
+		return append(dst, `,"extensions":{"`+task.ExtensionID+`":{}}}`...)
+	}
+	// capabilities marshals its keys sorted: "extensions" holds only the
+	// skills extension, to which the tasks extension is added.
+	at := strings.Index(string(h.caps), `"extensions":{`) + len(`"extensions":{`)
+	dst = append(dst, h.caps[:at]...)
+	dst = append(dst, `"`+task.ExtensionID+`":{},`...)
+	return append(dst, h.caps[at:]...)
 }

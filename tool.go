@@ -44,6 +44,10 @@ type Tool struct {
 	// TaskOptional or TaskRequired. The Handler chooses the moment with
 	// [ToolCall.RunAsTask]; see tasks.go.
 	TaskSupport TaskSupport
+	// UI links the tool to a ui:// resource for clients with MCP Apps
+	// (the extension io.modelcontextprotocol/ui); see apps.go. A call of
+	// such a tool always answers with a text block.
+	UI *ToolUI
 
 	// validate, set by NewTool, checks the arguments before BeforeCall.
 	validate func(args json.RawMessage) error
@@ -188,6 +192,8 @@ type ResourceContents struct {
 	MimeType string `json:"mimeType,omitempty"`
 	Text     string `json:"text,omitempty"`
 	Blob     []byte `json:"blob,omitempty"`
+	// Meta is the contents' _meta: for a ui:// resource, its _meta.ui.
+	Meta *ResourceMeta `json:"_meta,omitempty"`
 }
 
 // TextContent returns a text block.

@@ -242,6 +242,7 @@ type clientCaps struct {
 	Roots *struct {
 		ListChanged bool `json:"listChanged"`
 	} `json:"roots"`
+	Extensions map[string]json.RawMessage `json:"extensions"`
 }
 
 func (pc *clientCaps) flags() session.Capabilities {
@@ -266,6 +267,9 @@ func (pc *clientCaps) flags() session.Capabilities {
 			c |= session.CapRootsListChanged
 		}
 	}
+	if declaresApps(pc.Extensions) {
+		c |= session.CapUIApps
+	}
 	return c
 }
 
@@ -282,6 +286,7 @@ func parseCaps(raw json.RawMessage) session.Capabilities {
 var cacheable = map[string]bool{
 	"server/discover": true, "tools/list": true, "prompts/list": true,
 	"resources/list": true, "resources/templates/list": true, "resources/read": true,
+	"skills/list": true, "skills/get": true, "resources/directory/read": true,
 }
 
 // decorateStateless inserts the 2026-07-28 result members (resultType, cache hints,

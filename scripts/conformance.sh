@@ -7,7 +7,8 @@
 #   2026  suite 0.2.0-alpha.12, --suite all --spec-version 2026-07-28:
 #         every server scenario (active and pending) that applies to the
 #         stateless revision 2026-07-28, over per-request _meta; then
-#         the extension scenarios (the ten tasks-*), with --force.
+#         the extension scenarios (the ten tasks-* and the three
+#         sep-2640-skills-*), with --force.
 #
 #   bash scripts/conformance.sh                      # both legs, from any directory
 #   bash scripts/conformance.sh --leg 2026           # one leg
@@ -52,7 +53,8 @@ SUPERSEDED_2025=(server-sse-multiple-streams server-sse-polling)
 EXTENSIONS_2026=(tasks-lifecycle tasks-capability-negotiation tasks-wire-fields
 	tasks-request-state-removal tasks-mrtr-input tasks-request-headers
 	tasks-dispatch-and-envelope tasks-status-notifications
-	tasks-required-task-error tasks-mrtr-composition)
+	tasks-required-task-error tasks-mrtr-composition
+	sep-2640-skills-enumeration sep-2640-skills-directory sep-2640-skills-manifest)
 
 log() { echo "conformance.sh: $*" >&2; }
 

@@ -57,7 +57,7 @@ func TestEveryCapabilityNamed(t *testing.T) {
 		}
 		seen[name] = true
 	}
-	for _, c := range []Capabilities{CapElicitationForm, CapElicitationURL, CapSampling, CapSamplingTools, CapRoots, CapRootsListChanged} {
+	for _, c := range []Capabilities{CapElicitationForm, CapElicitationURL, CapSampling, CapSamplingTools, CapRoots, CapRootsListChanged, CapUIApps} {
 		if c == 0 || c&(c-1) != 0 || c >= 1<<len(capNames) {
 			t.Fatalf("capability %v is not one named bit", c)
 		}

@@ -80,6 +80,7 @@ const (
 	CapSamplingTools    Capabilities = 1 << 3 // sampling with tools
 	CapRoots            Capabilities = 1 << 4 // roots
 	CapRootsListChanged Capabilities = 1 << 5 // roots with listChanged
+	CapUIApps           Capabilities = 1 << 6 // MCP Apps (io.modelcontextprotocol/ui) with text/html;profile=mcp-app
 )
 
 // capNames are the names String gives, in bit order.
@@ -90,6 +91,7 @@ var capNames = [...]string{
 	"sampling.tools",
 	"roots",
 	"roots.listChanged",
+	"ui.mcp-app",
 }
 
 // Has reports whether every capability in c2 is in c.

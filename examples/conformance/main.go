@@ -64,6 +64,7 @@ func newHandler() *mcphandler.Handler {
 		ListPrompts:           listPrompts,
 		GetPrompt:             getPrompt,
 		Complete:              complete,
+		ListSkills:            conformanceSkills,
 	})
 	n.h = h
 	return h

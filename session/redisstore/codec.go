@@ -39,6 +39,7 @@ var capNames = [...]struct {
 	{"sampling.tools", session.CapSamplingTools},
 	{"roots", session.CapRoots},
 	{"roots.listChanged", session.CapRootsListChanged},
+	{"ui.mcp-app", session.CapUIApps},
 }
 
 // capByName returns the capability stored as name, 0 for a name it does
