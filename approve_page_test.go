@@ -6,7 +6,6 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"sync/atomic"
@@ -16,43 +15,14 @@ import (
 	"github.com/chromedp/chromedp"
 
 	"github.com/mcphandler/mcphandler/approval/page"
+	"github.com/mcphandler/mcphandler/internal/chromiumtest"
 	"github.com/mcphandler/mcphandler/internal/oidctest"
 	"github.com/mcphandler/mcphandler/mcptest"
 )
 
-// chromium finds a Chromium ($CHROMIUM, else chromium, chromium-browser or
-// google-chrome on PATH). Without one the test fails when CI is set (CI
-// installs Debian's chromium), and is skipped otherwise.
-func chromium(t *testing.T) string {
-	if p := os.Getenv("CHROMIUM"); p != "" {
-		return p
-	}
-	for _, name := range []string{"chromium", "chromium-browser", "google-chrome"} {
-		if p, err := exec.LookPath(name); err == nil {
-			return p
-		}
-	}
-	if os.Getenv("CI") != "" {
-		t.Fatal("no Chromium found (set CHROMIUM, or apt-get install chromium): the browser tests must run in CI")
-	}
-	t.Skip("no Chromium found (set CHROMIUM, or apt-get install chromium)")
-	return ""
-}
-
-// headless starts a headless Chromium with a fresh profile, closed when
-// the test ends, and returns its first tab.
+// headless starts a headless Chromium for one test (see chromiumtest).
 func headless(t *testing.T) context.Context {
-	t.Helper()
-	alloc, cancelAlloc := chromedp.NewExecAllocator(context.Background(),
-		chromedp.ExecPath(chromium(t)), chromedp.Headless, chromedp.NoSandbox, chromedp.DisableGPU, chromedp.NoFirstRun,
-		chromedp.Flag("disable-background-networking", true), chromedp.Flag("disable-sync", true),
-		chromedp.WindowSize(900, 700), chromedp.UserDataDir(t.TempDir()))
-	ctx, cancel := chromedp.NewContext(alloc)
-	t.Cleanup(func() { cancel(); cancelAlloc() })
-	if err := chromedp.Do(ctx); err != nil {
-		t.Fatalf("starting Chromium: %v", err)
-	}
-	return ctx
+	return chromiumtest.New(t, chromedp.WindowSize(900, 700))
 }
 
 // TestApprovePageEndToEnd: a 2025-11-25 client waits on replica A; a

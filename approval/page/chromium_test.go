@@ -5,8 +5,6 @@ import (
 	"fmt"
 	"net/http"
 	"net/http/httptest"
-	"os"
-	"os/exec"
 	"strings"
 	"testing"
 	"time"
@@ -14,51 +12,15 @@ import (
 	"github.com/chromedp/chromedp"
 
 	"github.com/mcphandler/mcphandler/approval"
+	"github.com/mcphandler/mcphandler/internal/chromiumtest"
 	"github.com/mcphandler/mcphandler/internal/oidctest"
 	"github.com/mcphandler/mcphandler/session/redisstore"
 	"github.com/mcphandler/mcphandler/session/redisstore/redistest"
 )
 
-// chromiumPath finds a Chromium: $CHROMIUM, else chromium, chromium-browser
-// or google-chrome on PATH. Without one the test fails when CI is set (CI
-// installs Debian's chromium), and is skipped otherwise.
-func chromiumPath(t *testing.T) string {
-	if p := os.Getenv("CHROMIUM"); p != "" {
-		return p
-	}
-	for _, name := range []string{"chromium", "chromium-browser", "google-chrome"} {
-		if p, err := exec.LookPath(name); err == nil {
-			return p
-		}
-	}
-	if os.Getenv("CI") != "" {
-		t.Fatal("no Chromium found (set CHROMIUM, or apt-get install chromium): the browser tests must run in CI")
-	}
-	t.Skip("no Chromium found (set CHROMIUM, or apt-get install chromium)")
-	return ""
-}
-
-// newChromium starts a headless Chromium with a fresh profile, closed
-// when the test ends, and returns the context of its first tab.
+// newChromium starts a headless Chromium for one test (see chromiumtest).
 func newChromium(t *testing.T, more ...chromedp.ExecAllocatorOption) context.Context {
-	t.Helper()
-	opts := []chromedp.ExecAllocatorOption{
-		chromedp.ExecPath(chromiumPath(t)),
-		chromedp.Headless, chromedp.NoSandbox, chromedp.DisableGPU, chromedp.NoFirstRun,
-		chromedp.Flag("disable-background-networking", true),
-		chromedp.Flag("disable-component-update", true),
-		chromedp.Flag("disable-sync", true),
-		chromedp.Flag("no-default-browser-check", true),
-		chromedp.UserDataDir(t.TempDir()),
-	}
-	opts = append(opts, more...)
-	alloc, cancelAlloc := chromedp.NewExecAllocator(context.Background(), opts...)
-	ctx, cancelCtx := chromedp.NewContext(alloc)
-	t.Cleanup(func() { cancelCtx(); cancelAlloc() })
-	if err := chromedp.Do(ctx); err != nil { // starts the browser
-		t.Fatalf("starting Chromium: %v", err)
-	}
-	return ctx
+	return chromiumtest.New(t, more...)
 }
 
 // step bounds one browser action.
