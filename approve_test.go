@@ -575,3 +575,66 @@ func TestApproveTTLBeyondConfirmTimeout(t *testing.T) {
 	}()
 	mcphandler.New(mcphandler.Config{Approvals: as, ConfirmTimeout: 2 * time.Minute})
 }
+
+// TestApproveCancelMeetsApproval: the person approves at the instant the
+// client cancels the waiting call, swept from the approval well before
+// the cancel to well after it, on Redis across two replicas. Whatever the
+// order, the tool runs at most once; it ran only if its approval was
+// used; an approval the cancel withdrew is never used afterwards.
+func TestApproveCancelMeetsApproval(t *testing.T) {
+	for _, lead := range []time.Duration{-40 * time.Millisecond, -5 * time.Millisecond, 0, 5 * time.Millisecond, 40 * time.Millisecond} {
+		t.Run(lead.String(), func(t *testing.T) {
+			rig := newApprovalRig(t, 2, 5*time.Second)
+			ctx, cancel := context.WithCancel(context.Background())
+			defer cancel()
+			var id atomic.Value
+			decided := make(chan error, 1)
+			c := mcptest.Dial(rig.cl.proxy.URL, mcptest.WithToken("acme-viewer"), mcptest.WithCapabilities(urlCaps),
+				mcptest.WithElicitationHandler(func(_ context.Context, p mcptest.ElicitParams) (mcptest.ElicitResult, error) {
+					id.Store(p.ElicitationID)
+					// The cancel at 100 ms; the approval lead earlier (or
+					// later, when lead is negative).
+					time.AfterFunc(100*time.Millisecond, cancel)
+					time.AfterFunc(100*time.Millisecond-lead, func() {
+						_, err := rig.stores[1].Decide(context.Background(), p.ElicitationID, bobApproves, true)
+						decided <- err
+					})
+					return mcptest.ElicitResult{Action: "accept"}, nil
+				}))
+			defer c.Close()
+			if _, err := c.Initialize(context.Background()); err != nil {
+				t.Fatal(err)
+			}
+			c.CallTool(ctx, "delete_thing", map[string]any{"id": "x"})
+			if err := <-decided; err != nil && !errors.Is(err, approval.ErrWithdrawn) {
+				t.Fatalf("deciding: %v", err)
+			}
+			// Let the waiting replica finish whatever it decided.
+			var a *approval.Approval
+			for deadline := time.Now().Add(3 * time.Second); ; time.Sleep(20 * time.Millisecond) {
+				var err error
+				a, err = rig.stores[0].Get(context.Background(), id.Load().(string))
+				if err != nil {
+					t.Fatal(err)
+				}
+				if a.State != approval.Pending || time.Now().After(deadline) {
+					break
+				}
+			}
+			time.Sleep(200 * time.Millisecond)
+			a, _ = rig.stores[0].Get(context.Background(), id.Load().(string))
+			n := rig.f.count("delete_thing")
+			switch {
+			case n > 1:
+				t.Fatalf("ran %d times", n)
+			case n == 1 && a.State != approval.Used:
+				t.Fatalf("ran, and its approval is %s", a.State)
+			case n == 0 && a.State == approval.Used:
+				t.Fatal("the approval was used, and nothing ran")
+			case a.State == approval.Pending:
+				t.Fatal("the approval is still pending after the approval and the cancel")
+			}
+			t.Logf("lead %v: ran %d, approval %s", lead, n, a.State)
+		})
+	}
+}
