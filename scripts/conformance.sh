@@ -28,6 +28,10 @@
 # their own inside a scratch folder; the server binary and the results go
 # there too. Nothing is written into the repository, and the scratch folder
 # is removed on exit (set KEEP_SCRATCH=1 to keep it for inspection).
+# Each install (INSTALL_TIMEOUT, 240 s, three tries), each leg's suite run
+# (SUITE_TIMEOUT, 900 s) and each single scenario (SCENARIO_TIMEOUT, 180 s)
+# is bounded in time: a stalled registry or a scenario that never ends
+# fails the run with a message rather than hanging it.
 #
 # Both legs always run. Exits non-zero if any scenario of either leg fails
 # (or a suite exits non-zero). WARNINGs do not fail the run. There is no
@@ -101,17 +105,47 @@ suites=("${legs[@]}")
 if [[ " ${legs[*]} " == *" 2025 "* && " ${legs[*]} " != *" 2026 "* ]]; then
 	suites+=(2026)
 fi
+# Every step that reaches the registry or runs a suite has a time bound, so
+# that a stalled download or a scenario waiting forever fails the run with
+# a message instead of hanging it. An install is tried up to three times
+# (npm's cache serves what earlier tries fetched).
+INSTALL_TIMEOUT=${INSTALL_TIMEOUT:-240}
+SUITE_TIMEOUT=${SUITE_TIMEOUT:-900}
+SCENARIO_TIMEOUT=${SCENARIO_TIMEOUT:-180}
+export npm_config_update_notifier=false npm_config_fund=false npm_config_audit=false
+
+# in_suite DIR SECONDS COMMAND... runs COMMAND in DIR with the suite's
+# node_modules/.bin (Node 22 and the conformance command) first on PATH,
+# killed after SECONDS; it exits 124 on a timeout, like timeout(1).
+in_suite() {
+	local dir=$1 secs=$2
+	shift 2
+	(cd "$dir" && PATH="$dir/node_modules/.bin:$PATH" timeout -k 10 "$secs" "$@")
+}
+
+install_suite() {
+	local dir=$1 version=$2 try
+	mkdir "$dir"
+	(cd "$dir" && npm init -y >/dev/null)
+	for try in 1 2 3; do
+		if in_suite "$dir" "$INSTALL_TIMEOUT" npm install --prefer-offline --loglevel=error \
+			--fetch-timeout=60000 --fetch-retries=2 \
+			"@modelcontextprotocol/conformance@$version" "$NODE_PACKAGE" >/dev/null; then
+			return 0
+		fi
+		log "install try $try of @modelcontextprotocol/conformance@$version failed or took over ${INSTALL_TIMEOUT}s"
+	done
+	return 1
+}
+
 for leg in "${suites[@]}"; do
 	version=$(suite_version "$leg")
 	log "installing @modelcontextprotocol/conformance@$version and $NODE_PACKAGE into $scratch/$leg"
-	mkdir "$scratch/$leg"
-	(
-		cd "$scratch/$leg"
-		npm init -y >/dev/null
-		npm install --no-audit --no-fund --loglevel=error \
-			"@modelcontextprotocol/conformance@$version" "$NODE_PACKAGE" >/dev/null
-		log "$leg leg: suite $(npx --no-install conformance --version) on node $(npx --no-install node --version)"
-	)
+	if ! install_suite "$scratch/$leg" "$version"; then
+		log "could not install the $leg leg's suite from the npm registry"
+		exit 1
+	fi
+	log "$leg leg: suite $(in_suite "$scratch/$leg" 60 conformance --version) on node $(in_suite "$scratch/$leg" 60 node --version)"
 done
 
 log "building examples/conformance"
@@ -180,8 +214,9 @@ run_extensions() {
 	local dir=$scratch/2026 sc bad=0
 	for sc in "$@"; do
 		local sstatus=0
-		(cd "$dir" && npx --no-install conformance server --url "$url" --scenario "$sc" \
-			--spec-version "$SPEC_2026" --force -o "$dir/results-extensions") >"$dir/extension-$sc.log" 2>&1 || sstatus=$?
+		in_suite "$dir" "$SCENARIO_TIMEOUT" conformance server --url "$url" --scenario "$sc" \
+			--spec-version "$SPEC_2026" --force -o "$dir/results-extensions" >"$dir/extension-$sc.log" 2>&1 || sstatus=$?
+		[[ $sstatus -ne 124 ]] || echo "scenario $sc did not finish within ${SCENARIO_TIMEOUT}s" >>"$dir/extension-$sc.log"
 		if [[ $sstatus -ne 0 ]] || ! grep -qE 'Passed: [0-9]+/[0-9]+, 0 failed' "$dir/extension-$sc.log"; then
 			echo "     ✗ $sc"
 			grep -E 'FAILURE|WARNING' "$dir/extension-$sc.log" | sed 's/^/       /' || cat "$dir/extension-$sc.log"
@@ -221,7 +256,7 @@ run_leg() {
 		local list_args=(--server)
 		[[ $leg == 2026 ]] && list_args+=(--spec-version "$SPEC_2026")
 		local listed
-		listed=$(cd "$dir" && npx --no-install conformance list "${list_args[@]}")
+		listed=$(in_suite "$dir" 60 conformance list "${list_args[@]}")
 		if ! grep -qE "^[[:space:]]*- $scenario( |\$)" <<<"$listed"; then
 			echo
 			echo "== $leg leg: SKIPPED: suite $version has no server scenario '$scenario'${list_args[2]:+ at spec version $SPEC_2026}"
@@ -232,8 +267,9 @@ run_leg() {
 	echo
 	echo "== $leg leg: @modelcontextprotocol/conformance@$version ${args[*]}"
 	local status=0
-	(cd "$dir" && npx --no-install conformance server --url "$url" -o "$dir/results" "${args[@]}") \
+	in_suite "$dir" "$SUITE_TIMEOUT" conformance server --url "$url" -o "$dir/results" "${args[@]}" \
 		>"$dir/suite.log" 2>&1 || status=$?
+	[[ $status -ne 124 ]] || echo "the $leg leg's suite did not finish within ${SUITE_TIMEOUT}s" >>"$dir/suite.log"
 
 	# A suite run prints one "✓|✗ scenario: N passed, M failed" line per
 	# scenario and a total; a single-scenario run prints every check.
@@ -245,7 +281,7 @@ run_leg() {
 
 	# The summary lines hide WARNINGs (which do not fail a run): list them,
 	# and every failed check, from the result files.
-	(cd "$dir" && npx --no-install node -e '
+	in_suite "$dir" 60 node -e '
 		const fs = require("fs"), path = require("path");
 		const dir = process.argv[1];
 		for (const run of fs.existsSync(dir) ? fs.readdirSync(dir).sort() : []) {
@@ -256,7 +292,7 @@ run_leg() {
 				if (c.status === "WARNING" || c.status === "FAILURE")
 					console.log(`  ${c.status} ${scenario} ${c.id}: ${c.errorMessage || c.description}`);
 			}
-		}' "$dir/results") || log "could not read the result files of the $leg leg"
+		}' "$dir/results" || log "could not read the result files of the $leg leg"
 
 	# The exit code of the suite is the verdict; also count the failed
 	# scenarios in case a suite version exits 0 on failures. On the 2025
@@ -277,8 +313,8 @@ run_leg() {
 			[[ -z $scenario || $scenario == "$sc" ]] || continue
 			echo "   $sc: from @modelcontextprotocol/conformance@$SUITE_2026 --spec-version 2025-11-25 (the spec wins over 0.1.16)"
 			local sstatus=0
-			(cd "$scratch/2026" && npx --no-install conformance server --url "$url" --scenario "$sc" \
-				--spec-version 2025-11-25 -o "$dir/results-superseded") >"$dir/superseded-$sc.log" 2>&1 || sstatus=$?
+			in_suite "$scratch/2026" "$SCENARIO_TIMEOUT" conformance server --url "$url" --scenario "$sc" \
+				--spec-version 2025-11-25 -o "$dir/results-superseded" >"$dir/superseded-$sc.log" 2>&1 || sstatus=$?
 			grep -E 'Passed:|FAILURE|WARNING' "$dir/superseded-$sc.log" | sed 's/^/     /' || true
 			if [[ $sstatus -ne 0 ]] || ! grep -qE 'Passed: [0-9]+/[0-9]+, 0 failed' "$dir/superseded-$sc.log"; then
 				cat "$dir/superseded-$sc.log"
