@@ -21,8 +21,9 @@ import (
 //
 //   - A tool declares [Tool.TaskSupport]. Its Handler calls
 //     [ToolCall.RunAsTask] with the work that may outlive the request;
-//     everything before that call (BeforeCall, input_required rounds) is
-//     resolved synchronously, as the extension asks.
+//     everything before that call (BeforeCall, its confirm or approval,
+//     input_required rounds) is resolved synchronously, as the extension
+//     asks, and the task is created on the final round.
 //   - A call becomes a task only when its request declared the extension
 //     in _meta's clientCapabilities.extensions; otherwise RunAsTask runs
 //     the work inline, and a TaskRequired tool is refused with -32021
@@ -123,9 +124,11 @@ func ownerOf(id Identity) task.Owner { return task.Owner{Tenant: id.Tenant, Subj
 // dropped. Otherwise RunAsTask runs work inline and returns what it
 // returns.
 //
-// On 2026-07-28, a call that BeforeCall sent through a confirm runs work
-// inline, task support or not: the confirm's own record carries that
-// call to its end.
+// A call that BeforeCall sent through a confirm or an approval becomes a
+// task the same way, once confirmed: on 2026-07-28 the confirm's record
+// then holds the Task, so a retry of the answered round gets the same
+// CreateTaskResult and runs nothing; a task that could not be stored
+// leaves the confirm's decision standing for a retry of that round.
 //
 // Tasks belong to the caller's tenant and subject: callers without an
 // identity (the zero Identity) share theirs.
@@ -277,13 +280,19 @@ func (h *Handler) answerTask(rq *request, m *jsonrpc.Message, s *taskSlot) bool 
 		rq.fail(m.ID, errInternal())
 		return true
 	}
-	out := append([]byte(`{"jsonrpc":"2.0","id":`), m.ID...)
-	out = append(out, `,"result":{"resultType":"task","_meta":{"`+metaServerInfo+`":`...)
-	out = append(out, h.serverInfoJSON(rq)...)
-	out = append(out, "},"...)
-	out = append(out, b[1:]...)
-	rq.st.finish(append(out, '}'))
+	rq.sendCreateTask(m.ID, b)
 	return true
+}
+
+// sendCreateTask answers with the 2026-07-28 CreateTaskResult of task, a
+// JSON-encoded Task.
+func (rq *request) sendCreateTask(id json.RawMessage, task []byte) {
+	out := append([]byte(`{"jsonrpc":"2.0","id":`), id...)
+	out = append(out, `,"result":{"resultType":"task","_meta":{"`+metaServerInfo+`":`...)
+	out = append(out, rq.h.serverInfoJSON(rq)...)
+	out = append(out, "},"...)
+	out = append(out, task[1:]...)
+	rq.st.finish(append(out, '}'))
 }
 
 // taskFailed answers a tasks method (or a call) whose task operation
