@@ -1,11 +1,11 @@
 package mcphandler
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
 	"strconv"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -407,21 +407,40 @@ func (h *Handler) tasksCancel(rq *request, m *jsonrpc.Message) {
 	rq.reply(m.ID, emptyResult)
 }
 
-// appendModernCaps appends the server/discover capabilities: those of
-// initialize (with the skills extension when the server has skills), and
-// the tasks extension when the server has tools.
-func (h *Handler) appendModernCaps(dst []byte) []byte {
+// appendModernCaps appends the server/discover capabilities for the caller
+// of rq: those of initialize (with the skills extension when the server
+// has skills), the tasks extension when the server has tools, and MCP
+// Apps when the caller is offered apps (see offersApps).
+func (h *Handler) appendModernCaps(rq *request, dst []byte) []byte {
 	if h.cfg.ListTools == nil {
 		return append(dst, h.caps...)
 	}
-	if !h.hasSkills() {
-		dst = append(dst, h.caps[:len(h.caps)-1]...)
-		return append(dst, `,"extensions":{"`+task.ExtensionID+`":{}}}`...)
+	caps := addExtension(h.caps, `"`+task.ExtensionID+`":{}`)
+	if h.offersApps(rq) {
+		caps = addExtension(caps, appsCapability)
 	}
-	// capabilities marshals its keys sorted: "extensions" holds only the
-	// skills extension, to which the tasks extension is added.
-	at := strings.Index(string(h.caps), `"extensions":{`) + len(`"extensions":{`)
-	dst = append(dst, h.caps[:at]...)
-	dst = append(dst, `"`+task.ExtensionID+`":{},`...)
-	return append(dst, h.caps[at:]...)
+	return append(dst, caps...)
+}
+
+// addExtension returns a copy of caps, a capabilities object, with member
+// (a "name":settings pair) first in its extensions object, which it adds
+// when caps has none. capabilities and addExtension write no other
+// "extensions" key.
+func addExtension(caps []byte, member string) []byte {
+	const key = `"extensions":{`
+	out := make([]byte, 0, len(caps)+len(member)+len(key)+2)
+	at := bytes.Index(caps, []byte(key))
+	if at < 0 {
+		out = append(out, caps[:len(caps)-1]...)
+		out = append(out, ","+key...)
+		out = append(out, member...)
+		return append(out, "}}"...)
+	}
+	at += len(key)
+	out = append(out, caps[:at]...)
+	out = append(out, member...)
+	if caps[at] != '}' {
+		out = append(out, ',')
+	}
+	return append(out, caps[at:]...)
 }

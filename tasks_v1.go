@@ -30,13 +30,18 @@ import (
 // tasksCapsV1 is the capabilities.tasks member of 2025-11-25.
 const tasksCapsV1 = `"tasks":{"list":{},"cancel":{},"requests":{"tools":{"call":{}}}}`
 
-// appendInitCaps appends the initialize capabilities for version.
-func (h *Handler) appendInitCaps(dst []byte, version string) []byte {
-	if version != Version20251125 || h.cfg.ListTools == nil {
-		return append(dst, h.caps...)
+// appendInitCaps appends the initialize capabilities for version and the
+// caller of rq: the Handler's, with capabilities.tasks on 2025-11-25 and
+// MCP Apps when the caller is offered apps (see offersApps).
+func (h *Handler) appendInitCaps(rq *request, dst []byte, version string) []byte {
+	caps := h.caps
+	if version == Version20251125 && h.cfg.ListTools != nil {
+		caps = append(caps[:len(caps)-1:len(caps)-1], ","+tasksCapsV1+"}"...)
 	}
-	dst = append(dst, h.caps[:len(h.caps)-1]...)
-	return append(dst, ","+tasksCapsV1+"}"...)
+	if h.offersApps(rq) {
+		caps = addExtension(caps, appsCapability)
+	}
+	return append(dst, caps...)
 }
 
 // appendExecution adds execution.taskSupport to the tools/list entry of
