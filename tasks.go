@@ -120,8 +120,8 @@ func ownerOf(id Identity) task.Owner { return task.Owner{Tenant: id.Tenant, Subj
 // synchronous call); a panic fails it. Questions work asks through its
 // call's Exchange (Elicit, CreateMessage, ListRoots) put the task in
 // input_required with inputRequests, answered by tasks/update (on
-// 2025-11-25 they return ErrCannotAsk); progress and log messages are
-// dropped. Otherwise RunAsTask runs work inline and returns what it
+// 2025-11-25, sent to the client on the stream of its tasks/result, see
+// tasks_v1.go); progress and log messages are dropped. Otherwise RunAsTask runs work inline and returns what it
 // returns.
 //
 // A call that BeforeCall sent through a confirm or an approval becomes a
@@ -158,10 +158,7 @@ func (c *ToolCall) RunAsTask(ctx context.Context, work ToolHandler) (*ToolResult
 	s.created = &d
 	tc := *c
 	tc.task = nil
-	tc.Exchange = &Exchange{h: h, caps: c.caps, version: c.version, gone: run.Context().Done()}
-	if !s.v1 {
-		tc.Exchange.tk = &taskAsk{run: run}
-	}
+	tc.Exchange = &Exchange{h: h, caps: c.caps, version: c.version, gone: run.Context().Done(), tk: &taskAsk{run: run}}
 	if !h.tasks.start() {
 		// Closed between Create and now: the task ends here, not running.
 		run.Fail(context.WithoutCancel(ctx), rpcError(CodeInternalError, "the server shut down before the task started"))
