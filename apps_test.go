@@ -123,7 +123,8 @@ func TestAppsResourceAndTextFallback(t *testing.T) {
 }
 
 // The server declares MCP Apps in capabilities.extensions (initialize on
-// every 2025 revision, server/discover on 2026-07-28) to a caller whose
+// every 2025 revision and on 2024-11-05 HTTP+SSE, server/discover on
+// 2026-07-28) to a caller whose
 // tools include one with a UI, whatever the client declared, beside the
 // other extensions; a caller without such a tool, and a server without
 // tools, do not see it; a failing ListTools leaves it out and fails
@@ -170,6 +171,14 @@ func TestAppsDeclaredInCapabilities(t *testing.T) {
 				if got := strings.Contains(string(res.Capabilities), want); got != tc.inInit || !json.Valid(res.Capabilities) {
 					t.Errorf("%s, %s, caps %s: initialize capabilities %s", tc.name, v, caps, res.Capabilities)
 				}
+			}
+			legacy := mcptest.NewLegacy(t, legacyMux(h), "/sse", mcptest.WithToken(tc.token), mcptest.WithCapabilities(json.RawMessage(caps)))
+			res, err := legacy.Initialize(ctx)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got := strings.Contains(string(res.Capabilities), want); got != tc.inInit || !json.Valid(res.Capabilities) {
+				t.Errorf("%s, 2024-11-05, caps %s: initialize capabilities %s", tc.name, caps, res.Capabilities)
 			}
 			c := mcptest.New(t, h, mcptest.WithEra(mcptest.Stateless), mcptest.WithToken(tc.token), mcptest.WithCapabilities(json.RawMessage(caps)))
 			d, err := c.Discover(ctx)
