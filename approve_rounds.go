@@ -70,7 +70,7 @@ func (h *Handler) openApprovalRound(rq *request, m *jsonrpc.Message, call *ToolC
 	}
 	if run {
 		result, err := h.run(rq.ctx, call, ev)
-		if !rq.finishRounds(x, m, err) {
+		if !rq.finishRounds(x, m, err) && !h.answerTask(rq, m, call.task) {
 			rq.sendResult(m.ID, result)
 		}
 		return

@@ -73,6 +73,33 @@ type ResourcePermissions struct {
 	ClipboardWrite *struct{} `json:"clipboardWrite,omitempty"`
 }
 
+// appsCapability is the extension's member of the server's
+// capabilities.extensions: the MIME type its pages are served as.
+const appsCapability = `"` + AppsExtensionID + `":{"mimeTypes":["` + AppMimeType + `"]}`
+
+// offersApps reports whether the server declares MCP Apps to the caller
+// of rq: when the caller's tools (ListTools, after MinRole and Scopes)
+// include one with a UI. Hosts find pages through tools, so a ui://
+// resource no tool names is no reason to declare it, and no resource hook
+// is called for it. A failing ListTools is logged and leaves the
+// declaration out; the answer still goes.
+func (h *Handler) offersApps(rq *request) bool {
+	if h.cfg.ListTools == nil {
+		return false
+	}
+	tools, err := h.visibleTools(rq.ctx, rq.id)
+	if err != nil {
+		h.loggerFor(rq.ctx).Error("mcphandler: ListTools, for the capabilities", "err", err)
+		return false
+	}
+	for i := range tools {
+		if tools[i].UI != nil {
+			return true
+		}
+	}
+	return false
+}
+
 // appsCaps is the extension as a client declares it.
 type appsCaps struct {
 	MimeTypes []string `json:"mimeTypes"`

@@ -3,6 +3,8 @@ package mcphandler_test
 import (
 	"context"
 	"encoding/json"
+	"errors"
+	"log/slog"
 	"strings"
 	"testing"
 
@@ -117,5 +119,100 @@ func TestAppsResourceAndTextFallback(t *testing.T) {
 	res, err = c.Call(ctx, "tools/call", map[string]any{"name": "plain", "arguments": map[string]any{}})
 	if err != nil || strings.Contains(string(res), "isError") {
 		t.Fatalf("a tool without a UI keeps its empty result: %s %v", res, err)
+	}
+}
+
+// The server declares MCP Apps in capabilities.extensions (initialize on
+// every 2025 revision and on 2024-11-05 HTTP+SSE, server/discover on
+// 2026-07-28) to a caller whose
+// tools include one with a UI, whatever the client declared, beside the
+// other extensions; a caller without such a tool, and a server without
+// tools, do not see it; a failing ListTools leaves it out and fails
+// nothing.
+func TestAppsDeclaredInCapabilities(t *testing.T) {
+	ctx := context.Background()
+	const want = `"io.modelcontextprotocol/ui":{"mimeTypes":["text/html;profile=mcp-app"]}`
+	uiTool := mcphandler.Tool{Name: "chart", MinRole: "admin", UI: &mcphandler.ToolUI{ResourceURI: "ui://c.html"},
+		Handler: func(context.Context, *mcphandler.ToolCall) (*mcphandler.ToolResult, error) {
+			return mcphandler.TextResult("c"), nil
+		}}
+	plain := mcphandler.Tool{Name: "plain", Handler: uiTool.Handler}
+	skills := func(context.Context) ([]mcphandler.Skill, error) {
+		return []mcphandler.Skill{{Name: "s", Description: "d", Body: "b"}}, nil
+	}
+	for _, tc := range []struct {
+		name   string
+		cfg    mcphandler.Config
+		token  string
+		exts   []string // other extensions that must be declared too (2026-07-28)
+		inInit bool     // the 2025 initialize declares it
+	}{
+		{"admin sees the UI tool", mcphandler.Config{ListTools: func(context.Context) ([]mcphandler.Tool, error) {
+			return []mcphandler.Tool{plain, uiTool}, nil
+		}}, "acme-admin", []string{`"io.modelcontextprotocol/tasks":{}`}, true},
+		{"viewer does not", mcphandler.Config{ListTools: func(context.Context) ([]mcphandler.Tool, error) {
+			return []mcphandler.Tool{plain, uiTool}, nil
+		}}, "acme-viewer", nil, false},
+		{"with skills", mcphandler.Config{ListSkills: skills, ListTools: func(context.Context) ([]mcphandler.Tool, error) {
+			return []mcphandler.Tool{uiTool}, nil
+		}}, "acme-admin", []string{`"io.modelcontextprotocol/tasks":{}`, `"io.modelcontextprotocol/skills":{"directoryRead":true}`}, true},
+		{"no tools", mcphandler.Config{ListSkills: skills}, "acme-admin", nil, false},
+	} {
+		tc.cfg.Authenticate, tc.cfg.Roles = bearer, []string{"viewer", "editor", "admin"}
+		h := mcphandler.New(tc.cfg)
+		t.Cleanup(func() { h.Close() })
+		for _, caps := range []string{appsCaps, `{}`} {
+			for _, v := range []string{"2025-03-26", "2025-06-18", "2025-11-25"} {
+				c := mcptest.New(t, h, mcptest.WithToken(tc.token), mcptest.WithProtocolVersion(v), mcptest.WithCapabilities(json.RawMessage(caps)))
+				res, err := c.Initialize(ctx)
+				if err != nil {
+					t.Fatal(err)
+				}
+				if got := strings.Contains(string(res.Capabilities), want); got != tc.inInit || !json.Valid(res.Capabilities) {
+					t.Errorf("%s, %s, caps %s: initialize capabilities %s", tc.name, v, caps, res.Capabilities)
+				}
+			}
+			legacy := mcptest.NewLegacy(t, legacyMux(h), "/sse", mcptest.WithToken(tc.token), mcptest.WithCapabilities(json.RawMessage(caps)))
+			res, err := legacy.Initialize(ctx)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got := strings.Contains(string(res.Capabilities), want); got != tc.inInit || !json.Valid(res.Capabilities) {
+				t.Errorf("%s, 2024-11-05, caps %s: initialize capabilities %s", tc.name, caps, res.Capabilities)
+			}
+			c := mcptest.New(t, h, mcptest.WithEra(mcptest.Stateless), mcptest.WithToken(tc.token), mcptest.WithCapabilities(json.RawMessage(caps)))
+			d, err := c.Discover(ctx)
+			if err != nil {
+				t.Fatal(err)
+			}
+			var got struct {
+				Capabilities struct {
+					Extensions map[string]json.RawMessage `json:"extensions"`
+				} `json:"capabilities"`
+			}
+			if err := json.Unmarshal(d, &got); err != nil {
+				t.Fatalf("%s: server/discover %s: %v", tc.name, d, err)
+			}
+			if declared := strings.Contains(string(d), want); declared != tc.inInit {
+				t.Errorf("%s, caps %s: server/discover %s", tc.name, caps, d)
+			}
+			for _, e := range tc.exts {
+				if !strings.Contains(string(d), e) {
+					t.Errorf("%s: server/discover lost %s: %s", tc.name, e, d)
+				}
+			}
+		}
+	}
+	// ListTools failing: initialize and server/discover still answer, without it.
+	h := mcphandler.New(mcphandler.Config{Authenticate: bearer, Roles: []string{"viewer", "editor", "admin"}, Logger: slog.New(slog.DiscardHandler),
+		ListTools: func(context.Context) ([]mcphandler.Tool, error) { return nil, errors.New("down") }})
+	t.Cleanup(func() { h.Close() })
+	res, err := mcptest.New(t, h, mcptest.WithToken("acme-admin")).Initialize(ctx)
+	if err != nil || strings.Contains(string(res.Capabilities), "io.modelcontextprotocol/ui") {
+		t.Fatalf("initialize with ListTools failing: %v %v", res, err)
+	}
+	d, err := mcptest.New(t, h, mcptest.WithEra(mcptest.Stateless), mcptest.WithToken("acme-admin")).Discover(ctx)
+	if err != nil || strings.Contains(string(d), "io.modelcontextprotocol/ui") {
+		t.Fatalf("server/discover with ListTools failing: %s %v", d, err)
 	}
 }

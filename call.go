@@ -77,6 +77,7 @@ func (h *Handler) callTool(rq *request, m *jsonrpc.Message) {
 			return
 		}
 	}
+	call.task = slot // a confirmed call too becomes a task once confirmed
 	ok, run := h.decide(rq, m, call, &ev)
 	if !ok {
 		return
@@ -84,7 +85,6 @@ func (h *Handler) callTool(rq *request, m *jsonrpc.Message) {
 	if run != nil {
 		defer run.finish(rq.ctx)
 	}
-	call.task = slot
 	result, err := h.run(rq.ctx, call, &ev)
 	if rq.finishRounds(x, m, err) {
 		ev.Outcome, ev.IsError, ev.ErrorClass = OutcomeInputRequired, false, ""

@@ -3,6 +3,7 @@ package mcphandler
 import (
 	"context"
 	"crypto/rand"
+	"encoding/json"
 	"errors"
 
 	"github.com/mcphandler/mcphandler/elicitation"
@@ -179,48 +180,57 @@ func (h *Handler) askConfirmModern(rq *request, m *jsonrpc.Message, x *Exchange,
 
 // runConfirmedRound runs the confirmed tool for one round (the record,
 // read as prev, is now running as running) and records how the round
-// ended before answering: with more questions (awaiting the next round),
-// with a malformed answer or a missing capability (the same round may be
-// retried: the record goes back to awaiting it), or completed (done).
+// ended before answering (see roundEnd).
 func (h *Handler) runConfirmedRound(rq *request, m *jsonrpc.Message, call *ToolCall, ev *CallEvent, n string, prev nonceRecord, running []byte) {
-	x := call.Exchange
-	r := x.mr
-	round := prev.Round
 	ev.Outcome = OutcomeConfirmed
 	result, err := h.run(rq.ctx, call, ev)
-	var next nonceRecord
-	var send func()
-	var bad *badInputError
-	var mce *MissingCapabilityError
-	switch {
-	case len(r.pending) > 0 && round < maxRounds:
-		var members []byte
-		next, members = rq.nextConfirmRound(r, prev, ev)
-		send = func() { rq.sendInputRequired(m.ID, members) }
-		if members == nil {
-			send = func() { rq.fail(m.ID, errInternal()) }
-		}
-	case errors.As(err, &bad), errors.As(err, &mce):
-		// The round did not complete; the confirm's decision stands.
-		next = nonceRecord{State: stateAwaiting, Round: round}
-		if prev.State == stateAwaiting {
-			next.Result = prev.Result
-		}
-		ev.Outcome, ev.IsError, ev.ErrorClass = OutcomeError, false, ""
-		send = func() { rq.finishRounds(x, m, err) }
-	default:
-		if len(r.pending) > 0 { // too many rounds
-			result = ErrorResult("Not run further: " + call.Tool.Name + " asked for input too many times.")
-			ev.IsError = true
-		}
-		b, _ := result.appendJSON(nil)
-		next = nonceRecord{State: stateDone, Round: round, Outcome: OutcomeConfirmed, Result: b}
-		send = func() { rq.sendResult(m.ID, result) }
-	}
+	next, send := rq.roundEnd(m, call, ev, prev, result, err)
 	if _, ok, err := h.moveNonce(context.WithoutCancel(rq.ctx), n, running, stateRunning, &next); !ok {
 		h.logger().Error("mcphandler: recording a confirmed call's round", "err", err)
 	}
 	send()
+}
+
+// roundEnd is the record a confirmed call's round ends in, and the answer
+// to send once it is recorded: with more questions, awaiting the next
+// round; with a malformed answer, a missing capability or a task that
+// could not be stored, nothing ran to its end, and the same round may be
+// retried (awaiting it again: the confirm's decision stands); a call that
+// became a task, done with its Task, so that a retry gets the same
+// CreateTaskResult; otherwise done with the result.
+func (rq *request) roundEnd(m *jsonrpc.Message, call *ToolCall, ev *CallEvent, prev nonceRecord, result *ToolResult, err error) (nonceRecord, func()) {
+	x, s := call.Exchange, call.task
+	r, round := x.mr, prev.Round
+	var bad *badInputError
+	var mce *MissingCapabilityError
+	switch {
+	case s != nil && s.created != nil:
+		b, _ := json.Marshal(s.created.Task) // strings and numbers: it encodes
+		return nonceRecord{State: stateDone, Round: round, Outcome: OutcomeConfirmed, Result: b, Task: true},
+			func() { rq.sendCreateTask(m.ID, b) }
+	case len(r.pending) > 0 && round < maxRounds:
+		next, members := rq.nextConfirmRound(r, prev, ev)
+		if members == nil {
+			return next, func() { rq.fail(m.ID, errInternal()) }
+		}
+		return next, func() { rq.sendInputRequired(m.ID, members) }
+	case s != nil && s.err != nil, errors.As(err, &bad), errors.As(err, &mce):
+		next := nonceRecord{State: stateAwaiting, Round: round}
+		if prev.State == stateAwaiting {
+			next.Result = prev.Result
+		}
+		ev.Outcome, ev.IsError, ev.ErrorClass = OutcomeError, false, ""
+		if s != nil && s.err != nil {
+			return next, func() { rq.h.taskFailed(rq, m, s.err) }
+		}
+		return next, func() { rq.finishRounds(x, m, err) }
+	}
+	if len(r.pending) > 0 { // too many rounds
+		result = ErrorResult("Not run further: " + call.Tool.Name + " asked for input too many times.")
+		ev.IsError = true
+	}
+	b, _ := result.appendJSON(nil)
+	return nonceRecord{State: stateDone, Round: round, Outcome: OutcomeConfirmed, Result: b}, func() { rq.sendResult(m.ID, result) }
 }
 
 // nextConfirmRound is the record of a confirmed call that asked the client
@@ -258,6 +268,9 @@ func (h *Handler) nonceRaced(rq *request, m *jsonrpc.Message, n string, round in
 // running): nothing runs.
 func (h *Handler) replayNonce(rq *request, m *jsonrpc.Message, rec nonceRecord, round int, ev *CallEvent) {
 	switch {
+	case rec.State == stateDone && rec.Task:
+		ev.Outcome = OutcomeReplayed
+		rq.sendCreateTask(m.ID, rec.Result)
 	case rec.State == stateDone || rec.State == stateClosed:
 		ev.Outcome = OutcomeReplayed
 		rq.reply(m.ID, rec.Result)

@@ -212,9 +212,15 @@ type nonceRecord struct {
 	Result  json.RawMessage `json:"r,omitempty"`
 	// Approval is the id of the approval a 2026-07-28 Approve waits for.
 	Approval string `json:"apv,omitempty"`
+	// Task says the call became a task (done only): Result is the Task
+	// of the CreateTaskResult it was answered with.
+	Task bool `json:"tk,omitempty"`
 }
 
 func (r *nonceRecord) valid() bool {
+	if r.Task && r.State != stateDone {
+		return false
+	}
 	switch r.State {
 	case statePending, stateRunning:
 	case stateAwaiting:

@@ -10,3 +10,13 @@ import "time"
 func SetConfirmTimes(h *Handler, lease, poll time.Duration) {
 	h.ct = confirmTimes{lease: lease, poll: poll, skew: poll}
 }
+
+// SkillDigestCacheSize is the bound of the skill digest cache.
+const SkillDigestCacheSize = skillDigestCacheSize
+
+// SkillDigestCacheLen is how many digests h's skill digest cache holds.
+func SkillDigestCacheLen(h *Handler) int {
+	h.skillDigests.mu.Lock()
+	defer h.skillDigests.mu.Unlock()
+	return len(h.skillDigests.m)
+}

@@ -44,6 +44,8 @@ type Handler struct {
 	tasks   *taskRunner        // durable tasks (tasks.go)
 	changes changeHub          // change notifications for the streams held here
 
+	skillDigests digestCache // skill manifest digests (skills_digest.go)
+
 	bufPool sync.Pool // *bytes.Buffer for request bodies
 }
 

@@ -2,8 +2,6 @@ package mcphandler
 
 import (
 	"context"
-	"crypto/sha256"
-	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -158,11 +156,11 @@ func validSkillPath(p string) bool {
 	return true
 }
 
-func (ss *servedSkill) entry() skillEntry {
+// entry is the manifest of ss served to tenant, its digests from dc.
+func (ss *servedSkill) entry(dc *digestCache, tenant string) skillEntry {
 	e := skillEntry{URI: ss.uri, Frontmatter: ss.front, Resources: make([]manifestEntry, len(ss.files))}
 	for i, f := range ss.files {
-		sum := sha256.Sum256(f.content)
-		e.Resources[i] = manifestEntry{URI: f.uri, Digest: "sha256:" + hex.EncodeToString(sum[:]), Size: len(f.content)}
+		e.Resources[i] = manifestEntry{URI: f.uri, Digest: dc.digest(tenant, f.content), Size: len(f.content)}
 	}
 	return e
 }
@@ -217,7 +215,7 @@ func (h *Handler) listSkills(rq *request, m *jsonrpc.Message) {
 	}
 	entries := make([]skillEntry, len(skills))
 	for i, ss := range skills {
-		entries[i] = ss.entry()
+		entries[i] = ss.entry(&h.skillDigests, rq.id.Tenant)
 	}
 	listPage(rq, m, "skills", entries)
 }
@@ -244,7 +242,7 @@ func (h *Handler) getSkill(rq *request, m *jsonrpc.Message) {
 		rq.fail(m.ID, errUnknownSkill(p.URI))
 		return
 	}
-	b, _ := json.Marshal(map[string]any{"skill": ss.entry()})
+	b, _ := json.Marshal(map[string]any{"skill": ss.entry(&h.skillDigests, rq.id.Tenant)})
 	rq.reply(m.ID, b)
 }
 

@@ -1,11 +1,11 @@
 package mcphandler
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
 	"strconv"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -21,8 +21,9 @@ import (
 //
 //   - A tool declares [Tool.TaskSupport]. Its Handler calls
 //     [ToolCall.RunAsTask] with the work that may outlive the request;
-//     everything before that call (BeforeCall, input_required rounds) is
-//     resolved synchronously, as the extension asks.
+//     everything before that call (BeforeCall, its confirm or approval,
+//     input_required rounds) is resolved synchronously, as the extension
+//     asks, and the task is created on the final round.
 //   - A call becomes a task only when its request declared the extension
 //     in _meta's clientCapabilities.extensions; otherwise RunAsTask runs
 //     the work inline, and a TaskRequired tool is refused with -32021
@@ -119,13 +120,15 @@ func ownerOf(id Identity) task.Owner { return task.Owner{Tenant: id.Tenant, Subj
 // synchronous call); a panic fails it. Questions work asks through its
 // call's Exchange (Elicit, CreateMessage, ListRoots) put the task in
 // input_required with inputRequests, answered by tasks/update (on
-// 2025-11-25 they return ErrCannotAsk); progress and log messages are
-// dropped. Otherwise RunAsTask runs work inline and returns what it
+// 2025-11-25, sent to the client on the stream of its tasks/result, see
+// tasks_v1.go); progress and log messages are dropped. Otherwise RunAsTask runs work inline and returns what it
 // returns.
 //
-// On 2026-07-28, a call that BeforeCall sent through a confirm runs work
-// inline, task support or not: the confirm's own record carries that
-// call to its end.
+// A call that BeforeCall sent through a confirm or an approval becomes a
+// task the same way, once confirmed: on 2026-07-28 the confirm's record
+// then holds the Task, so a retry of the answered round gets the same
+// CreateTaskResult and runs nothing; a task that could not be stored
+// leaves the confirm's decision standing for a retry of that round.
 //
 // Tasks belong to the caller's tenant and subject: callers without an
 // identity (the zero Identity) share theirs.
@@ -155,10 +158,7 @@ func (c *ToolCall) RunAsTask(ctx context.Context, work ToolHandler) (*ToolResult
 	s.created = &d
 	tc := *c
 	tc.task = nil
-	tc.Exchange = &Exchange{h: h, caps: c.caps, version: c.version, gone: run.Context().Done()}
-	if !s.v1 {
-		tc.Exchange.tk = &taskAsk{run: run}
-	}
+	tc.Exchange = &Exchange{h: h, caps: c.caps, version: c.version, gone: run.Context().Done(), tk: &taskAsk{run: run}}
 	if !h.tasks.start() {
 		// Closed between Create and now: the task ends here, not running.
 		run.Fail(context.WithoutCancel(ctx), rpcError(CodeInternalError, "the server shut down before the task started"))
@@ -277,13 +277,19 @@ func (h *Handler) answerTask(rq *request, m *jsonrpc.Message, s *taskSlot) bool 
 		rq.fail(m.ID, errInternal())
 		return true
 	}
-	out := append([]byte(`{"jsonrpc":"2.0","id":`), m.ID...)
-	out = append(out, `,"result":{"resultType":"task","_meta":{"`+metaServerInfo+`":`...)
-	out = append(out, h.serverInfoJSON(rq)...)
-	out = append(out, "},"...)
-	out = append(out, b[1:]...)
-	rq.st.finish(append(out, '}'))
+	rq.sendCreateTask(m.ID, b)
 	return true
+}
+
+// sendCreateTask answers with the 2026-07-28 CreateTaskResult of task, a
+// JSON-encoded Task.
+func (rq *request) sendCreateTask(id json.RawMessage, task []byte) {
+	out := append([]byte(`{"jsonrpc":"2.0","id":`), id...)
+	out = append(out, `,"result":{"resultType":"task","_meta":{"`+metaServerInfo+`":`...)
+	out = append(out, rq.h.serverInfoJSON(rq)...)
+	out = append(out, "},"...)
+	out = append(out, task[1:]...)
+	rq.st.finish(append(out, '}'))
 }
 
 // taskFailed answers a tasks method (or a call) whose task operation
@@ -398,21 +404,40 @@ func (h *Handler) tasksCancel(rq *request, m *jsonrpc.Message) {
 	rq.reply(m.ID, emptyResult)
 }
 
-// appendModernCaps appends the server/discover capabilities: those of
-// initialize (with the skills extension when the server has skills), and
-// the tasks extension when the server has tools.
-func (h *Handler) appendModernCaps(dst []byte) []byte {
+// appendModernCaps appends the server/discover capabilities for the caller
+// of rq: those of initialize (with the skills extension when the server
+// has skills), the tasks extension when the server has tools, and MCP
+// Apps when the caller is offered apps (see offersApps).
+func (h *Handler) appendModernCaps(rq *request, dst []byte) []byte {
 	if h.cfg.ListTools == nil {
 		return append(dst, h.caps...)
 	}
-	if !h.hasSkills() {
-		dst = append(dst, h.caps[:len(h.caps)-1]...)
-		return append(dst, `,"extensions":{"`+task.ExtensionID+`":{}}}`...)
+	caps := addExtension(h.caps, `"`+task.ExtensionID+`":{}`)
+	if h.offersApps(rq) {
+		caps = addExtension(caps, appsCapability)
 	}
-	// capabilities marshals its keys sorted: "extensions" holds only the
-	// skills extension, to which the tasks extension is added.
-	at := strings.Index(string(h.caps), `"extensions":{`) + len(`"extensions":{`)
-	dst = append(dst, h.caps[:at]...)
-	dst = append(dst, `"`+task.ExtensionID+`":{},`...)
-	return append(dst, h.caps[at:]...)
+	return append(dst, caps...)
+}
+
+// addExtension returns a copy of caps, a capabilities object, with member
+// (a "name":settings pair) first in its extensions object, which it adds
+// when caps has none. capabilities and addExtension write no other
+// "extensions" key.
+func addExtension(caps []byte, member string) []byte {
+	const key = `"extensions":{`
+	out := make([]byte, 0, len(caps)+len(member)+len(key)+2)
+	at := bytes.Index(caps, []byte(key))
+	if at < 0 {
+		out = append(out, caps[:len(caps)-1]...)
+		out = append(out, ","+key...)
+		out = append(out, member...)
+		return append(out, "}}"...)
+	}
+	at += len(key)
+	out = append(out, caps[:at]...)
+	out = append(out, member...)
+	if caps[at] != '}' {
+		out = append(out, ',')
+	}
+	return append(out, caps[at:]...)
 }

@@ -3,11 +3,14 @@ package mcphandler
 import (
 	"encoding/json"
 	"errors"
+	"maps"
+	"slices"
 	"strconv"
 	"time"
 
 	"github.com/mcphandler/mcphandler/internal/jsonrpc"
 	"github.com/mcphandler/mcphandler/internal/task"
+	"github.com/mcphandler/mcphandler/session"
 )
 
 // The experimental tasks of 2025-11-25, on the same durable core:
@@ -21,8 +24,13 @@ import (
 //     params.task on a tool without support is ignored (served normally).
 //   - tasks/get, tasks/cancel, tasks/list and tasks/result act on the
 //     caller's (tenant, subject) tasks only, whatever the session.
-//   - The work of a 2025 task cannot ask the client (Elicit and the others
-//     return ErrCannotAsk): its request has no stream left to ask on.
+//   - The work of a 2025 task asks the client (Elicit and the others) as
+//     on 2026-07-28: the task turns input_required with keyed requests.
+//     Its request has no stream left to ask on, so, as the revision asks,
+//     the client calls tasks/result on seeing input_required: that
+//     request's stream carries each pending request to the client, with
+//     _meta["io.modelcontextprotocol/related-task"], and the client's
+//     answer (posted to any replica) is handed to the task, once per key.
 //   - notifications/tasks/status is not sent (it is optional): clients poll.
 //
 // See https://modelcontextprotocol.io/specification/2025-11-25/basic/utilities/tasks.
@@ -30,13 +38,18 @@ import (
 // tasksCapsV1 is the capabilities.tasks member of 2025-11-25.
 const tasksCapsV1 = `"tasks":{"list":{},"cancel":{},"requests":{"tools":{"call":{}}}}`
 
-// appendInitCaps appends the initialize capabilities for version.
-func (h *Handler) appendInitCaps(dst []byte, version string) []byte {
-	if version != Version20251125 || h.cfg.ListTools == nil {
-		return append(dst, h.caps...)
+// appendInitCaps appends the initialize capabilities for version and the
+// caller of rq: the Handler's, with capabilities.tasks on 2025-11-25 and
+// MCP Apps when the caller is offered apps (see offersApps).
+func (h *Handler) appendInitCaps(rq *request, dst []byte, version string) []byte {
+	caps := h.caps
+	if version == Version20251125 && h.cfg.ListTools != nil {
+		caps = append(caps[:len(caps)-1:len(caps)-1], ","+tasksCapsV1+"}"...)
 	}
-	dst = append(dst, h.caps[:len(h.caps)-1]...)
-	return append(dst, ","+tasksCapsV1+"}"...)
+	if h.offersApps(rq) {
+		caps = addExtension(caps, appsCapability)
+	}
+	return append(dst, caps...)
 }
 
 // appendExecution adds execution.taskSupport to the tools/list entry of
@@ -190,8 +203,13 @@ func (h *Handler) tasksResultV1(rq *request, m *jsonrpc.Message) {
 	if !ok {
 		return
 	}
-	d, err := h.tasks.m.Wait(rq.ctx, ownerOf(rq.id), id)
+	d, err := h.awaitResultV1(rq, id)
+	var ce *ClientError
 	switch {
+	case errors.As(err, &ce):
+		rq.fail(m.ID, rpcError(CodeInternalError, "the client's answer to the task's request was an error: "+ce.Message))
+	case errors.Is(err, ErrCannotAsk):
+		rq.fail(m.ID, rpcError(CodeInternalError, "the task needs input this session cannot be asked for: its client must accept text/event-stream and declare the capability"))
 	case err != nil && rq.ctx.Err() != nil:
 		rq.fail(m.ID, rpcError(CodeInternalError, "the wait for the task's result was cancelled"))
 	case err != nil:
@@ -203,6 +221,70 @@ func (h *Handler) tasksResultV1(rq *request, m *jsonrpc.Message) {
 	default:
 		rq.reply(m.ID, withRelatedTask(d.Result, id))
 	}
+}
+
+// awaitResultV1 waits for the caller's task id to end. Meanwhile, each
+// request the task's work asks the client is sent on rq's stream (in key
+// order, each key once per tasks/result) and the answer handed to the
+// task; an answer the task no longer waits for (another tasks/result gave
+// it first) is dropped by the task. A client that answers with an error,
+// or a stream that cannot ask, ends the wait with that error: the task
+// stays input_required, and the next tasks/result asks again.
+func (h *Handler) awaitResultV1(rq *request, id string) (task.DetailedTask, error) {
+	owner, x := ownerOf(rq.id), rq.newExchange(nil)
+	asked := map[string]bool{}
+	pending := func(d task.DetailedTask) bool {
+		for k := range d.InputRequests {
+			if !asked[k] {
+				return d.Status == task.InputRequired
+			}
+		}
+		return false
+	}
+	for {
+		d, err := h.tasks.m.WaitUntil(rq.ctx, owner, id, pending)
+		if err != nil || d.Status.Terminal() {
+			return d, err
+		}
+		for _, k := range slices.Sorted(maps.Keys(d.InputRequests)) {
+			if asked[k] {
+				continue
+			}
+			asked[k] = true
+			var in inputRequest
+			if err := json.Unmarshal(d.InputRequests[k], &in); err != nil {
+				return d, err
+			}
+			if !x.ClientCapabilities().Has(relayCap(in)) {
+				return d, ErrCannotAsk
+			}
+			got, err := x.request(rq.ctx, newRequestID(), in.Method, withRelatedTask(in.Params, id))
+			if err != nil {
+				return d, err
+			}
+			// A task that ended meanwhile is read by the next wait.
+			if err := h.tasks.m.Update(rq.ctx, owner, id, map[string]json.RawMessage{k: got}); err != nil && !errors.Is(err, task.ErrTerminal) {
+				return d, err
+			}
+		}
+	}
+}
+
+// relayCap is the capability a session needs to be sent in.
+func relayCap(in inputRequest) session.Capabilities {
+	switch in.Method {
+	case "sampling/createMessage":
+		return session.CapSampling
+	case "roots/list":
+		return session.CapRoots
+	}
+	var p struct {
+		Mode string `json:"mode"`
+	}
+	if json.Unmarshal(in.Params, &p); p.Mode == "url" {
+		return session.CapElicitationURL
+	}
+	return session.CapElicitationForm
 }
 
 // withRelatedTask returns result (a JSON object) with

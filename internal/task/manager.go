@@ -436,11 +436,17 @@ func (m *Manager) Cancel(ctx context.Context, owner Owner, id string) (DetailedT
 // Wait returns task id of owner once it ended (2025-11-25 tasks/result),
 // reading it every PollInterval, or ctx's error.
 func (m *Manager) Wait(ctx context.Context, owner Owner, id string) (DetailedTask, error) {
+	return m.WaitUntil(ctx, owner, id, func(d DetailedTask) bool { return false })
+}
+
+// WaitUntil returns task id of owner once it ended or stop reports true
+// of it, reading it every PollInterval, or ctx's error.
+func (m *Manager) WaitUntil(ctx context.Context, owner Owner, id string, stop func(DetailedTask) bool) (DetailedTask, error) {
 	t := time.NewTicker(min(m.cfg.PollInterval, m.cfg.Lease/3))
 	defer t.Stop()
 	for {
 		d, err := m.Get(ctx, owner, id)
-		if err != nil || d.Status.Terminal() {
+		if err != nil || d.Status.Terminal() || stop(d) {
 			return d, err
 		}
 		select {
