@@ -18,6 +18,7 @@
 // export; "drop" gives the ended spans to a processor that drops them, so
 // that the batch processor's own cost shows against "discard"; "nowire" adds the OTLP exporter's conversion and protobuf
 // encoding, its HTTP requests answered in process without a connection.
+// -exemplars=false turns the histograms' exemplars off.
 package main
 
 import (
@@ -38,6 +39,7 @@ import (
 	"go.opentelemetry.io/otel/exporters/otlp/otlpmetric/otlpmetrichttp"
 	"go.opentelemetry.io/otel/exporters/otlp/otlptrace/otlptracehttp"
 	sdkmetric "go.opentelemetry.io/otel/sdk/metric"
+	"go.opentelemetry.io/otel/sdk/metric/exemplar"
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 	"go.opentelemetry.io/otel/sdk/trace/tracetest"
 )
@@ -59,6 +61,7 @@ func main() {
 	sink := flag.String("sink", "", "serve an OTLP/HTTP receiver that drops everything at this address, and nothing else")
 	batch := flag.Int("batch", 2048, "with -otlp, the batch span processor's MaxExportBatchSize")
 	queue := flag.Int("queue", 8192, "with -otlp, the batch span processor's MaxQueueSize")
+	exemplars := flag.Bool("exemplars", true, "with -otlp, let the histograms keep exemplars of sampled spans (the SDK's default)")
 	flag.Parse()
 	if *sink != "" {
 		log.Fatal(http.ListenAndServe(*sink, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
@@ -84,7 +87,7 @@ func main() {
 		ListTools: func(context.Context) ([]mcphandler.Tool, error) { return tools, nil }}
 	flush := func(context.Context) error { return nil }
 	if *otlp != "" {
-		icp, shutdown, err := telemetry(*otlp, *sample, sdktrace.WithMaxQueueSize(*queue), sdktrace.WithMaxExportBatchSize(*batch))
+		icp, shutdown, err := telemetry(*otlp, *sample, *exemplars, sdktrace.WithMaxQueueSize(*queue), sdktrace.WithMaxExportBatchSize(*batch))
 		if err != nil {
 			log.Fatal(err)
 		}
@@ -109,7 +112,7 @@ func main() {
 
 // telemetry sets up otelmcp exporting to base: an OTLP/HTTP base URL,
 // "discard" or "nowire" (see the package doc).
-func telemetry(base string, sample float64, bsp ...sdktrace.BatchSpanProcessorOption) (mcphandler.Interceptor, func(context.Context) error, error) {
+func telemetry(base string, sample float64, exemplars bool, bsp ...sdktrace.BatchSpanProcessorOption) (mcphandler.Interceptor, func(context.Context) error, error) {
 	ctx := context.Background()
 	topts := []otlptracehttp.Option{otlptracehttp.WithEndpointURL(base + "/v1/traces")}
 	mopts := []otlpmetrichttp.Option{otlpmetrichttp.WithEndpointURL(base + "/v1/metrics")}
@@ -136,7 +139,11 @@ func telemetry(base string, sample float64, bsp ...sdktrace.BatchSpanProcessorOp
 	}
 	tp := sdktrace.NewTracerProvider(sdktrace.WithSpanProcessor(processor),
 		sdktrace.WithSampler(sdktrace.ParentBased(sdktrace.TraceIDRatioBased(sample))))
-	mp := sdkmetric.NewMeterProvider(sdkmetric.WithReader(sdkmetric.NewPeriodicReader(mexp, sdkmetric.WithInterval(5*time.Second))))
+	mopt := []sdkmetric.Option{sdkmetric.WithReader(sdkmetric.NewPeriodicReader(mexp, sdkmetric.WithInterval(5*time.Second)))}
+	if !exemplars {
+		mopt = append(mopt, sdkmetric.WithExemplarFilter(exemplar.AlwaysOffFilter))
+	}
+	mp := sdkmetric.NewMeterProvider(mopt...)
 	icp, err := otelmcp.NewInterceptor(otelmcp.WithTracerProvider(tp), otelmcp.WithMeterProvider(mp))
 	return icp, func(ctx context.Context) error { tp.Shutdown(ctx); return mp.Shutdown(ctx) }, err
 }
