@@ -12,12 +12,12 @@
 //
 // With -otlp every span is sampled (unless -sample says otherwise) and
 // exported in batches (-batch spans per export from a queue of -queue),
-// and metrics every 5 s, as examples/quickstart does. -otlp discard and
-// -otlp nowire keep the exporter's work on this machine apart from the
-// receiver's: "discard" measures the SDK's spans and batching without any
-// export; "drop" gives the ended spans to a processor that drops them, so
-// that the batch processor's own cost shows against "discard"; "nowire" adds the OTLP exporter's conversion and protobuf
-// encoding, its HTTP requests answered in process without a connection.
+// and metrics every 5 s, as examples/quickstart does. -otlp drop, discard
+// and nowire keep the exporter's work on this machine apart from the
+// receiver's: "drop" gives the ended spans to a processor that drops them
+// (no batch processor); "discard" batches them to an exporter that drops
+// them; "nowire" adds the OTLP exporter's conversion and protobuf encoding,
+// its HTTP requests answered in process without a connection.
 // -exemplars=false turns the histograms' exemplars off.
 package main
 
