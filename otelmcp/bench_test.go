@@ -84,17 +84,7 @@ func (dropProcessor) ForceFlush(context.Context) error                { return n
 func BenchmarkToolsCall(b *testing.B) {
 	for _, mode := range []string{"off", "otel", "otel-sampled-10pct", "own", "spans-sdk-drop", "spans-sdk-batch", "metrics-sdk"} {
 		b.Run(mode, func(b *testing.B) {
-			cfg := mcphandler.Config{
-				Authenticate: func(*http.Request) (mcphandler.Identity, error) {
-					return mcphandler.Identity{Tenant: "acme", Subject: "alice"}, nil
-				},
-				ListTools: func(context.Context) ([]mcphandler.Tool, error) {
-					return []mcphandler.Tool{{Name: "echo", Annotations: &mcphandler.ToolAnnotations{ReadOnlyHint: true},
-						Handler: func(_ context.Context, call *mcphandler.ToolCall) (*mcphandler.ToolResult, error) {
-							return mcphandler.TextResult(string(call.Arguments)), nil
-						}}}, nil
-				},
-			}
+			cfg := benchConfig()
 			if mode != "off" {
 				tp, mp := benchProviders(b, mode)
 				icp, err := otelmcp.NewInterceptor(otelmcp.WithTracerProvider(tp), otelmcp.WithMeterProvider(mp))
@@ -103,8 +93,25 @@ func BenchmarkToolsCall(b *testing.B) {
 				}
 				cfg.Interceptors = []mcphandler.Interceptor{icp}
 			}
-			serveLoop(b, mcphandler.New(cfg), `{"jsonrpc":"2.0","id":42,"method":"tools/call","params":{"name":"echo","arguments":{"text":"hello"}}}`)
+			serveLoop(b, mcphandler.New(cfg), benchCall)
 		})
+	}
+}
+
+const benchCall = `{"jsonrpc":"2.0","id":42,"method":"tools/call","params":{"name":"echo","arguments":{"text":"hello"}}}`
+
+// benchConfig serves a small tool, echo, to tenant acme.
+func benchConfig() mcphandler.Config {
+	return mcphandler.Config{
+		Authenticate: func(*http.Request) (mcphandler.Identity, error) {
+			return mcphandler.Identity{Tenant: "acme", Subject: "alice"}, nil
+		},
+		ListTools: func(context.Context) ([]mcphandler.Tool, error) {
+			return []mcphandler.Tool{{Name: "echo", Annotations: &mcphandler.ToolAnnotations{ReadOnlyHint: true},
+				Handler: func(_ context.Context, call *mcphandler.ToolCall) (*mcphandler.ToolResult, error) {
+					return mcphandler.TextResult(string(call.Arguments)), nil
+				}}}, nil
+		},
 	}
 }
 
@@ -141,6 +148,16 @@ func benchProviders(b *testing.B, mode string) (trace.TracerProvider, metric.Met
 }
 
 func serveLoop(b *testing.B, h http.Handler, body string) {
+	call := caller(b, h, body)
+	b.ReportAllocs()
+	for b.Loop() {
+		call()
+	}
+}
+
+// caller opens a 2025 session on h and returns a func that serves body in
+// it, in process, failing tb unless it is answered 200.
+func caller(tb testing.TB, h http.Handler, body string) func() {
 	w := &discardWriter{h: http.Header{}}
 	init := `{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-11-25","capabilities":{},"clientInfo":{"name":"bench","version":"1"}}}`
 	req, _ := http.NewRequest("POST", "/", strings.NewReader(init))
@@ -151,15 +168,14 @@ func serveLoop(b *testing.B, h http.Handler, body string) {
 	req.Header.Set("Mcp-Protocol-Version", "2025-11-25")
 	rd := strings.NewReader(body)
 	req.ContentLength = int64(len(body))
-	b.ReportAllocs()
-	for b.Loop() {
+	return func() {
 		rd.Reset(body)
 		req.Body = io.NopCloser(rd)
 		clear(w.h)
 		w.code = 0
 		h.ServeHTTP(w, req)
 		if w.code != 200 {
-			b.Fatalf("status %d", w.code)
+			tb.Fatalf("status %d", w.code)
 		}
 	}
 }
