@@ -105,7 +105,9 @@ type config struct {
 type Option func(*config)
 
 // WithTracerProvider sets the TracerProvider. If unset, the global one
-// (otel.GetTracerProvider) is used.
+// (otel.GetTracerProvider) is used. The slices otelmcp passes to a span's
+// Start and SetAttributes are reused for another request once the span
+// ended: the provider must copy what it keeps, as the SDK does.
 func WithTracerProvider(tp trace.TracerProvider) Option { return func(c *config) { c.tp = tp } }
 
 // WithPropagator sets how the trace context is read from params._meta. If
