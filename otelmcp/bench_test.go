@@ -9,9 +9,13 @@ import (
 
 	"github.com/mcphandler/mcphandler"
 	"github.com/mcphandler/mcphandler/otelmcp"
+	"go.opentelemetry.io/otel/metric"
+	metricnoop "go.opentelemetry.io/otel/metric/noop"
 	sdkmetric "go.opentelemetry.io/otel/sdk/metric"
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 	"go.opentelemetry.io/otel/sdk/trace/tracetest"
+	"go.opentelemetry.io/otel/trace"
+	"go.opentelemetry.io/otel/trace/noop"
 )
 
 type discardWriter struct {
@@ -24,46 +28,136 @@ func (w *discardWriter) Write(p []byte) (int, error) { return len(p), nil }
 func (w *discardWriter) WriteHeader(code int)        { w.code = code }
 func (w *discardWriter) Flush()                      {}
 
+// discardTracerProvider's spans say they record, carry a valid span
+// context and drop everything given to them: with it, a benchmark measures
+// what the interceptor itself does for a recorded span (its attributes,
+// events, contexts), without the SDK's cost.
+type discardTracerProvider struct{ noop.TracerProvider }
+
+type discardTracer struct{ noop.Tracer }
+
+type discardSpan struct{ noop.Span }
+
+var theDiscardSpan = &discardSpan{}
+
+func (discardTracerProvider) Tracer(string, ...trace.TracerOption) trace.Tracer {
+	return discardTracer{}
+}
+
+func (discardTracer) Start(ctx context.Context, _ string, _ ...trace.SpanStartOption) (context.Context, trace.Span) {
+	return trace.ContextWithSpan(ctx, theDiscardSpan), theDiscardSpan
+}
+
+func (*discardSpan) IsRecording() bool { return true }
+
+func (*discardSpan) SpanContext() trace.SpanContext { return discardSC }
+
+var discardSC = func() trace.SpanContext {
+	tid, _ := trace.TraceIDFromHex(remoteTrace)
+	sid, _ := trace.SpanIDFromHex(remoteSpan)
+	return trace.NewSpanContext(trace.SpanContextConfig{TraceID: tid, SpanID: sid, TraceFlags: trace.FlagsSampled})
+}()
+
+// dropProcessor is a span processor that drops every span it is given:
+// the SDK's cost of a recorded span, without a batch processor.
+type dropProcessor struct{}
+
+func (dropProcessor) OnStart(context.Context, sdktrace.ReadWriteSpan) {}
+func (dropProcessor) OnEnd(sdktrace.ReadOnlySpan)                     {}
+func (dropProcessor) Shutdown(context.Context) error                  { return nil }
+func (dropProcessor) ForceFlush(context.Context) error                { return nil }
+
 // BenchmarkToolsCall measures one tools/call of a small tool in a live
-// 2025 session, in process, without interceptors ("off") and with otelmcp
-// recording every span (batched to an exporter that drops them) and every
-// metric ("otel"), or a tenth of the traces and every metric. Compare them
-// with benchstat.
+// 2025 session, in process. Compare the modes with benchstat:
+//
+//   - off: no interceptor.
+//   - otel: otelmcp with the SDK recording every span (batched to an
+//     exporter that drops them) and every metric (a manual reader).
+//   - otel-sampled-10pct: the same with a tenth of the traces sampled.
+//   - own: otelmcp with spans that record but drop what they get, and a
+//     no-op meter: otelmcp's own work for a recorded span.
+//   - spans-sdk-drop: the SDK's spans, given to a processor that drops
+//     them (no batching), a no-op meter.
+//   - spans-sdk-batch: the SDK's spans batched to an exporter that drops
+//     them, a no-op meter.
+//   - metrics-sdk: recording-but-dropping spans, the SDK's metrics.
 func BenchmarkToolsCall(b *testing.B) {
-	for _, mode := range []string{"off", "otel", "otel-sampled-10pct"} {
+	for _, mode := range []string{"off", "otel", "otel-sampled-10pct", "own", "spans-sdk-drop", "spans-sdk-batch", "metrics-sdk"} {
 		b.Run(mode, func(b *testing.B) {
-			cfg := mcphandler.Config{
-				Authenticate: func(*http.Request) (mcphandler.Identity, error) {
-					return mcphandler.Identity{Tenant: "acme", Subject: "alice"}, nil
-				},
-				ListTools: func(context.Context) ([]mcphandler.Tool, error) {
-					return []mcphandler.Tool{{Name: "echo", Annotations: &mcphandler.ToolAnnotations{ReadOnlyHint: true},
-						Handler: func(_ context.Context, call *mcphandler.ToolCall) (*mcphandler.ToolResult, error) {
-							return mcphandler.TextResult(string(call.Arguments)), nil
-						}}}, nil
-				},
-			}
+			cfg := benchConfig()
 			if mode != "off" {
-				ratio := 1.0
-				if mode == "otel-sampled-10pct" {
-					ratio = 0.1
-				}
-				tp := sdktrace.NewTracerProvider(sdktrace.WithBatcher(tracetest.NewNoopExporter()),
-					sdktrace.WithSampler(sdktrace.ParentBased(sdktrace.TraceIDRatioBased(ratio))))
-				mp := sdkmetric.NewMeterProvider(sdkmetric.WithReader(sdkmetric.NewManualReader()))
-				b.Cleanup(func() { tp.Shutdown(context.Background()); mp.Shutdown(context.Background()) })
+				tp, mp := benchProviders(b, mode)
 				icp, err := otelmcp.NewInterceptor(otelmcp.WithTracerProvider(tp), otelmcp.WithMeterProvider(mp))
 				if err != nil {
 					b.Fatal(err)
 				}
 				cfg.Interceptors = []mcphandler.Interceptor{icp}
 			}
-			serveLoop(b, mcphandler.New(cfg), `{"jsonrpc":"2.0","id":42,"method":"tools/call","params":{"name":"echo","arguments":{"text":"hello"}}}`)
+			serveLoop(b, mcphandler.New(cfg), benchCall)
 		})
 	}
 }
 
+const benchCall = `{"jsonrpc":"2.0","id":42,"method":"tools/call","params":{"name":"echo","arguments":{"text":"hello"}}}`
+
+// benchConfig serves a small tool, echo, to tenant acme.
+func benchConfig() mcphandler.Config {
+	return mcphandler.Config{
+		Authenticate: func(*http.Request) (mcphandler.Identity, error) {
+			return mcphandler.Identity{Tenant: "acme", Subject: "alice"}, nil
+		},
+		ListTools: func(context.Context) ([]mcphandler.Tool, error) {
+			return []mcphandler.Tool{{Name: "echo", Annotations: &mcphandler.ToolAnnotations{ReadOnlyHint: true},
+				Handler: func(_ context.Context, call *mcphandler.ToolCall) (*mcphandler.ToolResult, error) {
+					return mcphandler.TextResult(string(call.Arguments)), nil
+				}}}, nil
+		},
+	}
+}
+
+// benchProviders returns the TracerProvider and MeterProvider of a
+// BenchmarkToolsCall mode.
+func benchProviders(b *testing.B, mode string) (trace.TracerProvider, metric.MeterProvider) {
+	sdkMeter := func() metric.MeterProvider {
+		mp := sdkmetric.NewMeterProvider(sdkmetric.WithReader(sdkmetric.NewManualReader()))
+		b.Cleanup(func() { mp.Shutdown(context.Background()) })
+		return mp
+	}
+	sdkTracer := func(opts ...sdktrace.TracerProviderOption) trace.TracerProvider {
+		tp := sdktrace.NewTracerProvider(opts...)
+		b.Cleanup(func() { tp.Shutdown(context.Background()) })
+		return tp
+	}
+	batched := sdktrace.WithBatcher(tracetest.NewNoopExporter())
+	switch mode {
+	case "otel":
+		return sdkTracer(batched), sdkMeter()
+	case "otel-sampled-10pct":
+		return sdkTracer(batched, sdktrace.WithSampler(sdktrace.ParentBased(sdktrace.TraceIDRatioBased(0.1)))), sdkMeter()
+	case "own":
+		return discardTracerProvider{}, metricnoop.NewMeterProvider()
+	case "spans-sdk-drop":
+		return sdkTracer(sdktrace.WithSpanProcessor(dropProcessor{})), metricnoop.NewMeterProvider()
+	case "spans-sdk-batch":
+		return sdkTracer(batched), metricnoop.NewMeterProvider()
+	case "metrics-sdk":
+		return discardTracerProvider{}, sdkMeter()
+	}
+	b.Fatalf("unknown mode %q", mode)
+	return nil, nil
+}
+
 func serveLoop(b *testing.B, h http.Handler, body string) {
+	call := caller(b, h, body)
+	b.ReportAllocs()
+	for b.Loop() {
+		call()
+	}
+}
+
+// caller opens a 2025 session on h and returns a func that serves body in
+// it, in process, failing tb unless it is answered 200.
+func caller(tb testing.TB, h http.Handler, body string) func() {
 	w := &discardWriter{h: http.Header{}}
 	init := `{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-11-25","capabilities":{},"clientInfo":{"name":"bench","version":"1"}}}`
 	req, _ := http.NewRequest("POST", "/", strings.NewReader(init))
@@ -74,15 +168,14 @@ func serveLoop(b *testing.B, h http.Handler, body string) {
 	req.Header.Set("Mcp-Protocol-Version", "2025-11-25")
 	rd := strings.NewReader(body)
 	req.ContentLength = int64(len(body))
-	b.ReportAllocs()
-	for b.Loop() {
+	return func() {
 		rd.Reset(body)
 		req.Body = io.NopCloser(rd)
 		clear(w.h)
 		w.code = 0
 		h.ServeHTTP(w, req)
 		if w.code != 200 {
-			b.Fatalf("status %d", w.code)
+			tb.Fatalf("status %d", w.code)
 		}
 	}
 }

@@ -3,6 +3,7 @@ package otelmcp
 import (
 	"context"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/mcphandler/mcphandler"
@@ -34,8 +35,8 @@ type metrics struct {
 	confirms metric.Int64Counter
 	streams  metric.Int64UpDownCounter
 
-	setsMu sync.Mutex
-	sets   map[opKey][]metric.RecordOption // the attributes of each key, ready
+	sets  sync.Map // opKey -> []metric.RecordOption: the attributes of each key, ready
+	nsets atomic.Int64
 
 	ttl      time.Duration
 	mu       sync.Mutex
@@ -50,7 +51,7 @@ type sessionSeen struct {
 
 func newMetrics(mp metric.MeterProvider, ttl time.Duration) (*metrics, error) {
 	meter := mp.Meter(ScopeName)
-	m := &metrics{ttl: ttl, sessions: map[string]*sessionSeen{}, sets: map[opKey][]metric.RecordOption{}}
+	m := &metrics{ttl: ttl, sessions: map[string]*sessionSeen{}}
 	var err error
 	buckets := metric.WithExplicitBucketBoundaries(DurationBuckets...)
 	if m.op, err = mcpconv.NewServerOperationDuration(meter, buckets); err != nil {
@@ -110,15 +111,11 @@ func (m *metrics) opAttrs(req *mcphandler.Request, res mcphandler.Result, errTyp
 	if len(k.version) > maxNameBytes {
 		k.version = "_OTHER"
 	}
-	found := res.Outcome != mcphandler.OutcomeNotFound && res.ErrorCode != mcphandler.CodeInvalidParams
-	if (req.Method == "tools/call" || req.Method == "prompts/get") && found {
+	if (req.Method == "tools/call" || req.Method == "prompts/get") && found(res) {
 		k.name = req.Target
 	}
-	m.setsMu.Lock()
-	set, ok := m.sets[k]
-	m.setsMu.Unlock()
-	if ok {
-		return set
+	if set, ok := m.sets.Load(k); ok {
+		return set.([]metric.RecordOption)
 	}
 	a := make([]attribute.KeyValue, 0, 5)
 	a = append(a, semconv.McpMethodNameKey.String(k.method))
@@ -137,13 +134,16 @@ func (m *metrics) opAttrs(req *mcphandler.Request, res mcphandler.Result, errTyp
 	if errType != "" {
 		a = append(a, semconv.ErrorTypeKey.String(errType))
 	}
-	set = []metric.RecordOption{metric.WithAttributeSet(attribute.NewSet(a...))}
-	m.setsMu.Lock()
-	if len(m.sets) < maxAttrSets {
-		m.sets[k] = set
+	set := []metric.RecordOption{metric.WithAttributeSet(attribute.NewSet(a...))}
+	if m.nsets.Add(1) <= maxAttrSets {
+		m.sets.Store(k, set)
 	}
-	m.setsMu.Unlock()
 	return set
+}
+
+// found reports whether a tools/call or prompts/get found what it named.
+func found(res mcphandler.Result) bool {
+	return res.Outcome != mcphandler.OutcomeNotFound && res.ErrorCode != mcphandler.CodeInvalidParams
 }
 
 // decided reports whether a tools/call outcome ends its confirm here:

@@ -63,6 +63,9 @@ import (
 	"encoding/json"
 	"log/slog"
 	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
 	"time"
 	"unicode/utf8"
 
@@ -102,7 +105,9 @@ type config struct {
 type Option func(*config)
 
 // WithTracerProvider sets the TracerProvider. If unset, the global one
-// (otel.GetTracerProvider) is used.
+// (otel.GetTracerProvider) is used. The slices otelmcp passes to a span's
+// Start and SetAttributes are reused for another request once the span
+// ended: the provider must copy what it keeps, as the SDK does.
 func WithTracerProvider(tp trace.TracerProvider) Option { return func(c *config) { c.tp = tp } }
 
 // WithPropagator sets how the trace context is read from params._meta. If
@@ -124,6 +129,10 @@ type interceptor struct {
 	cfg    config
 	tracer trace.Tracer
 	m      *metrics
+
+	scratch sync.Pool // *scratch
+	names   sync.Map  // nameKey -> span name
+	nnames  atomic.Int64
 }
 
 // NewInterceptor returns an interceptor recording traces and metrics (see
@@ -148,6 +157,7 @@ func NewInterceptor(opts ...Option) (mcphandler.Interceptor, error) {
 		return nil, err
 	}
 	i := &interceptor{cfg: c, tracer: c.tp.Tracer(ScopeName), m: m}
+	i.scratch.New = func() any { return new(scratch) }
 	return i.intercept, nil
 }
 
@@ -168,34 +178,61 @@ func (i *interceptor) intercept(ctx context.Context, req *mcphandler.Request, ne
 		done := i.m.streamOpened(ctx, "listen")
 		defer done()
 	}
-	ctx, span := i.start(ctx, req)
-	sc := span.SpanContext()
+	sc := i.scratch.Get().(*scratch)
+	ctx, span := i.start(ctx, req, sc)
+	c := &call{span: span}
 	// trace_id and span_id, formatted only when a line is logged (an
 	// empty-keyed group is inlined).
-	req.LogAttrs = append(req.LogAttrs, slog.Any("", logIDs(sc)))
+	req.LogAttrs = append(req.LogAttrs, slog.Any("", c))
 	// Only a tools/call or a confirm's answer goes through confirm steps.
 	if span.IsRecording() && (req.Method == "tools/call" || req.Kind == mcphandler.KindAnswer) {
-		prev := req.OnStep
-		req.OnStep = func(s mcphandler.Step) {
-			span.AddEvent("mcphandler."+string(s.Kind), trace.WithTimestamp(s.At),
-				trace.WithAttributes(ConfirmIDKey.String(s.ConfirmID)))
-			if prev != nil {
-				prev(s)
-			}
-		}
+		c.prev = req.OnStep
+		req.OnStep = c.onStep
 	}
 	res := next(ctx)
-	i.end(ctx, span, req, res)
+	i.end(ctx, span, req, res, sc)
 	return res
 }
+
+// call is what outlives the start of a request's span: its ids for log
+// lines and its confirm steps (one allocation for both).
+type call struct {
+	span trace.Span
+	prev func(mcphandler.Step)
+}
+
+// onStep adds a confirm step to the span as an event.
+func (c *call) onStep(s mcphandler.Step) {
+	c.span.AddEvent("mcphandler."+string(s.Kind), trace.WithTimestamp(s.At),
+		trace.WithAttributes(ConfirmIDKey.String(s.ConfirmID)))
+	if c.prev != nil {
+		c.prev(s)
+	}
+}
+
+// LogValue logs the trace_id and span_id of the span, in hex.
+func (c *call) LogValue() slog.Value {
+	sc := c.span.SpanContext()
+	return slog.GroupValue(slog.String("trace_id", sc.TraceID().String()), slog.String("span_id", sc.SpanID().String()))
+}
+
+// scratch is the room for the span's start options and attributes, reused
+// across requests: TracerProvider implementations copy what they are given
+// (the SDK does), so it goes back to the pool once the span ended.
+type scratch struct {
+	opts  [3]trace.SpanStartOption
+	attrs [maxSpanAttrs]attribute.KeyValue
+}
+
+// maxSpanAttrs is the most attributes end sets on a span.
+const maxSpanAttrs = 12
 
 var serverKind = trace.WithSpanKind(trace.SpanKindServer)
 
 // start starts the request's span, its parent from params._meta when
 // there is a trace context there, the ambient span linked.
-func (i *interceptor) start(ctx context.Context, req *mcphandler.Request) (context.Context, trace.Span) {
-	var buf [4]trace.SpanStartOption
-	opts := append(buf[:0], serverKind, trace.WithTimestamp(req.Start))
+func (i *interceptor) start(ctx context.Context, req *mcphandler.Request, sc *scratch) (context.Context, trace.Span) {
+	opts := append(sc.opts[:0], serverKind, trace.WithTimestamp(req.Start))
 	if carrier := metaCarrier(req.Meta); carrier != nil {
 		ambient := trace.SpanContextFromContext(ctx)
 		ctx = i.cfg.prop.Extract(ctx, carrier)
@@ -205,7 +242,9 @@ func (i *interceptor) start(ctx context.Context, req *mcphandler.Request) (conte
 	}
 	// The attributes are all set when the span ends, in one call (the
 	// SDK then allocates their room once); a span sampled out costs none.
-	return i.tracer.Start(ctx, spanName(req), opts...)
+	ctx, span := i.tracer.Start(ctx, i.spanName(req, false), opts...)
+	clear(sc.opts[:])
+	return ctx, span
 }
 
 // targetAttrs are the attributes of the request's target, known once it
@@ -229,16 +268,38 @@ func targetAttrs(a []attribute.KeyValue, req *mcphandler.Request) []attribute.Ke
 // from the client.
 const maxNameBytes = 128
 
-func spanName(req *mcphandler.Request) string {
+// spanName is the span name of req, "{method} {target}". Names of found
+// targets (keep: the request found its tool or prompt) are made once and
+// kept, up to maxNames of them; others are made per request.
+func (i *interceptor) spanName(req *mcphandler.Request, keep bool) string {
 	m := clip(req.Method)
 	switch req.Method {
 	case "tools/call", "prompts/get":
-		if req.Target != "" {
-			return m + " " + clip(req.Target)
+		if req.Target == "" {
+			return m
 		}
+	default:
+		return m
 	}
-	return m
+	t := clip(req.Target)
+	k := nameKey{m, t}
+	if n, ok := i.names.Load(k); ok {
+		return n.(string)
+	}
+	n := m + " " + t
+	if keep && i.nnames.Add(1) <= maxNames {
+		// The key's strings are copied: clipped, they would hold on to
+		// the whole request.
+		i.names.Store(nameKey{strings.Clone(m), strings.Clone(t)}, n)
+	}
+	return n
 }
+
+type nameKey struct{ method, target string }
+
+// maxNames bounds the span names kept for reuse: targets come from the
+// client.
+const maxNames = 4096
 
 // clip cuts s to maxNameBytes, at a UTF-8 boundary.
 func clip(s string) string {
@@ -286,17 +347,18 @@ func requestID(id json.RawMessage) string {
 
 // end completes the span with what is known once the request ended, and
 // records the metrics.
-func (i *interceptor) end(ctx context.Context, span trace.Span, req *mcphandler.Request, res mcphandler.Result) {
+func (i *interceptor) end(ctx context.Context, span trace.Span, req *mcphandler.Request, res mcphandler.Result, sc *scratch) {
 	errType := errorType(res)
 	defer i.m.operation(ctx, req, res, errType, time.Now())
 	if !span.IsRecording() {
 		span.End()
+		i.scratch.Put(sc)
 		return
 	}
 	if req.Target != "" {
-		span.SetName(spanName(req))
+		span.SetName(i.spanName(req, found(res)))
 	}
-	a := requestAttrs(make([]attribute.KeyValue, 0, 12), req, i.cfg.noTenant)
+	a := requestAttrs(sc.attrs[:0], req, i.cfg.noTenant)
 	if res.ErrorCode != 0 {
 		a = append(a, semconv.RPCResponseStatusCode(strconv.Itoa(int(res.ErrorCode))))
 	}
@@ -316,6 +378,8 @@ func (i *interceptor) end(ctx context.Context, span trace.Span, req *mcphandler.
 	}
 	span.SetAttributes(a...)
 	span.End()
+	clear(sc.attrs[:min(len(a), maxSpanAttrs)]) // hold no request's strings
+	i.scratch.Put(sc)
 }
 
 // errorType is the error.type of a result: the JSON-RPC code, or
@@ -350,12 +414,4 @@ func metaCarrier(meta json.RawMessage) propagation.MapCarrier {
 		return nil
 	}
 	return c
-}
-
-// logIDs logs the trace_id and span_id of a span context, in hex.
-type logIDs trace.SpanContext
-
-func (l logIDs) LogValue() slog.Value {
-	sc := trace.SpanContext(l)
-	return slog.GroupValue(slog.String("trace_id", sc.TraceID().String()), slog.String("span_id", sc.SpanID().String()))
 }

@@ -6,9 +6,19 @@
 //	benchotel -addr 127.0.0.1:9109                                # no interceptor
 //	benchotel -addr 127.0.0.1:9110 -otlp http://127.0.0.1:4318    # traces and metrics over OTLP/HTTP
 //	benchotel -sink 127.0.0.1:4318                                # an OTLP/HTTP receiver that drops what it gets
+//	benchotel -addr 127.0.0.1:9111 -otlp discard                  # spans batched to an exporter that drops them
+//	benchotel -addr 127.0.0.1:9112 -otlp nowire                   # OTLP/HTTP encoding, requests dropped in process
+//	benchotel -addr 127.0.0.1:9113 -otlp drop                     # spans dropped as they end: no batch processor
 //
 // With -otlp every span is sampled (unless -sample says otherwise) and
-// exported in batches, and metrics every 5 s, as examples/quickstart does.
+// exported in batches (-batch spans per export from a queue of -queue),
+// and metrics every 5 s, as examples/quickstart does. -otlp drop, discard
+// and nowire keep the exporter's work on this machine apart from the
+// receiver's: "drop" gives the ended spans to a processor that drops them
+// (no batch processor); "discard" batches them to an exporter that drops
+// them; "nowire" adds the OTLP exporter's conversion and protobuf encoding,
+// its HTTP requests answered in process without a connection.
+// -exemplars=false turns the histograms' exemplars off.
 package main
 
 import (
@@ -29,7 +39,9 @@ import (
 	"go.opentelemetry.io/otel/exporters/otlp/otlpmetric/otlpmetrichttp"
 	"go.opentelemetry.io/otel/exporters/otlp/otlptrace/otlptracehttp"
 	sdkmetric "go.opentelemetry.io/otel/sdk/metric"
+	"go.opentelemetry.io/otel/sdk/metric/exemplar"
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
+	"go.opentelemetry.io/otel/sdk/trace/tracetest"
 )
 
 type echoIn struct {
@@ -47,6 +59,9 @@ func main() {
 	sample := flag.Float64("sample", 1, "with -otlp, the share of traces recorded (parent-based trace-id ratio sampler)")
 	cpuprofile := flag.String("cpuprofile", "", "write a CPU profile of the whole run to this file")
 	sink := flag.String("sink", "", "serve an OTLP/HTTP receiver that drops everything at this address, and nothing else")
+	batch := flag.Int("batch", 2048, "with -otlp, the batch span processor's MaxExportBatchSize")
+	queue := flag.Int("queue", 8192, "with -otlp, the batch span processor's MaxQueueSize")
+	exemplars := flag.Bool("exemplars", true, "with -otlp, let the histograms keep exemplars of sampled spans (the SDK's default)")
 	flag.Parse()
 	if *sink != "" {
 		log.Fatal(http.ListenAndServe(*sink, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
@@ -72,7 +87,7 @@ func main() {
 		ListTools: func(context.Context) ([]mcphandler.Tool, error) { return tools, nil }}
 	flush := func(context.Context) error { return nil }
 	if *otlp != "" {
-		icp, shutdown, err := telemetry(*otlp, *sample)
+		icp, shutdown, err := telemetry(*otlp, *sample, *exemplars, sdktrace.WithMaxQueueSize(*queue), sdktrace.WithMaxExportBatchSize(*batch))
 		if err != nil {
 			log.Fatal(err)
 		}
@@ -95,19 +110,61 @@ func main() {
 	flush(done)
 }
 
-func telemetry(base string, sample float64) (mcphandler.Interceptor, func(context.Context) error, error) {
+// telemetry sets up otelmcp exporting to base: an OTLP/HTTP base URL,
+// "discard" or "nowire" (see the package doc).
+func telemetry(base string, sample float64, exemplars bool, bsp ...sdktrace.BatchSpanProcessorOption) (mcphandler.Interceptor, func(context.Context) error, error) {
 	ctx := context.Background()
-	texp, err := otlptracehttp.New(ctx, otlptracehttp.WithEndpointURL(base+"/v1/traces"))
+	topts := []otlptracehttp.Option{otlptracehttp.WithEndpointURL(base + "/v1/traces")}
+	mopts := []otlpmetrichttp.Option{otlpmetrichttp.WithEndpointURL(base + "/v1/metrics")}
+	if base == "discard" || base == "nowire" || base == "drop" {
+		client := &http.Client{Transport: dropTransport{}}
+		topts = []otlptracehttp.Option{otlptracehttp.WithEndpointURL("http://127.0.0.1:1/v1/traces"), otlptracehttp.WithHTTPClient(client)}
+		mopts = []otlpmetrichttp.Option{otlpmetrichttp.WithEndpointURL("http://127.0.0.1:1/v1/metrics"), otlpmetrichttp.WithHTTPClient(client)}
+	}
+	var texp sdktrace.SpanExporter
+	texp, err := otlptracehttp.New(ctx, topts...)
 	if err != nil {
 		return nil, nil, err
 	}
-	mexp, err := otlpmetrichttp.New(ctx, otlpmetrichttp.WithEndpointURL(base+"/v1/metrics"))
+	if base == "discard" {
+		texp = tracetest.NewNoopExporter()
+	}
+	mexp, err := otlpmetrichttp.New(ctx, mopts...)
 	if err != nil {
 		return nil, nil, err
 	}
-	tp := sdktrace.NewTracerProvider(sdktrace.WithBatcher(texp, sdktrace.WithMaxQueueSize(8192), sdktrace.WithMaxExportBatchSize(2048)),
+	processor := sdktrace.NewBatchSpanProcessor(texp, bsp...)
+	if base == "drop" {
+		processor = dropProcessor{}
+	}
+	tp := sdktrace.NewTracerProvider(sdktrace.WithSpanProcessor(processor),
 		sdktrace.WithSampler(sdktrace.ParentBased(sdktrace.TraceIDRatioBased(sample))))
-	mp := sdkmetric.NewMeterProvider(sdkmetric.WithReader(sdkmetric.NewPeriodicReader(mexp, sdkmetric.WithInterval(5*time.Second))))
+	mopt := []sdkmetric.Option{sdkmetric.WithReader(sdkmetric.NewPeriodicReader(mexp, sdkmetric.WithInterval(5*time.Second)))}
+	if !exemplars {
+		mopt = append(mopt, sdkmetric.WithExemplarFilter(exemplar.AlwaysOffFilter))
+	}
+	mp := sdkmetric.NewMeterProvider(mopt...)
 	icp, err := otelmcp.NewInterceptor(otelmcp.WithTracerProvider(tp), otelmcp.WithMeterProvider(mp))
 	return icp, func(ctx context.Context) error { tp.Shutdown(ctx); return mp.Shutdown(ctx) }, err
+}
+
+// dropProcessor drops every span as it ends.
+type dropProcessor struct{}
+
+func (dropProcessor) OnStart(context.Context, sdktrace.ReadWriteSpan) {}
+func (dropProcessor) OnEnd(sdktrace.ReadOnlySpan)                     {}
+func (dropProcessor) Shutdown(context.Context) error                  { return nil }
+func (dropProcessor) ForceFlush(context.Context) error                { return nil }
+
+// dropTransport answers every request with an empty 200 without sending
+// it, after reading its body.
+type dropTransport struct{}
+
+func (dropTransport) RoundTrip(r *http.Request) (*http.Response, error) {
+	if r.Body != nil {
+		io.Copy(io.Discard, r.Body)
+		r.Body.Close()
+	}
+	return &http.Response{StatusCode: http.StatusOK, Status: "200 OK", Proto: "HTTP/1.1", ProtoMajor: 1, ProtoMinor: 1,
+		Header: http.Header{"Content-Type": {"application/x-protobuf"}}, Body: http.NoBody, Request: r}, nil
 }

@@ -1,0 +1,5 @@
+//go:build !race
+
+package otelmcp_test
+
+const raceEnabled = false
