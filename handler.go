@@ -444,8 +444,19 @@ func checkPOSTHeaders(w http.ResponseWriter, r *http.Request) bool {
 // when it is not one (-32700, -32600), when its id is longer than
 // Config.MaxIDBytes (-32600), or when it has no single meaning (see
 // strictMessage).
+//
+// The body is read twice, not three times: canon.Check first, and when it
+// passes (the usual case) the body is valid JSON, so the decoder skips its
+// own validity check and strictMessage has nothing left to find. When it
+// fails, every check runs as written, in the same order, so the answer to
+// a bad body does not change.
 func (h *Handler) decodeMessage(w http.ResponseWriter, body []byte, m *jsonrpc.Message) (jsonrpc.Kind, bool) {
-	if err := jsonrpc.Decode(body, m); err != nil {
+	strict := canon.Check(body, messageLimits)
+	decode := jsonrpc.Decode
+	if strict == nil {
+		decode = jsonrpc.DecodeValid
+	}
+	if err := decode(body, m); err != nil {
 		if errors.Is(err, jsonrpc.ErrNotObject) {
 			writeHTTPError(w, http.StatusBadRequest, jsonrpc.CodeInvalidRequest, "Invalid Request: the body must be a JSON-RPC message object")
 		} else {
@@ -457,7 +468,7 @@ func (h *Handler) decodeMessage(w http.ResponseWriter, body []byte, m *jsonrpc.M
 	if verr == nil {
 		verr = h.checkID(m)
 	}
-	if verr == nil {
+	if verr == nil && strict != nil {
 		verr = strictMessage(body, m)
 	}
 	if verr != nil {
