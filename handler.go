@@ -309,7 +309,9 @@ func acceptsAll(r *http.Request, types ...string) bool {
 // (a few other runes lower to ASCII letters: İ to i, the Kelvin sign to k).
 func acceptsType(accept, typ string) bool {
 	major, _, _ := strings.Cut(typ, "/")
-	for part := range strings.SplitSeq(accept, ",") {
+	for rest, more := accept, true; more; {
+		var part string
+		part, rest, more = strings.Cut(rest, ",")
 		mt, _, _ := strings.Cut(part, ";")
 		mt = strings.TrimSpace(mt)
 		if !isASCII(mt) {
