@@ -46,7 +46,7 @@ var echoTool = mcphandler.Tool{
 
 // benchSession opens a session on h and returns the headers of a request in
 // it.
-func benchSession(b *testing.B, h http.Handler) http.Header {
+func benchSession(_ testing.TB, h http.Handler) http.Header {
 	w := &discardWriter{h: http.Header{}}
 	req, _ := http.NewRequest("POST", "/", strings.NewReader(initBody))
 	req.Header.Set("Authorization", "Bearer acme-viewer")

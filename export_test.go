@@ -10,3 +10,6 @@ import "time"
 func SetConfirmTimes(h *Handler, lease, poll time.Duration) {
 	h.ct = confirmTimes{lease: lease, poll: poll, skew: poll}
 }
+
+// RaceEnabled: allocation counts hold only without the race detector.
+const RaceEnabled = raceEnabled
