@@ -46,7 +46,7 @@ var echoTool = mcphandler.Tool{
 
 // benchSession opens a session on h and returns the headers of a request in
 // it.
-func benchSession(b *testing.B, h http.Handler) http.Header {
+func benchSession(_ testing.TB, h http.Handler) http.Header {
 	w := &discardWriter{h: http.Header{}}
 	req, _ := http.NewRequest("POST", "/", strings.NewReader(initBody))
 	req.Header.Set("Authorization", "Bearer acme-viewer")
@@ -90,6 +90,11 @@ func BenchmarkToolsCall(b *testing.B) {
 	serveLoop(b, h, `{"jsonrpc":"2.0","id":42,"method":"tools/call","params":{"name":"echo","arguments":{"text":"hello"}}}`)
 }
 
+// modernCall is a 2026-07-28 tools/call of echo with its _meta.
+const modernCall = `{"jsonrpc":"2.0","id":42,"method":"tools/call","params":{"name":"echo","arguments":{"text":"hello"},` +
+	`"_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28","io.modelcontextprotocol/clientCapabilities":{},` +
+	`"io.modelcontextprotocol/clientInfo":{"name":"bench","version":"1"}}}}`
+
 // BenchmarkToolsCallModern measures one 2026-07-28 tools/call of a small
 // tool (no session: version, routing headers and _meta on the request),
 // answered as JSON.
@@ -98,9 +103,12 @@ func BenchmarkToolsCallModern(b *testing.B) {
 		Authenticate: bearer,
 		ListTools:    func(context.Context) ([]mcphandler.Tool, error) { return []mcphandler.Tool{echoTool}, nil },
 	})
-	body := `{"jsonrpc":"2.0","id":42,"method":"tools/call","params":{"name":"echo","arguments":{"text":"hello"},` +
-		`"_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28","io.modelcontextprotocol/clientCapabilities":{},` +
-		`"io.modelcontextprotocol/clientInfo":{"name":"bench","version":"1"}}}}`
+	serveModernLoop(b, h, modernCall)
+}
+
+// serveModernLoop serves the 2026-07-28 tools/call of echo in body b.N
+// times, reusing the request.
+func serveModernLoop(b *testing.B, h http.Handler, body string) {
 	rd := strings.NewReader(body)
 	req, _ := http.NewRequest("POST", "/", rd)
 	req.Header.Set("Authorization", "Bearer acme-viewer")
@@ -122,6 +130,34 @@ func BenchmarkToolsCallModern(b *testing.B) {
 		}
 	}
 	b.SetBytes(int64(len(body)))
+}
+
+type typedEchoIn struct {
+	Text string `json:"text" jsonschema:"Text to echo."`
+}
+
+// typedEcho is the echo tool as the load harness's server declares it:
+// NewTool, so its arguments are validated against the derived schema.
+var typedEcho = mcphandler.NewTool(mcphandler.Tool{Name: "echo", Description: "Echoes its text."},
+	func(_ context.Context, _ *mcphandler.ToolCall, in typedEchoIn) (string, error) { return in.Text, nil })
+
+// BenchmarkToolsCallTyped and BenchmarkToolsCallTypedModern measure a
+// tools/call of a NewTool tool (arguments validated, then decoded into a
+// struct) in a session and on the 2026-07-28 path.
+func BenchmarkToolsCallTyped(b *testing.B) {
+	h := mcphandler.New(mcphandler.Config{
+		Authenticate: bearer,
+		ListTools:    func(context.Context) ([]mcphandler.Tool, error) { return []mcphandler.Tool{typedEcho}, nil },
+	})
+	serveLoop(b, h, `{"jsonrpc":"2.0","id":42,"method":"tools/call","params":{"name":"echo","arguments":{"text":"hello"}}}`)
+}
+
+func BenchmarkToolsCallTypedModern(b *testing.B) {
+	h := mcphandler.New(mcphandler.Config{
+		Authenticate: bearer,
+		ListTools:    func(context.Context) ([]mcphandler.Tool, error) { return []mcphandler.Tool{typedEcho}, nil },
+	})
+	serveModernLoop(b, h, modernCall)
 }
 
 // BenchmarkToolsList1000 measures a tools/list of 1000 tools in one page.

@@ -20,3 +20,6 @@ func SkillDigestCacheLen(h *Handler) int {
 	defer h.skillDigests.mu.Unlock()
 	return len(h.skillDigests.m)
 }
+
+// RaceEnabled: allocation counts hold only without the race detector.
+const RaceEnabled = raceEnabled

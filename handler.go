@@ -148,7 +148,7 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		writeHTTPError(w, status, jsonrpc.CodeInvalidRequest, msg)
 		return
 	}
-	if origin := r.Header.Get("Origin"); origin != "" {
+	if origin := headerValue(r.Header, hdrOrigin); origin != "" {
 		// An allowed browser origin may read the answer and the headers a
 		// client needs (CORS).
 		hdr := w.Header()
@@ -187,7 +187,7 @@ func (h *Handler) checkOrigin(r *http.Request) (int, string) {
 			return http.StatusForbidden, "Forbidden: Host is not a loopback name"
 		}
 	}
-	origin := r.Header.Get("Origin")
+	origin := headerValue(r.Header, hdrOrigin)
 	if origin == "" || h.anyOrig {
 		return 0, ""
 	}
@@ -275,8 +275,28 @@ func writeRPCError(w http.ResponseWriter, status int, id json.RawMessage, e *jso
 	w.Write(b)
 }
 
+// Canonical names of the request headers read on every POST. Indexing the
+// http.Header with them (headerValue) is Header.Get without canonicalising
+// the name on every call, which for "MCP-Protocol-Version" also allocates.
+// net/http stores incoming names canonically, and Header.Set does too.
+const (
+	hdrProtocolVersion = "Mcp-Protocol-Version"
+	hdrSessionID       = "Mcp-Session-Id"
+	hdrContentType     = "Content-Type"
+	hdrOrigin          = "Origin"
+	hdrAccept          = "Accept"
+)
+
+// headerValue is h.Get(key) for a key in canonical form.
+func headerValue(h http.Header, key string) string {
+	if v := h[key]; len(v) > 0 {
+		return v[0]
+	}
+	return ""
+}
+
 func acceptsAll(r *http.Request, types ...string) bool {
-	accept := strings.Join(r.Header.Values("Accept"), ",")
+	accept := strings.Join(r.Header[hdrAccept], ",")
 	for _, t := range types {
 		if !acceptsType(accept, t) {
 			return false
@@ -285,16 +305,53 @@ func acceptsAll(r *http.Request, types ...string) bool {
 	return true
 }
 
+// acceptsType reports whether the Accept list accept admits typ (a lower
+// case type/subtype): by name, by its major type's wildcard, or by */*,
+// compared after strings.ToLower. It copies only a part that is not ASCII
+// (a few other runes lower to ASCII letters: İ to i, the Kelvin sign to k).
 func acceptsType(accept, typ string) bool {
 	major, _, _ := strings.Cut(typ, "/")
-	for part := range strings.SplitSeq(accept, ",") {
+	for rest, more := accept, true; more; {
+		var part string
+		part, rest, more = strings.Cut(rest, ",")
 		mt, _, _ := strings.Cut(part, ";")
-		mt = strings.ToLower(strings.TrimSpace(mt))
-		if mt == typ || mt == "*/*" || mt == major+"/*" {
+		mt = strings.TrimSpace(mt)
+		if !isASCII(mt) {
+			mt = strings.ToLower(mt)
+		}
+		if lowerIs(mt, typ) || mt == "*/*" ||
+			len(mt) == len(major)+2 && lowerIs(mt[:len(major)], major) && mt[len(major):] == "/*" {
 			return true
 		}
 	}
 	return false
+}
+
+func isASCII(s string) bool {
+	for i := 0; i < len(s); i++ {
+		if s[i] >= 0x80 {
+			return false
+		}
+	}
+	return true
+}
+
+// lowerIs reports whether s equals lower, a lower case ASCII string, once
+// its ASCII capitals are lowered.
+func lowerIs(s, lower string) bool {
+	if len(s) != len(lower) {
+		return false
+	}
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		if 'A' <= c && c <= 'Z' {
+			c += 'a' - 'A'
+		}
+		if c != lower[i] {
+			return false
+		}
+	}
+	return true
 }
 
 // readBody reads a POST body within MaxBodyBytes and ReadBodyTimeout into
@@ -403,7 +460,7 @@ func (h *Handler) servePOST(w http.ResponseWriter, r *http.Request) {
 	if !ok || !checkPOSTHeaders(w, r) {
 		return
 	}
-	hv := strings.TrimSpace(r.Header.Get("MCP-Protocol-Version"))
+	hv := strings.TrimSpace(headerValue(r.Header, hdrProtocolVersion))
 	buf, status := h.readBody(w, r)
 	if status != 0 {
 		bodyError(w, status)
@@ -431,7 +488,7 @@ func (h *Handler) servePOST(w http.ResponseWriter, r *http.Request) {
 // checkPOSTHeaders answers 415 or 406 to a POST whose Content-Type or
 // Accept the transport refuses.
 func checkPOSTHeaders(w http.ResponseWriter, r *http.Request) bool {
-	if mt, _, err := mime.ParseMediaType(r.Header.Get("Content-Type")); err != nil || mt != "application/json" {
+	if ct := headerValue(r.Header, hdrContentType); ct != "application/json" && !isJSONMediaType(ct) {
 		writeHTTPError(w, http.StatusUnsupportedMediaType, jsonrpc.CodeInvalidRequest, "Unsupported Media Type: Content-Type must be application/json")
 		return false
 	}
@@ -442,12 +499,30 @@ func checkPOSTHeaders(w http.ResponseWriter, r *http.Request) bool {
 	return true
 }
 
+// isJSONMediaType reports whether a Content-Type is application/json, with
+// any parameters, in any case.
+func isJSONMediaType(ct string) bool {
+	mt, _, err := mime.ParseMediaType(ct)
+	return err == nil && mt == "application/json"
+}
+
 // decodeMessage decodes and validates one JSON-RPC message, answering 400
 // when it is not one (-32700, -32600), when its id is longer than
 // Config.MaxIDBytes (-32600), or when it has no single meaning (see
 // strictMessage).
+//
+// The body is read twice, not three times: canon.Check first, and when it
+// passes (the usual case) the body is valid JSON, so the decoder skips its
+// own validity check and strictMessage has nothing left to find. When it
+// fails, every check runs as written, in the same order, so the answer to
+// a bad body does not change.
 func (h *Handler) decodeMessage(w http.ResponseWriter, body []byte, m *jsonrpc.Message) (jsonrpc.Kind, bool) {
-	if err := jsonrpc.Decode(body, m); err != nil {
+	strict := canon.Check(body, messageLimits)
+	decode := jsonrpc.Decode
+	if strict == nil {
+		decode = jsonrpc.DecodeValid
+	}
+	if err := decode(body, m); err != nil {
 		if errors.Is(err, jsonrpc.ErrNotObject) {
 			writeHTTPError(w, http.StatusBadRequest, jsonrpc.CodeInvalidRequest, "Invalid Request: the body must be a JSON-RPC message object")
 		} else {
@@ -459,7 +534,7 @@ func (h *Handler) decodeMessage(w http.ResponseWriter, body []byte, m *jsonrpc.M
 	if verr == nil {
 		verr = h.checkID(m)
 	}
-	if verr == nil {
+	if verr == nil && strict != nil {
 		verr = strictMessage(body, m)
 	}
 	if verr != nil {

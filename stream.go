@@ -252,8 +252,8 @@ func (s *stream) finish(msg []byte) error {
 		return s.writeEventLocked(evFinal, msg)
 	}
 	h := s.w.Header()
-	h.Set("Content-Type", "application/json")
-	h.Set("Content-Length", strconv.Itoa(len(msg)))
+	h[hdrContentType] = []string{"application/json"} // h.Set, without canonicalising the names
+	h["Content-Length"] = []string{strconv.Itoa(len(msg))}
 	s.w.WriteHeader(s.status)
 	if _, err := s.w.Write(msg); err != nil {
 		return err

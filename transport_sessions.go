@@ -91,7 +91,7 @@ func (h *Handler) resolveSession(w http.ResponseWriter, rq *request) bool {
 		}
 		return true
 	}
-	sid := rq.r.Header.Get("Mcp-Session-Id")
+	sid := headerValue(rq.r.Header, hdrSessionID)
 	if sid == "" {
 		writeHTTPError(w, http.StatusBadRequest, jsonrpc.CodeInvalidRequest, "Bad Request: Mcp-Session-Id header is required")
 		return false

@@ -27,6 +27,9 @@ type TypedHandler[In, Out any] func(ctx context.Context, call *ToolCall, in In) 
 // already set on t are kept, and arguments are validated against the input
 // schema in use before [Config.BeforeCall] runs: a call with invalid
 // arguments does not run and gets a bad_args tool error naming the field.
+// A schema of plain properties (strings, booleans, numbers, null: what a
+// struct of plain fields gives) is checked on the raw arguments without
+// decoding them when they are valid; any doubt goes to the full validator.
 //
 // NewTool panics if In or Out cannot be described by a JSON Schema (a
 // programming error, like [regexp.MustCompile]).
@@ -42,7 +45,11 @@ func NewTool[In, Out any](t Tool, fn TypedHandler[In, Out]) Tool {
 		t.OutputSchema = mustSchema[Out](t.Name, "output")
 	}
 	structured := len(t.OutputSchema) > 0
+	flat := compileFlat(t.InputSchema)
 	t.validate = func(args json.RawMessage) error {
+		if flat != nil && flat.accept(args) {
+			return nil // surely valid: the full validator would agree
+		}
 		var v any
 		if err := json.Unmarshal(args, &v); err != nil {
 			return BadArgs("arguments are not valid JSON")

@@ -66,7 +66,18 @@ func IsBatch(body []byte) bool {
 // [Members]) after a validity check, with one copy of body that the raw
 // members share; anything but a well-formed object takes encoding/json.
 func Decode(body []byte, m *Message) error {
-	if ok, err := decodeFast(body, m); ok {
+	if ok, err := decodeFast(body, m, false); ok {
+		return err
+	}
+	return decodeSlow(body, m)
+}
+
+// DecodeValid is Decode of a body the caller has already found to be
+// valid JSON, as json.Valid would (canon.Check does): it skips that check.
+// Given anything else it decodes what it can, wrongly; so never call it on
+// unchecked bytes.
+func DecodeValid(body []byte, m *Message) error {
+	if ok, err := decodeFast(body, m, true); ok {
 		return err
 	}
 	return decodeSlow(body, m)
@@ -88,10 +99,11 @@ func decodeSlow(body []byte, m *Message) error {
 }
 
 // decodeFast decodes an object body into m as json.Unmarshal would; ok is
-// false, m untouched, when body is not valid JSON or not an object.
-func decodeFast(body []byte, m *Message) (ok bool, err error) {
+// false, m untouched, when body is not valid JSON or not an object. valid
+// says the caller has checked that body is valid JSON.
+func decodeFast(body []byte, m *Message, valid bool) (ok bool, err error) {
 	i := skipSpace(body, 0)
-	if i >= len(body) || body[i] != '{' || !json.Valid(body) {
+	if i >= len(body) || body[i] != '{' || !valid && !json.Valid(body) {
 		return false, nil
 	}
 	own := bytes.Clone(body)

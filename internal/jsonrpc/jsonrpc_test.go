@@ -120,6 +120,13 @@ func checkAsEncodingJSON(t *testing.T, body []byte) {
 	if gerr == nil && !reflect.DeepEqual(got, want) {
 		t.Fatalf("Decode(%q) = %+v, encoding/json %+v", body, got, want)
 	}
+	if json.Valid(body) { // DecodeValid is Decode of checked bytes
+		var vgot Message
+		verr := DecodeValid(body, &vgot)
+		if (verr == nil) != (gerr == nil) || errors.Is(verr, ErrNotObject) != errors.Is(gerr, ErrNotObject) || !reflect.DeepEqual(vgot, got) {
+			t.Fatalf("DecodeValid(%q) = %+v, %v; Decode %+v, %v", body, vgot, verr, got, gerr)
+		}
+	}
 }
 
 func TestDecodeAsEncodingJSON(t *testing.T) {
@@ -141,6 +148,9 @@ func TestDecodeAllocations(t *testing.T) {
 	m := new(Message)
 	if n := testing.AllocsPerRun(100, func() { *m = Message{}; Decode(body, m) }); n > 1 {
 		t.Fatalf("Decode allocated %v times, want once (the copy of the body)", n)
+	}
+	if n := testing.AllocsPerRun(100, func() { *m = Message{}; DecodeValid(body, m) }); n > 1 {
+		t.Fatalf("DecodeValid allocated %v times, want once (the copy of the body)", n)
 	}
 }
 

@@ -62,7 +62,19 @@ func KeyIs(key []byte, name string) bool {
 	if len(k) == len(name) && string(k) == name {
 		return true
 	}
+	if len(k) != len(name) && isASCII(k) {
+		return false // folding keeps the length of ASCII text
+	}
 	return bytes.EqualFold(k, []byte(name))
+}
+
+func isASCII(b []byte) bool {
+	for _, c := range b {
+		if c >= 0x80 {
+			return false
+		}
+	}
+	return true
 }
 
 // String returns the string a raw JSON string value holds, as

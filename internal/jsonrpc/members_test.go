@@ -100,3 +100,25 @@ func TestMembersAllocations(t *testing.T) {
 		t.Fatalf("Members allocated %v times", n)
 	}
 }
+
+// TestKeyIsFolds: KeyIs matches a key as encoding/json matches it to a
+// struct field, also when folding changes the key's length (the long s,
+// the Kelvin sign) and when the key is only longer or shorter.
+func TestKeyIsFolds(t *testing.T) {
+	for _, key := range []string{`"jsonrpc"`, `"JSONRPC"`, "\"j\u017fonrpc\"", `"j\u017fonrpc"`, `"jsonrpcx"`, `"jsonrp"`, `"json"`,
+		"\"\u212aind\"", `"KIND"`, `"kin"`, `"kinds"`, `""`} {
+		var v struct {
+			JSONRPC *int `json:"jsonrpc"`
+			Kind    *int `json:"kind"`
+		}
+		if err := json.Unmarshal([]byte(`{`+key+`:1}`), &v); err != nil {
+			t.Fatal(err)
+		}
+		if got, want := KeyIs([]byte(key), "jsonrpc"), v.JSONRPC != nil; got != want {
+			t.Errorf("KeyIs(%s, jsonrpc) = %v, encoding/json %v", key, got, want)
+		}
+		if got, want := KeyIs([]byte(key), "kind"), v.Kind != nil; got != want {
+			t.Errorf("KeyIs(%s, kind) = %v, encoding/json %v", key, got, want)
+		}
+	}
+}

@@ -95,20 +95,35 @@ func DecodeHeaderValue(v string) (string, error) {
 	return string(b), nil
 }
 
-// headerValues returns every value of the header called name, matching the
-// name case-insensitively even in a Header built by hand with non-canonical
-// keys, each with surrounding spaces and tabs removed.
-func headerValues(h http.Header, name string) []string {
+// headerValue returns the first value of the header called name, with
+// surrounding spaces and tabs removed, and how many values it has, matching
+// the name case-insensitively even in a Header built by hand with
+// non-canonical keys. It does not allocate: it runs on every request.
+func headerValue(h http.Header, name string) (first string, n int) {
 	canon := http.CanonicalHeaderKey(name)
-	var out []string
 	for k, vs := range h {
-		if k == canon || strings.EqualFold(k, name) {
-			for _, v := range vs {
-				out = append(out, strings.Trim(v, " \t"))
+		if k == canon || sameName(k, name) {
+			if n == 0 && len(vs) > 0 {
+				first = strings.Trim(vs[0], " \t")
 			}
+			n += len(vs)
 		}
 	}
-	return out
+	return first, n
+}
+
+// sameName is strings.EqualFold(k, name), skipping the comparison when an
+// ASCII k has another length (only non-ASCII runes fold to ASCII letters).
+func sameName(k, name string) bool {
+	if len(k) != len(name) {
+		for i := 0; i < len(k); i++ {
+			if k[i] >= 0x80 {
+				return strings.EqualFold(k, name)
+			}
+		}
+		return false
+	}
+	return strings.EqualFold(k, name)
 }
 
 // CheckStandardHeaders checks the Mcp-Method and Mcp-Name headers of a
@@ -138,14 +153,13 @@ func CheckStandardHeaders(h http.Header, method string, name string, hasName boo
 }
 
 func checkOne(h http.Header, header, body string, decode bool) *HeaderError {
-	vs := headerValues(h, header)
+	v, n := headerValue(h, header)
 	switch {
-	case len(vs) > 1:
+	case n > 1:
 		return headerErr(header, "multiple %s headers", header)
-	case len(vs) == 0 || vs[0] == "":
+	case n == 0 || v == "":
 		return headerErr(header, "missing %s header", header)
 	}
-	v := vs[0]
 	if decode {
 		d, err := DecodeHeaderValue(v)
 		if err != nil {

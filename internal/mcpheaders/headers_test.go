@@ -150,3 +150,30 @@ func TestQuoteTruncates(t *testing.T) {
 		t.Fatalf("message not truncated: %v", e)
 	}
 }
+
+// TestCheckStandardHeadersAllocs: the check every modern request makes
+// allocates nothing when it passes.
+func TestCheckStandardHeadersAllocs(t *testing.T) {
+	if raceEnabled {
+		t.Skip("the race detector allocates")
+	}
+	h := hdr("Mcp-Method", "tools/call", "Mcp-Name", "echo", "Content-Type", "application/json", "Accept", "*/*")
+	if n := testing.AllocsPerRun(100, func() {
+		if CheckStandardHeaders(h, "tools/call", "echo", true) != nil {
+			t.Fatal("refused")
+		}
+	}); n != 0 {
+		t.Errorf("CheckStandardHeaders allocates %v times", n)
+	}
+}
+
+// TestSameName: the length shortcut answers as strings.EqualFold, for
+// names whose folds differ in length (the Kelvin sign, the long s).
+func TestSameName(t *testing.T) {
+	for _, c := range [][2]string{{"\u212aey", "key"}, {"X-\u017fig", "x-sig"}, {"KEY", "key"}, {"keys", "key"}, {"ke", "key"},
+		{"", ""}, {"\u212a", "k"}, {"\u212a", "kk"}, {"Mcp-Name", "mcp-name"}, {"Mcp-Names", "mcp-name"}} {
+		if got, want := sameName(c[0], c[1]), strings.EqualFold(c[0], c[1]); got != want {
+			t.Errorf("sameName(%q, %q) = %v, EqualFold %v", c[0], c[1], got, want)
+		}
+	}
+}

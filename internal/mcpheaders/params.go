@@ -286,7 +286,7 @@ type paramCheck struct {
 	keys map[string]map[string][]string // per object on a path: keys by folded key
 }
 
-// foldHeaders indexes h by header name ignoring case, as headerValues
+// foldHeaders indexes h by header name ignoring case, as headerValue
 // matches names, with surrounding spaces and tabs removed from values.
 func foldHeaders(h http.Header) map[string][]string {
 	out := make(map[string][]string, len(h))

@@ -1,0 +1,5 @@
+//go:build !race
+
+package mcpheaders
+
+const raceEnabled = false

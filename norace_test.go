@@ -1,0 +1,5 @@
+//go:build !race
+
+package mcphandler
+
+const raceEnabled = false

@@ -1,0 +1,7 @@
+//go:build race
+
+package mcphandler
+
+// raceEnabled: the race detector's instrumentation allocates, so
+// allocation counts hold only without it.
+const raceEnabled = true
