@@ -48,7 +48,7 @@ var fuzzing = sync.OnceValue(func() bool {
 })
 
 // Check runs f, which handles an input of size bytes, and fails t when it
-// costs more than Budget(size). A run over budget is repeated twice and only
+// costs more than Budget(size) (see measure for what a cost is). A run over budget is repeated twice and only
 // the fastest of the three counts, so a pause of the machine does not fail
 // the test. f must be safe to run several times.
 func Check(t testing.TB, size int, f func()) {
@@ -73,8 +73,23 @@ func CheckPerMB(t testing.TB, size int, perMB time.Duration, f func()) {
 	}
 }
 
+// measure returns what f cost: the smaller of the wall time and the CPU
+// time the process spent while f ran. On a loaded machine the wall time
+// grows by the time f waited for a CPU, which is not a cost of the input;
+// the process's CPU time does not, and it still counts every goroutine f
+// starts and the garbage collection it causes. Other tests running in
+// parallel inflate the CPU time but not the wall time, hence the minimum.
+// Both are at least the CPU time of f's own work divided by the number of
+// CPUs, so a quadratic path still shows. Where the process's CPU time
+// cannot be read, it is the wall time.
 func measure(f func()) time.Duration {
+	cpu0, ok0 := processCPU()
 	start := time.Now()
 	f()
-	return time.Since(start)
+	wall := time.Since(start)
+	cpu1, ok1 := processCPU()
+	if !ok0 || !ok1 {
+		return wall
+	}
+	return min(wall, cpu1-cpu0)
 }
