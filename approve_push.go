@@ -49,7 +49,7 @@ func (h *Handler) approvePush(rq *request, m *jsonrpc.Message, call *ToolCall, d
 	c := &confirmCall{h: h, id: confirmPrefix + rand.Text(), tool: call.Tool.Name, ident: call.Identity, found: call.Tool, x: x}
 	c.rec = confirmRecord{State: statePending, Session: x.sess.ID, Owner: call.Identity.key(), Tool: call.Tool.Name,
 		Digest: argsDigest(call.Arguments), Deadline: a.Expires.UnixMilli(), Stream: x.st.streamID(), ReqID: x.reqID,
-		Args: call.Arguments, Approval: a.ID}
+		Args: call.Arguments, Approval: a.ID, Task: taskRequest(call)}
 	c.rec.Form, _ = json.Marshal(elicitation.Confirm(confirmField, "Confirm")) // never asked; records carry a form
 	ctx := context.WithoutCancel(rq.ctx)
 	if err := c.record(ctx); err != nil {
@@ -260,9 +260,9 @@ func (h *Handler) runAdopted(out *request, c *confirmCall, run *confirmRun, ev *
 		out.fail(c.rec.ReqID, errUnknownTool(c.tool))
 		return
 	}
-	call := &ToolCall{Tool: tool, Arguments: c.rec.Args, Identity: c.ident, SessionID: c.rec.Session, Exchange: c.x}
+	call := &ToolCall{Tool: tool, Arguments: c.rec.Args, Identity: c.ident, SessionID: c.rec.Session, Exchange: c.x, task: c.rec.slot(tool)}
 	res, _ := h.run(out.ctx, call, ev)
-	out.sendResult(c.rec.ReqID, res)
+	h.answerAdopted(out, c.rec.ReqID, call, res)
 }
 
 // adoptRequest is a request that writes to the event log of streamID only,

@@ -90,7 +90,7 @@ func (h *Handler) confirm(ctx context.Context, call *ToolCall, d Decision, ev *C
 	c := &confirmCall{h: h, id: id, tool: call.Tool.Name, ident: call.Identity, form: form, expect: expect, found: call.Tool}
 	c.rec = confirmRecord{State: statePending, Session: x.sess.ID, Owner: call.Identity.key(), Tool: call.Tool.Name,
 		Digest: argsDigest(call.Arguments), Deadline: time.Now().Add(h.cfg.ConfirmTimeout).UnixMilli(),
-		Stream: x.st.streamID(), ReqID: x.reqID, Args: call.Arguments, Expect: expect}
+		Stream: x.st.streamID(), ReqID: x.reqID, Args: call.Arguments, Expect: expect, Task: taskRequest(call)}
 	c.rec.Form, _ = json.Marshal(form)
 	if err := c.record(context.WithoutCancel(ctx)); err != nil {
 		h.logger().Error("mcphandler: storing a confirm", "err", err)
@@ -458,9 +458,9 @@ func (h *Handler) adopt(r *http.Request, start time.Time, ident Identity, sess *
 		rq.fail(rec.ReqID, errUnknownTool(rec.Tool))
 	case run != nil:
 		x := &Exchange{h: h, st: rq.st, sess: sess, version: rq.version, caps: sess.Capabilities, logLevel: LogLevel(sess.LogLevel), reqID: rec.ReqID}
-		call := &ToolCall{Tool: c.found, Arguments: rec.Args, Identity: ident, SessionID: sess.ID, Exchange: x}
+		call := &ToolCall{Tool: c.found, Arguments: rec.Args, Identity: ident, SessionID: sess.ID, Exchange: x, task: rec.slot(c.found)}
 		res, _ := h.run(rq.ctx, call, &ev)
-		rq.sendResult(rec.ReqID, res)
+		h.answerAdopted(rq, rec.ReqID, call, res)
 		run.finish(rq.ctx)
 	case result != nil:
 		ev.IsError = result.IsError
@@ -470,6 +470,15 @@ func (h *Handler) adopt(r *http.Request, start time.Time, ident Identity, sess *
 	if h.cfg.OnCall != nil {
 		ev.Duration = time.Since(start)
 		h.emit(ev)
+	}
+}
+
+// answerAdopted answers a confirmed call that ran on the replica that
+// took its confirm over: with its CreateTaskResult ({"task": Task}) when
+// it became a task, else with res, as callTool answers on the asker.
+func (h *Handler) answerAdopted(rq *request, id json.RawMessage, call *ToolCall, res *ToolResult) {
+	if !h.answerTask(rq, &jsonrpc.Message{ID: id, Method: "tools/call"}, call.task) {
+		rq.sendResult(id, res)
 	}
 }
 

@@ -10,6 +10,7 @@ import (
 
 	"github.com/mcphandler/mcphandler/elicitation"
 	"github.com/mcphandler/mcphandler/internal/jsonrpc"
+	"github.com/mcphandler/mcphandler/internal/task"
 	"github.com/mcphandler/mcphandler/session"
 )
 
@@ -127,6 +128,42 @@ type confirmRecord struct {
 	// Approval is the id of the approval the call waits for (an Approve
 	// decision): the replica that resumes the call reads its decision.
 	Approval string `json:"apv,omitempty"`
+
+	// Task is the call's 2025-11-25 task request (params.task), when it
+	// carried one: whichever replica runs the confirmed call makes it the
+	// one task this request asked for.
+	Task *confirmTask `json:"task,omitempty"`
+}
+
+// confirmTask is the task request of a confirmed 2025-11-25 call: the ttl
+// the client asked for (milliseconds, 0 for the default, at most 2^53 as
+// params.task.ttl) and the task's owner, which must be the record's Owner.
+type confirmTask struct {
+	TTL     int64  `json:"ttl"`
+	Tenant  string `json:"tn"`
+	Subject string `json:"sub"`
+}
+
+// taskRequest is the task request of call's slot for its confirm record
+// (nil when the call cannot become a 2025-11-25 task).
+func taskRequest(call *ToolCall) *confirmTask {
+	s := call.task
+	if s == nil || !s.v1 {
+		return nil
+	}
+	return &confirmTask{TTL: s.ttl.Milliseconds(), Tenant: s.owner.Tenant, Subject: s.owner.Subject}
+}
+
+// slot is the task slot of the call that runs rec's confirmed call, as
+// tool (nil when rec asked for no task or tool no longer has task
+// support): the task is the request's, owned by the asker.
+func (rec *confirmRecord) slot(tool Tool) *taskSlot {
+	t := rec.Task
+	if t == nil || tool.TaskSupport == TaskNone {
+		return nil
+	}
+	owner := task.Owner{Tenant: t.Tenant, Subject: t.Subject}
+	return &taskSlot{owner: owner, v1: true, ttl: time.Duration(t.TTL) * time.Millisecond}
 }
 
 func (r *confirmRecord) deadline() time.Time { return time.UnixMilli(r.Deadline) }
@@ -147,6 +184,10 @@ func (r *confirmRecord) valid() bool {
 	}
 	if r.State == stateAnswered && !r.Failed && !isObject(r.Answer) {
 		return false
+	}
+	if t := r.Task; t != nil {
+		owner := Identity{Tenant: t.Tenant, Subject: t.Subject}
+		return t.TTL >= 0 && t.TTL <= 1<<53 && owner.key() == r.Owner
 	}
 	return true
 }

@@ -42,6 +42,7 @@ func FuzzStoredRecords(f *testing.F) {
 	f.Add([]byte(`{"st":"closed","n":1,"r":1}`))
 	f.Add([]byte(`{"st":"answered","sid":"s","own":"o","tool":"t","args":"` + argsDigest(nil) + `","dl":1,"form":{"type":"object","properties":{}},"ans":{"action":"accept"}}`))
 	f.Add([]byte(`{"st":"pending","sid":"s","own":"o","tool":"t","args":"00","dl":1,"stream":"p1","req":1,"argv":{},"form":{}}`))
+	f.Add([]byte(`{"st":"answered","sid":"s","own":"4:acme/alice","tool":"t","args":"` + argsDigest(nil) + `","dl":1,"form":{"type":"object","properties":{}},"ans":{"action":"accept"},"task":{"ttl":5000,"tn":"acme","sub":"alice"}}`))
 	f.Fuzz(func(t *testing.T, payload []byte) {
 		h := New(Config{Logger: slog.New(slog.DiscardHandler), ListTools: func(context.Context) ([]Tool, error) { return []Tool{{Name: "t"}}, nil }})
 		ctx := context.Background()
@@ -68,4 +69,53 @@ func FuzzStoredRecords(f *testing.F) {
 			c.judge(ctx, &rec)
 		}
 	})
+}
+
+// The task request a confirm record carries is checked like the rest of
+// the record: even signed with the replicas' key, a negative or huge ttl,
+// or an owner other than the record's, makes the record read as invalid,
+// so no replica takes the call over; a good one gives the task slot the
+// asker would have used.
+func TestConfirmRecordTaskRequest(t *testing.T) {
+	h := New(Config{Logger: slog.New(slog.DiscardHandler), ListTools: func(context.Context) ([]Tool, error) { return nil, nil }})
+	defer h.Close()
+	ctx := context.Background()
+	base := confirmRecord{State: stateAnswered, Session: "s", Owner: Identity{Tenant: "acme", Subject: "alice"}.key(), Tool: "t",
+		Digest: argsDigest(nil), Deadline: time.Now().Add(time.Minute).UnixMilli(), Form: json.RawMessage(`{"type":"object","properties":{}}`),
+		Answer: json.RawMessage(`{"action":"accept"}`)}
+	bad := map[string]confirmTask{
+		"negative ttl":  {TTL: -1, Tenant: "acme", Subject: "alice"},
+		"huge ttl":      {TTL: 1<<53 + 1, Tenant: "acme", Subject: "alice"},
+		"other subject": {TTL: 5000, Tenant: "acme", Subject: "bob"},
+		"other tenant":  {TTL: 5000, Tenant: "globex", Subject: "alice"},
+		"no owner":      {TTL: 5000},
+		"split owner":   {TTL: 5000, Tenant: "acme/alice"},
+	}
+	for name, tk := range bad {
+		rec := base
+		rec.Task = &tk
+		id := confirmPrefix + name
+		h.cfg.Store.PutIfAbsent(ctx, confirmKey(id), h.encodeConfirm(id, &rec), time.Minute)
+		if _, _, err := h.loadConfirm(ctx, id); err != errBadRecord {
+			t.Errorf("%s: %v, want errBadRecord", name, err)
+		}
+	}
+	rec := base
+	rec.Task = &confirmTask{TTL: 5000, Tenant: "acme", Subject: "alice"}
+	h.cfg.Store.PutIfAbsent(ctx, confirmKey("good"), h.encodeConfirm("good", &rec), time.Minute)
+	got, _, err := h.loadConfirm(ctx, "good")
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := got.slot(Tool{Name: "t", TaskSupport: TaskOptional})
+	if s == nil || !s.v1 || s.ttl != 5*time.Second || s.owner.Tenant != "acme" || s.owner.Subject != "alice" {
+		t.Fatalf("slot %+v", s)
+	}
+	if got.slot(Tool{Name: "t"}) != nil {
+		t.Fatal("a tool without task support got a task slot")
+	}
+	base.Task = nil
+	if base.slot(Tool{Name: "t", TaskSupport: TaskOptional}) != nil {
+		t.Fatal("a call without params.task got a task slot")
+	}
 }

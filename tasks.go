@@ -128,7 +128,11 @@ func ownerOf(id Identity) task.Owner { return task.Owner{Tenant: id.Tenant, Subj
 // task the same way, once confirmed: on 2026-07-28 the confirm's record
 // then holds the Task, so a retry of the answered round gets the same
 // CreateTaskResult and runs nothing; a task that could not be stored
-// leaves the confirm's decision standing for a retry of that round.
+// leaves the confirm's decision standing for a retry of that round. On
+// 2025-11-25 the confirm's record holds the request's params.task (its
+// ttl and owner, signed with the rest of the record), so a replica that
+// takes the confirm over from an asker that died creates the same one
+// task and answers {"task": Task} on the call's stream.
 //
 // Tasks belong to the caller's tenant and subject: callers without an
 // identity (the zero Identity) share theirs.

@@ -22,6 +22,9 @@ import (
 //     support becomes a task when its Handler calls RunAsTask, answered
 //     {"task": Task}; without params.task a TaskRequired tool is -32601.
 //     params.task on a tool without support is ignored (served normally).
+//     A call that BeforeCall sends through a confirm or an approval
+//     becomes that task once confirmed, on whichever replica runs it: the
+//     confirm's record carries the task request (see confirmTask).
 //   - tasks/get, tasks/cancel, tasks/list and tasks/result act on the
 //     caller's (tenant, subject) tasks only, whatever the session.
 //   - The work of a 2025 task asks the client (Elicit and the others) as
