@@ -248,19 +248,7 @@ func TestApproveDecidedOnAnotherReplica(t *testing.T) {
 // finds the approval decided, takes the call over and runs it once.
 func TestApproveAskerDies(t *testing.T) {
 	rig := newApprovalRig(t, 2, 3*time.Second)
-	var u urlElicitations
-	c := mcptest.Dial(rig.cl.proxy.URL, mcptest.WithToken("acme-viewer"), mcptest.WithCapabilities(urlCaps),
-		u.handler(func(p mcptest.ElicitParams) {
-			i := rig.cl.lastCall.Load()
-			go func() {
-				time.Sleep(100 * time.Millisecond) // the answer to the elicitation went out
-				rig.cl.replicas[i].kill()
-				time.Sleep(100 * time.Millisecond)
-				if _, err := rig.stores[1-i].Decide(context.Background(), p.ElicitationID, bobApproves, true); err != nil {
-					t.Errorf("decide: %v", err)
-				}
-			}()
-		}))
+	c := rig.dialAskerDies(t)
 	defer c.Close()
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
@@ -275,6 +263,25 @@ func TestApproveAskerDies(t *testing.T) {
 		t.Fatalf("ran %d times, want 1", n)
 	}
 	waitOutcome(t, rig.f, mcphandler.OutcomeConfirmed)
+}
+
+// dialAskerDies returns a client of the rig's cluster, declaring URL mode,
+// that answers an approval's URL elicitation and then kills the replica the
+// call waits on; bob approves on the other replica's store once it is down.
+func (rig *approvalRig) dialAskerDies(t *testing.T) *mcptest.Client {
+	var u urlElicitations
+	return mcptest.Dial(rig.cl.proxy.URL, mcptest.WithToken("acme-viewer"), mcptest.WithCapabilities(urlCaps),
+		u.handler(func(p mcptest.ElicitParams) {
+			i := rig.cl.lastCall.Load()
+			go func() {
+				time.Sleep(100 * time.Millisecond) // the answer to the elicitation went out
+				rig.cl.replicas[i].kill()
+				time.Sleep(100 * time.Millisecond)
+				if _, err := rig.stores[1-i].Decide(context.Background(), p.ElicitationID, bobApproves, true); err != nil {
+					t.Errorf("decide: %v", err)
+				}
+			}()
+		}))
 }
 
 var pageURL = regexp.MustCompile(regexp.QuoteMeta(approvalPage) + `([A-Za-z0-9_-]{22})`)

@@ -202,19 +202,7 @@ func TestAttackTakeOverTamperedTaskRequest(t *testing.T) {
 func TestTasksTakeOverApprovedV1(t *testing.T) {
 	ct := &confirmTasks{}
 	rig := newApprovalRig(t, 2, 3*time.Second, func(cfg *mcphandler.Config) { cfg.ListTools = ct.tools })
-	var u urlElicitations
-	c := mcptest.Dial(rig.cl.proxy.URL, mcptest.WithToken("acme-viewer"), mcptest.WithCapabilities(urlCaps),
-		u.handler(func(p mcptest.ElicitParams) {
-			i := rig.cl.lastCall.Load()
-			go func() {
-				time.Sleep(100 * time.Millisecond) // the answer to the elicitation went out
-				rig.cl.replicas[i].kill()
-				time.Sleep(100 * time.Millisecond)
-				if _, err := rig.stores[1-i].Decide(context.Background(), p.ElicitationID, bobApproves, true); err != nil {
-					t.Errorf("decide: %v", err)
-				}
-			}()
-		}))
+	c := rig.dialAskerDies(t)
 	defer c.Close()
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
