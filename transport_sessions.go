@@ -97,7 +97,7 @@ func (h *Handler) resolveSession(w http.ResponseWriter, rq *request) bool {
 		return false
 	}
 	s, err := h.cfg.Store.Get(rq.r.Context(), sid)
-	if err == nil && s.Owner != rq.id.key() {
+	if err == nil && !rq.id.hasKey(s.Owner) {
 		err = session.ErrNotFound
 	}
 	switch {
