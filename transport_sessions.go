@@ -64,7 +64,7 @@ func (h *Handler) serveSession(w http.ResponseWriter, rq *request, m *jsonrpc.Me
 		rq.st = newStream(w, h.primes(rq), h.cfg.SSERetry)
 		rq.st.chunk = rq.r.ProtoAtLeast(1, 1)
 		if rq.sess != nil {
-			rq.st.log = h.eventLog(rq.sess.ID)
+			rq.st.setLog(h, rq.sess.ID)
 		}
 		h.serveRequest(rq, m)
 	}
