@@ -36,6 +36,21 @@ func (id Identity) key() string {
 	return strconv.Itoa(len(id.Tenant)) + ":" + id.Tenant + "/" + id.Subject
 }
 
+// hasKey reports whether k is id.key(), without building the key: a
+// session's owner is checked on every request.
+func (id Identity) hasKey(k string) bool {
+	var buf [20]byte
+	n := strconv.AppendInt(buf[:0], int64(len(id.Tenant)), 10)
+	if len(k) != len(n)+1+len(id.Tenant)+1+len(id.Subject) {
+		return false
+	}
+	if k[:len(n)] != string(n) || k[len(n)] != ':' {
+		return false
+	}
+	k = k[len(n)+1:]
+	return k[:len(id.Tenant)] == id.Tenant && k[len(id.Tenant)] == '/' && k[len(id.Tenant)+1:] == id.Subject
+}
+
 // AuthenticateFunc decides who sent r. It runs on every request (POST, GET
 // and DELETE). A non-nil error answers 401 with the challenge of
 // [Config.Challenge]; wrap [ErrForbidden] to answer 403 instead.

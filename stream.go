@@ -39,12 +39,12 @@ const (
 type stream struct {
 	mu     sync.Mutex // guards everything below
 	w      http.ResponseWriter
-	rc     *http.ResponseController
-	sse    bool   // the SSE header was written
-	done   bool   // the final message was written
-	gone   bool   // the connection ended or was closed: events are only logged
-	noSSE  bool   // a batch member: only the final JSON value may be sent
-	id     string // stream id, the prefix of its event ids (lazy)
+	rc     http.ResponseController // by value: one allocation less per request
+	sse    bool                    // the SSE header was written
+	done   bool                    // the final message was written
+	gone   bool                    // the connection ended or was closed: events are only logged
+	noSSE  bool                    // a batch member: only the final JSON value may be sent
+	id     string                  // stream id, the prefix of its event ids (lazy)
 	seq    uint64
 	prime  bool          // send a priming event (2025-11-25 sessions)
 	retry  time.Duration // the retry field of the priming event
@@ -54,8 +54,10 @@ type stream struct {
 	// sink, when set, takes every message instead of the HTTP response:
 	// the legacy transport publishes them to the session's stream.
 	sink func(msg []byte) error
-	// log, when set, keeps the events for resumption.
-	log *eventLog
+	// log, when set, keeps the events for resumption; a session's POST
+	// stream points it at logv (see setLog).
+	log  *eventLog
+	logv eventLog
 }
 
 // eventLog is where a session's POST streams keep their events. Each
@@ -82,7 +84,15 @@ func (s *stream) suppress() {
 }
 
 func newStream(w http.ResponseWriter, prime bool, retry time.Duration) *stream {
-	return &stream{w: w, rc: http.NewResponseController(w), prime: prime, retry: retry, status: http.StatusOK}
+	return &stream{w: w, rc: *http.NewResponseController(w), prime: prime, retry: retry, status: http.StatusOK}
+}
+
+// setLog makes s keep its events in session sid's event log, held in s
+// itself: a request answered as JSON allocates nothing for a log it does
+// not use.
+func (s *stream) setLog(h *Handler, sid string) {
+	s.logv = eventLog{store: h.cfg.Store, sid: sid, ttl: h.cfg.ResumeWindow, mac: h.macs.event}
+	s.log = &s.logv
 }
 
 // streamID returns the stream's id (the prefix of its event ids), choosing

@@ -64,7 +64,7 @@ func (h *Handler) serveSession(w http.ResponseWriter, rq *request, m *jsonrpc.Me
 		rq.st = newStream(w, h.primes(rq), h.cfg.SSERetry)
 		rq.st.chunk = rq.r.ProtoAtLeast(1, 1)
 		if rq.sess != nil {
-			rq.st.log = h.eventLog(rq.sess.ID)
+			rq.st.setLog(h, rq.sess.ID)
 		}
 		h.serveRequest(rq, m)
 	}
@@ -97,7 +97,7 @@ func (h *Handler) resolveSession(w http.ResponseWriter, rq *request) bool {
 		return false
 	}
 	s, err := h.cfg.Store.Get(rq.r.Context(), sid)
-	if err == nil && s.Owner != rq.id.key() {
+	if err == nil && !rq.id.hasKey(s.Owner) {
 		err = session.ErrNotFound
 	}
 	switch {

@@ -197,7 +197,7 @@ func (h *Handler) legacySession(w http.ResponseWriter, r *http.Request, id Ident
 		return nil, false
 	}
 	s, err := h.cfg.Store.Get(r.Context(), sid)
-	if err == nil && s.Owner != id.key() {
+	if err == nil && !id.hasKey(s.Owner) {
 		err = session.ErrNotFound
 	}
 	switch {
