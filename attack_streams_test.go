@@ -31,6 +31,7 @@ type tokenTable struct {
 	mu     sync.Mutex
 	ids    map[string]mcphandler.Identity
 	down   bool // answer ErrAuthUnavailable
+	panics bool // panic instead of answering
 	checks atomic.Int64
 }
 
@@ -47,6 +48,9 @@ func (tt *tokenTable) authenticate(r *http.Request) (mcphandler.Identity, error)
 	tok, _ := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer ")
 	tt.mu.Lock()
 	defer tt.mu.Unlock()
+	if tt.panics {
+		panic("authorization hook bug")
+	}
 	if tt.down {
 		return mcphandler.Identity{}, fmt.Errorf("introspection endpoint down: %w", mcphandler.ErrAuthUnavailable)
 	}
@@ -229,6 +233,36 @@ func TestAttackRevokedTokenKeepsStream(t *testing.T) {
 				t.Logf("ended %v after the change", time.Since(start).Round(time.Millisecond))
 			})
 		}
+	}
+}
+
+// The attacker's token makes Config.Authenticate panic when it is checked
+// again on an open stream (the check runs on a goroutine of its own, off
+// the stream's). The panic must reach the request's goroutine, where
+// net/http recovers it: the stream ends and the process lives on to serve
+// the next stream.
+func TestAttackAuthenticatePanicsOnStream(t *testing.T) {
+	const keepAlive = 200 * time.Millisecond
+	for _, kind := range streamKinds {
+		t.Run(kind.name, func(t *testing.T) {
+			tt := newTokenTable()
+			h := streamHost(t, tt, keepAlive)
+			done := kind.open(t, h, "acme-viewer")
+			tt.mu.Lock()
+			tt.panics = true
+			tt.mu.Unlock()
+			if !endsWithin(done, 2*time.Second) {
+				t.Fatalf("the stream outlived a panicking Authenticate by 2s (KeepAlive %v)", keepAlive)
+			}
+			tt.mu.Lock()
+			tt.panics = false
+			tt.mu.Unlock()
+			again := kind.open(t, h, "acme-viewer")
+			time.Sleep(2 * keepAlive)
+			if !open(again) {
+				t.Fatal("a stream opened after the panic ended")
+			}
+		})
 	}
 }
 

@@ -93,21 +93,21 @@ func (h *Handler) runStream(ctx context.Context, l *streamLoop) {
 		case <-ctx.Done():
 			return
 		case <-tick.C:
-			if !l.caller.recheck() || !l.keepAlive() {
+			if !offStack(func() bool { return l.caller.recheck() && l.keepAlive() }) {
 				return
 			}
 		case <-l.caller.expired():
 			return
 		case <-poll:
-			if !l.onPoll() {
+			if !offStack(l.onPoll) {
 				return
 			}
 		case b, ok := <-l.msgs:
-			if !ok || !l.onMsg(b) {
+			if !ok || !offStack(func() bool { return l.onMsg(b) }) {
 				return
 			}
 		case b, ok := <-l.changes:
-			if !ok || !l.onChange(b) {
+			if !ok || !offStack(func() bool { return l.onChange(b) }) {
 				return
 			}
 		}
@@ -122,4 +122,27 @@ func (h *Handler) subscribedFn(ctx context.Context, sid string) func(uri string)
 		s, err := h.cfg.Store.Get(ctx, sid)
 		return err == nil && indexOf(s.Subscriptions, uri) >= 0
 	}
+}
+
+// offStack runs f on a goroutine of its own and waits for it; a panic in f
+// is raised again on the caller's goroutine. A goroutine's stack grows to
+// the deepest call it made and stays that size while it is blocked: the
+// calls of an event (the store's client, net/http's writes,
+// Config.Authenticate) run here so that a stream's goroutine, which waits
+// for the stream's life, keeps the stack of its wait (a few KB instead of
+// 8 KB per open stream). It costs a goroutine start per event.
+func offStack(f func() bool) bool {
+	var ok bool
+	var p any
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		defer func() { p = recover() }()
+		ok = f()
+	}()
+	<-done
+	if p != nil {
+		panic(p)
+	}
+	return ok
 }

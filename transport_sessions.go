@@ -282,15 +282,27 @@ func (h *Handler) refuseResponse(w http.ResponseWriter, err error) {
 // serveGET opens the session's server-to-client SSE stream, or resumes a
 // POST stream when Last-Event-ID names one. One stream per session is
 // served at a time, across replicas; a second one gets 409.
+//
+// Everything but the wait runs off the request's goroutine (see offStack),
+// so that the goroutine an open stream keeps keeps the small stack it had.
 func (h *Handler) serveGET(w http.ResponseWriter, r *http.Request) {
-	rq, ok := h.openGET(w, r)
-	if !ok {
+	var loop *streamLoop
+	var end func()
+	if !offStack(func() bool {
+		rq, ok := h.openGET(w, r)
+		if !ok {
+			return false
+		}
+		if last := rq.r.Header.Get("Last-Event-ID"); last != "" && h.resume(w, rq, last) {
+			return false
+		}
+		loop, end = h.openGETStream(w, rq)
+		return loop != nil
+	}) {
 		return
 	}
-	if last := rq.r.Header.Get("Last-Event-ID"); last != "" && h.resume(w, rq, last) {
-		return
-	}
-	h.serveGETStream(w, rq)
+	defer offStack(func() bool { end(); return true })
+	h.runStream(r.Context(), loop)
 }
 
 // openGET checks a GET (mode, caller, Accept, version, session) and
@@ -331,37 +343,36 @@ func (h *Handler) sessionMethodAllowed(w http.ResponseWriter, r *http.Request) b
 	return true
 }
 
-// serveGETStream serves the session's standalone stream. Each message must
-// go on exactly one stream, so the stream claims the session in the store;
-// the claim is renewed with every keep-alive, and a dead holder's lapses
-// after two.
-func (h *Handler) serveGETStream(w http.ResponseWriter, rq *request) {
+// openGETStream opens the session's standalone stream and returns its
+// loop and what ends it, or a nil loop when it answered an error. Each
+// message must go on exactly one stream, so the stream claims the session
+// in the store; the claim is renewed with every keep-alive, and a dead
+// holder's lapses after two.
+func (h *Handler) openGETStream(w http.ResponseWriter, rq *request) (*streamLoop, func()) {
 	ctx, sid := rq.r.Context(), rq.sess.ID
 	claim, claimTTL := []byte(randText()), h.getStreamTTL()
 	if !h.claimGETStream(w, ctx, sid, claim, claimTTL) {
-		return
+		return nil, nil
 	}
-	defer h.cfg.Store.CompareAndSwap(context.WithoutCancel(ctx), getStreamKey(sid), claim, nil, time.Millisecond)
+	release := func() {
+		h.cfg.Store.CompareAndSwap(context.WithoutCancel(ctx), getStreamKey(sid), claim, nil, time.Millisecond)
+	}
 	sub, changes, ok := h.subscribeStream(w, ctx, sid, rq.id)
 	if !ok {
-		return
+		release()
+		return nil, nil
 	}
-	defer h.closeStream(sub, changes)
+	end := func() { h.closeStream(sub, changes); release() }
 	st, err := h.startGETStream(w, rq)
 	if err != nil {
-		return
+		end()
+		return nil, nil
 	}
 	subscribed := h.subscribedFn(ctx, sid)
-	h.runStream(ctx, &streamLoop{
-		caller: h.checkCaller(rq.r, rq.id),
-		keepAlive: func() bool {
-			if st.comment() != nil {
-				return false
-			}
-			ok, err := h.cfg.Store.CompareAndSwap(ctx, getStreamKey(sid), claim, claim, claimTTL)
-			return err != nil || ok // else the claim lapsed and another stream took over
-		},
-		msgs: sub.C(),
+	return &streamLoop{
+		caller:    h.checkCaller(rq.r, rq.id),
+		keepAlive: h.renewGETStream(ctx, st, sid, claim, claimTTL),
+		msgs:      sub.C(),
 		onMsg: func(b []byte) bool {
 			msg, ok := h.openSession(sid, b)
 			return !ok || !bytes.Equal(msg, sessionEnded) && st.send(msg) == nil
@@ -371,7 +382,21 @@ func (h *Handler) serveGETStream(w http.ResponseWriter, rq *request) {
 			msg := changeMessage(c, rq.id, subscribed)
 			return msg == nil || st.send(msg) == nil
 		},
-	})
+	}, end
+}
+
+// renewGETStream is the keep-alive of session sid's standalone stream st:
+// a comment, then the claim's renewal; it reports false when either fails
+// (the claim lapsed and another stream took over). A store error keeps
+// the stream.
+func (h *Handler) renewGETStream(ctx context.Context, st *stream, sid string, claim []byte, ttl time.Duration) func() bool {
+	return func() bool {
+		if st.comment() != nil {
+			return false
+		}
+		ok, err := h.cfg.Store.CompareAndSwap(ctx, getStreamKey(sid), claim, claim, ttl)
+		return err != nil || ok
+	}
 }
 
 // startGETStream starts the SSE response of a session's standalone

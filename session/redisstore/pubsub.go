@@ -19,7 +19,11 @@ import (
 // SubscriptionBuffer is how many messages a subscription holds before the
 // dispatcher starts dropping messages for it: the one goroutine that
 // serves all subscriptions of a connection never waits for a slow reader.
-const SubscriptionBuffer = 64
+// Each subscription's buffer is allocated when it subscribes and lives as
+// long as it does (a session's open stream holds one), so it is kept small:
+// 16 messages, some 0.5 KB; the reader of an open stream drains it as fast
+// as its client's connection takes the events.
+const SubscriptionBuffer = 16
 
 // errClosed is returned by calls that need the Pub/Sub connection after
 // Close.
