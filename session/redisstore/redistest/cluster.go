@@ -468,11 +468,14 @@ func (c *Cluster) replicaOf(ctx context.Context, m *clusterNode, except ...*clus
 
 // settle waits until every live node reports the cluster ok, all of them
 // describe the same layout (which node is a master of which slots, which
-// replicates which), no live node is suspected by any other, and every
-// live replica's link to its master is up.
+// replicates which), no live node is suspected by any other, every live
+// replica's link to its master is up and, when no node is down, every node
+// is either a master of slots or a replica (a restarted master is neither
+// for a moment).
 func (c *Cluster) settle(ctx context.Context) error {
 	return waitUntil(ctx, "the cluster settles", func() error {
 		live := c.live()
+		complete := len(live) == c.masters*(1+c.replicas) // no node is down
 		liveIDs := map[string]bool{}
 		for _, nd := range live {
 			liveIDs[nd.id] = true
@@ -504,6 +507,12 @@ func (c *Cluster) settle(ctx context.Context) error {
 					role = "master"
 					if len(l.slots) > 0 {
 						masters++
+					} else if complete {
+						// A restarted master comes back as a master
+						// without slots before it is turned into a
+						// replica: until then its new master has no
+						// replica to acknowledge WaitReplicas.
+						return fmt.Errorf("%s sees %s as a master without slots", nd.srv.addr, l.id)
 					}
 				}
 				lines = append(lines, l.id+" "+role+" "+l.master+" "+strings.Join(l.slots, ","))
