@@ -148,7 +148,7 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		writeHTTPError(w, status, jsonrpc.CodeInvalidRequest, msg)
 		return
 	}
-	if origin := headerValue(r.Header, hdrOrigin); origin != "" {
+	if origin := r.Header.Get(hdrOrigin); origin != "" {
 		// An allowed browser origin may read the answer and the headers a
 		// client needs (CORS).
 		hdr := w.Header()
@@ -187,7 +187,7 @@ func (h *Handler) checkOrigin(r *http.Request) (int, string) {
 			return http.StatusForbidden, "Forbidden: Host is not a loopback name"
 		}
 	}
-	origin := headerValue(r.Header, hdrOrigin)
+	origin := r.Header.Get(hdrOrigin)
 	if origin == "" || h.anyOrig {
 		return 0, ""
 	}
@@ -275,10 +275,9 @@ func writeRPCError(w http.ResponseWriter, status int, id json.RawMessage, e *jso
 	w.Write(b)
 }
 
-// Canonical names of the request headers read on every POST. Indexing the
-// http.Header with them (headerValue) is Header.Get without canonicalising
-// the name on every call, which for "MCP-Protocol-Version" also allocates.
-// net/http stores incoming names canonically, and Header.Set does too.
+// Canonical names of the request headers read on every POST: Header.Get
+// canonicalises a name it is given, which for "MCP-Protocol-Version"
+// allocates, while a name already canonical is used as it is.
 const (
 	hdrProtocolVersion = "Mcp-Protocol-Version"
 	hdrSessionID       = "Mcp-Session-Id"
@@ -286,14 +285,6 @@ const (
 	hdrOrigin          = "Origin"
 	hdrAccept          = "Accept"
 )
-
-// headerValue is h.Get(key) for a key in canonical form.
-func headerValue(h http.Header, key string) string {
-	if v := h[key]; len(v) > 0 {
-		return v[0]
-	}
-	return ""
-}
 
 func acceptsAll(r *http.Request, types ...string) bool {
 	accept := strings.Join(r.Header[hdrAccept], ",")
@@ -460,7 +451,7 @@ func (h *Handler) servePOST(w http.ResponseWriter, r *http.Request) {
 	if !ok || !checkPOSTHeaders(w, r) {
 		return
 	}
-	hv := strings.TrimSpace(headerValue(r.Header, hdrProtocolVersion))
+	hv := strings.TrimSpace(r.Header.Get(hdrProtocolVersion))
 	buf, status := h.readBody(w, r)
 	if status != 0 {
 		bodyError(w, status)
@@ -488,7 +479,7 @@ func (h *Handler) servePOST(w http.ResponseWriter, r *http.Request) {
 // checkPOSTHeaders answers 415 or 406 to a POST whose Content-Type or
 // Accept the transport refuses.
 func checkPOSTHeaders(w http.ResponseWriter, r *http.Request) bool {
-	if ct := headerValue(r.Header, hdrContentType); ct != "application/json" && !isJSONMediaType(ct) {
+	if ct := r.Header.Get(hdrContentType); ct != "application/json" && !isJSONMediaType(ct) {
 		writeHTTPError(w, http.StatusUnsupportedMediaType, jsonrpc.CodeInvalidRequest, "Unsupported Media Type: Content-Type must be application/json")
 		return false
 	}

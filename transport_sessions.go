@@ -91,7 +91,7 @@ func (h *Handler) resolveSession(w http.ResponseWriter, rq *request) bool {
 		}
 		return true
 	}
-	sid := headerValue(rq.r.Header, hdrSessionID)
+	sid := rq.r.Header.Get(hdrSessionID)
 	if sid == "" {
 		writeHTTPError(w, http.StatusBadRequest, jsonrpc.CodeInvalidRequest, "Bad Request: Mcp-Session-Id header is required")
 		return false

@@ -177,7 +177,7 @@ func (h *Handler) serveModern(w http.ResponseWriter, rq *request, m *jsonrpc.Mes
 // methods, the log level. It returns the HTTP status and error of the
 // first that fails, or a nil error.
 func checkModern(hdr http.Header, m *jsonrpc.Message, meta *requestMeta) (int, *jsonrpc.Error) {
-	hv := strings.TrimSpace(headerValue(hdr, hdrProtocolVersion))
+	hv := strings.TrimSpace(hdr.Get(hdrProtocolVersion))
 	switch {
 	case hv == "":
 		return http.StatusBadRequest, headerMismatch("Header mismatch: MCP-Protocol-Version header is required")
