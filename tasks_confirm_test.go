@@ -14,6 +14,8 @@ import (
 
 	"github.com/mcphandler/mcphandler"
 	"github.com/mcphandler/mcphandler/elicitation"
+	"github.com/mcphandler/mcphandler/session/redisstore/redistest"
+	"github.com/redis/go-redis/v9"
 )
 
 // confirmTasks is a host whose purge tools need a confirm (or an
@@ -397,5 +399,84 @@ func TestTasksAfterApprovalByRepeat(t *testing.T) {
 		if n := ct.runs.Load(); n != 1 {
 			t.Fatalf("work ran %d times, want 1", n)
 		}
+	}
+}
+
+// TestTasksAfterConfirmStoreCut: the retry that turns a confirmed round
+// into its task has its store connection cut mid-operation, at a sweep of
+// byte offsets (the confirm's nonce read, the task's creation, the nonce's
+// close; go-redis sends a command again when its connection broke, so a
+// script may reach Redis twice), and once finds the store down. An
+// attempt may fail, and then runs nothing; once the store answers, the
+// same retry becomes exactly one task, and every replay returns it.
+func TestTasksAfterConfirmStoreCut(t *testing.T) {
+	ct := &confirmTasks{}
+	p := redistest.NewProxy(t, "")
+	cl := newCluster(t, 2, ct.config(), func() redis.UniversalClient { return p.Client(t) })
+	url := cl.proxy.URL
+	cutRetries := 0
+	for i, at := range []int{1, 20, 60, 120, 250, 500, 1000, 2000, 4000} {
+		args := fmt.Sprintf(`{"n":%d}`, i)
+		key, state, _ := taskRound(t, callURL(t, url, "acme-admin", "purge", `"arguments":`+args, capsTasks))
+		retry := roundAnswer(args, key, "accept", state)
+		before := ct.runs.Load()
+		cuts := p.Cuts()
+		p.CutAfter(at)
+		first := callURL(t, url, "acme-admin", "purge", retry, capsTasks)
+		p.ClearCuts()
+		if p.Cuts() > cuts {
+			cutRetries++
+		}
+		t.Logf("cut at %d bytes: cut %v, first attempt error %d", at, p.Cuts() > cuts, first.code)
+		var id string
+		if first.code == 0 {
+			id = taskOf(t, first)
+		}
+		for deadline := time.Now().Add(10 * time.Second); id == ""; time.Sleep(50 * time.Millisecond) {
+			if r := callURL(t, url, "acme-admin", "purge", retry, capsTasks); r.code == 0 {
+				id = taskOf(t, r)
+			} else if time.Now().After(deadline) {
+				t.Fatalf("cut at %d bytes: still refused: %v %d", at, r.res, r.code)
+			}
+		}
+		if got := completedText(t, url, "acme-admin", id); !strings.Contains(got, "purged "+args) {
+			t.Fatalf("cut at %d bytes: the task's result %q", at, got)
+		}
+		for range 2 {
+			if again := taskOf(t, callURL(t, url, "acme-admin", "purge", retry, capsTasks)); again != id {
+				t.Fatalf("cut at %d bytes: a replay made task %s, the first %s", at, again, id)
+			}
+		}
+		if n := ct.runs.Load() - before; n != 1 {
+			t.Fatalf("cut at %d bytes (first attempt: error %d): the work ran %d times, want 1", at, first.code, n)
+		}
+	}
+	// Down for the first attempt: refused, nothing runs; up again: one task.
+	key, state, _ := taskRound(t, callURL(t, url, "acme-admin", "purge", `"arguments":{"n":"down"}`, capsTasks))
+	retry := roundAnswer(`{"n":"down"}`, key, "accept", state)
+	before := ct.runs.Load()
+	p.RefuseConnections()
+	p.CutAll()
+	if r := callURL(t, url, "acme-admin", "purge", retry, capsTasks); r.code == 0 {
+		t.Fatalf("with the store down: %v", r.res)
+	}
+	p.AcceptConnections()
+	var id string
+	for deadline := time.Now().Add(10 * time.Second); id == ""; time.Sleep(50 * time.Millisecond) {
+		if r := callURL(t, url, "acme-admin", "purge", retry, capsTasks); r.code == 0 {
+			id = taskOf(t, r)
+		} else if time.Now().After(deadline) {
+			t.Fatalf("the store is back, still refused: %v %d", r.res, r.code)
+		}
+	}
+	completedText(t, url, "acme-admin", id)
+	if again := taskOf(t, callURL(t, url, "acme-admin", "purge", retry, capsTasks)); again != id {
+		t.Fatalf("a replay after the outage made task %s, the first %s", again, id)
+	}
+	if n := ct.runs.Load() - before; n != 1 {
+		t.Fatalf("across the outage the work ran %d times, want 1", n)
+	}
+	if cutRetries < 5 {
+		t.Fatalf("only %d of the retries had their store connection cut: the sweep tests nothing", cutRetries)
 	}
 }
