@@ -59,6 +59,7 @@
 package otelmcp
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"log/slog"
@@ -394,9 +395,12 @@ func errorType(res mcphandler.Result) string {
 	return ""
 }
 
-// metaCarrier is the string members of a _meta object, or nil.
+// metaCarrier is the string members traceparent, tracestate and baggage
+// of a _meta object, or nil. A _meta that cannot name one of them (none of
+// the names in it, and no escape that could spell one) is not decoded: a
+// 2026-07-28 request always carries _meta, mostly without a trace context.
 func metaCarrier(meta json.RawMessage) propagation.MapCarrier {
-	if len(meta) == 0 {
+	if len(meta) == 0 || !mayCarry(meta) {
 		return nil
 	}
 	var m map[string]json.RawMessage
@@ -414,4 +418,12 @@ func metaCarrier(meta json.RawMessage) propagation.MapCarrier {
 		return nil
 	}
 	return c
+}
+
+// mayCarry reports whether meta may hold a member traceparent, tracestate
+// or baggage: it mentions one of the names, or has an escape (a key such
+// as "trace\u0070arent" names traceparent once decoded).
+func mayCarry(meta []byte) bool {
+	return bytes.IndexByte(meta, '\\') >= 0 || bytes.Contains(meta, []byte("traceparent")) ||
+		bytes.Contains(meta, []byte("tracestate")) || bytes.Contains(meta, []byte("baggage"))
 }
