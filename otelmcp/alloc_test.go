@@ -1,6 +1,7 @@
 package otelmcp_test
 
 import (
+	"net/http"
 	"testing"
 
 	"github.com/mcphandler/mcphandler"
@@ -18,15 +19,7 @@ func TestTracedCallAllocations(t *testing.T) {
 	if raceEnabled {
 		t.Skip("the race detector allocates")
 	}
-	off := caller(t, mcphandler.New(benchConfig()), benchCall)
-	icp, err := otelmcp.NewInterceptor(otelmcp.WithTracerProvider(discardTracerProvider{}), otelmcp.WithMeterProvider(metricnoop.NewMeterProvider()))
-	if err != nil {
-		t.Fatal(err)
-	}
-	cfg := benchConfig()
-	cfg.Interceptors = []mcphandler.Interceptor{icp}
-	traced := caller(t, mcphandler.New(cfg), benchCall)
-	base, with := testing.AllocsPerRun(200, off), testing.AllocsPerRun(200, traced)
+	base, with := tracedAllocs(t, caller, benchCall)
 	if with-base > 11 {
 		t.Fatalf("a traced call allocates %v times, %v more than without interceptor; want at most 11 more", with, with-base)
 	}
@@ -41,16 +34,23 @@ func TestTracedModernCallAllocations(t *testing.T) {
 	if raceEnabled {
 		t.Skip("the race detector allocates")
 	}
-	off := modernCaller(t, mcphandler.New(benchConfig()), modernCall)
+	base, with := tracedAllocs(t, modernCaller, modernCall)
+	if with-base > 13 {
+		t.Fatalf("a traced 2026-07-28 call allocates %v times, %v more than without interceptor; want at most 13 more", with, with-base)
+	}
+}
+
+// tracedAllocs returns the allocations of body served (by the func
+// newCaller makes) without interceptor and with otelmcp, its spans
+// recording but keeping nothing, its meter a no-op.
+func tracedAllocs(t *testing.T, newCaller func(testing.TB, http.Handler, string) func(), body string) (base, with float64) {
+	off := newCaller(t, mcphandler.New(benchConfig()), body)
 	icp, err := otelmcp.NewInterceptor(otelmcp.WithTracerProvider(discardTracerProvider{}), otelmcp.WithMeterProvider(metricnoop.NewMeterProvider()))
 	if err != nil {
 		t.Fatal(err)
 	}
 	cfg := benchConfig()
 	cfg.Interceptors = []mcphandler.Interceptor{icp}
-	traced := modernCaller(t, mcphandler.New(cfg), modernCall)
-	base, with := testing.AllocsPerRun(200, off), testing.AllocsPerRun(200, traced)
-	if with-base > 13 {
-		t.Fatalf("a traced 2026-07-28 call allocates %v times, %v more than without interceptor; want at most 13 more", with, with-base)
-	}
+	traced := newCaller(t, mcphandler.New(cfg), body)
+	return testing.AllocsPerRun(200, off), testing.AllocsPerRun(200, traced)
 }

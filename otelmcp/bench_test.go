@@ -210,6 +210,12 @@ func caller(tb testing.TB, h http.Handler, body string) func() {
 	h.ServeHTTP(w, req)
 	req.Header.Set("Mcp-Session-Id", w.h.Get("Mcp-Session-Id"))
 	req.Header.Set("Mcp-Protocol-Version", "2025-11-25")
+	return replay(tb, h, req, w, body)
+}
+
+// replay returns a func that serves req with body on h, answered to w,
+// failing tb unless it is answered 200.
+func replay(tb testing.TB, h http.Handler, req *http.Request, w *discardWriter, body string) func() {
 	rd := strings.NewReader(body)
 	req.ContentLength = int64(len(body))
 	return func() {
@@ -227,23 +233,11 @@ func caller(tb testing.TB, h http.Handler, body string) func() {
 // modernCaller returns a func that serves the 2026-07-28 tools/call of
 // echo in body on h, in process, failing tb unless it is answered 200.
 func modernCaller(tb testing.TB, h http.Handler, body string) func() {
-	w := &discardWriter{h: http.Header{}}
-	rd := strings.NewReader(body)
-	req, _ := http.NewRequest("POST", "/", rd)
+	req, _ := http.NewRequest("POST", "/", nil)
 	req.Header.Set("Content-Type", "application/json")
 	req.Header.Set("Accept", "application/json, text/event-stream")
 	req.Header.Set("MCP-Protocol-Version", "2026-07-28")
 	req.Header.Set("Mcp-Method", "tools/call")
 	req.Header.Set("Mcp-Name", "echo")
-	req.ContentLength = int64(len(body))
-	return func() {
-		rd.Reset(body)
-		req.Body = io.NopCloser(rd)
-		clear(w.h)
-		w.code = 0
-		h.ServeHTTP(w, req)
-		if w.code != 200 {
-			tb.Fatalf("status %d", w.code)
-		}
-	}
+	return replay(tb, h, req, &discardWriter{h: http.Header{}}, body)
 }

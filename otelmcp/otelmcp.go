@@ -403,6 +403,11 @@ func metaCarrier(meta json.RawMessage) propagation.MapCarrier {
 	if len(meta) == 0 || !mayCarry(meta) {
 		return nil
 	}
+	return decodeCarrier(meta)
+}
+
+// decodeCarrier is metaCarrier by encoding/json, for any _meta.
+func decodeCarrier(meta json.RawMessage) propagation.MapCarrier {
 	var m map[string]json.RawMessage
 	if json.Unmarshal(meta, &m) != nil {
 		return nil
