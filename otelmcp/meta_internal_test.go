@@ -1,9 +1,32 @@
 package otelmcp
 
 import (
+	"encoding/json"
 	"maps"
 	"testing"
+
+	"go.opentelemetry.io/otel/propagation"
 )
+
+// decodeCarrier is metaCarrier by encoding/json, for any _meta, as it was
+// before it walked the members.
+func decodeCarrier(meta json.RawMessage) propagation.MapCarrier {
+	var m map[string]json.RawMessage
+	if json.Unmarshal(meta, &m) != nil {
+		return nil
+	}
+	c := propagation.MapCarrier{}
+	for _, k := range []string{"traceparent", "tracestate", "baggage"} {
+		var s string
+		if v, ok := m[k]; ok && json.Unmarshal(v, &s) == nil {
+			c[k] = s
+		}
+	}
+	if len(c) == 0 {
+		return nil
+	}
+	return c
+}
 
 // FuzzMetaCarrier holds metaCarrier, which skips decoding a _meta that
 // cannot name traceparent, tracestate or baggage, to what decoding it
