@@ -304,28 +304,45 @@ func (w *statusWriter) Unwrap() http.ResponseWriter { return w.ResponseWriter }
 // requestTarget returns the target of method (see Request.Target) and the
 // _meta object of params, reading params only if they mention _meta; else
 // the target is set by the method's own parse of its params (see target).
+// params are valid JSON (the body was checked): they are read as
+// json.Unmarshal would into a struct of name, uri (strings) and _meta, in
+// one walk of their members, and give nothing when it would fail.
 func requestTarget(method string, params json.RawMessage) (string, json.RawMessage) {
 	if len(params) == 0 || params[0] != '{' || !bytes.Contains(params, []byte(`"_meta"`)) {
 		return "", nil
 	}
-	var p struct {
-		Name string          `json:"name"`
-		URI  string          `json:"uri"`
-		Meta json.RawMessage `json:"_meta"`
+	var name, uri string
+	var meta json.RawMessage
+	ok := true
+	str := func(v []byte, dst *string) {
+		if string(v) == "null" {
+			return // as encoding/json: null leaves the string as it was
+		}
+		*dst, ok = jsonrpc.String(v)
 	}
-	if json.Unmarshal(params, &p) != nil {
+	if !jsonrpc.Members(params, func(k, v []byte) bool {
+		switch {
+		case jsonrpc.KeyIs(k, "name"):
+			str(v, &name)
+		case jsonrpc.KeyIs(k, "uri"):
+			str(v, &uri)
+		case jsonrpc.KeyIs(k, "_meta"):
+			meta = v
+		}
+		return ok
+	}) || !ok {
 		return "", nil
 	}
-	if len(p.Meta) == 0 || p.Meta[0] != '{' {
-		p.Meta = nil
+	if len(meta) == 0 || meta[0] != '{' {
+		meta = nil
 	}
 	switch method {
 	case "tools/call", "prompts/get":
-		return p.Name, p.Meta
+		return name, meta
 	case "resources/read", "resources/subscribe", "resources/unsubscribe":
-		return p.URI, p.Meta
+		return uri, meta
 	}
-	return "", p.Meta
+	return "", meta
 }
 
 // target records the target of an intercepted request, as the method's

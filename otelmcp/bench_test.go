@@ -81,24 +81,64 @@ func (dropProcessor) ForceFlush(context.Context) error                { return n
 //   - spans-sdk-batch: the SDK's spans batched to an exporter that drops
 //     them, a no-op meter.
 //   - metrics-sdk: recording-but-dropping spans, the SDK's metrics.
+//   - unsampled: the SDK's spans, none sampled, and the SDK's metrics:
+//     what tracing costs a call that is not traced.
+//   - sampled-drop: the SDK's spans, every one sampled and dropped as it
+//     ends, and the SDK's metrics.
 func BenchmarkToolsCall(b *testing.B) {
-	for _, mode := range []string{"off", "otel", "otel-sampled-10pct", "own", "spans-sdk-drop", "spans-sdk-batch", "metrics-sdk"} {
+	for _, mode := range benchModes {
 		b.Run(mode, func(b *testing.B) {
-			cfg := benchConfig()
-			if mode != "off" {
-				tp, mp := benchProviders(b, mode)
-				icp, err := otelmcp.NewInterceptor(otelmcp.WithTracerProvider(tp), otelmcp.WithMeterProvider(mp))
-				if err != nil {
-					b.Fatal(err)
-				}
-				cfg.Interceptors = []mcphandler.Interceptor{icp}
-			}
-			serveLoop(b, mcphandler.New(cfg), benchCall)
+			serveLoop(b, benchHandler(b, mode), benchCall)
 		})
 	}
 }
 
+// BenchmarkToolsCallModern is BenchmarkToolsCall on the 2026-07-28 path,
+// whose every request carries _meta: without a trace context there
+// (modern), and with one (modern-traceparent).
+func BenchmarkToolsCallModern(b *testing.B) {
+	for _, body := range []struct{ name, body string }{{"modern", modernCall}, {"modern-traceparent", modernTracedCall}} {
+		for _, mode := range benchModes {
+			b.Run(body.name+"/"+mode, func(b *testing.B) {
+				call := modernCaller(b, benchHandler(b, mode), body.body)
+				b.ReportAllocs()
+				for b.Loop() {
+					call()
+				}
+			})
+		}
+	}
+}
+
+var benchModes = []string{"off", "otel", "otel-sampled-10pct", "own", "spans-sdk-drop", "spans-sdk-batch", "metrics-sdk", "unsampled", "sampled-drop"}
+
+// benchHandler is the handler of benchConfig with the interceptor of a
+// benchmark mode.
+func benchHandler(b *testing.B, mode string) http.Handler {
+	cfg := benchConfig()
+	if mode != "off" {
+		tp, mp := benchProviders(b, mode)
+		icp, err := otelmcp.NewInterceptor(otelmcp.WithTracerProvider(tp), otelmcp.WithMeterProvider(mp))
+		if err != nil {
+			b.Fatal(err)
+		}
+		cfg.Interceptors = []mcphandler.Interceptor{icp}
+	}
+	return mcphandler.New(cfg)
+}
+
 const benchCall = `{"jsonrpc":"2.0","id":42,"method":"tools/call","params":{"name":"echo","arguments":{"text":"hello"}}}`
+
+// modernCall is a 2026-07-28 tools/call of echo with its _meta;
+// modernTracedCall the same with a client's trace context.
+const (
+	modernCall = `{"jsonrpc":"2.0","id":42,"method":"tools/call","params":{"name":"echo","arguments":{"text":"hello"},` +
+		`"_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28","io.modelcontextprotocol/clientCapabilities":{},` +
+		`"io.modelcontextprotocol/clientInfo":{"name":"bench","version":"1"}}}}`
+	modernTracedCall = `{"jsonrpc":"2.0","id":42,"method":"tools/call","params":{"name":"echo","arguments":{"text":"hello"},` +
+		`"_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28","io.modelcontextprotocol/clientCapabilities":{},` +
+		`"io.modelcontextprotocol/clientInfo":{"name":"bench","version":"1"},"traceparent":"` + traceparent + `"}}}`
+)
 
 // benchConfig serves a small tool, echo, to tenant acme.
 func benchConfig() mcphandler.Config {
@@ -142,6 +182,10 @@ func benchProviders(b *testing.B, mode string) (trace.TracerProvider, metric.Met
 		return sdkTracer(batched), metricnoop.NewMeterProvider()
 	case "metrics-sdk":
 		return discardTracerProvider{}, sdkMeter()
+	case "unsampled":
+		return sdkTracer(sdktrace.WithSampler(sdktrace.NeverSample())), sdkMeter()
+	case "sampled-drop":
+		return sdkTracer(sdktrace.WithSpanProcessor(dropProcessor{})), sdkMeter()
 	}
 	b.Fatalf("unknown mode %q", mode)
 	return nil, nil
@@ -166,6 +210,12 @@ func caller(tb testing.TB, h http.Handler, body string) func() {
 	h.ServeHTTP(w, req)
 	req.Header.Set("Mcp-Session-Id", w.h.Get("Mcp-Session-Id"))
 	req.Header.Set("Mcp-Protocol-Version", "2025-11-25")
+	return replay(tb, h, req, w, body)
+}
+
+// replay returns a func that serves req with body on h, answered to w,
+// failing tb unless it is answered 200.
+func replay(tb testing.TB, h http.Handler, req *http.Request, w *discardWriter, body string) func() {
 	rd := strings.NewReader(body)
 	req.ContentLength = int64(len(body))
 	return func() {
@@ -178,4 +228,16 @@ func caller(tb testing.TB, h http.Handler, body string) func() {
 			tb.Fatalf("status %d", w.code)
 		}
 	}
+}
+
+// modernCaller returns a func that serves the 2026-07-28 tools/call of
+// echo in body on h, in process, failing tb unless it is answered 200.
+func modernCaller(tb testing.TB, h http.Handler, body string) func() {
+	req, _ := http.NewRequest("POST", "/", nil)
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("Accept", "application/json, text/event-stream")
+	req.Header.Set("MCP-Protocol-Version", "2026-07-28")
+	req.Header.Set("Mcp-Method", "tools/call")
+	req.Header.Set("Mcp-Name", "echo")
+	return replay(tb, h, req, &discardWriter{h: http.Header{}}, body)
 }

@@ -59,6 +59,7 @@
 package otelmcp
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"log/slog"
@@ -70,6 +71,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/mcphandler/mcphandler"
+	"github.com/mcphandler/mcphandler/internal/jsonrpc"
 	"go.opentelemetry.io/otel"
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/codes"
@@ -394,24 +396,68 @@ func errorType(res mcphandler.Result) string {
 	return ""
 }
 
-// metaCarrier is the string members of a _meta object, or nil.
+// metaCarrier is the string members traceparent, tracestate and baggage
+// of a _meta object, or nil. A _meta that cannot name one of them (none of
+// the names in it, and no escape that could spell one) is not decoded: a
+// 2026-07-28 request always carries _meta, mostly without a trace context.
 func metaCarrier(meta json.RawMessage) propagation.MapCarrier {
-	if len(meta) == 0 {
+	if len(meta) == 0 || !mayCarry(meta) || !json.Valid(meta) {
 		return nil
 	}
-	var m map[string]json.RawMessage
-	if json.Unmarshal(meta, &m) != nil {
+	return walkCarrier(meta)
+}
+
+// carrierKeys are the members of _meta a carrier holds.
+var carrierKeys = [...]string{"traceparent", "tracestate", "baggage"}
+
+// walkCarrier is what encoding/json decodes of a valid _meta into a map
+// (see metaCarrier), in one walk of its members: keys match exactly once
+// unescaped, the last of a duplicated key wins, and its value counts if it
+// is a string or null (which decodes as ""). FuzzMetaCarrier compares the
+// two.
+func walkCarrier(meta []byte) propagation.MapCarrier {
+	var last [len(carrierKeys)][]byte
+	if !jsonrpc.Members(meta, func(k, v []byte) bool {
+		for i, name := range carrierKeys {
+			if exactKey(k, name) {
+				last[i] = v
+			}
+		}
+		return true
+	}) {
 		return nil
 	}
-	c := propagation.MapCarrier{}
-	for _, k := range []string{"traceparent", "tracestate", "baggage"} {
-		var s string
-		if v, ok := m[k]; ok && json.Unmarshal(v, &s) == nil {
-			c[k] = s
+	var c propagation.MapCarrier
+	for i, v := range last {
+		s, ok := jsonrpc.String(v)
+		if string(v) == "null" {
+			s, ok = "", true
+		}
+		if ok {
+			if c == nil {
+				c = propagation.MapCarrier{}
+			}
+			c[carrierKeys[i]] = s
 		}
 	}
-	if len(c) == 0 {
-		return nil
-	}
 	return c
+}
+
+// exactKey reports whether the quoted key is name once unescaped, as a
+// map key of encoding/json is.
+func exactKey(key []byte, name string) bool {
+	k := key[1 : len(key)-1]
+	if bytes.IndexByte(k, '\\') < 0 {
+		return string(k) == name
+	}
+	var s string
+	return json.Unmarshal(key, &s) == nil && s == name
+}
+
+// mayCarry reports whether meta may hold a member traceparent, tracestate
+// or baggage: it mentions one of the names, or has an escape (a key such
+// as "trace\u0070arent" names traceparent once decoded).
+func mayCarry(meta []byte) bool {
+	return bytes.IndexByte(meta, '\\') >= 0 || bytes.Contains(meta, []byte("traceparent")) ||
+		bytes.Contains(meta, []byte("tracestate")) || bytes.Contains(meta, []byte("baggage"))
 }
