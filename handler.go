@@ -286,14 +286,27 @@ const (
 	hdrAccept          = "Accept"
 )
 
+// acceptsAll reports whether the request's Accept list admits each of
+// types (at most 8 lower case type/subtype names), as acceptsType does one
+// by one, in a single pass over the list: each part is trimmed (and lowered
+// when not ASCII) once, not once per type.
 func acceptsAll(r *http.Request, types ...string) bool {
 	accept := strings.Join(r.Header[hdrAccept], ",")
-	for _, t := range types {
-		if !acceptsType(accept, t) {
-			return false
+	if len(types) > 8 {
+		panic("mcphandler: acceptsAll takes at most 8 types")
+	}
+	missing := uint8(1)<<len(types) - 1
+	for rest, more := accept, true; more && missing != 0; {
+		var part string
+		part, rest, more = strings.Cut(rest, ",")
+		mt := acceptedMediaType(part)
+		for i, t := range types {
+			if missing&(1<<i) != 0 && admits(mt, t) {
+				missing &^= 1 << i
+			}
 		}
 	}
-	return true
+	return missing == 0
 }
 
 // acceptsType reports whether the Accept list accept admits typ (a lower
@@ -301,21 +314,36 @@ func acceptsAll(r *http.Request, types ...string) bool {
 // compared after strings.ToLower. It copies only a part that is not ASCII
 // (a few other runes lower to ASCII letters: İ to i, the Kelvin sign to k).
 func acceptsType(accept, typ string) bool {
-	major, _, _ := strings.Cut(typ, "/")
 	for rest, more := accept, true; more; {
 		var part string
 		part, rest, more = strings.Cut(rest, ",")
-		mt, _, _ := strings.Cut(part, ";")
-		mt = strings.TrimSpace(mt)
-		if !isASCII(mt) {
-			mt = strings.ToLower(mt)
-		}
-		if lowerIs(mt, typ) || mt == "*/*" ||
-			len(mt) == len(major)+2 && lowerIs(mt[:len(major)], major) && mt[len(major):] == "/*" {
+		if admits(acceptedMediaType(part), typ) {
 			return true
 		}
 	}
 	return false
+}
+
+// acceptedMediaType is the media range of one part of an Accept list,
+// without its parameters and spaces, lowered by strings.ToLower when it is
+// not ASCII (an ASCII one is compared by lowerIs, without a copy).
+func acceptedMediaType(part string) string {
+	mt, _, _ := strings.Cut(part, ";")
+	mt = strings.TrimSpace(mt)
+	if !isASCII(mt) {
+		mt = strings.ToLower(mt)
+	}
+	return mt
+}
+
+// admits reports whether the media range mt (from acceptedMediaType)
+// admits typ, a lower case type/subtype.
+func admits(mt, typ string) bool {
+	if lowerIs(mt, typ) || mt == "*/*" {
+		return true
+	}
+	major, _, _ := strings.Cut(typ, "/")
+	return len(mt) == len(major)+2 && lowerIs(mt[:len(major)], major) && mt[len(major):] == "/*"
 }
 
 func isASCII(s string) bool {
