@@ -24,6 +24,13 @@ func TestHeaderNamesCanonical(t *testing.T) {
 		if got := (http.Header{}).Get(k); got != "" {
 			t.Errorf("Get of an empty header = %q", got)
 		}
+		// headerValue reads what Header.Get does, from a header as net/http
+		// parses it, an empty or nil one, and one with an empty list.
+		for _, hh := range []http.Header{h, {}, nil, {k: {}}, {k: {""}}, {k: {"", "x"}}, {strings.ToLower(k): {"raw"}}} {
+			if got, want := headerValue(&http.Request{Header: hh}, k), hh.Get(k); got != want {
+				t.Errorf("headerValue(%v, %q) = %q, Header.Get %q", hh, k, got, want)
+			}
+		}
 	}
 }
 
