@@ -148,7 +148,7 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		writeHTTPError(w, status, jsonrpc.CodeInvalidRequest, msg)
 		return
 	}
-	if origin := r.Header.Get(hdrOrigin); origin != "" {
+	if origin := headerValue(r, hdrOrigin); origin != "" {
 		// An allowed browser origin may read the answer and the headers a
 		// client needs (CORS).
 		hdr := w.Header()
@@ -187,7 +187,7 @@ func (h *Handler) checkOrigin(r *http.Request) (int, string) {
 			return http.StatusForbidden, "Forbidden: Host is not a loopback name"
 		}
 	}
-	origin := r.Header.Get(hdrOrigin)
+	origin := headerValue(r, hdrOrigin)
 	if origin == "" || h.anyOrig {
 		return 0, ""
 	}
@@ -286,14 +286,38 @@ const (
 	hdrAccept          = "Accept"
 )
 
+// headerValue is r.Header.Get(name) for a name already in canonical form
+// (one of the hdr constants; TestHeaderNamesCanonical checks them): the
+// first value, or "" when there is none. It skips Header.Get's scan of the
+// name, which costs more than the map lookup it precedes.
+func headerValue(r *http.Request, name string) string {
+	if v := r.Header[name]; len(v) > 0 {
+		return v[0]
+	}
+	return ""
+}
+
+// acceptsAll reports whether the request's Accept list admits each of
+// types (at most 8 lower case type/subtype names), as acceptsType does one
+// by one, in a single pass over the list: each part is trimmed (and lowered
+// when not ASCII) once, not once per type.
 func acceptsAll(r *http.Request, types ...string) bool {
 	accept := strings.Join(r.Header[hdrAccept], ",")
-	for _, t := range types {
-		if !acceptsType(accept, t) {
-			return false
+	if len(types) > 8 {
+		panic("mcphandler: acceptsAll takes at most 8 types")
+	}
+	missing := uint8(1)<<len(types) - 1
+	for rest, more := accept, true; more && missing != 0; {
+		var part string
+		part, rest, more = strings.Cut(rest, ",")
+		mt := acceptedMediaType(part)
+		for i, t := range types {
+			if missing&(1<<i) != 0 && admits(mt, t) {
+				missing &^= 1 << i
+			}
 		}
 	}
-	return true
+	return missing == 0
 }
 
 // acceptsType reports whether the Accept list accept admits typ (a lower
@@ -301,21 +325,36 @@ func acceptsAll(r *http.Request, types ...string) bool {
 // compared after strings.ToLower. It copies only a part that is not ASCII
 // (a few other runes lower to ASCII letters: İ to i, the Kelvin sign to k).
 func acceptsType(accept, typ string) bool {
-	major, _, _ := strings.Cut(typ, "/")
 	for rest, more := accept, true; more; {
 		var part string
 		part, rest, more = strings.Cut(rest, ",")
-		mt, _, _ := strings.Cut(part, ";")
-		mt = strings.TrimSpace(mt)
-		if !isASCII(mt) {
-			mt = strings.ToLower(mt)
-		}
-		if lowerIs(mt, typ) || mt == "*/*" ||
-			len(mt) == len(major)+2 && lowerIs(mt[:len(major)], major) && mt[len(major):] == "/*" {
+		if admits(acceptedMediaType(part), typ) {
 			return true
 		}
 	}
 	return false
+}
+
+// acceptedMediaType is the media range of one part of an Accept list,
+// without its parameters and spaces, lowered by strings.ToLower when it is
+// not ASCII (an ASCII one is compared by lowerIs, without a copy).
+func acceptedMediaType(part string) string {
+	mt, _, _ := strings.Cut(part, ";")
+	mt = strings.TrimSpace(mt)
+	if !isASCII(mt) {
+		mt = strings.ToLower(mt)
+	}
+	return mt
+}
+
+// admits reports whether the media range mt (from acceptedMediaType)
+// admits typ, a lower case type/subtype.
+func admits(mt, typ string) bool {
+	if lowerIs(mt, typ) || mt == "*/*" {
+		return true
+	}
+	major, _, _ := strings.Cut(typ, "/")
+	return len(mt) == len(major)+2 && lowerIs(mt[:len(major)], major) && mt[len(major):] == "/*"
 }
 
 func isASCII(s string) bool {
@@ -451,7 +490,7 @@ func (h *Handler) servePOST(w http.ResponseWriter, r *http.Request) {
 	if !ok || !checkPOSTHeaders(w, r) {
 		return
 	}
-	hv := strings.TrimSpace(r.Header.Get(hdrProtocolVersion))
+	hv := strings.TrimSpace(headerValue(r, hdrProtocolVersion))
 	buf, status := h.readBody(w, r)
 	if status != 0 {
 		bodyError(w, status)
@@ -479,7 +518,7 @@ func (h *Handler) servePOST(w http.ResponseWriter, r *http.Request) {
 // checkPOSTHeaders answers 415 or 406 to a POST whose Content-Type or
 // Accept the transport refuses.
 func checkPOSTHeaders(w http.ResponseWriter, r *http.Request) bool {
-	if ct := r.Header.Get(hdrContentType); ct != "application/json" && !isJSONMediaType(ct) {
+	if ct := headerValue(r, hdrContentType); ct != "application/json" && !isJSONMediaType(ct) {
 		writeHTTPError(w, http.StatusUnsupportedMediaType, jsonrpc.CodeInvalidRequest, "Unsupported Media Type: Content-Type must be application/json")
 		return false
 	}

@@ -24,6 +24,13 @@ func TestHeaderNamesCanonical(t *testing.T) {
 		if got := (http.Header{}).Get(k); got != "" {
 			t.Errorf("Get of an empty header = %q", got)
 		}
+		// headerValue reads what Header.Get does, from a header as net/http
+		// parses it, an empty or nil one, and one with an empty list.
+		for _, hh := range []http.Header{h, {}, nil, {k: {}}, {k: {""}}, {k: {"", "x"}}, {strings.ToLower(k): {"raw"}}} {
+			if got, want := headerValue(&http.Request{Header: hh}, k), hh.Get(k); got != want {
+				t.Errorf("headerValue(%v, %q) = %q, Header.Get %q", hh, k, got, want)
+			}
+		}
 	}
 }
 
@@ -51,13 +58,38 @@ var acceptAttacks = []string{
 
 // TestAcceptsTypeAsBefore: the copy-free comparison admits exactly what
 // the strings.ToLower one did, odd case, Unicode folds and wildcards
-// included.
+// included, and so does the single pass for several types.
 func TestAcceptsTypeAsBefore(t *testing.T) {
 	for _, a := range acceptAttacks {
 		for _, typ := range []string{"application/json", "text/event-stream"} {
 			if got, want := acceptsType(a, typ), oldAcceptsType(a, typ); got != want {
 				t.Errorf("acceptsType(%q, %q) = %v, was %v", a, typ, got, want)
 			}
+		}
+		checkAcceptsAll(t, a)
+		checkAcceptsAll(t, strings.Repeat(a+",", 100))
+	}
+}
+
+// checkAcceptsAll fails t unless acceptsAll of the header value a agrees
+// with oldAcceptsType of each type, for one type, two, and a repeated one.
+func checkAcceptsAll(t *testing.T, a string) {
+	t.Helper()
+	r := &http.Request{Header: http.Header{hdrAccept: {a}}}
+	j, e := oldAcceptsType(a, "application/json"), oldAcceptsType(a, "text/event-stream")
+	for _, c := range []struct {
+		types []string
+		want  bool
+	}{
+		{nil, true},
+		{[]string{"application/json"}, j},
+		{[]string{"text/event-stream"}, e},
+		{[]string{"application/json", "text/event-stream"}, j && e},
+		{[]string{"text/event-stream", "application/json"}, j && e},
+		{[]string{"text/event-stream", "text/event-stream"}, e},
+	} {
+		if got := acceptsAll(r, c.types...); got != c.want {
+			t.Fatalf("acceptsAll(%q, %q) = %v, was %v", a, c.types, got, c.want)
 		}
 	}
 }
@@ -72,6 +104,7 @@ func FuzzAcceptsType(f *testing.F) {
 				t.Fatalf("acceptsType(%q, %q) = %v, was %v", a, typ, got, want)
 			}
 		}
+		checkAcceptsAll(t, a)
 	})
 }
 

@@ -91,7 +91,7 @@ func (h *Handler) resolveSession(w http.ResponseWriter, rq *request) bool {
 		}
 		return true
 	}
-	sid := rq.r.Header.Get(hdrSessionID)
+	sid := headerValue(rq.r, hdrSessionID)
 	if sid == "" {
 		writeHTTPError(w, http.StatusBadRequest, jsonrpc.CodeInvalidRequest, "Bad Request: Mcp-Session-Id header is required")
 		return false
@@ -168,7 +168,7 @@ func (h *Handler) openBatch(w http.ResponseWriter, rq *request, body []byte) ([]
 		writeHTTPError(w, http.StatusBadRequest, jsonrpc.CodeParseError, "Parse error")
 		return nil, false
 	}
-	if rq.r.Header.Get("Mcp-Session-Id") == "" && !h.cfg.Stateless {
+	if headerValue(rq.r, hdrSessionID) == "" && !h.cfg.Stateless {
 		writeHTTPError(w, http.StatusBadRequest, jsonrpc.CodeInvalidRequest, "Invalid Request: batches are not supported")
 		return nil, false
 	}
@@ -320,7 +320,7 @@ func (h *Handler) openGET(w http.ResponseWriter, r *http.Request) (*request, boo
 		writeHTTPError(w, http.StatusNotAcceptable, jsonrpc.CodeInvalidRequest, "Not Acceptable: Accept must list text/event-stream")
 		return nil, false
 	}
-	hv := strings.TrimSpace(r.Header.Get("MCP-Protocol-Version"))
+	hv := strings.TrimSpace(headerValue(r, hdrProtocolVersion))
 	if hv != "" && !isSupported(hv) {
 		writeHTTPError(w, http.StatusBadRequest, jsonrpc.CodeInvalidRequest, "Bad Request: unsupported MCP-Protocol-Version "+hv)
 		return nil, false
@@ -335,7 +335,7 @@ func (h *Handler) openGET(w http.ResponseWriter, r *http.Request) (*request, boo
 // sessionMethodAllowed answers 405 to a GET or DELETE that has no session
 // to address: the server is stateless, or the request is 2026-07-28's.
 func (h *Handler) sessionMethodAllowed(w http.ResponseWriter, r *http.Request) bool {
-	if h.cfg.Stateless || isModernVersion(strings.TrimSpace(r.Header.Get("MCP-Protocol-Version"))) {
+	if h.cfg.Stateless || isModernVersion(strings.TrimSpace(headerValue(r, hdrProtocolVersion))) {
 		w.Header().Set("Allow", "POST")
 		writeHTTPError(w, http.StatusMethodNotAllowed, jsonrpc.CodeInvalidRequest, "Method not allowed: the server is stateless")
 		return false
@@ -458,7 +458,7 @@ func (h *Handler) serveDELETE(w http.ResponseWriter, r *http.Request) {
 	if !ok {
 		return
 	}
-	rq := &request{h: h, r: r, id: id, version: strings.TrimSpace(r.Header.Get("MCP-Protocol-Version")), era: sessions}
+	rq := &request{h: h, r: r, id: id, version: strings.TrimSpace(headerValue(r, hdrProtocolVersion)), era: sessions}
 	if !h.resolveSession(w, rq) {
 		return
 	}
