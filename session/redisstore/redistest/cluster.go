@@ -516,6 +516,18 @@ func (c *Cluster) settle(ctx context.Context) error {
 					}
 				}
 				lines = append(lines, l.id+" "+role+" "+l.master+" "+strings.Join(l.slots, ","))
+				if l.has("myself") && role == "master" && complete {
+					// The master must see its replicas online too: a
+					// replica that just rejoined reports its link up
+					// before the master counts it for WaitReplicas.
+					repl, err := nd.admin.Info(ctx, "replication").Result()
+					if err != nil {
+						return err
+					}
+					if n := strings.Count(repl, "state=online"); n < c.replicas {
+						return fmt.Errorf("%s: %d replicas online, want %d", nd.srv.addr, n, c.replicas)
+					}
+				}
 				if l.has("myself") && role == "slave" {
 					repl, err := nd.admin.Info(ctx, "replication").Result()
 					if err != nil {
