@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"net/http"
+	"strconv"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -193,6 +194,9 @@ func testConfirmPendingAcrossFailover(t *testing.T, clients func() redis.Univers
 		time.Sleep(think)
 		return mcptest.ElicitResult{Action: "accept", Content: map[string]any{"confirm": true}}, nil
 	})
+	if opts.WaitReplicas > 0 {
+		waitReplicated(t, clients(), opts.WaitReplicas)
+	}
 	close(x.release)
 	start := time.Now()
 	cctx, cancel := context.WithTimeout(ctx, 30*time.Second) // a hang fails
@@ -303,4 +307,63 @@ func TestSentinelConfirmAcrossFailover(t *testing.T) {
 		clients, failover := private(t)
 		testConfirmPendingAcrossFailover(t, clients, redisstore.Options{OpTimeout: time.Second}, 0, failover)
 	})
+}
+
+// waitReplicated waits (up to 10 s) until every master of c acknowledges
+// a write with n replicas: a replica that rejoined after an earlier
+// subtest's failover may not yet acknowledge, and the confirm's first
+// write, made before the failover under test, would fail for that reason
+// alone.
+func waitReplicated(t *testing.T, c redis.UniversalClient, n int) {
+	t.Helper()
+	cc, ok := c.(*redis.ClusterClient)
+	if !ok {
+		return
+	}
+	ctx := context.Background()
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		err := cc.ForEachMaster(ctx, func(ctx context.Context, m *redis.Client) error {
+			key, err := ownedKey(ctx, m)
+			if err != nil {
+				return err
+			}
+			if err := m.Set(ctx, key, "1", time.Second).Err(); err != nil {
+				return err
+			}
+			got, err := m.Wait(ctx, n, 500*time.Millisecond).Result()
+			if err == nil && got < int64(n) {
+				err = errors.New("a write was not acknowledged by enough replicas")
+			}
+			return err
+		})
+		if err == nil {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the cluster does not replicate before the test: %v", err)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+}
+
+// ownedKey returns a key whose slot the master m serves.
+func ownedKey(ctx context.Context, m *redis.Client) (string, error) {
+	slots, err := m.ClusterSlots(ctx).Result()
+	if err != nil {
+		return "", err
+	}
+	for i := range 256 {
+		key := "{mcph-probe-" + strconv.Itoa(i) + "}"
+		slot, err := m.ClusterKeySlot(ctx, key).Result()
+		if err != nil {
+			return "", err
+		}
+		for _, r := range slots {
+			if int64(r.Start) <= slot && slot <= int64(r.End) && len(r.Nodes) > 0 && r.Nodes[0].Addr == m.Options().Addr {
+				return key, nil
+			}
+		}
+	}
+	return "", errors.New("no key found for the master " + m.Options().Addr)
 }
