@@ -273,8 +273,8 @@ func (h *Handler) interceptHTTP(w http.ResponseWriter, r *http.Request, kind Req
 		serve(w, r)
 		return
 	}
-	ic := &interception{req: Request{Kind: kind, SessionID: r.Header.Get("Mcp-Session-Id"), HTTP: r, Start: time.Now(),
-		ProtocolVersion: strings.TrimSpace(r.Header.Get("MCP-Protocol-Version"))}}
+	ic := &interception{req: Request{Kind: kind, SessionID: headerValue(r, hdrSessionID), HTTP: r, Start: time.Now(),
+		ProtocolVersion: strings.TrimSpace(headerValue(r, hdrProtocolVersion))}}
 	h.runInterceptors(ic, r.Context(), func(ctx context.Context) {
 		if kind != KindSessionEnd {
 			serve(w, r.WithContext(ctx))
