@@ -3,7 +3,10 @@ package mcphandler
 import (
 	"bytes"
 	"encoding/json"
+	"strings"
 	"testing"
+
+	"github.com/mcphandler/mcphandler/internal/costguard"
 )
 
 // requestTargetDecoded is requestTarget by encoding/json, as it was before
@@ -50,10 +53,26 @@ func FuzzRequestTarget(f *testing.F) {
 		if !json.Valid(params) {
 			return
 		}
-		gt, gm := requestTarget(method, params)
+		var gt string
+		var gm json.RawMessage
+		costguard.Check(t, len(params), func() { gt, gm = requestTarget(method, params) })
 		wt, wm := requestTargetDecoded(method, params)
 		if gt != wt || !bytes.Equal(gm, wm) || (gm == nil) != (wm == nil) {
 			t.Fatalf("requestTarget(%q, %s) = %q, %s; json.Unmarshal reads %q, %s", method, params, gt, gm, wt, wm)
 		}
 	})
+}
+
+// TestRequestTargetCost: the params an attacker shapes worst for the walk
+// — a MiB of members, of nesting, of one string, of escapes — cost time
+// linear in their size.
+func TestRequestTargetCost(t *testing.T) {
+	const n = 1 << 20
+	wide := `{"_meta":{},` + strings.Repeat(`"a":1,`, n/6) + `"name":"x"}`
+	deep := `{"_meta":` + strings.Repeat(`{"a":`, n/10) + `1` + strings.Repeat(`}`, n/10) + `,"name":"x"}`
+	long := `{"_meta":{},"name":"` + strings.Repeat("x", n) + `"}`
+	escaped := `{"_meta":{},"name":"` + strings.Repeat(`\u00e9`, n/6) + `"}`
+	for _, p := range []string{wide, deep, long, escaped} {
+		costguard.Check(t, len(p), func() { requestTarget("tools/call", json.RawMessage(p)) })
+	}
 }

@@ -3,7 +3,10 @@ package otelmcp
 import (
 	"encoding/json"
 	"maps"
+	"strings"
 	"testing"
+
+	"github.com/mcphandler/mcphandler/internal/costguard"
 
 	"go.opentelemetry.io/otel/propagation"
 )
@@ -41,7 +44,9 @@ func FuzzMetaCarrier(f *testing.F) {
 		f.Add([]byte(s))
 	}
 	f.Fuzz(func(t *testing.T, meta []byte) {
-		got, want := metaCarrier(meta), decodeCarrier(meta)
+		var got propagation.MapCarrier
+		costguard.Check(t, len(meta), func() { got = metaCarrier(meta) })
+		want := decodeCarrier(meta)
 		if (got == nil) != (want == nil) || !maps.Equal(got, want) {
 			t.Fatalf("metaCarrier(%q) = %v, decoded every time %v", meta, got, want)
 		}
@@ -56,5 +61,19 @@ func TestMetaCarrierSkipsOnlyWhatCannotCarry(t *testing.T) {
 	}
 	if c := metaCarrier([]byte(`{"trace\u0070arent":"tp","b\u0061ggage":"u=a"}`)); c["traceparent"] != "tp" || c["baggage"] != "u=a" {
 		t.Errorf("escaped names: carrier %v, want traceparent and baggage", c)
+	}
+}
+
+// TestMetaCarrierCost: a _meta an attacker shapes worst — a MiB of
+// members naming traceparent, of nesting, of escapes — costs time linear
+// in its size.
+func TestMetaCarrierCost(t *testing.T) {
+	const n = 1 << 20
+	for _, m := range []string{
+		`{` + strings.Repeat(`"traceparent":"x",`, n/18) + `"baggage":"b"}`,
+		`{"traceparent":"x","a":` + strings.Repeat(`[`, n/2) + strings.Repeat(`]`, n/2) + `}`,
+		`{"tracestate":"` + strings.Repeat(`\u0061`, n/6) + `"}`,
+	} {
+		costguard.Check(t, len(m), func() { metaCarrier([]byte(m)) })
 	}
 }
