@@ -4,9 +4,11 @@ import (
 	"context"
 	"net/http"
 	"net/http/httptest"
+	"strconv"
 	"sync"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/mcphandler/mcphandler"
 	"github.com/mcphandler/mcphandler/mcptest"
@@ -30,8 +32,10 @@ func TestAttackInterceptorTargetIsWhatRan(t *testing.T) {
 			}}
 	}
 	tools := []mcphandler.Tool{tool("echo"), tool("other")}
-	var mu sync.Mutex
-	var before, after string
+	// The interceptor returns after the answer was written: it hands what
+	// it saw over, and the test waits for it.
+	type seen struct{ id, before, after string }
+	saw := make(chan seen, 16)
 	h := mcphandler.New(mcphandler.Config{
 		Authenticate: bearer,
 		ListTools:    func(context.Context) ([]mcphandler.Tool, error) { return tools, nil },
@@ -39,9 +43,7 @@ func TestAttackInterceptorTargetIsWhatRan(t *testing.T) {
 			b := req.Target
 			res := next(ctx)
 			if req.Method == "tools/call" {
-				mu.Lock()
-				before, after = b, req.Target
-				mu.Unlock()
+				saw <- seen{string(req.ID), b, req.Target}
 			}
 			return res
 		}},
@@ -60,6 +62,7 @@ func TestAttackInterceptorTargetIsWhatRan(t *testing.T) {
 	}
 	runs := 0
 	const modernMeta = `"io.modelcontextprotocol/protocolVersion":"2026-07-28","io.modelcontextprotocol/clientCapabilities":{}`
+	id := 100
 	for _, p := range []string{
 		`"name":"echo"`,
 		`"NAME":"echo"`,
@@ -69,14 +72,13 @@ func TestAttackInterceptorTargetIsWhatRan(t *testing.T) {
 		`"arguments":{"name":"other"},"name":"echo"`,
 	} {
 		for _, era := range []string{"2025", "2026-07-28"} {
-			mu.Lock()
-			before, after = "", ""
-			mu.Unlock()
+			id++
+			rid := strconv.Itoa(id)
 			was := counts()
 			if era == "2025" {
-				postRaw(t, c, `{"jsonrpc":"2.0","id":7,"method":"tools/call","params":{`+p+`,"_meta":{"k":1}}}`)
+				postRaw(t, c, `{"jsonrpc":"2.0","id":`+rid+`,"method":"tools/call","params":{`+p+`,"_meta":{"k":1}}}`)
 			} else {
-				modernPost(t, srv, "acme-viewer", `{"jsonrpc":"2.0","id":7,"method":"tools/call","params":{`+p+`,"_meta":{`+modernMeta+`}}}`,
+				modernPost(t, srv, "acme-viewer", `{"jsonrpc":"2.0","id":`+rid+`,"method":"tools/call","params":{`+p+`,"_meta":{`+modernMeta+`}}}`,
 					func(hdr http.Header) { hdr.Set("Mcp-Name", "echo") })
 			}
 			now := counts()
@@ -86,9 +88,28 @@ func TestAttackInterceptorTargetIsWhatRan(t *testing.T) {
 					which = append(which, name)
 				}
 			}
-			mu.Lock()
-			b, a := before, after
-			mu.Unlock()
+			// A tool that ran was intercepted: wait for the report. A
+			// request refused before it reached the interceptors (a
+			// 2026-07-28 name that contradicts Mcp-Name) has none.
+			wait := 200 * time.Millisecond
+			if len(which) > 0 {
+				wait = 5 * time.Second
+			}
+			var b, a string
+			got := false
+			for deadline := time.After(wait); !got; {
+				select {
+				case v := <-saw:
+					if v.id == rid {
+						b, a, got = v.before, v.after, true
+					}
+				case <-deadline:
+					if len(which) > 0 {
+						t.Fatalf("%s %s: %v ran, the interceptor saw no tools/call", era, p, which)
+					}
+					got = true
+				}
+			}
 			runs += len(which)
 			switch {
 			case len(which) > 1:
