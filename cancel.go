@@ -169,13 +169,17 @@ func (h *Handler) applyCancels(ctx context.Context, sub session.Subscription) bo
 // by replicas, the goroutine that receives cancellations from the other
 // replicas, and waits for it to end; and the tasks this replica runs,
 // which are marked failed (the server shut down before they ended) and
-// whose work is cancelled and waited for. It does not close the store.
-// Requests still being served are not interrupted. It is safe to call
+// whose work is cancelled and waited for; and the GET streams that took
+// their connection over from net/http (see Config.KeepStreamRequests),
+// which end as if their session's client had left, and are waited for. It
+// does not close the store. Requests still being served are not
+// interrupted. It is safe to call
 // more than once, and concurrently. The subscription to change
 // notifications belongs to the open streams: it ends with the last of
 // them.
 func (h *Handler) Close() error {
 	h.tasks.close()
+	h.detached.close()
 	c := &h.cancels
 	c.mu.Lock()
 	c.closed = true

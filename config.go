@@ -167,8 +167,23 @@ type Config struct {
 	// Last-Event-ID) on any replica. If zero, 5 minutes.
 	ResumeWindow time.Duration
 	// KeepAlive is the interval of comment lines on an idle GET stream. If
-	// zero, 25 seconds.
+	// zero, 25 seconds. A write to a session's GET stream that cannot
+	// complete within it ends the stream.
 	KeepAlive time.Duration
+	// KeepStreamRequests keeps the HTTP request of each session's GET
+	// stream in progress for the stream's life. By default, on HTTP/1.x,
+	// once the stream's header is sent the handler takes the connection
+	// over from net/http (http.Hijacker) and its ServeHTTP returns: an
+	// open stream then costs about a third of the memory (net/http's
+	// buffers and goroutine for the request are gone). Middleware then
+	// sees the GET complete, with status 200, when its stream starts;
+	// Config.Interceptors still see the whole stream. The http.Server's
+	// Shutdown and Close neither wait for nor close such a stream:
+	// Shutdown ends the streams the handler took from that server (the
+	// client sees the end of the body and reconnects), as does
+	// Handler.Close for all of them. HTTP/2 streams, and any whose
+	// ResponseWriter cannot be hijacked, always keep their request.
+	KeepStreamRequests bool
 
 	// Bounds on what a client may make the handler keep. Each has a
 	// default; past it the request is refused with a message naming the

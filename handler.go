@@ -44,6 +44,8 @@ type Handler struct {
 	tasks   *taskRunner        // durable tasks (tasks.go)
 	changes changeHub          // change notifications for the streams held here
 
+	detached detachedStreams // GET streams that took their connection over (detach.go)
+
 	skillDigests digestCache // skill manifest digests (skills_digest.go)
 
 	bufPool sync.Pool // *bytes.Buffer for request bodies
@@ -169,7 +171,7 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	case http.MethodPost:
 		h.servePOST(w, r)
 	case http.MethodGet:
-		h.interceptHTTP(w, r, KindStream, h.serveGET) // Config.Interceptors (intercept.go)
+		h.serveGETRequest(w, r) // detach.go
 	case http.MethodDelete:
 		h.interceptHTTP(w, r, KindSessionEnd, h.serveDELETE) // Config.Interceptors (intercept.go)
 	default:

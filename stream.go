@@ -51,6 +51,10 @@ type stream struct {
 	status int           // HTTP status of a JSON final message
 	quiet  bool          // the request was cancelled: send no final message
 	chunk  bool          // HTTP/1.1: the SSE body is chunked
+	// conn, once set, is the connection the stream took over from
+	// net/http (detach.go): events go straight to it, and w and rc are
+	// no longer used.
+	conn *streamConn
 	// sink, when set, takes every message instead of the HTTP response:
 	// the legacy transport publishes them to the session's stream.
 	sink func(msg []byte) error
@@ -198,13 +202,22 @@ func (s *stream) writeEventLocked(kind byte, msg []byte) error {
 		return errStreamClosed
 	}
 	id := s.appendID(make([]byte, 0, 32), seq)
-	if _, err := s.w.Write(appendEvent(make([]byte, 0, len(msg)+48), id, msg)); err != nil {
-		return s.lostLocked(err)
-	}
-	if err := s.rc.Flush(); err != nil {
+	if err := s.outLocked(appendEvent(make([]byte, 0, len(msg)+48), id, msg)); err != nil {
 		return s.lostLocked(err)
 	}
 	return nil
+}
+
+// outLocked writes b to the client and flushes it: through net/http, or
+// straight to the connection once the stream took it over.
+func (s *stream) outLocked(b []byte) error {
+	if s.conn != nil {
+		return s.conn.write(b)
+	}
+	if _, err := s.w.Write(b); err != nil {
+		return err
+	}
+	return s.rc.Flush()
 }
 
 // lostLocked records that the connection failed. A logged stream goes on
@@ -311,9 +324,9 @@ func (s *stream) comment() error {
 	if s.done || !s.sse || s.gone {
 		return errStreamClosed
 	}
-	if _, err := s.w.Write([]byte(":\n\n")); err != nil {
+	if err := s.outLocked([]byte(":\n\n")); err != nil {
 		s.gone = true
 		return err
 	}
-	return s.rc.Flush()
+	return nil
 }

@@ -285,8 +285,19 @@ func (h *Handler) refuseResponse(w http.ResponseWriter, err error) {
 //
 // Everything but the wait runs off the request's goroutine (see offStack),
 // so that the goroutine an open stream keeps keeps the small stack it had.
+//
+// Served with a handoff (detach.go), the stream takes its connection over
+// from net/http once its header is out.
 func (h *Handler) serveGET(w http.ResponseWriter, r *http.Request) {
+	d, _ := w.(*handoff)
+	var cancel context.CancelFunc
+	var unlink func() bool
+	if d != nil {
+		r, cancel, unlink = d.detachable(r)
+		defer cancel()
+	}
 	var loop *streamLoop
+	var st *stream
 	var end func()
 	if !offStack(func() bool {
 		rq, ok := h.openGET(w, r)
@@ -296,12 +307,18 @@ func (h *Handler) serveGET(w http.ResponseWriter, r *http.Request) {
 		if last := rq.r.Header.Get("Last-Event-ID"); last != "" && h.resume(w, rq, last) {
 			return false
 		}
-		loop, end = h.openGETStream(w, rq)
+		loop, st, end = h.openGETStream(w, rq)
 		return loop != nil
 	}) {
 		return
 	}
-	defer offStack(func() bool { end(); return true })
+	over := func() {}
+	if d != nil {
+		if f := h.takeOver(d, r, st, cancel, unlink); f != nil {
+			over = f
+		}
+	}
+	defer offStack(func() bool { end(); over(); return true })
 	h.runStream(r.Context(), loop)
 }
 
@@ -344,15 +361,16 @@ func (h *Handler) sessionMethodAllowed(w http.ResponseWriter, r *http.Request) b
 }
 
 // openGETStream opens the session's standalone stream and returns its
-// loop and what ends it, or a nil loop when it answered an error. Each
+// loop, the stream and what ends it, or a nil loop when it answered an
+// error. Each
 // message must go on exactly one stream, so the stream claims the session
 // in the store; the claim is renewed with every keep-alive, and a dead
 // holder's lapses after two.
-func (h *Handler) openGETStream(w http.ResponseWriter, rq *request) (*streamLoop, func()) {
+func (h *Handler) openGETStream(w http.ResponseWriter, rq *request) (*streamLoop, *stream, func()) {
 	ctx, sid := rq.r.Context(), rq.sess.ID
 	claim, claimTTL := []byte(randText()), h.getStreamTTL()
 	if !h.claimGETStream(w, ctx, sid, claim, claimTTL) {
-		return nil, nil
+		return nil, nil, nil
 	}
 	release := func() {
 		h.cfg.Store.CompareAndSwap(context.WithoutCancel(ctx), getStreamKey(sid), claim, nil, time.Millisecond)
@@ -360,13 +378,13 @@ func (h *Handler) openGETStream(w http.ResponseWriter, rq *request) (*streamLoop
 	sub, changes, ok := h.subscribeStream(w, ctx, sid, rq.id)
 	if !ok {
 		release()
-		return nil, nil
+		return nil, nil, nil
 	}
 	end := func() { h.closeStream(sub, changes); release() }
 	st, err := h.startGETStream(w, rq)
 	if err != nil {
 		end()
-		return nil, nil
+		return nil, nil, nil
 	}
 	subscribed := h.subscribedFn(ctx, sid)
 	return &streamLoop{
@@ -382,7 +400,7 @@ func (h *Handler) openGETStream(w http.ResponseWriter, rq *request) (*streamLoop
 			msg := changeMessage(c, rq.id, subscribed)
 			return msg == nil || st.send(msg) == nil
 		},
-	}, end
+	}, st, end
 }
 
 // renewGETStream is the keep-alive of session sid's standalone stream st:
