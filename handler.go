@@ -543,18 +543,13 @@ func isJSONMediaType(ct string) bool {
 // Config.MaxIDBytes (-32600), or when it has no single meaning (see
 // strictMessage).
 //
-// The body is read twice, not three times: canon.Check first, and when it
-// passes (the usual case) the body is valid JSON, so the decoder skips its
-// own validity check and strictMessage has nothing left to find. When it
-// fails, every check runs as written, in the same order, so the answer to
-// a bad body does not change.
+// The body is read once and its envelope's members decoded (see
+// decodeChecked) when canon's check passes, the usual case; strictMessage
+// then has nothing left to find. When it fails, every check runs as
+// written, in the same order, so the answer to a bad body does not change.
 func (h *Handler) decodeMessage(w http.ResponseWriter, body []byte, m *jsonrpc.Message) (jsonrpc.Kind, bool) {
-	strict := canon.Check(body, messageLimits)
-	decode := jsonrpc.Decode
-	if strict == nil {
-		decode = jsonrpc.DecodeValid
-	}
-	if err := decode(body, m); err != nil {
+	strict, err := decodeChecked(body, m)
+	if err != nil {
 		if errors.Is(err, jsonrpc.ErrNotObject) {
 			writeHTTPError(w, http.StatusBadRequest, jsonrpc.CodeInvalidRequest, "Invalid Request: the body must be a JSON-RPC message object")
 		} else {
@@ -566,7 +561,7 @@ func (h *Handler) decodeMessage(w http.ResponseWriter, body []byte, m *jsonrpc.M
 	if verr == nil {
 		verr = h.checkID(m)
 	}
-	if verr == nil && strict != nil {
+	if verr == nil && !strict {
 		verr = strictMessage(body, m)
 	}
 	if verr != nil {
@@ -574,6 +569,23 @@ func (h *Handler) decodeMessage(w http.ResponseWriter, body []byte, m *jsonrpc.M
 		return 0, false
 	}
 	return kind, true
+}
+
+// decodeChecked decodes body into m (as jsonrpc.Decode) after canon's
+// check of it, and reports whether the check passed: then body is valid
+// JSON with one meaning, within messageLimits, and strictMessage would
+// find nothing. The check also locates the envelope's members, so such a
+// body is not walked again to decode it.
+func decodeChecked(body []byte, m *jsonrpc.Message) (strict bool, err error) {
+	var mem [canon.MaxMembers][4]int32
+	n, cerr := canon.CheckMembers(body, messageLimits, mem[:])
+	switch {
+	case cerr != nil:
+		return false, jsonrpc.Decode(body, m)
+	case n > 0 && n <= len(mem):
+		return true, jsonrpc.DecodeMembers(body, mem[:n], m)
+	}
+	return true, jsonrpc.DecodeValid(body, m)
 }
 
 // messageLimits bounds what strictMessage accepts: arguments may nest

@@ -111,6 +111,25 @@ func Check(b []byte, lim Limits) error {
 	return err
 }
 
+// MaxMembers is the most members CheckMembers locates.
+const MaxMembers = 8
+
+// CheckMembers is Check that also locates the members of a top-level
+// object, as it reads them anyway: the first min(len(dst), MaxMembers)
+// members go to dst, in input order, each as the offsets of its key (from
+// its opening quote to just after its closing one) and of its value, start
+// and end; n counts every member (0 when the top-level value is not an
+// object). dst is valid only when err is nil. It saves its callers a
+// second walk of the input to find the members.
+func CheckMembers(b []byte, lim Limits, dst [][4]int32) (n int, err error) {
+	p := getParser(b, lim)
+	err = p.run()
+	n = p.ntop
+	copy(dst, p.top[:min(n, MaxMembers)])
+	putParser(p)
+	return n, err
+}
+
 // SyntaxError reports input that is not valid JSON.
 type SyntaxError struct {
 	// Offset is the byte offset in the input at which the problem was

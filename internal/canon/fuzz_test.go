@@ -131,7 +131,49 @@ func FuzzCheck(f *testing.F) {
 		if err != nil && !strings.HasPrefix(err.Error(), "canon: ") {
 			t.Fatalf("error text %q", err)
 		}
+		checkMembers(t, in, lim, err)
 	})
+}
+
+// checkMembers: CheckMembers answers as Check does (cerr) and, for an
+// object, locates exactly its members, in order.
+func checkMembers(t *testing.T, in []byte, lim Limits, cerr error) {
+	var dst [3][4]int32
+	n, err := CheckMembers(in, lim, dst[:])
+	if errKind(err) != errKind(cerr) {
+		t.Fatalf("CheckMembers(%.200q) = %v, Check %v", in, err, cerr)
+	}
+	if err != nil {
+		return
+	}
+	dec := json.NewDecoder(bytes.NewReader(in))
+	tok, _ := dec.Token()
+	if tok != json.Delim('{') {
+		if n != 0 {
+			t.Fatalf("CheckMembers(%.200q) found %d members of a non-object", in, n)
+		}
+		return
+	}
+	var i int
+	for ; dec.More(); i++ {
+		k, _ := dec.Token()
+		var v json.RawMessage
+		dec.Decode(&v)
+		if i >= len(dst) {
+			continue
+		}
+		m := dst[i]
+		var key string
+		if json.Unmarshal(in[m[0]:m[1]], &key) != nil || key != k.(string) {
+			t.Fatalf("CheckMembers(%.200q): member %d key %q, want %q", in, i, in[m[0]:m[1]], k)
+		}
+		if got := in[m[2]:m[3]]; !bytes.Equal(got, v) {
+			t.Fatalf("CheckMembers(%.200q): member %d value %q, want %q", in, i, got, v)
+		}
+	}
+	if n != i {
+		t.Fatalf("CheckMembers(%.200q) = %d members, want %d", in, n, i)
+	}
 }
 
 // FuzzCanonical: Canonical is idempotent, valid JSON, the same value as

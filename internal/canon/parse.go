@@ -60,6 +60,9 @@ type parser struct {
 	record bool
 	objs   []object // every object, in order of their opening brace
 	mems   []keyRef // members of the closed objects
+
+	top  [MaxMembers][4]int32 // CheckMembers: the top-level object's first members
+	ntop int                  // the top-level object's members seen
 }
 
 // seed keys the hash of object keys: it is random per process, so inputs
@@ -499,6 +502,12 @@ func (p *parser) object(i, depth int) (int, error) {
 			p.keys[n].val = int32(i)
 			if i, err = p.value(i, depth); err != nil {
 				return i, err
+			}
+			if depth == 1 {
+				if p.ntop < len(p.top) {
+					p.top[p.ntop] = [4]int32{p.keys[n].pos, int32(end), p.keys[n].val, int32(i)}
+				}
+				p.ntop++
 			}
 			i = skipWS(s, i)
 			if i >= len(s) {

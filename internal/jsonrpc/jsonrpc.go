@@ -8,6 +8,7 @@ import (
 	"encoding/json"
 	"errors"
 	"strconv"
+	"unicode/utf8"
 )
 
 // Standard JSON-RPC error codes.
@@ -98,6 +99,20 @@ func decodeSlow(body []byte, m *Message) error {
 	return nil
 }
 
+// DecodeMembers is DecodeValid of a body whose top-level value is an
+// object with the given members (offsets of each key and value, as
+// canon.CheckMembers finds them, all of them, in order): it reads them
+// without walking the body again. Given anything else it decodes wrongly.
+func DecodeMembers(body []byte, members [][4]int32, m *Message) error {
+	d := envelope{m: m}
+	own := bytes.Clone(body)
+	for _, mb := range members {
+		// The members share own: an append must not spill into the next.
+		d.member(own[mb[0]:mb[1]], own[mb[2]:mb[3]:mb[3]])
+	}
+	return d.result()
+}
+
 // decodeFast decodes an object body into m as json.Unmarshal would; ok is
 // false, m untouched, when body is not valid JSON or not an object. valid
 // says the caller has checked that body is valid JSON.
@@ -106,44 +121,109 @@ func decodeFast(body []byte, m *Message, valid bool) (ok bool, err error) {
 	if i >= len(body) || body[i] != '{' || !valid && !json.Valid(body) {
 		return false, nil
 	}
-	own := bytes.Clone(body)
-	typeErr := false
-	str := func(v []byte, dst *string) {
-		if string(v) == "null" {
-			return
-		}
-		if c, ok := interned[string(v[1:max(len(v)-1, 1)])]; ok && v[0] == '"' {
-			*dst = c // plain ASCII: the bytes are the string
-			return
-		}
-		if s, ok := String(v); ok {
-			*dst = intern(s)
-		} else {
-			typeErr = true
-		}
-	}
-	Members(own, func(k, v []byte) bool {
-		v = v[:len(v):len(v)] // the members share own: an append must not spill into the next
-		switch {
-		case KeyIs(k, "jsonrpc"):
-			str(v, &m.JSONRPC)
-		case KeyIs(k, "id"):
-			m.ID = v
-		case KeyIs(k, "method"):
-			str(v, &m.Method)
-		case KeyIs(k, "params"):
-			m.Params = v
-		case KeyIs(k, "result"):
-			m.Result = v
-		case KeyIs(k, "error"):
-			typeErr = decodeError(v, &m.Error) || typeErr
-		}
+	d := envelope{m: m}
+	Members(bytes.Clone(body), func(k, v []byte) bool {
+		d.member(k, v[:len(v):len(v)]) // the members share one copy: an append must not spill into the next
 		return true
 	})
-	if typeErr {
-		return true, ErrNotObject
+	return true, d.result()
+}
+
+// envelope decodes the members of a message into m, as json.Unmarshal
+// would into a Message: by envelopeKey, the last of a repeated key
+// winning.
+type envelope struct {
+	m       *Message
+	typeErr bool // a member had the wrong type
+}
+
+func (d *envelope) member(k, v []byte) {
+	switch envelopeKey(k) {
+	case "jsonrpc":
+		d.str(v, &d.m.JSONRPC)
+	case "id":
+		d.m.ID = v
+	case "method":
+		d.str(v, &d.m.Method)
+	case "params":
+		d.m.Params = v
+	case "result":
+		d.m.Result = v
+	case "error":
+		d.typeErr = decodeError(v, &d.m.Error) || d.typeErr
 	}
-	return true, nil
+}
+
+// str decodes the string member v into *dst (null sets nothing).
+func (d *envelope) str(v []byte, dst *string) {
+	if string(v) == "null" {
+		return
+	}
+	if c, ok := interned[string(v[1:max(len(v)-1, 1)])]; ok && v[0] == '"' {
+		*dst = c // plain ASCII: the bytes are the string
+		return
+	}
+	if s, ok := String(v); ok {
+		*dst = intern(s)
+	} else {
+		d.typeErr = true
+	}
+}
+
+func (d *envelope) result() error {
+	if d.typeErr {
+		return ErrNotObject
+	}
+	return nil
+}
+
+// envelopeFields are the members of a message, as KeyIs names them.
+var envelopeFields = [...]string{"jsonrpc", "id", "method", "params", "result", "error"}
+
+// envelopeKey returns the member of a message the quoted key names (as
+// KeyIs matches it), or "". A key of plain ASCII, as every client sends,
+// is told by its length and one comparison folding ASCII case, which for
+// such a key is all the folding encoding/json does; any other is matched
+// by KeyIs.
+func envelopeKey(key []byte) string {
+	if len(key) < 2 {
+		return ""
+	}
+	k := key[1 : len(key)-1]
+	for _, c := range k {
+		if c >= utf8.RuneSelf || c == '\\' {
+			for _, f := range envelopeFields {
+				if KeyIs(key, f) {
+					return f
+				}
+			}
+			return ""
+		}
+	}
+	var f string
+	switch len(k) {
+	case 2:
+		f = "id"
+	case 5:
+		f = "error"
+	case 6:
+		switch k[0] | 0x20 {
+		case 'm':
+			f = "method"
+		case 'p':
+			f = "params"
+		case 'r':
+			f = "result"
+		}
+	case 7:
+		f = "jsonrpc"
+	}
+	for i := 0; i < len(f); i++ {
+		if k[i]|0x20 != f[i] { // f is lower case letters: |0x20 folds exactly 'A'-'Z' onto them
+			return ""
+		}
+	}
+	return f
 }
 
 // decodeError decodes the error member v into *e as json.Unmarshal would

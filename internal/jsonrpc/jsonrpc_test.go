@@ -8,6 +8,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/mcphandler/mcphandler/internal/canon"
 	"github.com/mcphandler/mcphandler/internal/costguard"
 )
 
@@ -127,6 +128,15 @@ func checkAsEncodingJSON(t *testing.T, body []byte) {
 			t.Fatalf("DecodeValid(%q) = %+v, %v; Decode %+v, %v", body, vgot, verr, got, gerr)
 		}
 	}
+	// DecodeMembers is Decode of an object whose members canon found.
+	var mem [4][4]int32
+	if n, err := canon.CheckMembers(body, canon.Limits{MaxDepth: 10000}, mem[:]); err == nil && n > 0 && n <= len(mem) {
+		var mgot Message
+		merr := DecodeMembers(body, mem[:n], &mgot)
+		if (merr == nil) != (gerr == nil) || errors.Is(merr, ErrNotObject) != errors.Is(gerr, ErrNotObject) || !reflect.DeepEqual(mgot, got) {
+			t.Fatalf("DecodeMembers(%q) = %+v, %v; Decode %+v, %v", body, mgot, merr, got, gerr)
+		}
+	}
 }
 
 func TestDecodeAsEncodingJSON(t *testing.T) {
@@ -135,7 +145,14 @@ func TestDecodeAsEncodingJSON(t *testing.T) {
 		`{"jsonrpc":null,"id":null,"method":null,"params":null,"result":null,"error":null}`,
 		`{"error":{"code":1},"ERROR":{"message":"x"}}`, `{"error":{"code":"x"}}`, `{"error":5}`,
 		`{"method":5}`, `{"jsonrpc":"2.\u0030","method":"tools\/call"}`, `null`, `[]`, `{`, ` {"id":"\u00e9"} `,
-		"{\"method\":\"caf\xc3\xa9\xff\"}") {
+		"{\"method\":\"caf\xc3\xa9\xff\"}",
+		// Keys told by their length and ASCII case: folded, near misses,
+		// bytes whose bit 0x20 is a letter's, and non-ASCII folds.
+		`{"JSONRPC":"2.0","Id":1,"MeThOd":"x","PARAMS":{},"Result":2,"ERROR":{"code":3}}`,
+		`{"ix":1,"methox":"a","paramz":1,"resulT":5,"errox":1,"jsonrpx":"2.0","i":1,"idd":2}`,
+		"{\"\x09d\":1,\"\x0dethod\":\"a\",\"@d\":2,\"m@thod\":\"b\",\"\x10arams\":{}}",
+		`{"method":"a","meth\u006fd":"b","ſ":1,"jſonrpc":"2.0","\u0049D":7}`,
+		"{\"jſonrpc\":\"2.0\",\"\u212a\":1,\"ıd\":3,\"İd\":4}") {
 		checkAsEncodingJSON(t, []byte(s))
 	}
 }
