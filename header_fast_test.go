@@ -71,6 +71,13 @@ func TestAcceptsTypeAsBefore(t *testing.T) {
 	}
 }
 
+// The Accept value admitted without parsing is one acceptsAll admits.
+func TestUsualAccept(t *testing.T) {
+	if !oldAcceptsType(usualAccept, "application/json") || !oldAcceptsType(usualAccept, "text/event-stream") {
+		t.Fatalf("%q does not admit both types", usualAccept)
+	}
+}
+
 // checkAcceptsAll fails t unless acceptsAll of the header value a agrees
 // with oldAcceptsType of each type, for one type, two, and a repeated one.
 func checkAcceptsAll(t *testing.T, a string) {
