@@ -367,17 +367,69 @@ func AppendRequest(dst []byte, id json.RawMessage, method string, params []byte)
 	return append(dst, '}')
 }
 
+// appendString appends s as a JSON string, byte for byte as json.Marshal
+// writes it (HTML-safe, invalid UTF-8 as U+FFFD, U+2028 and U+2029
+// escaped), without its reflection and allocation.
 func appendString(dst []byte, s string) []byte {
-	for i := 0; i < len(s); i++ {
-		if c := s[i]; c < 0x20 || c == '"' || c == '\\' || c >= 0x80 || c == '<' || c == '>' || c == '&' {
-			b, _ := json.Marshal(s)
-			return append(dst, b...)
-		}
-	}
 	dst = append(dst, '"')
-	dst = append(dst, s...)
+	start := 0
+	for i := 0; i < len(s); {
+		c := s[i]
+		if c < utf8.RuneSelf {
+			i++
+			if plainByte[c] {
+				continue
+			}
+			dst = append(dst, s[start:i-1]...)
+			start = i
+			switch c {
+			case '"', '\\':
+				dst = append(dst, '\\', c)
+			case '\b':
+				dst = append(dst, '\\', 'b')
+			case '\f':
+				dst = append(dst, '\\', 'f')
+			case '\n':
+				dst = append(dst, '\\', 'n')
+			case '\r':
+				dst = append(dst, '\\', 'r')
+			case '\t':
+				dst = append(dst, '\\', 't')
+			default: // the other control bytes, and <, > and &
+				dst = append(dst, '\\', 'u', '0', '0', hexDigits[c>>4], hexDigits[c&0xF])
+			}
+			continue
+		}
+		r, size := utf8.DecodeRuneInString(s[i:])
+		switch {
+		case r == utf8.RuneError && size == 1:
+			dst = append(dst, s[start:i]...)
+			dst = append(dst, `\ufffd`...)
+		case r == '\u2028' || r == '\u2029': // valid JSON, not valid JavaScript
+			dst = append(dst, s[start:i]...)
+			dst = append(dst, '\\', 'u', '2', '0', '2', hexDigits[r&0xF])
+		default:
+			i += size
+			continue
+		}
+		i += size
+		start = i
+	}
+	dst = append(dst, s[start:]...)
 	return append(dst, '"')
 }
+
+const hexDigits = "0123456789abcdef"
+
+// plainByte tells the ASCII bytes a JSON string holds as they are: all but
+// the control bytes, the quote, the backslash, and <, > and &, which
+// encoding/json escapes so that its output is safe inside HTML.
+var plainByte = func() (t [utf8.RuneSelf]bool) {
+	for c := 0x20; c < utf8.RuneSelf; c++ {
+		t[c] = c != '"' && c != '\\' && c != '<' && c != '>' && c != '&'
+	}
+	return t
+}()
 
 // AppendString appends s as a JSON string.
 func AppendString(dst []byte, s string) []byte { return appendString(dst, s) }

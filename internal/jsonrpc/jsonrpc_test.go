@@ -184,3 +184,20 @@ func TestDecodeMembersDoNotOverlap(t *testing.T) {
 		t.Fatalf("an append to a member changed another: result %q, params %q", m.Result, m.Params)
 	}
 }
+
+// appendString writes what json.Marshal does, for any string, in linear
+// time.
+func FuzzAppendString(f *testing.F) {
+	for _, s := range []string{"", "hello", `{"text":"hello"}`, "a\\b", "\x00\x01\b\f\n\r\t\x1f\x7f", "<a href=\"x\">&amp;</a>",
+		"café", "\u2028\u2029", "\xff\xfe", "\xe2\x80", "日本語\U0001F600", strings.Repeat(`"\\`, 1000)} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, s string) {
+		var got []byte
+		costguard.Check(t, len(s), func() { got = appendString([]byte("x"), s) })
+		want, _ := json.Marshal(s)
+		if string(got[1:]) != string(want) {
+			t.Fatalf("appendString(%q) = %s, json.Marshal %s", s, got[1:], want)
+		}
+	})
+}
