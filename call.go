@@ -26,14 +26,14 @@ type callParams struct {
 func decodeCallParams(params []byte, p *callParams) bool {
 	ok := true
 	return jsonrpc.Members(params, func(k, v []byte) bool {
-		switch {
-		case jsonrpc.KeyIs(k, "name"):
+		switch jsonrpc.KeyIndex(k, "name", "arguments", "_meta") {
+		case 0:
 			if string(v) != "null" {
 				p.Name, ok = jsonrpc.String(v)
 			}
-		case jsonrpc.KeyIs(k, "arguments"):
+		case 1:
 			p.Arguments = v
-		case jsonrpc.KeyIs(k, "_meta"):
+		case 2:
 			p.Meta = v
 		}
 		return ok

@@ -321,12 +321,12 @@ func requestTarget(method string, params json.RawMessage) (string, json.RawMessa
 		*dst, ok = jsonrpc.String(v)
 	}
 	if !jsonrpc.Members(params, func(k, v []byte) bool {
-		switch {
-		case jsonrpc.KeyIs(k, "name"):
+		switch jsonrpc.KeyIndex(k, "name", "uri", "_meta") {
+		case 0:
 			str(v, &name)
-		case jsonrpc.KeyIs(k, "uri"):
+		case 1:
 			str(v, &uri)
-		case jsonrpc.KeyIs(k, "_meta"):
+		case 2:
 			meta = v
 		}
 		return ok

@@ -89,16 +89,16 @@ func (m *requestMeta) decode(raw []byte) bool {
 		return &s, ok
 	}
 	jsonrpc.Members(raw, func(k, v []byte) bool {
-		switch {
-		case jsonrpc.KeyIs(k, metaProtocolVersion):
+		switch jsonrpc.KeyIndex(k, metaProtocolVersion, metaClientCaps, metaLogLevel, "progressToken") {
+		case 0:
 			m.ProtocolVersion, ok = str(v)
-		case jsonrpc.KeyIs(k, metaClientCaps):
+		case 1:
 			m.ClientCapabilities = v
-		case jsonrpc.KeyIs(k, metaLogLevel):
+		case 2:
 			var l *string
 			l, ok = str(v)
 			m.LogLevel = (*LogLevel)(l)
-		case jsonrpc.KeyIs(k, "progressToken"):
+		case 3:
 			m.ProgressToken = v
 		}
 		return ok

@@ -181,49 +181,12 @@ func (d *envelope) result() error {
 var envelopeFields = [...]string{"jsonrpc", "id", "method", "params", "result", "error"}
 
 // envelopeKey returns the member of a message the quoted key names (as
-// KeyIs matches it), or "". A key of plain ASCII, as every client sends,
-// is told by its length and one comparison folding ASCII case, which for
-// such a key is all the folding encoding/json does; any other is matched
-// by KeyIs.
+// KeyIs matches it), or "".
 func envelopeKey(key []byte) string {
-	if len(key) < 2 {
-		return ""
+	if i := KeyIndex(key, envelopeFields[:]...); i >= 0 {
+		return envelopeFields[i]
 	}
-	k := key[1 : len(key)-1]
-	for _, c := range k {
-		if c >= utf8.RuneSelf || c == '\\' {
-			for _, f := range envelopeFields {
-				if KeyIs(key, f) {
-					return f
-				}
-			}
-			return ""
-		}
-	}
-	var f string
-	switch len(k) {
-	case 2:
-		f = "id"
-	case 5:
-		f = "error"
-	case 6:
-		switch k[0] | 0x20 {
-		case 'm':
-			f = "method"
-		case 'p':
-			f = "params"
-		case 'r':
-			f = "result"
-		}
-	case 7:
-		f = "jsonrpc"
-	}
-	for i := 0; i < len(f); i++ {
-		if k[i]|0x20 != f[i] { // f is lower case letters: |0x20 folds exactly 'A'-'Z' onto them
-			return ""
-		}
-	}
-	return f
+	return ""
 }
 
 // decodeError decodes the error member v into *e as json.Unmarshal would

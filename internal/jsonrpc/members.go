@@ -68,6 +68,54 @@ func KeyIs(key []byte, name string) bool {
 	return bytes.EqualFold(k, []byte(name))
 }
 
+// KeyIndex returns the index of the first of names (field names as KeyIs
+// takes them) that the quoted key names, as KeyIs matches
+// it, or -1. A key spelled as a name, as every client sends it, is found
+// by comparing bytes; another of plain ASCII by length and ASCII case
+// only, which for such a key is all the folding encoding/json does; any
+// other goes through KeyIs.
+func KeyIndex(key []byte, names ...string) int {
+	if len(key) < 2 {
+		return -1
+	}
+	k := key[1 : len(key)-1]
+	for i, n := range names {
+		if string(k) == n {
+			return i
+		}
+	}
+	for _, c := range k {
+		if c >= utf8.RuneSelf || c == '\\' {
+			for i, n := range names {
+				if KeyIs(key, n) {
+					return i
+				}
+			}
+			return -1
+		}
+	}
+next:
+	for i, n := range names {
+		if len(n) != len(k) {
+			continue
+		}
+		for j := 0; j < len(k); j++ {
+			if lowerASCII(k[j]) != lowerASCII(n[j]) {
+				continue next
+			}
+		}
+		return i
+	}
+	return -1
+}
+
+func lowerASCII(c byte) byte {
+	if 'A' <= c && c <= 'Z' {
+		return c + 'a' - 'A'
+	}
+	return c
+}
+
 func isASCII(b []byte) bool {
 	for _, c := range b {
 		if c >= 0x80 {

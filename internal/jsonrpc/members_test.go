@@ -122,3 +122,29 @@ func TestKeyIsFolds(t *testing.T) {
 		}
 	}
 }
+
+// KeyIndex finds what KeyIs finds, first match first, for any key: its
+// ASCII shortcut must not change a single answer.
+func FuzzKeyIndex(f *testing.F) {
+	for _, k := range []string{"jsonrpc", "JSONRPC", "j\u017fonrpc", `j\u017fonrpc`, "_meta", "_META", "\x7fmeta", "progresstoken",
+		"PROGRESSTOKEN", "progressToken", "\u212aind", "id", "iD", "Id", "@d", "ix", "name", "NAMe", "arguments", `n\u0061me`, "IO.modelcontextprotocol/PROTOCOLversion", "io.modelcontextprotocol/protocolVersio", ""} {
+		f.Add(k)
+	}
+	names := []string{"jsonrpc", "id", "_meta", "progressToken", "name", "arguments", "kind", "io.modelcontextprotocol/protocolVersion"}
+	f.Fuzz(func(t *testing.T, s string) {
+		key := []byte(`"` + s + `"`)
+		if !json.Valid(key) {
+			return
+		}
+		want := -1
+		for i, n := range names {
+			if KeyIs(key, n) {
+				want = i
+				break
+			}
+		}
+		if got := KeyIndex(key, names...); got != want {
+			t.Fatalf("KeyIndex(%s) = %d, KeyIs finds %d", key, got, want)
+		}
+	})
+}
