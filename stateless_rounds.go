@@ -1,7 +1,6 @@
 package mcphandler
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -105,7 +104,7 @@ func (rq *request) newRounds(params json.RawMessage, name string, args []byte) (
 		RequestState   *string                    `json:"requestState"`
 	}
 	// A first round carries neither member: nothing more to read.
-	if bytes.Contains(params, []byte(`"inputResponses"`)) || bytes.Contains(params, []byte(`"requestState"`)) {
+	if containsKey(params, `"inputResponses"`) || containsKey(params, `"requestState"`) {
 		if json.Unmarshal(params, &p) != nil {
 			return nil, invalidParams("Invalid params: malformed inputResponses")
 		}

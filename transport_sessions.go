@@ -653,7 +653,7 @@ func (sessionsEra) rounds(*request, *Exchange, *jsonrpc.Message, string, []byte)
 // progressToken reads params._meta.progressToken, only when the params
 // mention it at all.
 func (sessionsEra) progressToken(_ *request, m *jsonrpc.Message) json.RawMessage {
-	if !bytes.Contains(m.Params, []byte(`"progressToken"`)) {
+	if !containsKey(m.Params, `"progressToken"`) {
 		return nil
 	}
 	var p struct {

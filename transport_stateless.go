@@ -58,7 +58,7 @@ type requestMeta struct {
 // modernMeta extracts the version claim of a request, reading _meta only
 // when the body mentions the key at all (2025 requests never do).
 func modernMeta(params json.RawMessage) (raw json.RawMessage, meta *requestMeta, ok bool) {
-	if !bytes.Contains(params, []byte(metaProtocolVersion)) {
+	if !containsKey(params, metaProtocolVersion) {
 		return nil, nil, false
 	}
 	jsonrpc.Members(params, func(k, v []byte) bool {
