@@ -95,23 +95,6 @@ func DecodeHeaderValue(v string) (string, error) {
 	return string(b), nil
 }
 
-// headerValue returns the first value of the header called name, with
-// surrounding spaces and tabs removed, and how many values it has, matching
-// the name case-insensitively even in a Header built by hand with
-// non-canonical keys. It does not allocate: it runs on every request.
-func headerValue(h http.Header, name string) (first string, n int) {
-	canon := http.CanonicalHeaderKey(name)
-	for k, vs := range h {
-		if k == canon || sameName(k, name) {
-			if n == 0 && len(vs) > 0 {
-				first = strings.Trim(vs[0], " \t")
-			}
-			n += len(vs)
-		}
-	}
-	return first, n
-}
-
 // sameName is strings.EqualFold(k, name), skipping the comparison when an
 // ASCII k has another length (only non-ASCII runes fold to ASCII letters).
 func sameName(k, name string) bool {
@@ -143,17 +126,44 @@ func sameName(k, name string) bool {
 // encoded: a raw value that equals the body is accepted, for clients that
 // send non-ASCII names without the sentinel.
 func CheckStandardHeaders(h http.Header, method string, name string, hasName bool) *HeaderError {
-	if e := checkOne(h, HeaderMethod, method, false); e != nil {
+	mv, mn, nv, nn := standardHeaders(h)
+	if e := checkOne(HeaderMethod, mv, mn, method, false); e != nil {
 		return e
 	}
 	if hasName {
-		return checkOne(h, HeaderName, name, true)
+		return checkOne(HeaderName, nv, nn, name, true)
 	}
 	return nil
 }
 
-func checkOne(h http.Header, header, body string, decode bool) *HeaderError {
-	v, n := headerValue(h, header)
+// standardHeaders returns the first value of each of the Mcp-Method and
+// Mcp-Name headers, with surrounding spaces and tabs removed, and how many
+// values each has, matching the names case-insensitively even in a Header
+// built by hand with non-canonical keys, in one pass over h. It does not
+// allocate: it runs on every request.
+func standardHeaders(h http.Header) (method string, nm int, name string, nn int) {
+	for k, vs := range h {
+		switch {
+		case k == canonMethod || k != canonName && sameName(k, HeaderMethod):
+			if nm == 0 && len(vs) > 0 {
+				method = strings.Trim(vs[0], " \t")
+			}
+			nm += len(vs)
+		case k == canonName || sameName(k, HeaderName):
+			if nn == 0 && len(vs) > 0 {
+				name = strings.Trim(vs[0], " \t")
+			}
+			nn += len(vs)
+		}
+	}
+	return method, nm, name, nn
+}
+
+var canonMethod, canonName = http.CanonicalHeaderKey(HeaderMethod), http.CanonicalHeaderKey(HeaderName)
+
+// checkOne checks the first value v of header, which has n values,
+// against body.
+func checkOne(header, v string, n int, body string, decode bool) *HeaderError {
 	switch {
 	case n > 1:
 		return headerErr(header, "multiple %s headers", header)

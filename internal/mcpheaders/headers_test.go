@@ -177,3 +177,45 @@ func TestSameName(t *testing.T) {
 		}
 	}
 }
+
+// headerValue, the reference for standardHeaders, returns the first value of the header called name, with
+// surrounding spaces and tabs removed, and how many values it has, matching
+// the name case-insensitively even in a Header built by hand with
+// non-canonical keys. It does not allocate: it runs on every request.
+func headerValue(h http.Header, name string) (first string, n int) {
+	canon := http.CanonicalHeaderKey(name)
+	for k, vs := range h {
+		if k == canon || sameName(k, name) {
+			if n == 0 && len(vs) > 0 {
+				first = strings.Trim(vs[0], " \t")
+			}
+			n += len(vs)
+		}
+	}
+	return first, n
+}
+
+// standardHeaders counts for each header what headerValue, one header at
+// a time, counts, and finds the same value when there is one, however the keys of a hand-built Header are spelled,
+// repeated or folded.
+func FuzzStandardHeaders(f *testing.F) {
+	f.Add("Mcp-Method:tools/call\nMcp-Name:echo")
+	f.Add("mcp-method: a \nMCP-METHOD:b\nMcp-Name:\nmcp-NAME:x\nX:y")
+	f.Add("Mcp-Meth\u017fod:a\nMcp-Nam\u212a:b\nMcp-Methodx:c\nMcp-Nam:d")
+	f.Fuzz(func(t *testing.T, spec string) {
+		h := http.Header{}
+		for _, line := range strings.Split(spec, "\n") {
+			k, v, _ := strings.Cut(line, ":")
+			h[k] = append(h[k], v)
+		}
+		// With several values, which one is first depends on the map's
+		// order, and the check refuses them all anyway.
+		mv, mn, nv, nn := standardHeaders(h)
+		if wv, wn := headerValue(h, HeaderMethod); mn != wn || mn == 1 && mv != wv {
+			t.Fatalf("%q: Mcp-Method %q ×%d, headerValue %q ×%d", spec, mv, mn, wv, wn)
+		}
+		if wv, wn := headerValue(h, HeaderName); nn != wn || nn == 1 && nv != wv {
+			t.Fatalf("%q: Mcp-Name %q ×%d, headerValue %q ×%d", spec, nv, nn, wv, wn)
+		}
+	})
+}
