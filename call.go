@@ -100,7 +100,7 @@ func (h *Handler) callTool(rq *request, m *jsonrpc.Message) {
 // scopes it needs and what the era checks, and opens the call's Exchange.
 // It answers the request and returns false when the call cannot go on.
 func (h *Handler) lookupCall(rq *request, m *jsonrpc.Message, ev *CallEvent) (*ToolCall, bool) {
-	p, args, e := decodeCall(m, ev)
+	p, args, e := decodeCall(rq.meta.of(m.Params), m, ev)
 	rq.ic.target(ev.Tool) // for Config.Interceptors (intercept.go)
 	if e != nil {
 		ev.Outcome = OutcomeError
@@ -138,9 +138,9 @@ func (h *Handler) lookupCall(rq *request, m *jsonrpc.Message, ev *CallEvent) (*T
 
 // decodeCall decodes the params of a tools/call: the tool's name and its
 // arguments, an object ({} when absent or null), recorded in ev.
-func decodeCall(m *jsonrpc.Message, ev *CallEvent) (callParams, json.RawMessage, *jsonrpc.Error) {
+func decodeCall(x *paramsIndex, m *jsonrpc.Message, ev *CallEvent) (callParams, json.RawMessage, *jsonrpc.Error) {
 	var p callParams
-	if len(m.Params) == 0 || !decodeCallParams(m.Params, &p) {
+	if x != nil && !x.callParams(&p) || x == nil && (len(m.Params) == 0 || !decodeCallParams(m.Params, &p)) {
 		return p, nil, invalidParams("Invalid params: a tool name is required")
 	}
 	ev.Tool = p.Name

@@ -212,7 +212,7 @@ func (h *Handler) intercept(rq *request, m *jsonrpc.Message, serve func(*request
 	}
 	ic := &interception{req: Request{Method: m.Method, ID: m.ID, Identity: rq.id, HTTP: rq.r, Start: rq.start,
 		ProtocolVersion: rq.version}}
-	ic.req.Target, ic.req.Meta = requestTarget(m.Method, m.Params)
+	ic.req.Target, ic.req.Meta = requestTarget(m.Method, m.Params, rq.meta.of(m.Params))
 	if rq.sess != nil {
 		ic.req.SessionID, ic.req.ProtocolVersion = rq.sess.ID, rq.sess.ProtocolVersion
 	}
@@ -249,7 +249,7 @@ func (h *Handler) interceptAnswer(rq *request, id string, m *jsonrpc.Message, an
 	}
 	ic := &interception{req: Request{Kind: KindAnswer, Method: "elicitation/create", ID: m.ID, Identity: rq.id,
 		SessionID: rq.sess.ID, ProtocolVersion: rq.sess.ProtocolVersion, HTTP: rq.r, Start: rq.start}}
-	_, ic.req.Meta = requestTarget("", m.Result)
+	_, ic.req.Meta = requestTarget("", m.Result, nil)
 	ic.res.ConfirmID, ic.confirm = id, id
 	rq.ic = ic
 	err := errNotWaiting
@@ -306,31 +306,19 @@ func (w *statusWriter) Unwrap() http.ResponseWriter { return w.ResponseWriter }
 // the target is set by the method's own parse of its params (see target).
 // params are valid JSON (the body was checked): they are read as
 // json.Unmarshal would into a struct of name, uri (strings) and _meta, in
-// one walk of their members, and give nothing when it would fail.
-func requestTarget(method string, params json.RawMessage) (string, json.RawMessage) {
+// one walk of their members, and give nothing when it would fail. x, if
+// not nil, is that walk already made (params_index.go).
+func requestTarget(method string, params json.RawMessage, x *paramsIndex) (string, json.RawMessage) {
 	if len(params) == 0 || params[0] != '{' || !bytes.Contains(params, []byte(`"_meta"`)) {
 		return "", nil
 	}
-	var name, uri string
-	var meta json.RawMessage
-	ok := true
-	str := func(v []byte, dst *string) {
-		if string(v) == "null" {
-			return // as encoding/json: null leaves the string as it was
-		}
-		*dst, ok = jsonrpc.String(v)
+	var local paramsIndex
+	if x == nil {
+		x = &local
+		indexParams(params, x)
 	}
-	if !jsonrpc.Members(params, func(k, v []byte) bool {
-		switch jsonrpc.KeyIndex(k, "name", "uri", "_meta") {
-		case 0:
-			str(v, &name)
-		case 1:
-			str(v, &uri)
-		case 2:
-			meta = v
-		}
-		return ok
-	}) || !ok {
+	name, uri, meta, ok := x.target()
+	if !ok {
 		return "", nil
 	}
 	if len(meta) == 0 || meta[0] != '{' {

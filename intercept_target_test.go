@@ -55,7 +55,7 @@ func FuzzRequestTarget(f *testing.F) {
 		}
 		var gt string
 		var gm json.RawMessage
-		costguard.Check(t, len(params), func() { gt, gm = requestTarget(method, params) })
+		costguard.Check(t, len(params), func() { gt, gm = requestTarget(method, params, nil) })
 		wt, wm := requestTargetDecoded(method, params)
 		if gt != wt || !bytes.Equal(gm, wm) || (gm == nil) != (wm == nil) {
 			t.Fatalf("requestTarget(%q, %s) = %q, %s; json.Unmarshal reads %q, %s", method, params, gt, gm, wt, wm)
@@ -73,6 +73,6 @@ func TestRequestTargetCost(t *testing.T) {
 	long := `{"_meta":{},"name":"` + strings.Repeat("x", n) + `"}`
 	escaped := `{"_meta":{},"name":"` + strings.Repeat(`\u00e9`, n/6) + `"}`
 	for _, p := range []string{wide, deep, long, escaped} {
-		costguard.Check(t, len(p), func() { requestTarget("tools/call", json.RawMessage(p)) })
+		costguard.Check(t, len(p), func() { requestTarget("tools/call", json.RawMessage(p), nil) })
 	}
 }

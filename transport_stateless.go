@@ -53,6 +53,8 @@ type requestMeta struct {
 	ClientCapabilities json.RawMessage `json:"io.modelcontextprotocol/clientCapabilities"`
 	LogLevel           *LogLevel       `json:"io.modelcontextprotocol/logLevel"`
 	ProgressToken      json.RawMessage `json:"progressToken"`
+
+	params paramsIndex // the request's params, walked once (params_index.go)
 }
 
 // modernMeta extracts the version claim of a request, reading _meta only
@@ -61,16 +63,11 @@ func modernMeta(params json.RawMessage) (raw json.RawMessage, meta *requestMeta,
 	if !containsKey(params, metaProtocolVersion) {
 		return nil, nil, false
 	}
-	jsonrpc.Members(params, func(k, v []byte) bool {
-		if jsonrpc.KeyIs(k, "_meta") {
-			raw = v
-		}
-		return true
-	})
-	if len(raw) == 0 || raw[0] != '{' {
+	m := &requestMeta{}
+	indexParams(params, &m.params)
+	if raw = m.params.meta; len(raw) == 0 || raw[0] != '{' {
 		return nil, nil, false
 	}
-	m := &requestMeta{}
 	if !m.decode(raw) || m.ProtocolVersion == nil {
 		return nil, nil, false
 	}
@@ -193,11 +190,10 @@ func checkModern(hdr http.Header, m *jsonrpc.Message, meta *requestMeta) (int, *
 	}
 	name, hasName := "", false
 	if namedMethods[m.Method] {
-		key := "name"
+		name, hasName = meta.params.name.last, true
 		if m.Method == "resources/read" {
-			key = "uri"
+			name = meta.params.uri.last
 		}
-		name, hasName = stringMember(m.Params, key), true
 	}
 	if he := mcpheaders.CheckStandardHeaders(hdr, m.Method, name, hasName); he != nil {
 		return http.StatusBadRequest, headerMismatch(he.Message)
@@ -211,22 +207,6 @@ func checkModern(hdr http.Header, m *jsonrpc.Message, meta *requestMeta) (int, *
 		}
 	}
 	return 0, nil
-}
-
-// stringMember returns the string member key of the object params, as
-// json.Unmarshal into a struct with that string field would set it when
-// its error is ignored: the last string value of a matching key, or "".
-func stringMember(params []byte, key string) string {
-	var s string
-	jsonrpc.Members(params, func(k, v []byte) bool {
-		if jsonrpc.KeyIs(k, key) {
-			if got, ok := jsonrpc.String(v); ok {
-				s = got
-			}
-		}
-		return true
-	})
-	return s
 }
 
 // clientCaps is the shape of ClientCapabilities the handler reads, in
