@@ -145,7 +145,9 @@ func serve(srv *http.Server, h *mcphandler.Handler, flush func(context.Context) 
 		os.Exit(1)
 	case <-ctx.Done():
 	}
-	// Open streams (GET, subscriptions/listen) are cut after the grace.
+	// Shutdown ends the sessions' GET streams at once (the handler took
+	// their connections over); subscriptions/listen streams are cut after
+	// the grace.
 	grace, cancel := context.WithTimeout(context.Background(), 3*time.Second)
 	defer cancel()
 	srv.Shutdown(grace)
