@@ -467,8 +467,14 @@ func TestDetachedStreamWhen(t *testing.T) {
 			if tc.http2 != (resp.ProtoMajor == 2) {
 				t.Fatalf("served over %s", resp.Proto)
 			}
+			// A detached stream's request returns once the stream took the
+			// connection, just after its header went out: wait for it.
+			want := map[bool]int64{true: 0, false: 1}[tc.detached]
+			for deadline := time.Now().Add(2 * time.Second); f.n.Load() != want && time.Now().Before(deadline); {
+				time.Sleep(5 * time.Millisecond)
+			}
 			time.Sleep(50 * time.Millisecond)
-			if got, want := f.n.Load(), map[bool]int64{true: 0, false: 1}[tc.detached]; got != want {
+			if got := f.n.Load(); got != want {
 				t.Fatalf("%d requests in progress while the stream is open, want %d", got, want)
 			}
 			if ended.Load() != 0 {
