@@ -71,8 +71,13 @@ func TestAcceptsTypeAsBefore(t *testing.T) {
 	}
 }
 
-// The Accept value admitted without parsing is one acceptsAll admits.
+// The Accept value admitted without parsing is one the former parser
+// admits (checkAcceptsAll holds every other shortcut of acceptsAll to it).
 func TestUsualAccept(t *testing.T) {
+	const usualAccept = "application/json, text/event-stream"
+	if !isTypeList(usualAccept, []string{"application/json", "text/event-stream"}) {
+		t.Fatalf("%q is not taken for the types joined", usualAccept)
+	}
 	if !oldAcceptsType(usualAccept, "application/json") || !oldAcceptsType(usualAccept, "text/event-stream") {
 		t.Fatalf("%q does not admit both types", usualAccept)
 	}
