@@ -40,6 +40,11 @@ type handoff struct {
 	once     sync.Once
 	detached bool // the stream owns the connection (set before released closes)
 	panicked any  // a panic on the stream's goroutine before it detached
+
+	// Set by detachable: the end of the stream's context, and what stops
+	// the request's end from ending it.
+	cancel context.CancelFunc
+	unlink func() bool
 }
 
 func (d *handoff) Header() http.Header         { return d.w.Header() }
@@ -117,11 +122,11 @@ func (c *streamConn) end() {
 
 // detachable returns r with a context of the stream's own, which ends
 // with the request until the stream takes the connection over (see
-// takeOver), and the cancel of that context. It keeps r's values.
-func (d *handoff) detachable(r *http.Request) (*http.Request, context.CancelFunc, func() bool) {
+// takeOver), or when d.cancel is called. It keeps r's values.
+func (d *handoff) detachable(r *http.Request) *http.Request {
 	ctx, cancel := context.WithCancel(context.WithoutCancel(r.Context()))
-	unlink := context.AfterFunc(r.Context(), cancel)
-	return r.WithContext(ctx), cancel, unlink
+	d.cancel, d.unlink = cancel, context.AfterFunc(r.Context(), cancel)
+	return r.WithContext(ctx)
 }
 
 // takeOver takes st's connection from net/http and lets the request's
@@ -132,25 +137,25 @@ func (d *handoff) detachable(r *http.Request) (*http.Request, context.CancelFunc
 // connection once the stream is over, or nil if net/http keeps the
 // connection (HTTP/2, a ResponseWriter that cannot be hijacked): the
 // stream then stays on its request.
-func (h *Handler) takeOver(d *handoff, r *http.Request, st *stream, cancel context.CancelFunc, unlink func() bool) func() {
+func (h *Handler) takeOver(d *handoff, r *http.Request, st *stream) func() {
 	st.mu.Lock()
 	defer st.mu.Unlock()
-	chunk := r.ProtoAtLeast(1, 1) && d.w.Header().Get("Transfer-Encoding") != "identity"
-	conn, brw, err := st.rc.Hijack()
+	c, buffered, err := st.hijackLocked(h.cfg.KeepAlive)
 	if err != nil {
 		return nil
 	}
-	st.conn = &streamConn{c: conn, chunk: chunk, timeout: h.cfg.KeepAlive}
-	st.w, st.rc = nil, http.ResponseController{}
-	unlink() // the request's end no longer ends the stream
+	cancel := d.cancel
+	st.conn = c
+	st.w, st.rc = nil, http.ResponseController{} // let the response and its buffers go
+	d.unlink()                                   // the request's end no longer ends the stream
 	srv, _ := r.Context().Value(http.ServerContextKey).(*http.Server)
 	reg := h.detached.add(srv, cancel)
-	if brw.Reader.Buffered() > 0 {
+	if buffered.Buffered() > 0 {
 		cancel()
 	}
 	go func() {
 		var b [1]byte
-		conn.Read(b[:]) // the client left, or sent what a stream cannot take
+		c.c.Read(b[:]) // the client left, or sent what a stream cannot take
 		cancel()
 	}()
 	d.w, d.detached = nil, true
@@ -171,7 +176,7 @@ type detachedStreams struct {
 	mu      sync.Mutex
 	closed  bool
 	streams map[*detachedStream]struct{}
-	servers map[*http.Server]struct{} // those whose Shutdown ends their streams
+	servers map[*http.Server]struct{} // those whose Shutdown ends their streams; kept (a handler is mounted on few)
 	wg      sync.WaitGroup
 }
 

@@ -1,6 +1,7 @@
 package mcphandler
 
 import (
+	"bufio"
 	"bytes"
 	"context"
 	"crypto/rand"
@@ -86,6 +87,10 @@ func (s *stream) suppress() {
 	s.quiet = true
 	s.mu.Unlock()
 }
+
+// chunked reports whether net/http frames the streamed body of a response
+// to r in chunks: on HTTP/1.1 and later, when no length is set.
+func chunked(r *http.Request) bool { return r.ProtoAtLeast(1, 1) }
 
 func newStream(w http.ResponseWriter, prime bool, retry time.Duration) *stream {
 	return &stream{w: w, rc: *http.NewResponseController(w), prime: prime, retry: retry, status: http.StatusOK}
@@ -304,17 +309,28 @@ func (s *stream) closeConn() error {
 			return s.lostLocked(err)
 		}
 	}
-	conn, bufrw, err := s.rc.Hijack()
+	c, _, err := s.hijackLocked(time.Second)
 	if err != nil {
 		return err
 	}
-	if s.chunk {
-		bufrw.WriteString("0\r\n\r\n")
-	}
-	bufrw.Flush()
-	conn.Close()
+	c.end()
 	s.gone = true
 	return nil
+}
+
+// hijackLocked takes the connection of s, whose SSE header went out, from
+// net/http (see detach.go), framed as net/http framed the body: chunked
+// unless the request is HTTP/1.0 or the header opted out with
+// Transfer-Encoding: identity. It also returns what net/http had read of
+// the connection past the request. Nothing may be written through s.w
+// after it.
+func (s *stream) hijackLocked(timeout time.Duration) (*streamConn, *bufio.Reader, error) {
+	chunk := s.chunk && s.w.Header().Get("Transfer-Encoding") != "identity"
+	conn, brw, err := s.rc.Hijack()
+	if err != nil {
+		return nil, nil, err
+	}
+	return &streamConn{c: conn, chunk: chunk, timeout: timeout}, brw.Reader, nil
 }
 
 // comment writes an SSE comment line, used as a keep-alive.

@@ -62,7 +62,7 @@ func (h *Handler) serveSession(w http.ResponseWriter, rq *request, m *jsonrpc.Me
 		w.WriteHeader(http.StatusAccepted)
 	default:
 		rq.st = newStream(w, h.primes(rq), h.cfg.SSERetry)
-		rq.st.chunk = rq.r.ProtoAtLeast(1, 1)
+		rq.st.chunk = chunked(rq.r)
 		if rq.sess != nil {
 			rq.st.setLog(h, rq.sess.ID)
 		}
@@ -290,11 +290,9 @@ func (h *Handler) refuseResponse(w http.ResponseWriter, err error) {
 // from net/http once its header is out.
 func (h *Handler) serveGET(w http.ResponseWriter, r *http.Request) {
 	d, _ := w.(*handoff)
-	var cancel context.CancelFunc
-	var unlink func() bool
 	if d != nil {
-		r, cancel, unlink = d.detachable(r)
-		defer cancel()
+		r = d.detachable(r)
+		defer d.cancel()
 	}
 	var loop *streamLoop
 	var st *stream
@@ -314,7 +312,7 @@ func (h *Handler) serveGET(w http.ResponseWriter, r *http.Request) {
 	}
 	over := func() {}
 	if d != nil {
-		if f := h.takeOver(d, r, st, cancel, unlink); f != nil {
+		if f := h.takeOver(d, r, st); f != nil {
 			over = f
 		}
 	}
@@ -421,6 +419,7 @@ func (h *Handler) renewGETStream(ctx context.Context, st *stream, sid string, cl
 // stream; its event ids start with "g", never taken for a POST stream's.
 func (h *Handler) startGETStream(w http.ResponseWriter, rq *request) (*stream, error) {
 	st := newStream(w, h.primes(rq), h.cfg.SSERetry)
+	st.chunk = chunked(rq.r)
 	st.id = "g" + randText()
 	st.mu.Lock()
 	defer st.mu.Unlock()
