@@ -23,6 +23,7 @@ import (
 	"time"
 
 	"github.com/mcphandler/mcphandler"
+	"github.com/mcphandler/mcphandler/session"
 )
 
 // detachHost is the fixture with the given KeepAlive.
@@ -509,5 +510,147 @@ func TestDetachedStreamWhen(t *testing.T) {
 				t.Fatal("the interceptor did not see the stream end")
 			}
 		})
+	}
+}
+
+// The client hangs up at every instant around the one the stream takes its
+// connection over (just after its header went out): before, the request's
+// end must end the stream; after, the connection's reader must. Either way
+// the claim is freed at once (KeepAlive is an hour).
+func TestDetachedStreamHangUpAroundTakeOver(t *testing.T) {
+	for _, delay := range []time.Duration{0, 10 * time.Microsecond, 100 * time.Microsecond, time.Millisecond, 5 * time.Millisecond} {
+		t.Run(delay.String(), func(t *testing.T) {
+			h := detachHost(t, time.Hour)
+			srv := httptest.NewServer(h)
+			t.Cleanup(srv.Close)
+			addr := srv.Listener.Addr().String()
+			sid := rawSession(t, srv.Client(), srv.URL, "acme-viewer")
+			for range 10 {
+				c, err := net.Dial("tcp", addr)
+				if err != nil {
+					t.Fatal(err)
+				}
+				fmt.Fprintf(c, "GET / HTTP/1.1\r\nHost: %s\r\nAccept: text/event-stream\r\nAuthorization: Bearer acme-viewer\r\n"+
+					"Mcp-Session-Id: %s\r\nMCP-Protocol-Version: 2025-06-18\r\n\r\n", addr, sid)
+				// Hang up once the first byte of the answer arrives, after delay.
+				c.SetReadDeadline(time.Now().Add(5 * time.Second))
+				c.Read(make([]byte, 1))
+				time.Sleep(delay)
+				c.Close()
+				if !claimFree(t, addr, sid, "acme-viewer", 3*time.Second) {
+					t.Fatalf("the claim stayed after a hang-up %v after the header", delay)
+				}
+			}
+		})
+	}
+}
+
+// Handler.Close runs while streams are opening: each stream either ends
+// cleanly once it took its connection or never detaches, Close returns,
+// and no stream's goroutine outlives it (goleak, in TestMain, checks the
+// rest).
+func TestDetachedStreamsCloseWhileOpening(t *testing.T) {
+	h := detachHost(t, time.Hour)
+	srv := httptest.NewServer(h)
+	t.Cleanup(srv.Close)
+	addr := srv.Listener.Addr().String()
+	const n = 12
+	sids := make([]string, n)
+	for i := range sids {
+		sids[i] = rawSession(t, srv.Client(), srv.URL, "acme-viewer")
+	}
+	var wg sync.WaitGroup
+	for i := range n {
+		wg.Go(func() {
+			c, err := net.Dial("tcp", addr)
+			if err != nil {
+				t.Error(err)
+				return
+			}
+			defer c.Close()
+			fmt.Fprintf(c, "GET / HTTP/1.1\r\nHost: %s\r\nAccept: text/event-stream\r\nAuthorization: Bearer acme-viewer\r\n"+
+				"Mcp-Session-Id: %s\r\nMCP-Protocol-Version: 2025-06-18\r\n\r\n", addr, sids[i])
+			c.SetReadDeadline(time.Now().Add(5 * time.Second))
+			resp, err := http.ReadResponse(bufio.NewReader(c), &http.Request{Method: "GET"})
+			if err != nil {
+				t.Errorf("stream %d: %v", i, err)
+				return
+			}
+			if resp.StatusCode != 200 {
+				return // refused while closing: nothing was opened
+			}
+			if _, err := io.Copy(io.Discard, resp.Body); err != nil {
+				t.Errorf("stream %d did not end cleanly after Close: %v", i, err)
+			}
+		})
+	}
+	time.Sleep(time.Millisecond)
+	done := make(chan struct{})
+	go func() { h.Close(); close(done) }()
+	select {
+	case <-done:
+	case <-time.After(5 * time.Second):
+		t.Fatal("Close did not return while streams were opening")
+	}
+	wg.Wait()
+}
+
+// Another identity's token on a raw HTTP/1.1 GET for acme-viewer's session:
+// refused as an unknown session, before anything is detached or claimed,
+// so the owner's own stream opens.
+func TestDetachedStreamOtherIdentity(t *testing.T) {
+	h := detachHost(t, time.Hour)
+	srv := httptest.NewServer(h)
+	t.Cleanup(srv.Close)
+	addr := srv.Listener.Addr().String()
+	sid := rawSession(t, srv.Client(), srv.URL, "acme-viewer")
+	for _, tok := range []string{"globex-editor", "acme-admin"} {
+		if s := openRaw(t, addr, sid, tok, "HTTP/1.1"); s.resp.StatusCode != http.StatusNotFound {
+			t.Fatalf("%s's GET for another's session: %d, want 404", tok, s.resp.StatusCode)
+		}
+	}
+	if s := openRaw(t, addr, sid, "acme-viewer", "HTTP/1.1"); s.resp.StatusCode != 200 {
+		t.Fatalf("the owner's GET: %d", s.resp.StatusCode)
+	}
+}
+
+// slowReleases is a memory store whose CompareAndSwap (a stream's claim
+// renewal and release) takes delay.
+type slowReleases struct {
+	*session.Memory
+	delay time.Duration
+}
+
+func (s slowReleases) CompareAndSwap(ctx context.Context, key string, old, new []byte, ttl time.Duration) (bool, error) {
+	time.Sleep(s.delay)
+	return s.Memory.CompareAndSwap(ctx, key, old, new, ttl)
+}
+
+// The store is slow when a detached stream ends: its client leaves and,
+// separately, Handler.Close ends another. The claim is freed once the slow
+// release completes (not lost, not left to lapse), and Close waits for it.
+func TestDetachedStreamSlowStoreAtEnd(t *testing.T) {
+	const delay = 300 * time.Millisecond
+	h := detachHost(t, time.Hour, func(c *mcphandler.Config) {
+		c.Store = slowReleases{session.NewMemory(), delay}
+		c.StateKeys = [][]byte{[]byte("0123456789abcdef0123456789abcdef")}
+	})
+	addr, sid, s := streamOn(t, h)
+	s.c.Close()
+	start := time.Now()
+	if !claimFree(t, addr, sid, "acme-viewer", 3*time.Second) {
+		t.Fatal("the claim stayed after its client left, with a slow store")
+	}
+	if d := time.Since(start); d < delay/2 {
+		t.Fatalf("the claim was free after %v, before the release (%v) could complete", d, delay)
+	}
+	_, _, s2 := streamOn(t, h)
+	start = time.Now()
+	h.Close()
+	if d := time.Since(start); d < delay/2 {
+		t.Fatalf("Close returned after %v, before the stream's release (%v)", d, delay)
+	}
+	if err := s2.end(time.Second); err != nil {
+		t.Fatalf("the stream Close ended: %v", err)
 	}
 }

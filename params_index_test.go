@@ -72,3 +72,26 @@ func FuzzParamsIndex(f *testing.F) {
 		}
 	})
 }
+
+// The index answers only for the very params it walked: a message the
+// handler builds or replays with other params (even equal bytes elsewhere,
+// or a part of them) is read by its own walk.
+func TestParamsIndexOnlyForItsParams(t *testing.T) {
+	params := []byte(`{"name":"echo","arguments":{"text":"hi"},"_meta":{"a":1}}`)
+	m := &requestMeta{}
+	indexParams(params, &m.params)
+	if m.of(params) != &m.params {
+		t.Fatal("the index does not answer for the params it walked")
+	}
+	replayed := bytes.Clone(params)
+	for name, p := range map[string][]byte{"a copy": replayed, "a prefix": params[:len(params)-1], "empty": nil,
+		"other params": []byte(`{"name":"delete_thing"}`)} {
+		if m.of(p) != nil {
+			t.Fatalf("the index answers for %s", name)
+		}
+	}
+	var none *requestMeta
+	if none.of(params) != nil {
+		t.Fatal("a request without _meta has an index")
+	}
+}
