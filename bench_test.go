@@ -90,6 +90,20 @@ func BenchmarkToolsCall(b *testing.B) {
 	serveLoop(b, h, `{"jsonrpc":"2.0","id":42,"method":"tools/call","params":{"name":"echo","arguments":{"text":"hello"}}}`)
 }
 
+// BenchmarkToolsCallIntercepted is BenchmarkToolsCall through an
+// interceptor that only calls next: the handler's own cost of
+// interception, what every interceptor (otelmcp's included) pays.
+func BenchmarkToolsCallIntercepted(b *testing.B) {
+	h := mcphandler.New(mcphandler.Config{
+		Authenticate: bearer,
+		ListTools:    func(context.Context) ([]mcphandler.Tool, error) { return []mcphandler.Tool{echoTool}, nil },
+		Interceptors: []mcphandler.Interceptor{func(ctx context.Context, _ *mcphandler.Request, next func(context.Context) mcphandler.Result) mcphandler.Result {
+			return next(ctx)
+		}},
+	})
+	serveLoop(b, h, `{"jsonrpc":"2.0","id":42,"method":"tools/call","params":{"name":"echo","arguments":{"text":"hello"}}}`)
+}
+
 // modernCall is a 2026-07-28 tools/call of echo with its _meta.
 const modernCall = `{"jsonrpc":"2.0","id":42,"method":"tools/call","params":{"name":"echo","arguments":{"text":"hello"},` +
 	`"_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28","io.modelcontextprotocol/clientCapabilities":{},` +

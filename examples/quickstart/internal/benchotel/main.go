@@ -18,7 +18,11 @@
 // (no batch processor); "discard" batches them to an exporter that drops
 // them; "nowire" adds the OTLP exporter's conversion and protobuf encoding,
 // its HTTP requests answered in process without a connection.
-// -exemplars=false turns the histograms' exemplars off.
+// -exemplars=false turns the histograms' exemplars off. -only parts the
+// cost: "spans" keeps the SDK's tracer and gives otelmcp a no-op meter,
+// "metrics" the other way round, and "nop" installs, instead of otelmcp,
+// an interceptor that only calls next (the handler's own cost of
+// interception).
 package main
 
 import (
@@ -38,10 +42,14 @@ import (
 	"github.com/mcphandler/mcphandler/otelmcp"
 	"go.opentelemetry.io/otel/exporters/otlp/otlpmetric/otlpmetrichttp"
 	"go.opentelemetry.io/otel/exporters/otlp/otlptrace/otlptracehttp"
+	"go.opentelemetry.io/otel/metric"
+	metricnoop "go.opentelemetry.io/otel/metric/noop"
 	sdkmetric "go.opentelemetry.io/otel/sdk/metric"
 	"go.opentelemetry.io/otel/sdk/metric/exemplar"
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 	"go.opentelemetry.io/otel/sdk/trace/tracetest"
+	"go.opentelemetry.io/otel/trace"
+	tracenoop "go.opentelemetry.io/otel/trace/noop"
 )
 
 type echoIn struct {
@@ -62,6 +70,7 @@ func main() {
 	batch := flag.Int("batch", 2048, "with -otlp, the batch span processor's MaxExportBatchSize")
 	queue := flag.Int("queue", 8192, "with -otlp, the batch span processor's MaxQueueSize")
 	exemplars := flag.Bool("exemplars", true, "with -otlp, let the histograms keep exemplars of sampled spans (the SDK's default)")
+	only := flag.String("only", "", "with -otlp: spans | metrics (the other one no-op); nop: an interceptor that only calls next")
 	flag.Parse()
 	if *sink != "" {
 		log.Fatal(http.ListenAndServe(*sink, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
@@ -86,8 +95,13 @@ func main() {
 	cfg := mcphandler.Config{Name: "benchotel", PageSize: len(tools),
 		ListTools: func(context.Context) ([]mcphandler.Tool, error) { return tools, nil }}
 	flush := func(context.Context) error { return nil }
+	if *only == "nop" {
+		cfg.Interceptors = []mcphandler.Interceptor{func(ctx context.Context, _ *mcphandler.Request, next func(context.Context) mcphandler.Result) mcphandler.Result {
+			return next(ctx)
+		}}
+	}
 	if *otlp != "" {
-		icp, shutdown, err := telemetry(*otlp, *sample, *exemplars, sdktrace.WithMaxQueueSize(*queue), sdktrace.WithMaxExportBatchSize(*batch))
+		icp, shutdown, err := telemetry(*otlp, *only, *sample, *exemplars, sdktrace.WithMaxQueueSize(*queue), sdktrace.WithMaxExportBatchSize(*batch))
 		if err != nil {
 			log.Fatal(err)
 		}
@@ -112,7 +126,7 @@ func main() {
 
 // telemetry sets up otelmcp exporting to base: an OTLP/HTTP base URL,
 // "discard" or "nowire" (see the package doc).
-func telemetry(base string, sample float64, exemplars bool, bsp ...sdktrace.BatchSpanProcessorOption) (mcphandler.Interceptor, func(context.Context) error, error) {
+func telemetry(base, only string, sample float64, exemplars bool, bsp ...sdktrace.BatchSpanProcessorOption) (mcphandler.Interceptor, func(context.Context) error, error) {
 	ctx := context.Background()
 	topts := []otlptracehttp.Option{otlptracehttp.WithEndpointURL(base + "/v1/traces")}
 	mopts := []otlpmetrichttp.Option{otlpmetrichttp.WithEndpointURL(base + "/v1/metrics")}
@@ -144,7 +158,17 @@ func telemetry(base string, sample float64, exemplars bool, bsp ...sdktrace.Batc
 		mopt = append(mopt, sdkmetric.WithExemplarFilter(exemplar.AlwaysOffFilter))
 	}
 	mp := sdkmetric.NewMeterProvider(mopt...)
-	icp, err := otelmcp.NewInterceptor(otelmcp.WithTracerProvider(tp), otelmcp.WithMeterProvider(mp))
+	var (
+		tpo trace.TracerProvider = tp
+		mpo metric.MeterProvider = mp
+	)
+	switch only {
+	case "spans":
+		mpo = metricnoop.NewMeterProvider()
+	case "metrics":
+		tpo = tracenoop.NewTracerProvider()
+	}
+	icp, err := otelmcp.NewInterceptor(otelmcp.WithTracerProvider(tpo), otelmcp.WithMeterProvider(mpo))
 	return icp, func(ctx context.Context) error { tp.Shutdown(ctx); return mp.Shutdown(ctx) }, err
 }
 
