@@ -219,7 +219,7 @@ func (c *confirmCall) completeElicitation(id string) {
 // event log. Still pending, or the asker alive: nothing happens (the
 // resumed stream checks again every confirmPoll).
 func (h *Handler) adoptApproval(rq *request, id string, rec confirmRecord, raw []byte) {
-	ctx := context.WithoutCancel(rq.r.Context())
+	ctx := context.WithoutCancel(rq.context())
 	got, err := h.cfg.Approvals.Get(ctx, rec.Approval)
 	if err != nil || got.State == approval.Pending {
 		return
@@ -228,7 +228,7 @@ func (h *Handler) adoptApproval(rq *request, id string, rec confirmRecord, raw [
 	if err != nil || ls == nil {
 		return
 	}
-	out := h.adoptRequest(rq.r, rq.id, rq.sess, rec.Stream)
+	out := h.adoptRequest(ctx, rq.r, rq.id, rq.sess, rec.Stream)
 	x := &Exchange{h: h, st: out.st, sess: rq.sess, version: out.version, caps: rq.sess.Capabilities, logLevel: LogLevel(rq.sess.LogLevel), reqID: rec.ReqID}
 	c := &confirmCall{h: h, id: id, tool: rec.Tool, ident: rq.id, ls: ls, rec: rec, raw: raw, x: x}
 	ev := CallEvent{Tool: rec.Tool, Identity: rq.id, SessionID: rq.sess.ID, ConfirmID: rec.Approval, Arguments: rec.Args}
@@ -266,11 +266,13 @@ func (h *Handler) runAdopted(out *request, c *confirmCall, run *confirmRun, ev *
 }
 
 // adoptRequest is a request that writes to the event log of streamID only,
-// for a call finished by a replica other than its asker.
-func (h *Handler) adoptRequest(r *http.Request, ident Identity, sess *session.Session, streamID string) *request {
+// for a call finished by a replica other than its asker, in the
+// operation's context ctx.
+func (h *Handler) adoptRequest(ctx context.Context, r *http.Request, ident Identity, sess *session.Session, streamID string) *request {
 	rq := &request{h: h, r: r, start: time.Now(), id: ident, sess: sess, version: sess.ProtocolVersion, era: sessions}
 	rq.info = &reqInfo{identity: ident, request: r, version: sess.ProtocolVersion, sessionID: sess.ID}
-	rq.ctx = context.WithValue(context.WithoutCancel(r.Context()), ctxKey{}, rq.info)
+	rq.base = context.WithoutCancel(ctx)
+	rq.ctx = context.WithValue(rq.base, ctxKey{}, rq.info)
 	rq.st = h.logOnly(sess.ID, streamID)
 	return rq
 }

@@ -392,7 +392,7 @@ func (c *confirmCall) judge(ctx context.Context, rec *confirmRecord) (Outcome, *
 // the store cannot be reached, its error (503: the client may send the
 // answer again).
 func (h *Handler) answerConfirm(rq *request, id string, m *jsonrpc.Message) error {
-	ctx := context.WithoutCancel(rq.r.Context())
+	ctx := context.WithoutCancel(rq.context())
 	rec, raw, err := h.loadConfirm(ctx, id)
 	if err != nil && !isAbsent(err) {
 		return err
@@ -424,7 +424,7 @@ func (h *Handler) answerConfirm(rq *request, id string, m *jsonrpc.Message) erro
 	}
 	if ls, err := h.takeLease(ctx, id); err == nil && ls != nil {
 		// The asker is gone: finish the call here.
-		h.adopt(rq.r, rq.start, rq.id, rq.sess, id, ls, rec, raw)
+		h.adopt(rq.context(), rq.r, rq.start, rq.id, rq.sess, id, ls, rec, raw)
 	}
 	return nil
 }
@@ -436,11 +436,12 @@ func (h *Handler) answerConfirm(rq *request, id string, m *jsonrpc.Message) erro
 // (the answered → running transition), and the response is appended to
 // the call's event log, where the client's resumed GET (Last-Event-ID)
 // receives it. ident is the identity of the request that led here; the
-// call is reported to OnCall.
-func (h *Handler) adopt(r *http.Request, start time.Time, ident Identity, sess *session.Session, id string, ls *lease, rec confirmRecord, raw []byte) {
+// call is reported to OnCall; ctx is the operation's context.
+func (h *Handler) adopt(ctx context.Context, r *http.Request, start time.Time, ident Identity, sess *session.Session, id string, ls *lease, rec confirmRecord, raw []byte) {
 	rq := &request{h: h, r: r, start: start, id: ident, sess: sess, version: sess.ProtocolVersion, era: sessions}
 	rq.info = &reqInfo{identity: ident, request: r, version: sess.ProtocolVersion, sessionID: sess.ID}
-	rq.ctx = context.WithValue(context.WithoutCancel(r.Context()), ctxKey{}, rq.info)
+	rq.base = context.WithoutCancel(ctx)
+	rq.ctx = context.WithValue(rq.base, ctxKey{}, rq.info)
 	rq.st = h.logOnly(sess.ID, rec.Stream)
 	form, err := elicitation.Parse(rec.Form)
 	if err != nil {
@@ -531,7 +532,7 @@ func (h *Handler) markLapsedRunning(ctx context.Context, id string, raw []byte, 
 // the stream's event log, where the resumed stream reads it. rq is the
 // resuming GET.
 func (h *Handler) watchConfirm(rq *request, streamID string) {
-	ctx, sid := context.WithoutCancel(rq.r.Context()), rq.sess.ID
+	ctx, sid := context.WithoutCancel(rq.context()), rq.sess.ID
 	id, rec, raw, ok := h.confirmOfStream(ctx, sid, streamID)
 	if !ok {
 		return
@@ -541,7 +542,7 @@ func (h *Handler) watchConfirm(rq *request, streamID string) {
 	switch rec.State {
 	case stateAnswered:
 		if ls, err := h.takeLease(ctx, id); err == nil && ls != nil {
-			h.adopt(rq.r, time.Now(), rq.id, rq.sess, id, ls, rec, raw)
+			h.adopt(ctx, rq.r, time.Now(), rq.id, rq.sess, id, ls, rec, raw)
 		}
 		return
 	case statePending:

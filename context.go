@@ -29,7 +29,8 @@ func IdentityFrom(ctx context.Context) (Identity, bool) {
 }
 
 // RequestFrom returns the HTTP request being served in ctx. Handlers must not
-// read its body or keep it after they return.
+// read its body or keep it after they return. Its Context is the HTTP
+// request's own, without what Config.Interceptors added: that is in ctx.
 func RequestFrom(ctx context.Context) (*http.Request, bool) {
 	ri, ok := ctx.Value(ctxKey{}).(*reqInfo)
 	if !ok {

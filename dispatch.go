@@ -75,7 +75,7 @@ func (h *Handler) serveRequest(rq *request, m *jsonrpc.Message) {
 	if rq.sess != nil {
 		rq.info.sessionID = rq.sess.ID
 	}
-	rq.ctx = context.WithValue(rq.r.Context(), ctxKey{}, rq.info)
+	rq.ctx = context.WithValue(rq.context(), ctxKey{}, rq.info)
 	md, ok := rq.era.methods()[m.Method]
 	if md.cancellable && rq.sess != nil {
 		key, cancel := h.track(rq, m.ID)

@@ -483,8 +483,11 @@ func (h *Handler) releaseBody(buf *bytes.Buffer) {
 
 // request is the state of one POSTed message being served.
 type request struct {
-	h       *Handler
-	r       *http.Request
+	h *Handler
+	r *http.Request
+	// base is the context of the operation (see context); ctx is base
+	// carrying reqInfo, for the hooks.
+	base    context.Context
 	ctx     context.Context
 	start   time.Time
 	id      Identity
@@ -503,6 +506,17 @@ type request struct {
 	retry bool // the request carried inputResponses or requestState
 
 	ic *interception // set while Config.Interceptors run (intercept.go)
+}
+
+// context is the context the operation runs with: the one the last of
+// Config.Interceptors passed on, else the HTTP request's. (rq.r keeps the
+// HTTP request's own: a copy of it per intercepted request would cost
+// more than the rest of the interception.)
+func (rq *request) context() context.Context {
+	if rq.base != nil {
+		return rq.base
+	}
+	return rq.r.Context()
 }
 
 // servePOST serves one POSTed message or batch: the checks every era

@@ -217,7 +217,7 @@ func (h *Handler) intercept(rq *request, m *jsonrpc.Message, serve func(*request
 		ic.req.SessionID, ic.req.ProtocolVersion = rq.sess.ID, rq.sess.ProtocolVersion
 	}
 	rq.ic, ic.rq, ic.m, ic.method = ic, rq, m, serve
-	h.runInterceptors(ic, rq.r.Context(), nil) // serves by ic.serveRequest
+	h.runInterceptors(ic, rq.context(), nil) // serves by ic.serveRequest
 	if !ic.called {
 		rq.fail(m.ID, errInternal())
 	}
@@ -228,10 +228,7 @@ func (h *Handler) intercept(rq *request, m *jsonrpc.Message, serve func(*request
 // the last interceptor passed on.
 func (ic *interception) serveRequest(ctx context.Context) {
 	rq, m := ic.rq, ic.m
-	rq.r = rq.r.WithContext(ctx)
-	if rq.info != nil {
-		rq.info.request = rq.r
-	}
+	rq.base = ctx
 	ic.method(rq, m)
 	if m.Method == "initialize" {
 		ic.req.ProtocolVersion = rq.version
@@ -253,8 +250,8 @@ func (h *Handler) interceptAnswer(rq *request, id string, m *jsonrpc.Message, an
 	ic.res.ConfirmID, ic.confirm = id, id
 	rq.ic = ic
 	err := errNotWaiting
-	h.runInterceptors(ic, rq.r.Context(), func(ctx context.Context) {
-		rq.r = rq.r.WithContext(ctx)
+	h.runInterceptors(ic, rq.context(), func(ctx context.Context) {
+		rq.base = ctx
 		if err = answer(rq, id, m); err != nil {
 			ic.res.ErrorCode, ic.res.ErrorMessage = CodeStoreUnavailable, err.Error()
 			if err == errNotWaiting {

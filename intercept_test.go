@@ -150,6 +150,84 @@ func TestInterceptorNotCallingNext(t *testing.T) {
 	}
 }
 
+// The context the interceptor passes on is the one every hook and tool of
+// the operation gets: its values are there, and on the 2026-07-28 path
+// cancelling it cancels the tool. (A tool of a 2025 session runs detached
+// from cancellation: only notifications/cancelled ends it.) The HTTP
+// request of RequestFrom keeps its own context.
+func TestInterceptorContextReachesHooks(t *testing.T) {
+	for _, era := range []mcptest.Era{mcptest.Sessions, mcptest.Stateless} {
+		t.Run(era.String(), func(t *testing.T) {
+			var mu sync.Mutex
+			saw := map[string]any{}
+			note := func(ctx context.Context, where string) {
+				mu.Lock()
+				defer mu.Unlock()
+				saw[where] = ctx.Value(ctxMark{})
+				if r, ok := mcphandler.RequestFrom(ctx); ok && r.Context().Value(ctxMark{}) != nil {
+					saw["request-context"] = r.Context().Value(ctxMark{})
+				}
+			}
+			onCall := make(chan struct{}, 1)
+			tools := []mcphandler.Tool{{Name: "wait", Annotations: &mcphandler.ToolAnnotations{ReadOnlyHint: true},
+				Handler: func(ctx context.Context, _ *mcphandler.ToolCall) (*mcphandler.ToolResult, error) {
+					note(ctx, "tool")
+					select {
+					case <-ctx.Done():
+						note(context.WithValue(ctx, ctxMark{}, ctx.Err()), "tool-ended")
+						return mcphandler.TextResult("cancelled"), nil
+					case <-time.After(200 * time.Millisecond):
+						return mcphandler.TextResult("not cancelled"), nil
+					}
+				}}}
+			h := mcphandler.New(mcphandler.Config{
+				Authenticate: bearer,
+				ListTools: func(ctx context.Context) ([]mcphandler.Tool, error) {
+					note(ctx, "list")
+					return tools, nil
+				},
+				BeforeCall: func(ctx context.Context, _ *mcphandler.ToolCall) (mcphandler.Decision, error) {
+					note(ctx, "before")
+					return mcphandler.Allow(), nil
+				},
+				OnCall: func(mcphandler.CallEvent) { onCall <- struct{}{} },
+				Interceptors: []mcphandler.Interceptor{func(ctx context.Context, req *mcphandler.Request, next func(context.Context) mcphandler.Result) mcphandler.Result {
+					if req.Method != "tools/call" {
+						return next(ctx)
+					}
+					ctx, cancel := context.WithTimeout(context.WithValue(ctx, ctxMark{}, "mark"), 50*time.Millisecond)
+					defer cancel()
+					return next(ctx)
+				}},
+			})
+			c := mcptest.New(t, h, mcptest.WithEra(era), mcptest.WithToken("acme-viewer"))
+			if era != mcptest.Stateless {
+				if _, err := c.Initialize(context.Background()); err != nil {
+					t.Fatal(err)
+				}
+			}
+			res, err := c.CallTool(context.Background(), "wait", nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			<-onCall
+			mu.Lock()
+			defer mu.Unlock()
+			for _, where := range []string{"list", "before", "tool"} {
+				if saw[where] != "mark" {
+					t.Errorf("%s saw %v, want the interceptor's mark", where, saw[where])
+				}
+			}
+			if era == mcptest.Stateless && (saw["tool-ended"] != context.DeadlineExceeded || !strings.Contains(string(res.Raw), `"cancelled"`)) {
+				t.Errorf("the tool ended with %v (%s), want the interceptor's deadline", saw["tool-ended"], res.Raw)
+			}
+			if v, ok := saw["request-context"]; ok {
+				t.Errorf("RequestFrom's request context holds the interceptor's mark %v", v)
+			}
+		})
+	}
+}
+
 // Each member of a 2025-03-26 batch is intercepted on its own.
 func TestInterceptorBatchMembers(t *testing.T) {
 	var order []string

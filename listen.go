@@ -56,7 +56,7 @@ func (h *Handler) listen(rq *request, m *jsonrpc.Message) {
 		return
 	}
 	// The stream lives while its caller stays who it was (see callerCheck).
-	h.runStream(rq.r.Context(), &streamLoop{
+	h.runStream(rq.context(), &streamLoop{
 		caller:    h.checkCaller(rq.r, rq.id),
 		keepAlive: func() bool { return rq.st.comment() == nil },
 		msgs:      feed.c,

@@ -170,11 +170,11 @@ func (h *Handler) notification(rq *request, m *jsonrpc.Message) {
 		if rq.sess == nil || json.Unmarshal(m.Params, &p) != nil || len(p.RequestID) == 0 {
 			return
 		}
-		h.cancel(rq.r.Context(), runKey(rq.sess.ID, p.RequestID))
+		h.cancel(rq.context(), runKey(rq.sess.ID, p.RequestID))
 	case "notifications/initialized":
 		if rq.sess != nil && !rq.sess.Initialized {
 			rq.sess.Initialized = true
-			if err := h.cfg.Store.Update(rq.r.Context(), rq.sess); err != nil {
+			if err := h.cfg.Store.Update(rq.context(), rq.sess); err != nil {
 				h.logger().Error("mcphandler: session store", "err", err)
 			}
 		}

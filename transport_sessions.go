@@ -96,7 +96,7 @@ func (h *Handler) resolveSession(w http.ResponseWriter, rq *request) bool {
 		writeHTTPError(w, http.StatusBadRequest, jsonrpc.CodeInvalidRequest, "Bad Request: Mcp-Session-Id header is required")
 		return false
 	}
-	s, err := h.cfg.Store.Get(rq.r.Context(), sid)
+	s, err := h.cfg.Store.Get(rq.context(), sid)
 	if err == nil && !rq.id.hasKey(s.Owner) {
 		err = session.ErrNotFound
 	}
@@ -259,7 +259,7 @@ func (h *Handler) deliverResponse(rq *request, m *jsonrpc.Message) error {
 		resp = jsonrpc.AppendError(nil, m.ID, m.Error)
 	}
 	b, _ := json.Marshal(reply{Role: rq.id.Role, Msg: resp})
-	n, err := h.publish(rq.r.Context(), h.macs.reply, replyChannel(rq.sess.ID, id), b)
+	n, err := h.publish(rq.context(), h.macs.reply, replyChannel(rq.sess.ID, id), b)
 	if err != nil {
 		return err
 	}
@@ -365,7 +365,7 @@ func (h *Handler) sessionMethodAllowed(w http.ResponseWriter, r *http.Request) b
 // in the store; the claim is renewed with every keep-alive, and a dead
 // holder's lapses after two.
 func (h *Handler) openGETStream(w http.ResponseWriter, rq *request) (*streamLoop, *stream, func()) {
-	ctx, sid := rq.r.Context(), rq.sess.ID
+	ctx, sid := rq.context(), rq.sess.ID
 	claim, claimTTL := []byte(randText()), h.getStreamTTL()
 	if !h.claimGETStream(w, ctx, sid, claim, claimTTL) {
 		return nil, nil, nil
@@ -505,7 +505,7 @@ func (h *Handler) resume(w http.ResponseWriter, rq *request, last string) bool {
 	if !ok {
 		return false
 	}
-	ctx, sid := rq.r.Context(), rq.sess.ID
+	ctx, sid := rq.context(), rq.sess.ID
 	rs := &resumed{h: h, channel: eventChannel(sid, streamID), key: eventKey(sid, streamID), streamID: streamID, seen: after}
 	live, err := h.cfg.Store.Subscribe(ctx, rs.channel)
 	if err != nil {
@@ -667,7 +667,7 @@ func (sessionsEra) progressToken(_ *request, m *jsonrpc.Message) json.RawMessage
 // exchange: the POST is the stream, so the client is gone when its
 // connection ends.
 func (sessionsEra) exchange(rq *request, x *Exchange, meta json.RawMessage) {
-	x.gone = rq.r.Context().Done()
+	x.gone = rq.context().Done()
 	sessionExchange(rq, x, meta)
 }
 
@@ -724,7 +724,7 @@ func (h *Handler) initialize(rq *request, m *jsonrpc.Message) {
 	version := negotiate(p.ProtocolVersion)
 	rq.version = version
 	rq.info = &reqInfo{identity: rq.id, request: rq.r, version: version}
-	rq.ctx = context.WithValue(rq.r.Context(), ctxKey{}, rq.info)
+	rq.ctx = context.WithValue(rq.context(), ctxKey{}, rq.info)
 	if !h.cfg.Stateless {
 		s, err := h.createSession(rq, &p, version)
 		if err != nil {

@@ -165,7 +165,7 @@ func (h *Handler) serveLegacyRequest(rq *request, m *jsonrpc.Message, kind jsonr
 		h.notification(rq, m)
 		return
 	}
-	ctx, sid := rq.r.Context(), rq.sess.ID
+	ctx, sid := rq.context(), rq.sess.ID
 	rq.st = &stream{sink: func(msg []byte) error {
 		_, err := h.publishSession(ctx, sid, msg)
 		return err
@@ -234,7 +234,7 @@ func (h *Handler) initializeLegacy(rq *request, m *jsonrpc.Message) {
 	rq.sess.ClientVersion = clip(p.ClientInfo.Version, h.cfg.MaxClientInfoBytes)
 	rq.version = version
 	rq.info = &reqInfo{identity: rq.id, request: rq.r, version: version, sessionID: rq.sess.ID}
-	rq.ctx = context.WithValue(rq.r.Context(), ctxKey{}, rq.info)
+	rq.ctx = context.WithValue(rq.context(), ctxKey{}, rq.info)
 	if err := h.cfg.Store.Update(rq.ctx, rq.sess); err != nil {
 		h.storeFailed(rq, m, err)
 		return

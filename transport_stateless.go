@@ -347,7 +347,7 @@ func (statelessEra) progressToken(rq *request, _ *jsonrpc.Message) json.RawMessa
 }
 
 func (statelessEra) exchange(rq *request, x *Exchange, _ json.RawMessage) {
-	x.gone = rq.r.Context().Done()
+	x.gone = rq.context().Done()
 	x.caps = rq.caps
 	if rq.meta.LogLevel != nil {
 		x.logLevel = *rq.meta.LogLevel
