@@ -46,8 +46,12 @@
 // "sampling", "sampling.tools", "roots", "roots.listChanged"), never by
 // the values of the session.Capabilities constants, so a record means the
 // same to every release; a name this release does not know (written by a
-// newer one) is ignored. The header lets the Lua scripts of Get and Update
-// restart the TTL and keep the owner without decoding the rest. Every
+// newer one) is ignored. The header lets Get and Update restart the TTL
+// and keep the owner without decoding the rest: Get reads a record with
+// GETEX PX and the TTL the store saw last, and only a record whose header
+// gives another TTL is read again by a Lua script that restarts it from
+// the header (Redis before 6.2, without GETEX, gets the script every
+// time); Update is a Lua script. Every
 // write of a record is a single command or script, so Redis never holds a
 // half-written record; a record that still fails to decode (written by an
 // incompatible version, or by something else under the same prefix) reads
@@ -277,6 +281,7 @@ import (
 	"errors"
 	"fmt"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -441,6 +446,11 @@ type Store struct {
 	br        breaker
 	bg        group  // the breaker's probe and the cache's subscriber
 	cache     *cache // nil unless Options.CacheTTL > 0
+
+	// ttlHint is the TTL (ms) of the session record this store wrote or
+	// read last, which Get restarts with GETEX; 0 while unknown, -1 when
+	// Redis refused GETEX (see getRecord).
+	ttlHint atomic.Int64
 }
 
 // Store implements session.Store, and so each of its parts.
@@ -570,6 +580,78 @@ func ttlOf(s *session.Session) time.Duration {
 	return session.DefaultTTL
 }
 
+// getRecord returns the session record at k and restarts its TTL by the
+// one the record's header holds, in one round trip: GETEX PX with the TTL
+// of the last record this store saw, which is every record's when, as
+// usual, the handler gives all sessions one TTL. A record whose TTL is
+// another is then read again by getScript, which restarts it from the
+// record as stored at that moment, atomically (two round trips, and the
+// TTL learnt for the next one). Between the two, and if this process dies
+// there, the record lives for the learnt TTL: its content is never
+// affected. Against a Redis that refuses GETEX (before 6.2, or an ACL
+// without it), every Get takes the script.
+func (s *Store) getRecord(ctx context.Context, k string) (string, error) {
+	hint := s.ttlHint.Load()
+	if hint > 0 {
+		cmd := redis.NewStringCmd(ctx, "getex", k, "px", hint)
+		err := s.process(ctx, cmd)
+		switch {
+		case err == nil:
+			if v := cmd.Val(); recordTTL(v) == hint {
+				return v, nil
+			}
+		case errors.Is(err, redis.Nil):
+			return "", err
+		case refused(err):
+			s.ttlHint.Store(-1)
+		default:
+			return "", err
+		}
+	}
+	cmd, err := s.eval(ctx, getScript, k)
+	if err != nil {
+		return "", err
+	}
+	v, err := cmd.Text()
+	if err == nil {
+		s.learnTTL(recordTTL(v))
+	}
+	return v, err
+}
+
+// learnTTL makes ms the TTL Get restarts records with, unless GETEX was
+// refused.
+func (s *Store) learnTTL(ms int64) {
+	if ms <= 0 {
+		return
+	}
+	for {
+		old := s.ttlHint.Load()
+		if old < 0 || old == ms || s.ttlHint.CompareAndSwap(old, ms) {
+			return
+		}
+	}
+}
+
+// refused reports whether Redis refused a command it does not know or
+// the user may not run.
+func refused(err error) bool {
+	return redis.HasErrorPrefix(err, "unknown command") || redis.HasErrorPrefix(err, "NOPERM")
+}
+
+// recordTTL is the TTL (ms) in the header of a session record, as
+// getScript reads it, or 0.
+func recordTTL(v string) int64 {
+	if len(v) == 0 || v[0] != recordV1 && v[0] != recordV2 {
+		return 0
+	}
+	r := reader{s: v[1:]}
+	if ms := r.header(); !r.err && ms > 0 {
+		return ms
+	}
+	return 0
+}
+
 // getScript returns the record and restarts its TTL from the record's
 // header (of version 1 or 2, see codec.go), in one round trip.
 var getScript = newScript(`
@@ -615,6 +697,7 @@ func (s *Store) Create(ctx context.Context, sess *session.Session) error {
 	octx, cancel := s.opCtx(ctx)
 	defer cancel()
 	rec := encodeSession(sess)
+	s.learnTTL(millis(ttlOf(sess)))
 	ok, err := s.setNX(octx, s.key(sess.ID, kindSession), rec, time.Duration(millis(ttlOf(sess)))*time.Millisecond)
 	s.observe(ctx, err)
 	if err != nil {
@@ -668,9 +751,9 @@ func (s *Store) runScript(ctx context.Context, sc script, k string, args ...any)
 	return n, err
 }
 
-// Get implements [session.Store]. It is one round trip (a Lua script that
-// GETs the record and PEXPIREs it by the session's TTL), and returns a
-// fresh copy. A missing, expired or undecodable record is
+// Get implements [session.Store]. It is one round trip that reads the
+// record and restarts its TTL by the session's own (see getRecord), and
+// returns a fresh copy. A missing, expired or undecodable record is
 // session.ErrNotFound. With Options.CacheTTL, a session read recently is
 // returned from memory while the cache's eviction subscription is
 // confirmed (see [Options.CacheTTL]).
@@ -693,11 +776,7 @@ func (s *Store) Get(ctx context.Context, id string) (*session.Session, error) {
 	}
 	octx, cancel := s.opCtx(ctx)
 	defer cancel()
-	cmd, err := s.eval(octx, getScript, s.key(id, kindSession))
-	var v string
-	if err == nil {
-		v, err = cmd.Text()
-	}
+	v, err := s.getRecord(octx, s.key(id, kindSession))
 	s.observe(ctx, err)
 	if err != nil {
 		if errors.Is(err, redis.Nil) {
@@ -726,6 +805,7 @@ func (s *Store) Update(ctx context.Context, sess *session.Session) error {
 	}
 	octx, cancel := s.opCtx(ctx)
 	defer cancel()
+	s.learnTTL(millis(ttlOf(sess)))
 	n, err := s.runScript(octx, updateScript, s.key(sess.ID, kindSession),
 		appendMutable(nil, sess), millis(ttlOf(sess)))
 	s.observe(ctx, err)

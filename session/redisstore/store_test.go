@@ -405,7 +405,7 @@ func testCommandsPerCall(t *testing.T, ap bool) {
 		cmds []string
 	}{
 		{"Create", func() error { return st.Create(ctx, sample("s1")) }, []string{"set"}},
-		{"Get", func() error { _, err := st.Get(ctx, "s1"); return err }, []string{"evalsha"}},
+		{"Get", func() error { _, err := st.Get(ctx, "s1"); return err }, []string{"getex"}},
 		{"Update", func() error { return st.Update(ctx, sample("s1")) }, []string{"evalsha"}},
 		{"Delete", func() error { return st.Delete(ctx, "s1") }, []string{"del"}},
 		{"Publish", func() error { _, err := st.Publish(ctx, "ch", nil); return err }, []string{"publish"}},

@@ -180,6 +180,13 @@ func ping(addr string, timeout time.Duration) error {
 // test ends. Start fails the test if redis-server is not on PATH.
 func Start(t testing.TB) (addr string, stop func(), restart func()) {
 	t.Helper()
+	return StartWith(t)
+}
+
+// StartWith is [Start] with more redis-server options, e.g.
+// "--rename-command", "GETEX", "" to stand for an older Redis.
+func StartWith(t testing.TB, args ...string) (addr string, stop func(), restart func()) {
+	t.Helper()
 	bin, err := exec.LookPath("redis-server")
 	if err != nil {
 		t.Fatalf("redistest: redis-server is not on PATH\n%s", howTo)
@@ -190,7 +197,7 @@ func Start(t testing.TB) (addr string, stop func(), restart func()) {
 	}
 	addr = l.Addr().String()
 	l.Close()
-	s := &server{bin: bin, addr: addr, dir: t.TempDir()}
+	s := &server{bin: bin, addr: addr, dir: t.TempDir(), args: args}
 	if err := s.start(); err != nil {
 		t.Fatalf("redistest: %v", err)
 	}

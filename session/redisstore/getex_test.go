@@ -1,0 +1,209 @@
+package redisstore
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/redis/go-redis/v9"
+
+	"github.com/mcphandler/mcphandler/session"
+	"github.com/mcphandler/mcphandler/session/redisstore/redistest"
+)
+
+// Get restarts every record's TTL by the record's own, whatever TTL the
+// store learnt last: sessions of two TTLs, created by one replica and read
+// alternately by another that never wrote them, each get their own. A
+// read whose record matches the learnt TTL is one GETEX; one that does
+// not is read again by the script, and teaches its TTL.
+func TestGetRestartsEachRecordsOwnTTL(t *testing.T) {
+	for _, ap := range []bool{false, true} {
+		t.Run(mode(ap), func(t *testing.T) {
+			ctx := context.Background()
+			c := redistest.Client(t)
+			prefix := redistest.Prefix(t, c)
+			a := newStoreWith(t, c, Options{Prefix: prefix, AutoPipeline: ap})
+			b := newStoreWith(t, c, Options{Prefix: prefix, AutoPipeline: ap})
+			ttls := map[string]time.Duration{"short": time.Minute, "long": 10 * time.Minute}
+			for id, ttl := range ttls {
+				s := sample(id)
+				s.TTL = ttl
+				if err := a.Create(ctx, s); err != nil {
+					t.Fatal(err)
+				}
+			}
+			h := new(redistest.CountingHook)
+			c.AddHook(h)
+			for i, id := range []string{"short", "short", "long", "long", "short", "long"} {
+				// The record aged: only a restart brings its TTL back.
+				if err := c.PExpire(ctx, a.key(id, kindSession), 5*time.Second).Err(); err != nil {
+					t.Fatal(err)
+				}
+				h.Reset()
+				if _, err := b.Get(ctx, id); err != nil {
+					t.Fatalf("Get %d (%s): %v", i, id, err)
+				}
+				got := h.Counts().ByName
+				ttl := c.PTTL(ctx, a.key(id, kindSession)).Val()
+				if want := ttls[id]; ttl > want || ttl < want-5*time.Second {
+					t.Errorf("Get %d (%s): PTTL %v, want about %v", i, id, ttl, want)
+				}
+				switch {
+				case i > 0 && id == []string{"short", "short", "long", "long", "short", "long"}[i-1]:
+					if fmt.Sprint(got) != fmt.Sprint(map[string]int64{"getex": 1}) {
+						t.Errorf("Get %d (%s), same TTL as the last: commands %v, want one GETEX", i, id, got)
+					}
+				case got["evalsha"]+got["eval"] != 1:
+					t.Errorf("Get %d (%s), another TTL: commands %v, want the script", i, id, got)
+				}
+			}
+		})
+	}
+}
+
+// A record whose header gives another TTL than the store learnt, or none
+// it can read, is never returned from GETEX alone: the script reads it
+// again, and what cannot be decoded is not found, as before.
+func TestGetRecordWithForeignHeader(t *testing.T) {
+	ctx := context.Background()
+	c := redistest.Client(t)
+	st := newStoreWith(t, c, Options{Prefix: redistest.Prefix(t, c)})
+	if err := st.Create(ctx, sample("real")); err != nil {
+		t.Fatal(err)
+	}
+	for name, v := range map[string]string{
+		"same TTL, garbage after": "\x0260000:garbage",
+		"no digits":               "\x02:1:x",
+		"huge TTL":                "\x02" + "99999999999999999999" + ":1:x",
+		"version 3":               "\x0360000:1:x",
+		"empty":                   "",
+	} {
+		k := st.key("forged", kindSession)
+		if err := c.Set(ctx, k, v, time.Minute).Err(); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := st.Get(ctx, "forged"); !errors.Is(err, session.ErrNotFound) && !errors.Is(err, session.ErrUnavailable) {
+			t.Errorf("%s: Get = %v, want not found or unavailable", name, err)
+		}
+		if _, err := st.Get(ctx, "real"); err != nil {
+			t.Errorf("%s: Get of a real session afterwards: %v", name, err)
+		}
+	}
+}
+
+// Against a Redis user that may not run GETEX, Get takes the script
+// every time and still restarts the TTL.
+func TestGetWithoutGETEX(t *testing.T) {
+	ctx := context.Background()
+	admin := redistest.Client(t)
+	prefix := redistest.Prefix(t, admin)
+	user, pass := "mcph-test-"+uuid.NewString(), uuid.NewString()
+	if err := admin.Do(ctx, "ACL", "SETUSER", user, "on", ">"+pass, "~*", "&*", "+@all", "-getex").Err(); err != nil {
+		t.Skipf("ACL SETUSER: %v", err)
+	}
+	t.Cleanup(func() { admin.Do(context.Background(), "ACL", "DELUSER", user) })
+	opts := redistest.Options(t)
+	opts.Username, opts.Password = user, pass
+	c := redis.NewClient(opts)
+	defer c.Close()
+	st := newStoreWith(t, c, Options{Prefix: prefix})
+	if err := st.Create(ctx, sample("s")); err != nil {
+		t.Fatal(err)
+	}
+	for i := range 3 {
+		admin.PExpire(ctx, st.key("s", kindSession), 5*time.Second)
+		if _, err := st.Get(ctx, "s"); err != nil {
+			t.Fatalf("Get %d: %v", i, err)
+		}
+		if ttl := admin.PTTL(ctx, st.key("s", kindSession)).Val(); ttl < 50*time.Second {
+			t.Fatalf("Get %d: PTTL %v, want the session's minute", i, ttl)
+		}
+	}
+	if h := st.ttlHint.Load(); h != -1 {
+		t.Errorf("ttlHint %d after GETEX was refused, want -1", h)
+	}
+}
+
+// Against a Redis without GETEX (before 6.2; here the command renamed
+// away), Get takes the script every time and still restarts the TTL.
+func TestGetOnRedisWithoutGETEX(t *testing.T) {
+	ctx := context.Background()
+	addr, _, _ := redistest.StartWith(t, "--rename-command", "GETEX", "")
+	c := redistest.ClientAt(t, addr)
+	st := newStoreWith(t, c, Options{Prefix: redistest.Prefix(t, c), AutoPipeline: true})
+	if err := st.Create(ctx, sample("s")); err != nil {
+		t.Fatal(err)
+	}
+	for i := range 3 {
+		c.PExpire(ctx, st.key("s", kindSession), 5*time.Second)
+		if _, err := st.Get(ctx, "s"); err != nil {
+			t.Fatalf("Get %d: %v", i, err)
+		}
+		if ttl := c.PTTL(ctx, st.key("s", kindSession)).Val(); ttl < 50*time.Second {
+			t.Fatalf("Get %d: PTTL %v, want the session's minute", i, ttl)
+		}
+	}
+	if h := st.ttlHint.Load(); h != -1 {
+		t.Errorf("ttlHint %d on a Redis without GETEX, want -1", h)
+	}
+}
+
+// Gets of records of two TTLs, concurrent with Updates that change one
+// session's TTL: every record ends with a TTL its record holds, and no
+// Get fails.
+func TestGetConcurrentTTLChanges(t *testing.T) {
+	ctx := context.Background()
+	c := redistest.Client(t)
+	prefix := redistest.Prefix(t, c)
+	a := newStoreWith(t, c, Options{Prefix: prefix, AutoPipeline: true})
+	b := newStoreWith(t, c, Options{Prefix: prefix, AutoPipeline: true})
+	for _, id := range []string{"x", "y"} {
+		if err := a.Create(ctx, sample(id)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	var wg sync.WaitGroup
+	errs := make(chan error, 64)
+	for g := range 8 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := range 200 {
+				st := []*Store{a, b}[(g+i)%2]
+				id := []string{"x", "y"}[i%2]
+				if g == 0 && id == "x" {
+					s := sample("x")
+					s.TTL = time.Duration(1+i%3) * time.Minute
+					if err := st.Update(ctx, s); err != nil {
+						errs <- err
+					}
+					continue
+				}
+				if _, err := st.Get(ctx, id); err != nil {
+					errs <- err
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Fatal(err)
+	}
+	for _, id := range []string{"x", "y"} {
+		k := a.key(id, kindSession)
+		v, _ := c.Get(ctx, k).Result()
+		// One last Get restarts it from the record as it stands.
+		if _, err := b.Get(ctx, id); err != nil {
+			t.Fatal(err)
+		}
+		ttl, own := c.PTTL(ctx, k).Val(), time.Duration(recordTTL(v))*time.Millisecond
+		if ttl > own || ttl < own-5*time.Second {
+			t.Errorf("%s: PTTL %v, its record's TTL %v", id, ttl, own)
+		}
+	}
+}
