@@ -93,6 +93,25 @@ func BenchmarkToolsCall(b *testing.B) {
 	}
 }
 
+// BenchmarkToolsCallParallel is BenchmarkToolsCall with as many clients
+// as GOMAXPROCS × 16, each in its own session, as the load harness runs
+// it: what the interceptor costs when requests contend for what it shares.
+func BenchmarkToolsCallParallel(b *testing.B) {
+	for _, mode := range benchModes {
+		b.Run(mode, func(b *testing.B) {
+			h := benchHandler(b, mode)
+			b.SetParallelism(16)
+			b.ReportAllocs()
+			b.RunParallel(func(pb *testing.PB) {
+				call := caller(b, h, benchCall)
+				for pb.Next() {
+					call()
+				}
+			})
+		})
+	}
+}
+
 // BenchmarkToolsCallModern is BenchmarkToolsCall on the 2026-07-28 path,
 // whose every request carries _meta: without a trace context there
 // (modern), and with one (modern-traceparent).

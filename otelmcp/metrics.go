@@ -35,23 +35,28 @@ type metrics struct {
 	confirms metric.Int64Counter
 	streams  metric.Int64UpDownCounter
 
-	sets  sync.Map // opKey -> []metric.RecordOption: the attributes of each key, ready
-	nsets atomic.Int64
+	sets cache[opKey, []metric.RecordOption] // the attributes of each key, ready
 
-	ttl      time.Duration
-	mu       sync.Mutex
-	sessions map[string]*sessionSeen
-	swept    time.Time
+	// The 2025 sessions this replica created: session id ->
+	// *sessionSeen, at most maxSessions of them (nsessions). Requests only
+	// read the map and store the time they were seen; a sweep, at most
+	// once a second, forgets sessions idle for ttl.
+	ttl       time.Duration
+	sessions  sync.Map
+	nsessions atomic.Int64
+	sweepMu   sync.Mutex
+	swept     atomic.Int64 // when the last sweep began, in Unix nanoseconds
 }
 
 type sessionSeen struct {
-	start, last time.Time
-	version     string
+	start   time.Time
+	version string
+	last    atomic.Int64 // its latest request, in Unix nanoseconds
 }
 
 func newMetrics(mp metric.MeterProvider, ttl time.Duration) (*metrics, error) {
 	meter := mp.Meter(ScopeName)
-	m := &metrics{ttl: ttl, sessions: map[string]*sessionSeen{}}
+	m := &metrics{ttl: ttl, sets: cache[opKey, []metric.RecordOption]{limit: maxAttrSets}}
 	var err error
 	buckets := metric.WithExplicitBucketBoundaries(DurationBuckets...)
 	if m.op, err = mcpconv.NewServerOperationDuration(meter, buckets); err != nil {
@@ -88,7 +93,7 @@ func (m *metrics) operation(ctx context.Context, req *mcphandler.Request, res mc
 		m.confirms.Add(ctx, 1, metric.WithAttributes(OutcomeKey.String(string(res.Outcome))))
 	}
 	if req.SessionID != "" {
-		m.seen(req.SessionID, req.ProtocolVersion, req.Method == "initialize" && res.ErrorCode == 0)
+		m.seen(req.SessionID, req.ProtocolVersion, req.Method == "initialize" && res.ErrorCode == 0, end)
 	}
 }
 
@@ -114,8 +119,8 @@ func (m *metrics) opAttrs(req *mcphandler.Request, res mcphandler.Result, errTyp
 	if (req.Method == "tools/call" || req.Method == "prompts/get") && found(res) {
 		k.name = req.Target
 	}
-	if set, ok := m.sets.Load(k); ok {
-		return set.([]metric.RecordOption)
+	if set, ok := m.sets.load(k); ok {
+		return set
 	}
 	a := make([]attribute.KeyValue, 0, 5)
 	a = append(a, semconv.McpMethodNameKey.String(k.method))
@@ -135,9 +140,7 @@ func (m *metrics) opAttrs(req *mcphandler.Request, res mcphandler.Result, errTyp
 		a = append(a, semconv.ErrorTypeKey.String(errType))
 	}
 	set := []metric.RecordOption{metric.WithAttributeSet(attribute.NewSet(a...))}
-	if m.nsets.Add(1) <= maxAttrSets {
-		m.sets.Store(k, set)
-	}
+	m.sets.store(k, set)
 	return set
 }
 
@@ -157,38 +160,50 @@ func decided(o mcphandler.Outcome) bool {
 	return true
 }
 
-// seen notes a request of session sid (created: by an initialize here).
-func (m *metrics) seen(sid, version string, created bool) {
-	now := time.Now()
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	m.sweep(now)
-	if s, ok := m.sessions[sid]; ok {
-		s.last = now
-	} else if created && len(m.sessions) < maxSessions {
-		m.sessions[sid] = &sessionSeen{start: now, last: now, version: version}
+// seen notes a request of session sid at now (created: by an initialize
+// here). It takes no lock: requests of many sessions run it at once.
+func (m *metrics) seen(sid, version string, created bool, now time.Time) {
+	at := now.UnixNano()
+	if v, ok := m.sessions.Load(sid); ok {
+		v.(*sessionSeen).last.Store(at)
+	} else if created {
+		if m.nsessions.Add(1) > maxSessions {
+			m.nsessions.Add(-1)
+		} else {
+			s := &sessionSeen{start: now, version: version}
+			s.last.Store(at)
+			if _, loaded := m.sessions.LoadOrStore(sid, s); loaded {
+				m.nsessions.Add(-1)
+			}
+		}
+	}
+	if at-m.swept.Load() >= int64(time.Second) {
+		m.sweep(now, false)
 	}
 }
 
-// sweep forgets sessions idle for the TTL, at most once a second.
-func (m *metrics) sweep(now time.Time) {
-	if now.Sub(m.swept) < time.Second {
+// sweep forgets the sessions idle for the TTL at now. Unless wait, it
+// returns at once while another sweep runs.
+func (m *metrics) sweep(now time.Time, wait bool) {
+	if wait {
+		m.sweepMu.Lock()
+	} else if !m.sweepMu.TryLock() {
 		return
 	}
-	m.swept = now
-	for id, s := range m.sessions {
-		if now.Sub(s.last) > m.ttl {
-			delete(m.sessions, id)
+	defer m.sweepMu.Unlock()
+	m.swept.Store(now.UnixNano())
+	idle := now.Add(-m.ttl).UnixNano()
+	m.sessions.Range(func(k, v any) bool {
+		if v.(*sessionSeen).last.Load() < idle && m.sessions.CompareAndDelete(k, v) {
+			m.nsessions.Add(-1)
 		}
-	}
+		return true
+	})
 }
 
 func (m *metrics) openSessions(now time.Time) int {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	m.swept = time.Time{}
-	m.sweep(now)
-	return len(m.sessions)
+	m.sweep(now, true)
+	return int(m.nsessions.Load())
 }
 
 // sessionEnded records the duration of session sid, ended by DELETE: from
@@ -197,11 +212,10 @@ func (m *metrics) openSessions(now time.Time) int {
 // one (the DELETE's header, which the handler checked against the
 // session, when this replica did not see the initialize).
 func (m *metrics) sessionEnded(ctx context.Context, sid, version string, created time.Time) {
-	m.mu.Lock()
-	s, ok := m.sessions[sid]
-	delete(m.sessions, sid)
-	m.mu.Unlock()
+	v, ok := m.sessions.LoadAndDelete(sid)
 	if ok {
+		m.nsessions.Add(-1)
+		s := v.(*sessionSeen)
 		if created.IsZero() {
 			created = s.start
 		}

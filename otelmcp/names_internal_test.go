@@ -16,7 +16,7 @@ func newTestInterceptor(t *testing.T) *interceptor {
 	if err != nil {
 		t.Fatal(err)
 	}
-	return &interceptor{tracer: noop.NewTracerProvider().Tracer(""), m: m}
+	return &interceptor{tracer: noop.NewTracerProvider().Tracer(""), m: m, names: cache[nameKey, string]{limit: maxNames}}
 }
 
 // A client naming ever new tools cannot grow the kept span names past
@@ -37,13 +37,12 @@ func TestSpanNamesBounded(t *testing.T) {
 		}
 	}
 	kept := 0
-	i.names.Range(func(k, v any) bool {
+	for key, v := range i.names.all() {
 		kept++
-		if key := k.(nameKey); len(key.target) > maxNameBytes || len(v.(string)) > len("tools/call ")+maxNameBytes {
+		if len(key.target) > maxNameBytes || len(v) > len("tools/call ")+maxNameBytes {
 			t.Errorf("kept a key of %d bytes", len(key.target))
 		}
-		return true
-	})
+	}
 	if kept != maxNames {
 		t.Fatalf("%d span names kept, want the bound %d", kept, maxNames)
 	}
@@ -61,7 +60,9 @@ func TestSpanNamesOfUnknownTargetsNotKept(t *testing.T) {
 			t.Fatalf("name %q", got)
 		}
 	}
-	i.names.Range(func(k, _ any) bool { t.Errorf("kept %v", k); return true })
+	for k := range i.names.all() {
+		t.Errorf("kept %v", k)
+	}
 	// A kept name is the same for the same method and target, and another
 	// method's is its own.
 	a := i.spanName(&mcphandler.Request{Method: "tools/call", Target: "greet"}, true)

@@ -66,7 +66,6 @@ import (
 	"strconv"
 	"strings"
 	"sync"
-	"sync/atomic"
 	"time"
 	"unicode/utf8"
 
@@ -132,9 +131,8 @@ type interceptor struct {
 	tracer trace.Tracer
 	m      *metrics
 
-	scratch sync.Pool // *scratch
-	names   sync.Map  // nameKey -> span name
-	nnames  atomic.Int64
+	scratch sync.Pool              // *scratch
+	names   cache[nameKey, string] // span names of found targets
 }
 
 // NewInterceptor returns an interceptor recording traces and metrics (see
@@ -158,7 +156,7 @@ func NewInterceptor(opts ...Option) (mcphandler.Interceptor, error) {
 	if err != nil {
 		return nil, err
 	}
-	i := &interceptor{cfg: c, tracer: c.tp.Tracer(ScopeName), m: m}
+	i := &interceptor{cfg: c, tracer: c.tp.Tracer(ScopeName), m: m, names: cache[nameKey, string]{limit: maxNames}}
 	i.scratch.New = func() any { return new(scratch) }
 	return i.intercept, nil
 }
@@ -285,14 +283,14 @@ func (i *interceptor) spanName(req *mcphandler.Request, keep bool) string {
 	}
 	t := clip(req.Target)
 	k := nameKey{m, t}
-	if n, ok := i.names.Load(k); ok {
-		return n.(string)
+	if n, ok := i.names.load(k); ok {
+		return n
 	}
 	n := m + " " + t
-	if keep && i.nnames.Add(1) <= maxNames {
+	if keep {
 		// The key's strings are copied: clipped, they would hold on to
 		// the whole request.
-		i.names.Store(nameKey{strings.Clone(m), strings.Clone(t)}, n)
+		i.names.store(nameKey{strings.Clone(m), strings.Clone(t)}, n)
 	}
 	return n
 }
