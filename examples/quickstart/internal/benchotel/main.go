@@ -34,6 +34,7 @@ import (
 	"net/http"
 	"os"
 	"os/signal"
+	"runtime"
 	"runtime/pprof"
 	"syscall"
 	"time"
@@ -66,6 +67,7 @@ func main() {
 	otlp := flag.String("otlp", "", "OTLP/HTTP base URL: record traces and metrics with otelmcp and export them there")
 	sample := flag.Float64("sample", 1, "with -otlp, the share of traces recorded (parent-based trace-id ratio sampler)")
 	cpuprofile := flag.String("cpuprofile", "", "write a CPU profile of the whole run to this file")
+	memprofile := flag.String("memprofile", "", "write an allocation profile of the whole run to this file at exit")
 	sink := flag.String("sink", "", "serve an OTLP/HTTP receiver that drops everything at this address, and nothing else")
 	batch := flag.Int("batch", 2048, "with -otlp, the batch span processor's MaxExportBatchSize")
 	queue := flag.Int("queue", 8192, "with -otlp, the batch span processor's MaxQueueSize")
@@ -85,6 +87,17 @@ func main() {
 		}
 		pprof.StartCPUProfile(f)
 		defer pprof.StopCPUProfile()
+	}
+	if *memprofile != "" {
+		runtime.MemProfileRate = 4096
+		defer func() {
+			f, err := os.Create(*memprofile)
+			if err != nil {
+				log.Fatal(err)
+			}
+			defer f.Close()
+			pprof.Lookup("allocs").WriteTo(f, 0)
+		}()
 	}
 	tools := []mcphandler.Tool{mcphandler.NewTool(mcphandler.Tool{Name: "echo", Description: "Echoes the given text back as a text content block."},
 		func(_ context.Context, _ *mcphandler.ToolCall, in echoIn) (string, error) { return in.Text, nil })}
