@@ -22,7 +22,11 @@
 // cost: "spans" keeps the SDK's tracer and gives otelmcp a no-op meter,
 // "metrics" the other way round, and "nop" installs, instead of otelmcp,
 // an interceptor that only calls next (the handler's own cost of
-// interception).
+// interception). "-only least", with -otlp, installs instead of otelmcp
+// the least that any tracing and metrics of a request do with the same
+// SDK and exporters: one SERVER span named by the method, without
+// attributes, and one duration recorded in a histogram without
+// attributes. Against it, what otelmcp adds is its own.
 package main
 
 import (
@@ -72,7 +76,7 @@ func main() {
 	batch := flag.Int("batch", 2048, "with -otlp, the batch span processor's MaxExportBatchSize")
 	queue := flag.Int("queue", 8192, "with -otlp, the batch span processor's MaxQueueSize")
 	exemplars := flag.Bool("exemplars", true, "with -otlp, let the histograms keep exemplars of sampled spans (the SDK's default)")
-	only := flag.String("only", "", "with -otlp: spans | metrics (the other one no-op); nop: an interceptor that only calls next")
+	only := flag.String("only", "", "with -otlp: spans | metrics (the other one no-op) | least (a span and a duration without attributes, instead of otelmcp); nop: an interceptor that only calls next")
 	flag.Parse()
 	if *sink != "" {
 		log.Fatal(http.ListenAndServe(*sink, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
@@ -181,8 +185,32 @@ func telemetry(base, only string, sample float64, exemplars bool, bsp ...sdktrac
 	case "metrics":
 		tpo = tracenoop.NewTracerProvider()
 	}
+	shutdown := func(ctx context.Context) error { tp.Shutdown(ctx); return mp.Shutdown(ctx) }
+	if only == "least" {
+		icp, err := least(tpo, mpo)
+		return icp, shutdown, err
+	}
 	icp, err := otelmcp.NewInterceptor(otelmcp.WithTracerProvider(tpo), otelmcp.WithMeterProvider(mpo))
-	return icp, func(ctx context.Context) error { tp.Shutdown(ctx); return mp.Shutdown(ctx) }, err
+	return icp, shutdown, err
+}
+
+// least is the least any tracing and metrics of a request do (see the
+// package doc): a span named by the method, a duration, no attributes.
+func least(tp trace.TracerProvider, mp metric.MeterProvider) (mcphandler.Interceptor, error) {
+	tracer := tp.Tracer("benchotel")
+	hist, err := mp.Meter("benchotel").Float64Histogram("mcp.server.operation.duration", metric.WithUnit("s"),
+		metric.WithExplicitBucketBoundaries(otelmcp.DurationBuckets...))
+	if err != nil {
+		return nil, err
+	}
+	server := trace.WithSpanKind(trace.SpanKindServer)
+	return func(ctx context.Context, req *mcphandler.Request, next func(context.Context) mcphandler.Result) mcphandler.Result {
+		ctx, span := tracer.Start(ctx, req.Method, server)
+		res := next(ctx)
+		span.End()
+		hist.Record(ctx, time.Since(req.Start).Seconds())
+		return res
+	}, nil
 }
 
 // dropProcessor drops every span as it ends.
