@@ -696,9 +696,9 @@ func (s *Store) Create(ctx context.Context, sess *session.Session) error {
 	}
 	octx, cancel := s.opCtx(ctx)
 	defer cancel()
-	rec := encodeSession(sess)
-	s.learnTTL(millis(ttlOf(sess)))
-	ok, err := s.setNX(octx, s.key(sess.ID, kindSession), rec, time.Duration(millis(ttlOf(sess)))*time.Millisecond)
+	rec, ttl := encodeSession(sess), millis(ttlOf(sess))
+	s.learnTTL(ttl)
+	ok, err := s.setNX(octx, s.key(sess.ID, kindSession), rec, time.Duration(ttl)*time.Millisecond)
 	s.observe(ctx, err)
 	if err != nil {
 		return unavailable("create", err)
@@ -805,9 +805,9 @@ func (s *Store) Update(ctx context.Context, sess *session.Session) error {
 	}
 	octx, cancel := s.opCtx(ctx)
 	defer cancel()
-	s.learnTTL(millis(ttlOf(sess)))
-	n, err := s.runScript(octx, updateScript, s.key(sess.ID, kindSession),
-		appendMutable(nil, sess), millis(ttlOf(sess)))
+	ttl := millis(ttlOf(sess))
+	s.learnTTL(ttl)
+	n, err := s.runScript(octx, updateScript, s.key(sess.ID, kindSession), appendMutable(nil, sess), ttl)
 	s.observe(ctx, err)
 	if err != nil {
 		return unavailable("update", err)
