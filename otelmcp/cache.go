@@ -7,11 +7,12 @@ import (
 )
 
 // cache keeps values made once per key, for requests to read without a
-// lock or an allocation: a sync.Map would box each key into an interface
-// (an allocation per request for a struct key) and hash it generically.
-// A store copies the map, so the cache holds at most limit entries (past
-// that, store keeps nothing) and its stores copy at most limit²/2 entries
-// over its life. Safe for concurrent use.
+// lock: a load is a plain map read, hashed by the key type's own hash
+// function (a sync.Map hashes its any keys through the runtime's generic
+// interface hash, field by field for a struct of strings). A store copies
+// the map, so the cache holds at most limit entries (past that, store
+// keeps nothing) and its stores copy at most limit²/2 entries over its
+// life. Safe for concurrent use.
 type cache[K comparable, V any] struct {
 	m     atomic.Pointer[map[K]V]
 	mu    sync.Mutex // serializes stores
