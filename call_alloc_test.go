@@ -25,10 +25,10 @@ func TestToolsCallAllocs(t *testing.T) {
 		modern bool
 		max    float64
 	}{
-		{"2025 session", echoTool, false, 28},
-		{"2026-07-28", echoTool, true, 35},
-		{"2025 session, NewTool", typedEcho, false, 31},
-		{"2026-07-28, NewTool", typedEcho, true, 38},
+		{"2025 session", echoTool, false, 27},
+		{"2026-07-28", echoTool, true, 34},
+		{"2025 session, NewTool", typedEcho, false, 30},
+		{"2026-07-28, NewTool", typedEcho, true, 37},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			h := mcphandler.New(mcphandler.Config{

@@ -61,7 +61,7 @@ func withMethods(table map[string]method, more map[string]method) map[string]met
 // serveRequest answers one JSON-RPC request of an established session (or
 // a stateless POST), through the dispatch table of the request's era.
 func (h *Handler) serveRequest(rq *request, m *jsonrpc.Message) {
-	if h.intercept(rq, m, h.serveRequest) { // Config.Interceptors (intercept.go) call back in
+	if h.intercept(rq, m, (*Handler).serveRequest) { // Config.Interceptors (intercept.go) call back in
 		return
 	}
 	rq.method = m.Method

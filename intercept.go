@@ -156,7 +156,7 @@ type interception struct {
 	// request).
 	rq     *request
 	m      *jsonrpc.Message
-	method func(*request, *jsonrpc.Message)
+	method func(*Handler, *request, *jsonrpc.Message)
 
 	logBuf [2]slog.Attr // LogAttrs' first room, so that appending allocates nothing
 
@@ -205,8 +205,10 @@ func (ic *interception) next(ctx context.Context) Result {
 // intercept serves the JSON-RPC request m of rq through the interceptors,
 // calling serve (which calls intercept again first) from inside them. It
 // reports false when there are none or rq is already intercepted: the
-// caller then serves the request itself.
-func (h *Handler) intercept(rq *request, m *jsonrpc.Message, serve func(*request, *jsonrpc.Message)) bool {
+// caller then serves the request itself. serve is a method expression, not
+// a method value: the caller builds it for every request, intercepted or
+// not, and a method value would be allocated each time.
+func (h *Handler) intercept(rq *request, m *jsonrpc.Message, serve func(*Handler, *request, *jsonrpc.Message)) bool {
 	if len(h.cfg.Interceptors) == 0 || rq.ic != nil {
 		return false
 	}
@@ -229,7 +231,7 @@ func (h *Handler) intercept(rq *request, m *jsonrpc.Message, serve func(*request
 func (ic *interception) serveRequest(ctx context.Context) {
 	rq, m := ic.rq, ic.m
 	rq.base = ctx
-	ic.method(rq, m)
+	ic.method(rq.h, rq, m)
 	if m.Method == "initialize" {
 		ic.req.ProtocolVersion = rq.version
 		if sid := rq.st.w.Header().Get("Mcp-Session-Id"); sid != "" {
