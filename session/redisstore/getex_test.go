@@ -199,3 +199,136 @@ func TestGetConcurrentTTLChanges(t *testing.T) {
 		}
 	}
 }
+
+// afterCommand runs f once each command named name has been answered,
+// before the caller sees the reply.
+type afterCommand struct {
+	name string
+	f    func()
+}
+
+func (h afterCommand) DialHook(next redis.DialHook) redis.DialHook { return next }
+
+func (h afterCommand) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
+	return func(ctx context.Context, cmd redis.Cmder) error {
+		err := next(ctx, cmd)
+		if cmd.Name() == h.name {
+			h.f()
+		}
+		return err
+	}
+}
+
+func (h afterCommand) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
+	return func(ctx context.Context, cmds []redis.Cmder) error {
+		err := next(ctx, cmds)
+		for _, cmd := range cmds {
+			if cmd.Name() == h.name {
+				h.f()
+			}
+		}
+		return err
+	}
+}
+
+// The connection is cut as GETEX, or the script that reads a record of
+// another TTL again, reaches Redis. Cut once, go-redis sends the command
+// again and the Get returns its session; cut every time, the Get fails as
+// unavailable. Either way never as not found, never with another record;
+// and no cut passes for a Redis that refuses GETEX: afterwards the store
+// still reads a record of its learnt TTL with one GETEX.
+func TestGetCutMidCommand(t *testing.T) {
+	for _, ap := range []bool{false, true} {
+		t.Run(mode(ap), func(t *testing.T) {
+			ctx := context.Background()
+			p := redistest.NewProxy(t, "")
+			direct := redistest.Client(t)
+			prefix := redistest.Prefix(t, direct)
+			writer := newStoreWith(t, direct, Options{Prefix: prefix})
+			for id, ttl := range map[string]time.Duration{"short": time.Minute, "long": 10 * time.Minute} {
+				s := sample(id)
+				s.TTL = ttl
+				if err := writer.Create(ctx, s); err != nil {
+					t.Fatal(err)
+				}
+			}
+			c := p.Client(t)
+			h := new(redistest.CountingHook)
+			c.AddHook(h)
+			st := newStoreWith(t, c, Options{Prefix: prefix, AutoPipeline: ap, OpTimeout: time.Second})
+			get := func(what, id string, mayFail bool) {
+				t.Helper()
+				s, err := st.Get(ctx, id)
+				switch {
+				case err == nil && s.ID != id:
+					t.Fatalf("%s: Get(%s) returned session %s", what, id, s.ID)
+				case err != nil && (!mayFail || !errors.Is(err, session.ErrUnavailable)):
+					t.Fatalf("%s: Get(%s): %v", what, id, err)
+				}
+			}
+			get("learn the minute", "short", false)
+			for _, cmd := range []string{"GETEX", "EVALSHA"} {
+				id := map[string]string{"GETEX": "short", "EVALSHA": "long"}[cmd]
+				cuts := p.Cuts()
+				p.CutOnCommand(cmd, 1)
+				get("cut once at "+cmd, id, true)
+				// A read of "long" taught its TTL: learn the minute again,
+				// so that the next one is read by the script again.
+				get("learn the minute", "short", false)
+				p.CutOnCommand(cmd, -1)
+				if _, err := st.Get(ctx, id); !errors.Is(err, session.ErrUnavailable) {
+					t.Fatalf("cut every time at %s: Get(%s): %v, want ErrUnavailable", cmd, id, err)
+				}
+				if p.Cuts() < cuts+2 {
+					t.Fatalf("%s reached the proxy %d times", cmd, p.Cuts()-cuts)
+				}
+				p.ClearCuts()
+				// The pool and the breaker may take a moment to recover.
+				pollUntil(t, 3*time.Second, "a Get after the cuts", func() bool { _, err := st.Get(ctx, id); return err == nil })
+				get("after the cuts at "+cmd, id, false)
+			}
+			get("learn the minute again", "short", false)
+			h.Reset()
+			get("same TTL", "short", false)
+			if got := h.Counts().ByName; fmt.Sprint(got) != fmt.Sprint(map[string]int64{"getex": 1}) {
+				t.Fatalf("after the cuts, a Get of the learnt TTL sent %v, want one GETEX", got)
+			}
+		})
+	}
+}
+
+// A session deleted between the GETEX that found it with another TTL and
+// the script that reads it again is not found: the store never returns
+// what GETEX read without the script's check.
+func TestGetDeletedBeforeScriptReread(t *testing.T) {
+	for _, ap := range []bool{false, true} {
+		t.Run(mode(ap), func(t *testing.T) {
+			ctx := context.Background()
+			c := redistest.Client(t)
+			prefix := redistest.Prefix(t, c)
+			writer := newStoreWith(t, redistest.Client(t), Options{Prefix: prefix})
+			short, long := sample("short"), sample("long")
+			long.TTL = 10 * time.Minute
+			for _, s := range []*session.Session{short, long} {
+				if err := writer.Create(ctx, s); err != nil {
+					t.Fatal(err)
+				}
+			}
+			st := newStoreWith(t, c, Options{Prefix: prefix, AutoPipeline: ap})
+			if _, err := st.Get(ctx, "short"); err != nil { // learns the minute
+				t.Fatal(err)
+			}
+			var once sync.Once
+			c.AddHook(afterCommand{name: "getex", f: func() {
+				once.Do(func() {
+					if err := writer.Delete(ctx, "long"); err != nil {
+						t.Error(err)
+					}
+				})
+			}})
+			if s, err := st.Get(ctx, "long"); !errors.Is(err, session.ErrNotFound) {
+				t.Fatalf("Get of a session deleted after GETEX read it = %v, %v; want ErrNotFound", s, err)
+			}
+		})
+	}
+}
