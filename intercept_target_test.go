@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"strings"
 	"testing"
+	"unsafe"
 
 	"github.com/mcphandler/mcphandler/internal/costguard"
 )
@@ -74,5 +75,13 @@ func TestRequestTargetCost(t *testing.T) {
 	escaped := `{"_meta":{},"name":"` + strings.Repeat(`\u00e9`, n/6) + `"}`
 	for _, p := range []string{wide, deep, long, escaped} {
 		costguard.Check(t, len(p), func() { requestTarget("tools/call", json.RawMessage(p), nil) })
+	}
+}
+
+// Every intercepted request allocates one interception: it stays within
+// the 512-byte size class (a field more rounds it up to 576).
+func TestInterceptionSize(t *testing.T) {
+	if n := unsafe.Sizeof(interception{}); n > 512 {
+		t.Fatalf("interception is %d bytes, want at most 512", n)
 	}
 }
