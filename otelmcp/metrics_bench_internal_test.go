@@ -13,10 +13,7 @@ import (
 // one request besides the SDK's Record: find the attribute set, note the
 // session. Every goroutine is another session, as under load.
 func BenchmarkMetricsBookkeeping(b *testing.B) {
-	m, err := newMetrics(metricNoop(), time.Hour)
-	if err != nil {
-		b.Fatal(err)
-	}
+	m := newTestMetrics(b, time.Hour)
 	b.ReportAllocs()
 	b.SetParallelism(16)
 	var n atomic.Int64

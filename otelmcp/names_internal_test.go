@@ -6,17 +6,12 @@ import (
 	"testing"
 
 	"github.com/mcphandler/mcphandler"
-	metricnoop "go.opentelemetry.io/otel/metric/noop"
 	"go.opentelemetry.io/otel/trace/noop"
 )
 
 func newTestInterceptor(t *testing.T) *interceptor {
 	t.Helper()
-	m, err := newMetrics(metricnoop.NewMeterProvider(), 0)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return &interceptor{tracer: noop.NewTracerProvider().Tracer(""), m: m, names: cache[nameKey, string]{limit: maxNames}}
+	return newInterceptor(config{tp: noop.NewTracerProvider()}, newTestMetrics(t, 0))
 }
 
 // A client naming ever new tools cannot grow the kept span names past

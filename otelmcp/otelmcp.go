@@ -156,9 +156,13 @@ func NewInterceptor(opts ...Option) (mcphandler.Interceptor, error) {
 	if err != nil {
 		return nil, err
 	}
+	return newInterceptor(c, m).intercept, nil
+}
+
+func newInterceptor(c config, m *metrics) *interceptor {
 	i := &interceptor{cfg: c, tracer: c.tp.Tracer(ScopeName), m: m, names: cache[nameKey, string]{limit: maxNames}}
 	i.scratch.New = func() any { return new(scratch) }
-	return i.intercept, nil
+	return i
 }
 
 func (i *interceptor) intercept(ctx context.Context, req *mcphandler.Request, next func(context.Context) mcphandler.Result) mcphandler.Result {

@@ -10,7 +10,7 @@ import (
 	metricnoop "go.opentelemetry.io/otel/metric/noop"
 )
 
-func newTestMetrics(t *testing.T, ttl time.Duration) *metrics {
+func newTestMetrics(t testing.TB, ttl time.Duration) *metrics {
 	t.Helper()
 	m, err := newMetrics(metricnoop.NewMeterProvider(), ttl)
 	if err != nil {
@@ -119,5 +119,3 @@ func TestSessionsConcurrent(t *testing.T) {
 		t.Fatalf("%d open sessions after all went idle", n)
 	}
 }
-
-func metricNoop() metricnoop.MeterProvider { return metricnoop.NewMeterProvider() }

@@ -15,6 +15,19 @@ import (
 	"github.com/mcphandler/mcphandler/session/redisstore/redistest"
 )
 
+// createWithTTLs creates, through st, a sample session of each id with
+// its TTL.
+func createWithTTLs(t *testing.T, st *Store, ttls map[string]time.Duration) {
+	t.Helper()
+	for id, ttl := range ttls {
+		s := sample(id)
+		s.TTL = ttl
+		if err := st.Create(context.Background(), s); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
 // Get restarts every record's TTL by the record's own, whatever TTL the
 // store learnt last: sessions of two TTLs, created by one replica and read
 // alternately by another that never wrote them, each get their own. A
@@ -29,13 +42,7 @@ func TestGetRestartsEachRecordsOwnTTL(t *testing.T) {
 			a := newStoreWith(t, c, Options{Prefix: prefix, AutoPipeline: ap})
 			b := newStoreWith(t, c, Options{Prefix: prefix, AutoPipeline: ap})
 			ttls := map[string]time.Duration{"short": time.Minute, "long": 10 * time.Minute}
-			for id, ttl := range ttls {
-				s := sample(id)
-				s.TTL = ttl
-				if err := a.Create(ctx, s); err != nil {
-					t.Fatal(err)
-				}
-			}
+			createWithTTLs(t, a, ttls)
 			h := new(redistest.CountingHook)
 			c.AddHook(h)
 			for i, id := range []string{"short", "short", "long", "long", "short", "long"} {
@@ -244,14 +251,7 @@ func TestGetCutMidCommand(t *testing.T) {
 			p := redistest.NewProxy(t, "")
 			direct := redistest.Client(t)
 			prefix := redistest.Prefix(t, direct)
-			writer := newStoreWith(t, direct, Options{Prefix: prefix})
-			for id, ttl := range map[string]time.Duration{"short": time.Minute, "long": 10 * time.Minute} {
-				s := sample(id)
-				s.TTL = ttl
-				if err := writer.Create(ctx, s); err != nil {
-					t.Fatal(err)
-				}
-			}
+			createWithTTLs(t, newStoreWith(t, direct, Options{Prefix: prefix}), map[string]time.Duration{"short": time.Minute, "long": 10 * time.Minute})
 			c := p.Client(t)
 			h := new(redistest.CountingHook)
 			c.AddHook(h)
@@ -307,13 +307,7 @@ func TestGetDeletedBeforeScriptReread(t *testing.T) {
 			c := redistest.Client(t)
 			prefix := redistest.Prefix(t, c)
 			writer := newStoreWith(t, redistest.Client(t), Options{Prefix: prefix})
-			short, long := sample("short"), sample("long")
-			long.TTL = 10 * time.Minute
-			for _, s := range []*session.Session{short, long} {
-				if err := writer.Create(ctx, s); err != nil {
-					t.Fatal(err)
-				}
-			}
+			createWithTTLs(t, writer, map[string]time.Duration{"short": time.Minute, "long": 10 * time.Minute})
 			st := newStoreWith(t, c, Options{Prefix: prefix, AutoPipeline: ap})
 			if _, err := st.Get(ctx, "short"); err != nil { // learns the minute
 				t.Fatal(err)
