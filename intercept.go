@@ -238,8 +238,13 @@ func (ic *interception) serveRequest(ctx context.Context) {
 	ic.method(rq.h, rq, m)
 	if m.Method == "initialize" {
 		ic.req.ProtocolVersion = rq.version
-		if sid := rq.st.w.Header().Get("Mcp-Session-Id"); sid != "" {
-			ic.req.SessionID = sid
+		// A 2025 POST's new session is in its response's header. A legacy
+		// initialize runs in the session its SSE stream opened, which
+		// intercept already gave, and has no response writer of its own.
+		if rq.sess == nil {
+			if sid := rq.st.w.Header().Get("Mcp-Session-Id"); sid != "" {
+				ic.req.SessionID = sid
+			}
 		}
 	}
 }
