@@ -2,11 +2,14 @@ package mcphandler_test
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
+	"log/slog"
 	"net/http/httptest"
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -244,5 +247,119 @@ func TestInterceptorBatchMembers(t *testing.T) {
 	got := strings.Join(rc.wait(t, 3), "\n")
 	if !strings.Contains(got, "ping  ") || !strings.Contains(got, "nosuch/method  ") || !strings.Contains(got, ": -32601 ") {
 		t.Fatalf("saw\n%s", got)
+	}
+}
+
+type ctxTag struct{}
+
+// The LogAttrs of every interceptor reach the handler's log lines about
+// the operation, more of them than the first room holds, and concurrent
+// requests' attributes never mix: each line carries its own request's
+// three attributes, from two interceptors, and no other's.
+func TestInterceptorLogAttrsReachLogLines(t *testing.T) {
+	for _, era := range []mcptest.Era{mcptest.Sessions, mcptest.Stateless} {
+		t.Run(era.String(), func(t *testing.T) {
+			var logs syncBuffer
+			var n atomic.Int64
+			tools := []mcphandler.Tool{{Name: "fail", Annotations: &mcphandler.ToolAnnotations{ReadOnlyHint: true},
+				Handler: func(context.Context, *mcphandler.ToolCall) (*mcphandler.ToolResult, error) {
+					return nil, errors.New("boom")
+				}}}
+			h := mcphandler.New(mcphandler.Config{
+				Authenticate: bearer,
+				ListTools:    func(context.Context) ([]mcphandler.Tool, error) { return tools, nil },
+				Logger:       slog.New(slog.NewJSONHandler(&logs, nil)),
+				Interceptors: []mcphandler.Interceptor{
+					func(ctx context.Context, req *mcphandler.Request, next func(context.Context) mcphandler.Result) mcphandler.Result {
+						tag := strconv.FormatInt(n.Add(1), 10)
+						req.LogAttrs = append(req.LogAttrs, slog.String("outer", tag))
+						return next(context.WithValue(ctx, ctxTag{}, tag))
+					},
+					func(ctx context.Context, req *mcphandler.Request, next func(context.Context) mcphandler.Result) mcphandler.Result {
+						tag, _ := ctx.Value(ctxTag{}).(string)
+						req.LogAttrs = append(req.LogAttrs, slog.String("inner1", tag), slog.String("inner2", tag))
+						return next(ctx)
+					},
+				},
+			})
+			const clients, calls = 6, 5
+			var wg sync.WaitGroup
+			for range clients {
+				wg.Go(func() {
+					c := mcptest.New(t, h, mcptest.WithEra(era), mcptest.WithToken("acme-viewer"))
+					if era != mcptest.Stateless {
+						if _, err := c.Initialize(context.Background()); err != nil {
+							t.Error(err)
+							return
+						}
+					}
+					for range calls {
+						c.CallTool(context.Background(), "fail", nil)
+					}
+				})
+			}
+			wg.Wait()
+			seen := map[string]bool{}
+			for _, l := range strings.Split(strings.TrimSpace(logs.String()), "\n") {
+				var line map[string]any
+				if err := json.Unmarshal([]byte(l), &line); err != nil {
+					t.Fatalf("log line %q: %v", l, err)
+				}
+				if line["msg"] != "mcphandler: tool failed" {
+					continue
+				}
+				tag, _ := line["outer"].(string)
+				if tag == "" || line["inner1"] != tag || line["inner2"] != tag || seen[tag] {
+					t.Errorf("line %s: want one request's outer, inner1 and inner2, each once", l)
+				}
+				seen[tag] = true
+				if era == mcptest.Sessions && line["session_id"] == nil {
+					t.Errorf("line %s: no session_id", l)
+				}
+			}
+			if len(seen) != clients*calls {
+				t.Fatalf("%d tool failures logged with their attributes, want %d", len(seen), clients*calls)
+			}
+		})
+	}
+}
+
+// Interceptors wrap the legacy HTTP+SSE transport's requests too, its
+// initialize included, and the tool runs with the context they pass on.
+func TestInterceptorsWrapLegacy(t *testing.T) {
+	var order []string
+	var mu sync.Mutex
+	rec := &recorder{name: "only", mu: &mu, log: &order}
+	var toolSaw any
+	tools := []mcphandler.Tool{{Name: "echo", Annotations: &mcphandler.ToolAnnotations{ReadOnlyHint: true},
+		Handler: func(ctx context.Context, _ *mcphandler.ToolCall) (*mcphandler.ToolResult, error) {
+			mu.Lock()
+			toolSaw = ctx.Value(ctxMark{})
+			mu.Unlock()
+			return mcphandler.TextResult("ok"), nil
+		}}}
+	h := mcphandler.New(mcphandler.Config{
+		Authenticate: bearer,
+		ListTools:    func(context.Context) ([]mcphandler.Tool, error) { return tools, nil },
+		Interceptors: []mcphandler.Interceptor{rec.intercept},
+	})
+	c := mcptest.NewLegacy(t, legacyMux(h), "/sse", mcptest.WithToken("acme-viewer"))
+	ctx := context.Background()
+	if _, err := c.Initialize(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if res, err := c.CallTool(ctx, "echo", nil); err != nil || res.Text() != "ok" {
+		t.Fatalf("tools/call: %+v, %v", res, err)
+	}
+	got := strings.Join(rec.wait(t, 2), "\n")
+	for _, w := range []string{"initialize  1 ", "tools/call echo 2 "} {
+		if !strings.Contains(got, w) || !strings.Contains(got, mcptest.LegacyProtocolVersion) {
+			t.Errorf("the interceptor saw\n%s\nwant a line starting %q, at version %s", got, w, mcptest.LegacyProtocolVersion)
+		}
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if toolSaw != "only" {
+		t.Fatalf("the tool saw %v, want the interceptor's context", toolSaw)
 	}
 }
