@@ -8,7 +8,6 @@ import (
 	"io"
 	"log/slog"
 	"maps"
-	"strings"
 	"time"
 
 	"github.com/mcphandler/mcphandler"
@@ -52,8 +51,19 @@ func (c Claims) Decode(v any) error {
 // String returns a fixed text: claims are not logged by accident.
 func (c Claims) String() string { return "auth.Claims{sub:" + c.Subject + "}" }
 
-// newClaims decodes a verified JSON object of claims.
-func newClaims(payload []byte) (Claims, error) {
+// ParseClaims decodes a JSON object of claims that the caller has
+// verified (the payload of a JWT whose signature it checked), as [OIDC]
+// and [Introspection] do before they call their [ClaimsMapper]: for
+// verifiers outside this package, such as the approval page's ID tokens
+// (package approval/page), so that one mapper reads every token alike.
+//
+// It fails with a [*TokenError] "malformed" unless payload is one JSON
+// object (a repeated member keeps its last value, as RFC 7519 allows), and
+// "claims" when "sub" or "iss" is not a string, "aud" not a string or an
+// array of strings, or "exp" not a NumericDate. Numbers are kept as
+// [json.Number]. It costs time linear in len(payload); the Claims refer to
+// payload, which must not be modified afterwards.
+func ParseClaims(payload []byte) (Claims, error) {
 	dec := json.NewDecoder(bytes.NewReader(payload))
 	dec.UseNumber()
 	var raw map[string]any
@@ -146,90 +156,6 @@ func withExpiry(id mcphandler.Identity, c Claims) mcphandler.Identity {
 		id.Expires = c.Expiry
 	}
 	return id
-}
-
-// DefaultTenantClaim is the claim [DefaultClaims] reads the tenant from
-// when given "".
-const DefaultTenantClaim = "tenant"
-
-// DefaultClaims returns the mapping used when no [ClaimsMapper] is
-// configured:
-//
-//   - Subject is "sub". A token without one is refused ([*TokenError]
-//     "claims").
-//   - Tenant is the top-level claim tenantClaim ("tenant" if ""), for
-//     example "org_id" or "https://example.com/workspace"; a string, or a
-//     number written in decimal. A token without it fails with
-//     [ErrNoTenant] (403).
-//   - Role is the string claim "role", or else the first string of the
-//     array claim "roles"; "" if neither.
-//   - Scopes are the space-separated string claim "scope" (RFC 8693,
-//     RFC 9068), or else the claim "scp" (an array of strings, or a
-//     space-separated string as Azure AD writes it).
-//   - Attributes is nil.
-//
-// Whatever the mapper, the authenticators of this package set
-// Identity.Expires to the token's expiry ("exp") when it is earlier than
-// the mapper's value, so that the handler ends long-lived streams then.
-//
-// A custom mapper may call the default one and adjust its result:
-//
-//	base := auth.DefaultClaims("org_id")
-//	mapper := func(ctx context.Context, c auth.Claims) (mcphandler.Identity, error) {
-//		id, err := base(ctx, c)
-//		if err == nil && id.Role == "" {
-//			id.Role = "viewer"
-//		}
-//		return id, err
-//	}
-func DefaultClaims(tenantClaim string) ClaimsMapper {
-	if tenantClaim == "" {
-		tenantClaim = DefaultTenantClaim
-	}
-	return func(_ context.Context, c Claims) (mcphandler.Identity, error) {
-		if c.Subject == "" {
-			return mcphandler.Identity{}, invalid("claims")
-		}
-		id := mcphandler.Identity{Subject: c.Subject}
-		switch t := c.Raw[tenantClaim].(type) {
-		case string:
-			id.Tenant = t
-		case json.Number:
-			if _, err := t.Int64(); err == nil {
-				id.Tenant = t.String()
-			}
-		}
-		if id.Tenant == "" {
-			return mcphandler.Identity{}, ErrNoTenant
-		}
-		if role, ok := c.Raw["role"].(string); ok {
-			id.Role = role
-		} else if roles, ok := c.Raw["roles"].([]any); ok && len(roles) > 0 {
-			id.Role, _ = roles[0].(string)
-		}
-		id.Scopes = scopesOf(c.Raw)
-		return id, nil
-	}
-}
-
-// scopesOf reads "scope", or else "scp".
-func scopesOf(raw map[string]any) []string {
-	if s, ok := raw["scope"].(string); ok {
-		return strings.Fields(s)
-	}
-	switch v := raw["scp"].(type) {
-	case string:
-		return strings.Fields(v)
-	case []any:
-		var out []string
-		for _, e := range v {
-			if s, ok := e.(string); ok && s != "" {
-				out = append(out, s)
-			}
-		}
-		return out
-	}
-	return nil
 }
 
 // subjectTokenKey is the Attributes key under which the caller's raw token

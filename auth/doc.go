@@ -39,9 +39,25 @@
 //     (RFC 7662), caching active answers briefly.
 //   - [APIKeys] accepts static keys of service accounts, stored hashed.
 //
-// [First] combines them, e.g. API keys first and OIDC for the rest. Claims
-// become the identity through a [ClaimsMapper]; [DefaultClaims] documents
-// the default mapping (sub, a tenant claim, role, scope).
+// [First] combines them, e.g. API keys first and OIDC for the rest.
+//
+// # Claims
+//
+// Claims become the identity through a [ClaimsMapper]. [ClaimsMapping] is
+// the one mapping to configure — tenant claim, role claims, the handler's
+// ordered Config.Roles, a default role — and give to every place claims
+// become an identity, so that a person is the same tenant, subject and
+// role everywhere: OIDC and Introspection here, and the approval page
+// (package approval/page, page.MapClaims). Its rule for roles is the
+// highest role of Roles that the role claims name, in any order; unknown
+// names are ignored.
+//
+//	claims := auth.ClaimsMapping{TenantClaim: "org_id", Roles: cfg.Roles}
+//	oidc, err := auth.NewOIDC(ctx, auth.OIDCConfig{Issuer: issuer, Audience: resource, Claims: claims.Map})
+//	pg, err := page.New(ctx, page.Config{ /* … */ Identity: page.MapClaims(claims.Map)})
+//
+// Without a mapper, [DefaultClaims] maps with a ClaimsMapping that knows no
+// Roles.
 //
 // # Errors
 //

@@ -27,7 +27,7 @@ var ErrInvalidToken = errors.New("auth: invalid token")
 // answers 503 rather than 401.
 var ErrUnavailable = errorWrap("auth: authorization server unavailable", mcphandler.ErrAuthUnavailable)
 
-// ErrNoTenant is returned by the default claims mapping ([DefaultClaims])
+// ErrNoTenant is returned by the claims mapping ([ClaimsMapping], [DefaultClaims])
 // for a valid token that names no tenant. It wraps
 // [mcphandler.ErrForbidden], so the handler answers 403: the caller is
 // authenticated but belongs to no workspace, and signing in again with the
@@ -47,7 +47,9 @@ var ErrNoTenant = errorWrap("auth: the token names no tenant", mcphandler.ErrFor
 //	audience       issued for another audience (resource)
 //	expired        past its "exp" (or missing "exp", for OIDC)
 //	not_yet_valid  before its "nbf"
-//	claims         a required claim ("sub") is missing or of the wrong type
+//	claims         a required claim ("sub") is missing or of the wrong type,
+//	               or [ClaimsMapping] refuses a claim (a role claim of the
+//	               wrong type, a subject or tenant too long)
 //	inactive       introspection says the token is not active
 //	unrecognized   an API key that is not configured
 //	redacted       another authenticator's error, rewritten by [First]

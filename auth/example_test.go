@@ -137,3 +137,27 @@ func ExampleTokenExchange() {
 	}
 	_ = tool
 }
+
+// One mapping from claims to identity, for the access tokens and the
+// approval page's ID tokens alike: the highest of the handler's roles the
+// token names wins, whatever the order; other names are ignored.
+func ExampleClaimsMapping() {
+	roles := []string{"viewer", "editor", "admin"} // the handler's Config.Roles
+	claims := auth.ClaimsMapping{TenantClaim: "tid", Roles: roles, DefaultRole: "viewer"}
+	// auth.OIDCConfig{…, Claims: claims.Map}
+	// page.Config{…, Identity: page.MapClaims(claims.Map)}
+
+	for _, token := range []string{
+		`{"sub":"ada","tid":"acme","roles":["admin","Task.Read","viewer"]}`, // Entra ID app roles
+		`{"sub":"bob","tid":"acme","role":"editor"}`,
+		`{"sub":"eve","tid":"acme","roles":["Reader"]}`,
+	} {
+		c, _ := auth.ParseClaims([]byte(token)) // verified by the authenticator
+		id, err := claims.Map(context.Background(), c)
+		fmt.Println(id.Tenant, id.Subject, id.Role, err)
+	}
+	// Output:
+	// acme ada admin <nil>
+	// acme bob editor <nil>
+	// acme eve viewer <nil>
+}

@@ -54,7 +54,8 @@ type IntrospectionConfig struct {
 	// TenantClaim names the member of the response the default mapping
 	// reads the tenant from. If "", "tenant". Ignored when Claims is set.
 	TenantClaim string
-	// Claims maps the active response to the caller's identity. If nil,
+	// Claims maps the active response to the caller's identity. Set it to
+	// the Map of the [ClaimsMapping] the approval page uses too. If nil,
 	// [DefaultClaims](TenantClaim).
 	Claims ClaimsMapper
 	// CacheTTL is how long an active answer is reused for the same token,
@@ -236,7 +237,7 @@ func (in *Introspection) introspect(ctx context.Context, tok string) (Claims, er
 	if !*head.Active {
 		return Claims{}, invalid("inactive")
 	}
-	c, err := newClaims(body)
+	c, err := ParseClaims(body)
 	if err != nil {
 		return Claims{}, err
 	}

@@ -54,7 +54,8 @@ type OIDCConfig struct {
 	// TenantClaim names the claim the default mapping reads the tenant
 	// from, e.g. "org_id". If "", "tenant". Ignored when Claims is set.
 	TenantClaim string
-	// Claims maps verified claims to the caller's identity. If nil,
+	// Claims maps verified claims to the caller's identity. Set it to
+	// the Map of the [ClaimsMapping] the approval page uses too. If nil,
 	// [DefaultClaims](TenantClaim).
 	Claims ClaimsMapper
 	// HTTPClient fetches the discovery document and the key set. If nil,
@@ -190,7 +191,7 @@ func (o *OIDC) verify(ctx context.Context, tok string) (mcphandler.Identity, err
 	if _, err := o.verifier.Verify(context.WithValue(ctx, verifyStateKey{}, st), tok); err != nil {
 		return mcphandler.Identity{}, o.classify(tok, st, err)
 	}
-	claims, err := newClaims(st.payload)
+	claims, err := ParseClaims(st.payload)
 	if err != nil {
 		return mcphandler.Identity{}, err
 	}
@@ -222,7 +223,7 @@ func (o *OIDC) classify(tok string, st *verifyState, err error) error {
 		}
 		return invalid("signature")
 	}
-	c, cerr := newClaims(st.payload)
+	c, cerr := ParseClaims(st.payload)
 	if cerr != nil {
 		return cerr
 	}

@@ -62,7 +62,7 @@ func TestOIDCClaimMapping(t *testing.T) {
 	delete(c, "role")
 	delete(c, "scope")
 	c["org_id"] = "org_42"
-	c["roles"] = []string{"admin", "viewer"}
+	c["roles"] = []string{"admin"}
 	c["scp"] = []string{"a", "b"}
 	id, err := o.Authenticate(bearerRequest("Bearer " + sign(t, p.key(), c)))
 	if err != nil {
@@ -70,6 +70,15 @@ func TestOIDCClaimMapping(t *testing.T) {
 	}
 	if id.Tenant != "org_42" || id.Role != "admin" || !slices.Equal(id.Scopes, []string{"a", "b"}) {
 		t.Fatalf("identity = %+v", id)
+	}
+	// Without ClaimsMapping.Roles, two roles have no order: the default
+	// mapping gives none rather than the one written first.
+	for _, roles := range [][]string{{"admin", "viewer"}, {"viewer", "admin"}} {
+		c["roles"] = roles
+		id, err = o.Authenticate(bearerRequest("Bearer " + sign(t, p.key(), c)))
+		if err != nil || id.Role != "" {
+			t.Fatalf("roles %v: %+v, %v", roles, id, err)
+		}
 	}
 
 	// A numeric tenant claim is kept exactly.

@@ -31,10 +31,10 @@ type fakeProvider struct {
 	serviceToken           string
 
 	mu         sync.Mutex
-	introspect map[string]map[string]any // token → introspection answer
-	forms      []url.Values              // token endpoint requests
-	auths      []string                  // their Authorization headers
-	introAuths []string                  // Authorization headers of introspection requests
+	introspect map[string]any // token → introspection answer (a map, or json.RawMessage as is)
+	forms      []url.Values   // token endpoint requests
+	auths      []string       // their Authorization headers
+	introAuths []string       // Authorization headers of introspection requests
 
 	introspectHits, tokenHits, exchangeHits atomic.Int64
 	jwksHits                                *atomic.Int64
@@ -52,7 +52,7 @@ func newFakeProvider(t testing.TB) *fakeProvider {
 		clientID:     "mcp-server",
 		clientSecret: "s3cret:with/odd chars",
 		serviceToken: "svc-token-1",
-		introspect:   map[string]map[string]any{},
+		introspect:   map[string]any{},
 	}
 	p.jwksHits = &p.JWKSHits
 	p.SetDiscovery("introspection_endpoint", p.Issuer()+"/introspect")
@@ -72,8 +72,9 @@ func (p *fakeProvider) setJWKSFail(fail bool) { p.SetJWKSFail(fail) }
 
 func (p *fakeProvider) key() *signKey { return p.Key() }
 
-// setIntrospection sets the answer for tok.
-func (p *fakeProvider) setIntrospection(tok string, answer map[string]any) {
+// setIntrospection sets the answer for tok: a map, or a json.RawMessage
+// sent as is.
+func (p *fakeProvider) setIntrospection(tok string, answer any) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	p.introspect[tok] = answer

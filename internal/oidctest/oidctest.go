@@ -304,12 +304,19 @@ func (p *Provider) Sign(claims map[string]any) string {
 // SignWith returns a JWT of claims signed with k, with header typ.
 func SignWith(t testing.TB, k *Key, typ string, claims map[string]any) string {
 	t.Helper()
-	signer, err := jose.NewSigner(jose.SigningKey{Algorithm: k.Alg, Key: jose.JSONWebKey{Key: k.Priv, KeyID: k.ID}},
-		(&jose.SignerOptions{}).WithType(jose.ContentType(typ)))
+	payload, err := json.Marshal(claims)
 	if err != nil {
 		t.Fatal(err)
 	}
-	payload, err := json.Marshal(claims)
+	return SignPayload(t, k, typ, payload)
+}
+
+// SignPayload returns a JWT of payload, as is (it may repeat a member),
+// signed with k, with header typ.
+func SignPayload(t testing.TB, k *Key, typ string, payload []byte) string {
+	t.Helper()
+	signer, err := jose.NewSigner(jose.SigningKey{Algorithm: k.Alg, Key: jose.JSONWebKey{Key: k.Priv, KeyID: k.ID}},
+		(&jose.SignerOptions{}).WithType(jose.ContentType(typ)))
 	if err != nil {
 		t.Fatal(err)
 	}
