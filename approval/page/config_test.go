@@ -127,10 +127,15 @@ func TestClaimsIdentity(t *testing.T) {
 			approval.Identity{Subject: "ada", Tenant: "acme", Role: "editor"}, false},
 		{"google", "hd", "", map[string]any{"sub": "ada", "hd": "acme.example", "role": "admin"},
 			approval.Identity{Subject: "ada", Tenant: "acme.example"}, false},
-		{"missing", "tid", "roles", map[string]any{"sub": "ada"}, approval.Identity{Subject: "ada"}, false},
-		{"tenant not a string", "tid", "roles", map[string]any{"sub": "ada", "tid": 7}, approval.Identity{}, true},
-		{"role an object", "tid", "roles", map[string]any{"sub": "ada", "roles": map[string]any{"a": 1}}, approval.Identity{}, true},
-		{"roles of numbers", "tid", "roles", map[string]any{"sub": "ada", "roles": []int{1}}, approval.Identity{}, true},
+		// Like a bearer token (auth.ClaimsMapping): no workspace, no
+		// sign-in; a tenant is a string or an integer.
+		{"missing", "tid", "roles", map[string]any{"sub": "ada"}, approval.Identity{}, true},
+		{"tenant an integer", "tid", "roles", map[string]any{"sub": "ada", "tid": 7}, approval.Identity{Subject: "ada", Tenant: "7"}, false},
+		{"tenant a fraction", "tid", "roles", map[string]any{"sub": "ada", "tid": 7.5}, approval.Identity{}, true},
+		{"tenant not a string", "tid", "roles", map[string]any{"sub": "ada", "tid": []string{"acme"}}, approval.Identity{}, true},
+		// With a tenant, so that only the role claim can refuse them.
+		{"role an object", "tid", "roles", map[string]any{"sub": "ada", "tid": "t-1", "roles": map[string]any{"a": 1}}, approval.Identity{}, true},
+		{"roles of numbers", "tid", "roles", map[string]any{"sub": "ada", "tid": "t-1", "roles": []int{1}}, approval.Identity{}, true},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {

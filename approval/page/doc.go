@@ -53,10 +53,19 @@
 // Register a confidential web client for the authorization code flow at
 // the provider, with the redirect URI <mount>/callback exactly as in
 // RedirectURL, and give the handler its issuer, client id and secret. The
-// approver's tenant and role must come from the ID token: map them with
-// [Config.Identity] (the default reads the claims "tenant" and "role";
-// [ClaimsIdentity] reads claims of other names, and roles given as a
-// list).
+// approver's tenant and role must come from the ID token, read exactly as
+// the handler's bearer tokens are: set [Config.Identity] to [MapClaims] of
+// the one [auth.ClaimsMapping] given to the authenticator too (its rule
+// for roles: the highest of the handler's Config.Roles that the role
+// claims name, a string or an array in any order). An admin who calls
+// tools as an admin then approves as one:
+//
+//	claims := auth.ClaimsMapping{TenantClaim: "tid", Roles: roles}
+//	oidc, _ := auth.NewOIDC(ctx, auth.OIDCConfig{Issuer: issuer, Audience: resource, Claims: claims.Map})
+//	pg, _ := page.New(ctx, page.Config{ /* … */ Identity: page.MapClaims(claims.Map)})
+//
+// The ID token needs the same claims as the access token; the default
+// ([DefaultIdentity]) is the bearer tokens' default, [auth.DefaultClaims].
 //
 //   - Google: Google Cloud console, APIs & Services, Credentials, "OAuth
 //     client ID" of type "Web application", under "Authorized redirect
@@ -65,7 +74,8 @@
 //   - Microsoft Entra ID: App registrations, New registration, platform
 //     "Web" with the redirect URI; a secret under "Certificates &
 //     secrets". Issuer https://login.microsoftonline.com/<tenant id>/v2.0.
-//     The tenant is the claim "tid", app roles the claim "roles".
+//     The tenant is the claim "tid" (TenantClaim "tid"), app roles the
+//     claim "roles" (read by default).
 //   - Okta: Applications, Create App Integration, "OIDC" and "Web
 //     Application", under "Sign-in redirect URIs". Issuer
 //     https://<org>.okta.com (or an authorization server's, e.g.
@@ -76,6 +86,7 @@
 //     namespaced name.
 //   - Keycloak: Clients, Create client, "OpenID Connect" with "Client
 //     authentication" and "Standard flow" on, under "Valid redirect URIs".
-//     Issuer https://<host>/realms/<realm>. Roles are mapped into the
-//     token by client scopes.
+//     Issuer https://<host>/realms/<realm>. Realm roles are in the claim
+//     realm_access.roles (RoleClaims {"/realm_access/roles"}), a client's
+//     in resource_access.<client>.roles; the tenant needs a mapper.
 package page

@@ -65,7 +65,10 @@ type Config struct {
 	RedirectURL string
 	// Scopes are requested besides "openid". If nil, {"profile", "email"}.
 	Scopes []string
-	// Identity maps the ID token to the approver. If nil, DefaultIdentity.
+	// Identity maps the ID token to the approver. Set it to MapClaims of
+	// the auth.ClaimsMapping the handler's bearer tokens are mapped with,
+	// so that a person approves as the tenant, subject and role they call
+	// tools with. If nil, DefaultIdentity.
 	Identity IdentityFunc
 	// Keys sign the cookies, each at least 32 bytes: the first signs, all
 	// verify (rotate by prepending). Required; they may be the handler's
@@ -91,19 +94,6 @@ type Config struct {
 	// asker and approver) and why a sign-in or a request failed (the page
 	// says less). If nil, slog.Default.
 	Logger *slog.Logger
-}
-
-// DefaultIdentity maps the claims "sub", "tenant" and "role" (strings) to
-// the approver's Subject, Tenant and Role.
-func DefaultIdentity(_ context.Context, tok *oidc.IDToken) (approval.Identity, error) {
-	var c struct {
-		Tenant string `json:"tenant"`
-		Role   string `json:"role"`
-	}
-	if err := tok.Claims(&c); err != nil {
-		return approval.Identity{}, err
-	}
-	return approval.Identity{Subject: tok.Subject, Tenant: c.Tenant, Role: c.Role}, nil
 }
 
 // Handler serves the approval page. It is safe for concurrent use.
