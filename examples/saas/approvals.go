@@ -12,6 +12,7 @@ import (
 	"github.com/mcphandler/mcphandler"
 	"github.com/mcphandler/mcphandler/approval"
 	"github.com/mcphandler/mcphandler/approval/page"
+	"github.com/mcphandler/mcphandler/auth"
 	"github.com/mcphandler/mcphandler/session"
 )
 
@@ -28,10 +29,11 @@ func approvalBase(audience string) string {
 
 // withApprovals adds delete_note, which needs the approval of an admin of
 // the caller's workspace other than the caller, and mounts the approval
-// page on mux. The handler, the approvals and the page share one store
+// page on mux, which maps the approver's ID token with claims, the
+// mapping of the access tokens. The handler, the approvals and the page share one store
 // and one key (one replica; replicas would share a Redis store and
 // -state-keys).
-func (a *app) withApprovals(ctx context.Context, cfg *mcphandler.Config, mux *http.ServeMux, o options) error {
+func (a *app) withApprovals(ctx context.Context, cfg *mcphandler.Config, mux *http.ServeMux, o options, claims auth.ClaimsMapper) error {
 	if o.approvalID == "" || o.approvalSecret == "" {
 		return fmt.Errorf("-approvals needs -approval-client-id and -approval-client-secret")
 	}
@@ -46,7 +48,7 @@ func (a *app) withApprovals(ctx context.Context, cfg *mcphandler.Config, mux *ht
 	}
 	h, err := page.New(ctx, page.Config{Approvals: approvals, Store: store, Issuer: o.issuer,
 		ClientID: o.approvalID, ClientSecret: o.approvalSecret, RedirectURL: base + "/approvals/callback",
-		Identity: page.ClaimsIdentity(o.tenantClaim, "role", cfg.Roles), Keys: keys,
+		Identity: page.MapClaims(claims), Keys: keys,
 		HTTPClient: o.httpClient, InsecureCookies: strings.HasPrefix(base, "http://")})
 	if err != nil {
 		return fmt.Errorf("approval page: %w", err)

@@ -40,7 +40,8 @@ func main() {
 	tenantClaim := flag.String("tenant-claim", auth.DefaultTenantClaim, "token claim that names the caller's workspace, e.g. org_id")
 	scopes := flag.String("scopes", "mcp:tools", "space-separated scopes clients should request (named in 401 challenges)")
 	pro := flag.String("pro", "", "comma-separated workspaces on the pro plan")
-	defaultRole := flag.String("default-role", "editor", "role of callers whose token has no role claim (viewer, editor or admin)")
+	defaultRole := flag.String("default-role", "editor", "role of callers whose token names none of the roles viewer, editor or admin")
+	roleClaims := flag.String("role-claims", "role,roles", "comma-separated claims naming the caller's roles (a string or an array; the highest of viewer < editor < admin wins); a name starting with / is a JSON pointer, e.g. /realm_access/roles for Keycloak's realm roles")
 	origins := flag.String("allow-origin", "", "comma-separated browser origins allowed to call the endpoint directly, e.g. http://localhost:6274")
 	approvals := flag.Bool("approvals", false, "serve the approval page at /approvals/ and the delete_note tool, which an admin of the caller's workspace other than the caller approves there")
 	approvalID := flag.String("approval-client-id", "", "client ID of the approval page at the issuer (authorization code flow; redirect URI <origin of -audience>/approvals/callback)")
@@ -63,6 +64,7 @@ func main() {
 		tenantClaim: *tenantClaim,
 		scopes:      strings.Fields(*scopes),
 		defaultRole: *defaultRole,
+		roleClaims:  splitList(*roleClaims),
 		pro:         splitList(*pro),
 		origins:     splitList(*origins),
 		approvals:   *approvals,
@@ -75,7 +77,7 @@ func main() {
 
 	log.Printf("MCP endpoint:       %s", *audience)
 	log.Printf("resource metadata:  %s", prm.MetadataURL())
-	log.Printf("authorization server: %s (tenant claim %q)", *issuer, *tenantClaim)
+	log.Printf("authorization server: %s (tenant claim %q, role claims %q)", *issuer, *tenantClaim, *roleClaims)
 	if *approvals {
 		log.Printf("approval page:      %s", approvalBase(*audience)+"/approvals/")
 	}
@@ -91,6 +93,7 @@ func main() {
 type options struct {
 	issuer, audience, tenantClaim, defaultRole string
 	scopes, pro, origins                       []string
+	roleClaims                                 []string     // nil: role, roles
 	httpClient                                 *http.Client // for the provider; nil for the default
 
 	// approvals turns on the approval page and delete_note; the page signs
@@ -111,20 +114,16 @@ func newServer(ctx context.Context, o options) (*http.ServeMux, *auth.ProtectedR
 	if mcpPath == "" {
 		mcpPath = "/"
 	}
-	claims := auth.DefaultClaims(o.tenantClaim)
+	roles := []string{"viewer", "editor", "admin"}
+	// One mapping from claims to identity, for the access tokens here and
+	// the approval page's ID tokens: a person is the same workspace,
+	// subject and role on both.
+	claims := auth.ClaimsMapping{TenantClaim: o.tenantClaim, RoleClaims: o.roleClaims, Roles: roles, DefaultRole: o.defaultRole}
 	oidc, err := auth.NewOIDC(ctx, auth.OIDCConfig{
 		Issuer:     o.issuer,
 		Audience:   o.audience,
 		HTTPClient: o.httpClient,
-		// The default mapping (sub, tenant claim, role, scope), with a
-		// role for tokens that carry none.
-		Claims: func(ctx context.Context, c auth.Claims) (mcphandler.Identity, error) {
-			id, err := claims(ctx, c)
-			if err == nil && id.Role == "" {
-				id.Role = o.defaultRole
-			}
-			return id, err
-		},
+		Claims:     claims.Map,
 	})
 	if err != nil {
 		return nil, nil, err
@@ -143,7 +142,7 @@ func newServer(ctx context.Context, o options) (*http.ServeMux, *auth.ProtectedR
 		Authenticate:   oidc.Authenticate,
 		Challenge:      prm.Challenge,
 		ScopeChallenge: prm.ScopeChallenge,
-		Roles:          []string{"viewer", "editor", "admin"},
+		Roles:          roles,
 		ListTools:      a.listTools,
 		AllowedOrigins: o.origins,
 		OnCall: func(ev mcphandler.CallEvent) {
@@ -153,7 +152,7 @@ func newServer(ctx context.Context, o options) (*http.ServeMux, *auth.ProtectedR
 	}
 	mux := http.NewServeMux()
 	if o.approvals {
-		if err := a.withApprovals(ctx, &cfg, mux, o); err != nil {
+		if err := a.withApprovals(ctx, &cfg, mux, o, claims.Map); err != nil {
 			return nil, nil, err
 		}
 	}
