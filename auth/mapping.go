@@ -51,7 +51,8 @@ const MaxNameBytes = approval.MaxFieldBytes
 //     exactly; names not in Roles are ignored. Without Roles there is no
 //     order to choose by: the role is the name the claims give if they
 //     give exactly one distinct name, never one picked by its position.
-//     When the claims name no role, Role is DefaultRole.
+//     Otherwise (no role of Roles named; without Roles, no name or
+//     several), Role is DefaultRole.
 //   - Scopes are the space-separated string claim "scope" (RFC 8693,
 //     RFC 9068), or else the claim "scp" (an array of strings, or a
 //     space-separated string as Azure AD writes it).
