@@ -205,7 +205,7 @@
 // give each master one replica more than WaitReplicas to keep writing
 // through the loss of one server. Messages on channels are never stored,
 // and one published during a failover may be lost.
-
+//
 // # Failures
 //
 // Every call is bounded by [Options.OpTimeout]. A network error, a timeout
