@@ -57,7 +57,7 @@ func TestPackageDoc(t *testing.T) {
 		}
 	}
 	want := []string{"What is stored where", "Cost per call", "Consistency", "Pub/Sub, connections and goroutines",
-		"Topologies", "Failures", "Client settings"}
+		"Topologies", "Failures", "Foreign values", "Client settings"}
 	if !slices.Equal(headings, want) {
 		t.Errorf("sections %q, want %q", headings, want)
 	}
