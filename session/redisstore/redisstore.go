@@ -270,11 +270,13 @@
 //     makes, is replaced the same way, so that an Admit never checks or
 //     ends more than that many sessions whatever the key held.
 //
-// A number that a value gives and Redis would refuse (the TTL in a
-// session record's header beyond 18 digits) is used for nothing, and a
-// script reply of a shape none of the scripts gives (nil, a string, an
-// array where a number is expected) reads as a value the script could not
-// parse. Delete, of any type, deletes. Values that the store's callers
+// A number that a value gives is passed to Redis only in a form Redis
+// takes (the TTL in a session record's header: without leading zeros,
+// and not at all when it is zero or longer than 18 digits, which no
+// record has), and a script reply of a shape none of the scripts gives
+// (nil, a string, an array where a number is expected) reads as a value
+// the script could not parse. FuzzStoredSession checks that the scripts
+// and the decoder agree on every value. Delete, of any type, deletes. Values that the store's callers
 // write through PutIfAbsent and CompareAndSwap (the handler's signed
 // records) are theirs to check: the store returns them as they are.
 //
@@ -699,9 +701,10 @@ func recordTTL(v string) int64 {
 
 // getScript returns the record and restarts its TTL from the record's
 // header (of version 1 or 2, see codec.go), in one round trip. A key of
-// another type reads as the empty string; a header whose TTL has more
-// digits than a record's can (see reader.header) restarts nothing, so
-// that no value makes PEXPIRE fail.
+// another type reads as the empty string. The TTL is passed on without
+// its leading zeros, which Redis refuses in a number, and a header whose
+// TTL is zero or has more digits than a record's can (see reader.header)
+// restarts nothing, so that no value makes PEXPIRE fail.
 var getScript = newScript(`
 local v = redis.pcall('GET', KEYS[1])
 if type(v) == 'table' then
@@ -709,7 +712,7 @@ if type(v) == 'table' then
   return v
 end
 if v then
-  local ttl = string.match(v, '^[\1\2](%d+):')
+  local ttl = string.match(v, '^[\1\2]0*([1-9]%d*):')
   if ttl and #ttl <= 18 then redis.call('PEXPIRE', KEYS[1], ttl) end
 end
 return v
@@ -720,7 +723,8 @@ return v
 // and 2 encode alike; the record it writes is of version 2, the version of
 // ARGV[1]. It returns 1 on success, 0 for a missing key and -1 for a
 // record it cannot parse, such as the empty string a key of another type
-// reads as.
+// reads as. The length of the immutable part is written as the length it
+// has, whatever digits the record spelled it with.
 var updateScript = newScript(`
 local v = redis.pcall('GET', KEYS[1])
 if type(v) == 'table' then
@@ -732,7 +736,8 @@ local n, p = string.match(v, '^[\1\2]%d+:(%d+):()')
 if not n then return -1 end
 local e = p + tonumber(n) - 1
 if e > #v then return -1 end
-redis.call('SET', KEYS[1], '\2' .. ARGV[2] .. ':' .. n .. ':' .. string.sub(v, p, e) .. ARGV[1], 'PX', ARGV[2])
+local imm = string.sub(v, p, e)
+redis.call('SET', KEYS[1], '\2' .. ARGV[2] .. ':' .. #imm .. ':' .. imm .. ARGV[1], 'PX', ARGV[2])
 return 1
 `)
 
