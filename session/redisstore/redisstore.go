@@ -276,7 +276,7 @@
 // record has), and a script reply of a shape none of the scripts gives
 // (nil, a string, an array where a number is expected) reads as a value
 // the script could not parse. FuzzStoredSession checks that the scripts
-// and the decoder agree on every value. Delete, of any type, deletes. Values that the store's callers
+// and the decoder agree on every value. Values that the store's callers
 // write through PutIfAbsent and CompareAndSwap (the handler's signed
 // records) are theirs to check: the store returns them as they are.
 //
