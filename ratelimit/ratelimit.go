@@ -91,6 +91,14 @@
 // calls are decided in microseconds, without touching the network, until
 // Redis answers again; limiting then resumes by itself.
 //
+// What a bucket's key holds in Redis is input like a client's: something
+// else with write access to Redis may put anything there. A value that is
+// not a number (garbage, a key of another Redis type) is a limit that
+// cannot be checked, as above, and does not count for the breaker; a
+// number is a time, which may refuse the bucket's calls (or, long past,
+// admit them), but a refusal never asks to wait longer than one interval
+// (Period/Rate), the most the limit itself asks.
+//
 // # Keys and memory
 //
 // A bucket's Redis key is "rate:" + Prefix + "{" + id + "}" ("rate:" is

@@ -33,5 +33,19 @@ func (r *redisBackend) allow(ctx context.Context, id string, lim *limit) (bool, 
 	if res.Allowed > 0 {
 		return true, 0, nil
 	}
-	return false, res.RetryAfter, nil
+	return false, clampRetry(res.RetryAfter, lim), nil
+}
+
+// clampRetry bounds the wait a refusal of lim asks for to one interval
+// (Period/Rate), the most a bucket the limiter wrote can ask: a bucket
+// holds the time its next call is due, at most one Burst ahead, and a
+// refused call waits for one interval at most. A value the limiter did
+// not write — a time centuries ahead, or one too large for redis_rate's
+// conversion to a Duration, which comes out negative or huge depending
+// on the processor — asks for that interval too.
+func clampRetry(retry time.Duration, lim *limit) time.Duration {
+	if retry <= 0 || retry > lim.interval {
+		return lim.interval
+	}
+	return retry
 }

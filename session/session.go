@@ -140,6 +140,12 @@ func (c Capabilities) String() string {
 // RunEventLog). Errors other than [ErrNotFound] should wrap
 // [ErrUnavailable] when the store could not be reached: the handler
 // answers those with 503, and any other error as an internal one.
+//
+// What a shared store holds is input like a client's: something else with
+// access to it may have written anything anywhere. A value the store
+// cannot read back as what it keeps there (undecodable bytes, a Redis key
+// of another type) is never ErrUnavailable, since the store was reached:
+// each method below says what it reads as.
 type Store interface {
 	Sessions
 	PubSub
@@ -162,13 +168,14 @@ type Sessions interface {
 	Create(ctx context.Context, s *Session) error
 	// Get returns a copy of the session and extends its idle lifetime by
 	// its TTL. A missing, expired or deleted session, or a record the
-	// store cannot read back as one, is ErrNotFound.
+	// store cannot read back as one (of any type), is ErrNotFound.
 	Get(ctx context.Context, id string) (*Session, error)
 	// Update replaces every field of an existing session but ID and Owner
 	// (the legacy HTTP+SSE transport negotiates the version after the
 	// session exists), which stay as stored whatever s holds, and restarts
-	// its lifetime with s.TTL. A missing session is ErrNotFound, and
-	// nothing is written. The last of concurrent Updates wins.
+	// its lifetime with s.TTL. A missing session, or a record the store
+	// cannot read back as one, is ErrNotFound, and nothing is written. The
+	// last of concurrent Updates wins.
 	Update(ctx context.Context, s *Session) error
 	// Delete removes the session; deleting a missing session is not an
 	// error.
@@ -180,7 +187,10 @@ type Sessions interface {
 	// for one owner, on any replica, end each session at most once and
 	// leave at most max of the owner's admitted sessions. What the store
 	// keeps for an owner lives no longer than its newest session (s.TTL).
-	// A max below 1 ends nothing.
+	// A max below 1 ends nothing. What the store keeps for the owner, if
+	// it cannot read it back (or it is larger than the store ever makes
+	// it), counts no session and is replaced: it never makes Admit fail,
+	// nor end more sessions than a well-formed one would.
 	Admit(ctx context.Context, s *Session, max int) (ended []string, err error)
 }
 
@@ -215,7 +225,10 @@ type Records interface {
 	// exactly one stores.
 	PutIfAbsent(ctx context.Context, key string, value []byte, ttl time.Duration) (bool, error)
 	// Load returns the value under key; a missing or expired key is
-	// ErrNotFound.
+	// ErrNotFound. A key whose value the store cannot read back as bytes
+	// (a Redis key of another type) holds the empty value: Load returns
+	// it, PutIfAbsent does not write over it, and a CompareAndSwap from it
+	// replaces it, as with any value.
 	Load(ctx context.Context, key string) ([]byte, error)
 	// CompareAndSwap replaces the value under key with new, and sets its
 	// lifetime to ttl, if and only if the current value equals old. It
@@ -235,11 +248,14 @@ type Records interface {
 type EventLog interface {
 	// AppendEvent appends data to the event log of stream, keeping the log
 	// for ttl after its last append, and returns the event's sequence
-	// number: 1 for the first event, then consecutive.
+	// number: 1 for the first event, then consecutive. A log the store
+	// cannot read back as one is empty: it is replaced, and the event is
+	// number 1.
 	AppendEvent(ctx context.Context, stream string, data []byte, ttl time.Duration) (uint64, error)
 	// EventsAfter returns the events of stream with a sequence number
-	// greater than after, in order. An unknown or expired stream has none,
-	// and that is not an error.
+	// greater than after, in order. An unknown or expired stream, or a
+	// log the store cannot read back as one, has none, and that is not an
+	// error.
 	EventsAfter(ctx context.Context, stream string, after uint64) ([]Event, error)
 }
 

@@ -3,6 +3,7 @@ package redisstore
 import (
 	"context"
 	"errors"
+	"strconv"
 
 	"github.com/redis/go-redis/v9"
 
@@ -12,18 +13,36 @@ import (
 // kindOwner is the suffix of the list of an owner's admitted sessions.
 const kindOwner = "o"
 
+// admitSlack is how much longer than the max of Admit an owner's list
+// may be and still be one the store wrote: Admit cuts it to max, and
+// only concurrent Admits for the owner lengthen it meanwhile.
+const admitSlack = 1024
+
 // admitScript keeps the list KEYS[1] of an owner's session ids, oldest
 // first. ARGV: the id to append ("" for none), its TTL in ms (the list
 // lives at least that long), max, the mode ("peek": return the whole list
 // if it is longer than max; "trim": cut it to the newest max and return
 // what was cut), then ids to remove first (sessions found gone).
+//
+// A key of another type, or a list longer than max+admitSlack when a
+// "peek" begins, is not a list the store wrote: it reads as the empty
+// list, and is deleted before anything else, so that what Admit does and
+// returns stays bounded by max whatever the key held. (The "trim" that may
+// follow a peek is bounded by the ids the peek returned.)
 var admitScript = redis.NewScript(`
+local n = redis.pcall('LLEN', KEYS[1])
+if type(n) == 'table' then
+  if not string.find(n.err, '^WRONGTYPE') then return n end
+  redis.call('DEL', KEYS[1])
+elseif ARGV[4] == 'peek' and n > tonumber(ARGV[3]) + ` + strconv.Itoa(admitSlack) + ` then
+  redis.call('DEL', KEYS[1])
+end
 for i = 5, #ARGV do redis.call('LREM', KEYS[1], 0, ARGV[i]) end
 if ARGV[1] ~= '' then
   redis.call('RPUSH', KEYS[1], ARGV[1])
   if redis.call('PTTL', KEYS[1]) < tonumber(ARGV[2]) then redis.call('PEXPIRE', KEYS[1], ARGV[2]) end
 end
-local n = redis.call('LLEN', KEYS[1])
+n = redis.call('LLEN', KEYS[1])
 local max = tonumber(ARGV[3])
 if n <= max then return {} end
 if ARGV[4] == 'peek' then return redis.call('LRANGE', KEYS[1], 0, -1) end

@@ -205,14 +205,15 @@
 // give each master one replica more than WaitReplicas to keep writing
 // through the loss of one server. Messages on channels are never stored,
 // and one published during a failover may be lost.
-
+//
 // # Failures
 //
 // Every call is bounded by [Options.OpTimeout]. A network error, a timeout
 // or an error reply from Redis is returned wrapped so that
 // errors.Is(err, session.ErrUnavailable) holds (and errors.Is also matches
 // the underlying error, such as context.DeadlineExceeded); the handler
-// answers 503.
+// answers 503. What a key holds is never such a failure (see "Foreign
+// values").
 //
 // When Redis stops answering, the first calls of the outage each wait
 // until they fail: about 0.1s for a refused connection with the client
@@ -234,6 +235,50 @@
 // breaker says. [Store.Do] runs another package's operations on the same
 // client under the same breaker and bound (package ratelimit keeps its
 // limits that way).
+//
+// # Foreign values
+//
+// What Redis returns is input like a client's: something else with write
+// access to Redis (another application under the same prefix, an
+// attacker holding the Redis password) may leave any value of any type
+// at any key of the store. A value that does not decode is the store's
+// business, never a failure of Redis: no call answers it with
+// session.ErrUnavailable, none panics, and the circuit breaker does not
+// count it.
+//
+// A key that holds another Redis type than the store writes there (a
+// list, a hash, a set, a sorted set or a stream where a session record or
+// a record is a string; a string or any of those where an event log or an
+// owner's list is a list), on which Redis answers WRONGTYPE, reads as
+// holding the empty value of the right type, which is the answer for
+// undecodable bytes:
+//
+//   - Get and Update of a session: session.ErrNotFound, and Update writes
+//     nothing, as for a record that does not decode. Create: the id is
+//     taken. Delete deletes it.
+//   - Load: the empty value, not session.ErrNotFound (the key exists:
+//     PutIfAbsent does not write over it, as over any value), and
+//     CompareAndSwap from the empty value replaces it; from any other
+//     value it does not swap. A caller that reads a record, finds that it
+//     does not decode and swaps it out therefore recovers from a key of
+//     another type as from garbage bytes.
+//   - EventsAfter: no events. AppendEvent replaces it by a new log, whose
+//     first event is number 1, as after the log expired (one more round
+//     trip, that time only).
+//   - Admit: the owner has no session yet, and the list is replaced. A
+//     list longer than the max of Admit plus 1024, which Admit never
+//     makes, is replaced the same way, so that an Admit never checks or
+//     ends more than that many sessions whatever the key held.
+//
+// A number that a value gives is passed to Redis only in a form Redis
+// takes (the TTL in a session record's header: without leading zeros,
+// and not at all when it is zero or longer than 18 digits, which no
+// record has), and a script reply of a shape none of the scripts gives
+// (nil, a string, an array where a number is expected) reads as a value
+// the script could not parse. FuzzStoredSession checks that the scripts
+// and the decoder agree on every value. Values that the store's callers
+// write through PutIfAbsent and CompareAndSwap (the handler's signed
+// records) are theirs to check: the store returns them as they are.
 //
 // # Client settings
 //
@@ -602,6 +647,8 @@ func (s *Store) getRecord(ctx context.Context, k string) (string, error) {
 			}
 		case errors.Is(err, redis.Nil):
 			return "", err
+		case foreign(err):
+			return "", nil // the empty value: not a record
 		case refused(err):
 			s.ttlHint.Store(-1)
 		default:
@@ -653,12 +700,20 @@ func recordTTL(v string) int64 {
 }
 
 // getScript returns the record and restarts its TTL from the record's
-// header (of version 1 or 2, see codec.go), in one round trip.
+// header (of version 1 or 2, see codec.go), in one round trip. A key of
+// another type reads as the empty string. The TTL is passed on without
+// its leading zeros, which Redis refuses in a number, and a header whose
+// TTL is zero or has more digits than a record's can (see reader.header)
+// restarts nothing, so that no value makes PEXPIRE fail.
 var getScript = newScript(`
-local v = redis.call('GET', KEYS[1])
+local v = redis.pcall('GET', KEYS[1])
+if type(v) == 'table' then
+  if string.find(v.err, '^WRONGTYPE') then return '' end
+  return v
+end
 if v then
-  local ttl = string.match(v, '^[\1\2](%d+):')
-  if ttl then redis.call('PEXPIRE', KEYS[1], ttl) end
+  local ttl = string.match(v, '^[\1\2]0*([1-9]%d*):')
+  if ttl and #ttl <= 18 then redis.call('PEXPIRE', KEYS[1], ttl) end
 end
 return v
 `)
@@ -667,25 +722,55 @@ return v
 // and its TTL by ARGV[2] ms, keeping the immutable part, which versions 1
 // and 2 encode alike; the record it writes is of version 2, the version of
 // ARGV[1]. It returns 1 on success, 0 for a missing key and -1 for a
-// record it cannot parse.
+// record it cannot parse, such as the empty string a key of another type
+// reads as. The length of the immutable part is written as the length it
+// has, whatever digits the record spelled it with.
 var updateScript = newScript(`
-local v = redis.call('GET', KEYS[1])
+local v = redis.pcall('GET', KEYS[1])
+if type(v) == 'table' then
+  if string.find(v.err, '^WRONGTYPE') then return -1 end
+  return v
+end
 if not v then return 0 end
 local n, p = string.match(v, '^[\1\2]%d+:(%d+):()')
 if not n then return -1 end
 local e = p + tonumber(n) - 1
 if e > #v then return -1 end
-redis.call('SET', KEYS[1], '\2' .. ARGV[2] .. ':' .. n .. ':' .. string.sub(v, p, e) .. ARGV[1], 'PX', ARGV[2])
+local imm = string.sub(v, p, e)
+redis.call('SET', KEYS[1], '\2' .. ARGV[2] .. ':' .. #imm .. ':' .. imm .. ARGV[1], 'PX', ARGV[2])
 return 1
 `)
 
-// casScript sets KEYS[1] to ARGV[2] with PX ARGV[3] if its value is ARGV[1].
+// casScript sets KEYS[1] to ARGV[2] with PX ARGV[3] if its value is
+// ARGV[1]. A key of another type has the empty string as its value, which
+// SET replaces like any other.
 var casScript = newScript(`
-if redis.call('GET', KEYS[1]) == ARGV[1] then
+local v = redis.pcall('GET', KEYS[1])
+if type(v) == 'table' then
+  if not string.find(v.err, '^WRONGTYPE') then return v end
+  v = ''
+end
+if v == ARGV[1] then
   redis.call('SET', KEYS[1], ARGV[2], 'PX', ARGV[3])
   return 1
 end
 return 0
+`)
+
+// appendScript appends ARGV[1] to the list KEYS[1], makes the list live
+// ARGV[2] ms, and returns its length, like the transaction of AppendEvent;
+// but a key of another type is an empty log, which it replaces by a list
+// of the one element. AppendEvent runs it only when the transaction found
+// such a key: the transaction costs Redis less CPU (BenchmarkAppendEvent).
+var appendScript = newScript(`
+local n = redis.pcall('RPUSH', KEYS[1], ARGV[1])
+if type(n) == 'table' then
+  if not string.find(n.err, '^WRONGTYPE') then return n end
+  redis.call('DEL', KEYS[1])
+  n = redis.call('RPUSH', KEYS[1], ARGV[1])
+end
+redis.call('PEXPIRE', KEYS[1], ARGV[2])
+return n
 `)
 
 // Create implements [session.Store] with SET NX PX: it fails if the id is
@@ -729,21 +814,26 @@ func (s *Store) setNX(ctx context.Context, k string, v any, px time.Duration) (b
 
 // runScript runs script on the key k, followed by a WAIT with
 // Options.WaitReplicas unless the script returned 0 (it wrote nothing).
+// A reply that is not an integer (nil included), which none of the
+// store's scripts gives, reads as -1, the scripts' answer for a value they
+// cannot parse, and is not an error: Redis answered.
 func (s *Store) runScript(ctx context.Context, sc script, k string, args ...any) (int64, error) {
+	var cmd *redis.Cmd
+	var err error
 	if s.waitReplicas <= 0 {
-		cmd, err := s.eval(ctx, sc, k, args...)
-		if err != nil {
-			return 0, err
-		}
-		return cmd.Int64()
+		cmd, err = s.eval(ctx, sc, k, args...)
+	} else {
+		cmd, err = s.replicatedScript(ctx, sc.Script, k, args...)
 	}
-	cmd, err := s.replicatedScript(ctx, sc.Script, k, args...)
-	n, cerr := cmd.Int64()
+	if errors.Is(err, redis.Nil) {
+		return -1, nil
+	}
 	if err != nil && !isNotReplicated(err) {
-		return n, err
+		return 0, err
 	}
+	n, cerr := cmd.Int64()
 	if cerr != nil {
-		return n, cerr
+		n = -1
 	}
 	if err != nil && n == 0 {
 		err = nil
@@ -865,7 +955,10 @@ func (s *Store) PutIfAbsent(ctx context.Context, key string, value []byte, ttl t
 	return ok, nil
 }
 
-// Load implements [session.Store] with GET.
+// Load implements [session.Store] with GET. A key of another type than
+// a string reads as the empty value (not session.ErrNotFound: the key
+// exists, and PutIfAbsent does not write over it), which a CompareAndSwap
+// from the empty value replaces.
 func (s *Store) Load(ctx context.Context, key string) ([]byte, error) {
 	if err := s.br.allow(); err != nil {
 		return nil, unavailable("load", err)
@@ -874,9 +967,11 @@ func (s *Store) Load(ctx context.Context, key string) ([]byte, error) {
 	defer cancel()
 	cmd := redis.NewStringCmd(octx, "get", s.key(key, kindRecord))
 	err := s.process(octx, cmd)
-	var v []byte
+	v := []byte{} // the value of a key of another type
 	if err == nil {
 		v, err = cmd.Bytes()
+	} else if foreign(err) {
+		err = nil
 	}
 	s.observe(ctx, err)
 	if err != nil {
@@ -907,7 +1002,9 @@ func (s *Store) CompareAndSwap(ctx context.Context, key string, old, new []byte,
 
 // AppendEvent implements [session.Store] with RPUSH and PEXPIRE in one
 // MULTI/EXEC pipeline; the list length RPUSH returns is the event's
-// sequence number. A log that expired starts again at 1.
+// sequence number. A log that expired starts again at 1, and so does a
+// key of another type than a list: RPUSH refuses it (WRONGTYPE), and a
+// second round trip, appendScript, replaces it.
 func (s *Store) AppendEvent(ctx context.Context, stream string, data []byte, ttl time.Duration) (uint64, error) {
 	if err := s.br.allow(); err != nil {
 		return 0, unavailable("append-event", err)
@@ -916,47 +1013,65 @@ func (s *Store) AppendEvent(ctx context.Context, stream string, data []byte, ttl
 	defer cancel()
 	k := s.key(stream, kindLog)
 	px := time.Duration(millis(ttl)) * time.Millisecond
-	var n int64
-	var err error
-	if s.waitReplicas <= 0 {
-		var push *redis.IntCmd
-		_, err = s.c.TxPipelined(octx, func(p redis.Pipeliner) error {
-			push = p.RPush(octx, k, data)
-			p.PExpire(octx, k, px)
-			return nil
-		})
-		if err == nil {
-			n, err = push.Result()
-		}
-	} else {
-		// The same transaction spelled out, so that WAIT can follow
-		// EXEC on its connection.
-		var exec *redis.Cmd
-		err = s.replicated(octx, k, func(p redis.Pipeliner) {
-			p.Do(octx, "multi")
-			p.Do(octx, "rpush", k, data)
-			p.Do(octx, "pexpire", k, px.Milliseconds())
-			exec = p.Do(octx, "exec")
-		})
-		if err == nil {
-			var replies []any
-			if replies, err = exec.Slice(); err == nil && len(replies) > 0 {
-				n, _ = replies[0].(int64)
-			}
-		}
+	n, err := s.appendTx(octx, k, data, px)
+	if foreign(err) {
+		n, err = s.runScript(octx, appendScript, k, data, px.Milliseconds())
 	}
 	s.observe(ctx, err)
 	if err != nil {
 		return 0, unavailable("append-event", err)
 	}
 	if n <= 0 {
-		return 0, unavailable("append-event", fmt.Errorf("RPUSH returned %d, %v", n, err))
+		// Not the length of a list: Redis answered, but not as RPUSH does.
+		return 0, fmt.Errorf("redisstore: append-event: RPUSH returned %d", n)
 	}
 	return uint64(n), nil
 }
 
+// appendTx appends data to the list k and makes it live px, in one
+// MULTI/EXEC transaction (followed by WAIT with Options.WaitReplicas),
+// and returns RPUSH's answer: the list's length, or its error.
+func (s *Store) appendTx(ctx context.Context, k string, data []byte, px time.Duration) (int64, error) {
+	if s.waitReplicas <= 0 {
+		var push *redis.IntCmd
+		_, err := s.c.TxPipelined(ctx, func(p redis.Pipeliner) error {
+			push = p.RPush(ctx, k, data)
+			p.PExpire(ctx, k, px)
+			return nil
+		})
+		if err != nil {
+			return 0, err
+		}
+		return push.Result()
+	}
+	// The same transaction spelled out, so that WAIT can follow EXEC on
+	// its connection.
+	var exec *redis.Cmd
+	err := s.replicated(ctx, k, func(p redis.Pipeliner) {
+		p.Do(ctx, "multi")
+		p.Do(ctx, "rpush", k, data)
+		p.Do(ctx, "pexpire", k, px.Milliseconds())
+		exec = p.Do(ctx, "exec")
+	})
+	if err != nil {
+		return 0, err
+	}
+	replies, err := exec.Slice()
+	if err != nil || len(replies) == 0 {
+		return 0, err
+	}
+	switch v := replies[0].(type) {
+	case int64:
+		return v, nil
+	case error:
+		return 0, v
+	}
+	return 0, nil
+}
+
 // EventsAfter implements [session.Store] with LRANGE after -1: list index
-// i holds sequence number i+1.
+// i holds sequence number i+1. A key of another type than a list is an
+// empty log.
 func (s *Store) EventsAfter(ctx context.Context, stream string, after uint64) ([]session.Event, error) {
 	if after >= 1<<62 {
 		return nil, nil
@@ -971,6 +1086,8 @@ func (s *Store) EventsAfter(ctx context.Context, stream string, after uint64) ([
 	var vs []string
 	if err == nil {
 		vs = cmd.Val()
+	} else if foreign(err) {
+		err = nil
 	}
 	s.observe(ctx, err)
 	if err != nil {

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"math"
 	"slices"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -364,11 +365,25 @@ func TestForeignRecord(t *testing.T) {
 			t.Errorf("after Update: %+v, %v", s, err)
 		}
 	}
-	// A key of another type is a Redis error, not a session.
+	// A key of another type is not a session either (TestForeignTypes
+	// tries every type on every call).
 	c.RPush(ctx, prefix+"{list}:s", "x")
 	c.PExpire(ctx, prefix+"{list}:s", time.Minute)
-	if _, err := st.Get(ctx, "list"); !errors.Is(err, session.ErrUnavailable) {
-		t.Errorf("Get of a list = %v, want ErrUnavailable", err)
+	if _, err := st.Get(ctx, "list"); !errors.Is(err, session.ErrNotFound) {
+		t.Errorf("Get of a list = %v, want ErrNotFound", err)
+	}
+	// A header whose TTL no record has, too long for PEXPIRE, or zero:
+	// not found, whichever way Get reads it, and the store stays up.
+	for i, ttl := range []string{"99999999999999999999", "9223372036854775807", "0", "1000000000000000000"} {
+		id := fmt.Sprint("ttl", i)
+		v := "\x02" + ttl + good[strings.Index(good, ":"):]
+		for _, hint := range []int64{0, 60000} {
+			c.Set(ctx, prefix+"{"+id+"}:s", v, time.Minute)
+			st.ttlHint.Store(hint)
+			if _, err := st.Get(ctx, id); !errors.Is(err, session.ErrNotFound) {
+				t.Errorf("Get of a record whose header gives TTL %s = %v, want ErrNotFound", ttl, err)
+			}
+		}
 	}
 }
 
