@@ -243,7 +243,7 @@ type Config struct {
 	// subject) holds across replicas: each counts from its creation for
 	// TaskTTL+TaskResultRetention. A tools/call that would create one
 	// more is refused with -32000 saying how many are held and until
-	// when. If zero, 100.
+	// when. If zero, 100; at most 1024.
 	MaxTasksPerIdentity int
 	// MaxTaskResultBytes bounds the result of a task; a larger one fails
 	// the task with -32603 saying so. If zero, 1 MiB.
