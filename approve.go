@@ -82,10 +82,15 @@ func (h *Handler) openApproval(rq *request, m *jsonrpc.Message, call *ToolCall, 
 }
 
 // approvalFailed answers a call whose approval could not be started or
-// used: too large to bind (a tool result), or a store failure (503).
+// used: too large to bind (a tool result), too many pending for the
+// caller (-32000 saying how many and until when), or a store failure
+// (503).
 func (h *Handler) approvalFailed(rq *request, m *jsonrpc.Message, call *ToolCall, err error, ev *CallEvent) {
 	ev.Outcome = OutcomeError
 	switch {
+	case errors.Is(err, approval.ErrTooManyPending):
+		ev.Outcome = OutcomeDenied
+		rq.fail(m.ID, rpcError(CodeRateLimited, err.Error()))
 	case errors.Is(err, approval.ErrTooLarge):
 		ev.IsError = true
 		rq.sendResult(m.ID, ErrorResult("Not run: the arguments of "+call.Tool.Name+" are too large for an approval."))

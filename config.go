@@ -104,7 +104,10 @@ type Config struct {
 	// host serves their page (package approval/page) from the same store.
 	// It must share Store and StateKeys with the handler, and its TTL must
 	// not exceed ConfirmTimeout (New panics otherwise). If nil, a call
-	// decided Approve does not run.
+	// decided Approve does not run. A call that would make one more
+	// pending approval than its caller may hold
+	// (approval.Config.MaxPendingPerIdentity, 20 by default) is refused
+	// with -32000 saying how many are held and until when.
 	Approvals *approval.Store
 
 	// StateKeys are the secrets every replica shares, each at least 32

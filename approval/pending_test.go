@@ -1,0 +1,204 @@
+package approval
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/mcphandler/mcphandler/internal/sign"
+)
+
+// distinct is the i-th call of editor that is not the same call as any
+// other (its arguments differ).
+func distinct(i int) Request { return deleteReq(fmt.Sprintf(`{"id":"n%d"}`, i)) }
+
+// TestPendingPerIdentity: one identity holds at most the default number
+// of pending approvals, on every replica; past it Begin is refused with
+// an error saying how many and until when. The same call repeated while
+// pending is not another approval; another identity is not affected; an
+// approval decided, withdrawn or expired stops counting.
+func TestPendingPerIdentity(t *testing.T) {
+	eachBackend(t, func(t *testing.T, b *backend) {
+		ctx := context.Background()
+		s1, s2 := b.store(nil), b.store(nil)
+		const max = 20
+		var held []*Approval
+		for i := range max {
+			held = append(held, begin(t, []*Store{s1, s2}[i%2], distinct(i)))
+		}
+		// The same call again finds its approval.
+		if a, created, err := s2.Begin(ctx, distinct(3)); err != nil || created || a.ID != held[3].ID {
+			t.Fatalf("the same call while pending: %+v created=%v %v", a, created, err)
+		}
+		for _, s := range []*Store{s1, s2} {
+			_, _, err := s.Begin(ctx, distinct(max))
+			if err == nil || !strings.Contains(err.Error(), fmt.Sprintf("%d pending approvals held, at most %d", max, max)) ||
+				!strings.Contains(err.Error(), held[0].Expires.UTC().Format("2006-01-02T15:04:05")) {
+				t.Fatalf("one more pending approval: %v", err)
+			}
+		}
+		other := deleteReq(`{"id":"n1"}`)
+		other.Asker = Identity{Subject: "ed", Tenant: "globex"}
+		begin(t, s1, other)
+		// Decided, withdrawn or expired: a place each.
+		if _, err := s2.Decide(ctx, held[0].ID, admin, true); err != nil {
+			t.Fatal(err)
+		}
+		begin(t, s1, distinct(max))
+		if _, err := s1.Withdraw(ctx, held[1].ID, editor); err != nil {
+			t.Fatal(err)
+		}
+		begin(t, s2, distinct(max+1))
+		if _, err := s1.Decide(ctx, held[2].ID, admin, false); err != nil {
+			t.Fatal(err)
+		}
+		begin(t, s1, distinct(max+2))
+		if _, _, err := s1.Begin(ctx, distinct(max+3)); err == nil {
+			t.Fatal("one more pending approval after three were replaced")
+		}
+		late := at(b.store(nil), held[3].Expires)
+		begin(t, late, distinct(max+3))
+	})
+}
+
+// TestPendingConcurrent: concurrent Begins of distinct calls of one
+// identity, on four replicas, never leave more than the bound pending.
+func TestPendingConcurrent(t *testing.T) {
+	eachBackend(t, func(t *testing.T, b *backend) {
+		ctx := context.Background()
+		const max = 20
+		var made, refused atomic.Int64
+		var wg sync.WaitGroup
+		for r := range 4 {
+			s := b.store(nil)
+			for i := range 12 {
+				wg.Go(func() {
+					if _, _, err := s.Begin(ctx, distinct(r*100+i)); err == nil {
+						made.Add(1)
+					} else {
+						refused.Add(1)
+					}
+				})
+			}
+		}
+		wg.Wait()
+		if made.Load() != max || refused.Load() != 48-max {
+			t.Fatalf("%d made, %d refused; want %d and %d", made.Load(), refused.Load(), max, 48-max)
+		}
+	})
+}
+
+// countingStore counts the reads of approval records.
+type countingStore struct {
+	Shared
+	reads atomic.Int64
+}
+
+func (c *countingStore) Load(ctx context.Context, key string) ([]byte, error) {
+	if strings.HasPrefix(key, "approval/") {
+		c.reads.Add(1)
+	}
+	return c.Shared.Load(ctx, key)
+}
+
+// TestPendingIndexRepaired: an index that still counts approvals no
+// longer pending (a removal lost to a store failure, or an old copy of
+// the index written back) is repaired at the bound from the records it
+// names; an entry whose record was never written stops counting after a
+// grace. The records are read at most once per recheck for one caller,
+// whoever keeps asking.
+func TestPendingIndexRepaired(t *testing.T) {
+	eachBackend(t, func(t *testing.T, b *backend) {
+		ctx := context.Background()
+		cs := &countingStore{Shared: b.replica()}
+		s := newTestStore(t, cs, nil)
+		var held []*Approval
+		for i := range DefaultMaxPendingPerIdentity {
+			held = append(held, begin(t, s, distinct(i)))
+		}
+		restore := b.snapshot(ownerKey(editor))
+		if _, err := s.Decide(ctx, held[0].ID, admin, false); err != nil {
+			t.Fatal(err)
+		}
+		restore() // the decided approval is back in the index
+		cs.reads.Store(0)
+		begin(t, s, distinct(100))
+		if n := cs.reads.Load(); n < DefaultMaxPendingPerIdentity || n > DefaultMaxPendingPerIdentity+2 {
+			t.Fatalf("the repair read %d records, want about %d", n, DefaultMaxPendingPerIdentity)
+		}
+		// At the bound again: the repair just ran, and nobody asking reads
+		// the records again before recheck.
+		cs.reads.Store(0)
+		for i := range 10 {
+			if _, _, err := s.Begin(ctx, distinct(200+i)); !errors.Is(err, ErrTooManyPending) {
+				t.Fatalf("past the bound: %v", err)
+			}
+		}
+		if n := cs.reads.Load(); n > 10 { // the binding's lookups only
+			t.Fatalf("refusals read %d records", n)
+		}
+		// Entries whose records were never written (a replica died between
+		// the two writes): they count for admitGrace.
+		other := Identity{Subject: "ghost", Tenant: "acme"}
+		now := time.Now()
+		for range DefaultMaxPendingPerIdentity {
+			if err := s.admit(ctx, other, newID(), now.Add(DefaultTTL).UnixMilli()); err != nil {
+				t.Fatal(err)
+			}
+		}
+		req := distinct(0)
+		req.Asker = other
+		if _, _, err := s.Begin(ctx, req); !errors.Is(err, ErrTooManyPending) {
+			t.Fatalf("within the grace: %v", err)
+		}
+		begin(t, at(newTestStore(t, b.replica(), nil), now.Add(admitGrace+time.Millisecond)), req)
+	})
+}
+
+// TestPendingIndexTampered: an index that is garbage, signed with other
+// keys, copied from another caller, or far longer than any index can be
+// reads as empty and is replaced; the bound holds again from there.
+func TestPendingIndexTampered(t *testing.T) {
+	eachBackend(t, func(t *testing.T, b *backend) {
+		ctx := context.Background()
+		s := b.store(func(c *Config) { c.MaxPendingPerIdentity = 2 })
+		other := Identity{Subject: "someone", Tenant: "acme"}
+		o := deleteReq(`{"id":"o"}`)
+		o.Asker = other
+		begin(t, s, o)
+		copied, err := s.cfg.Store.Load(ctx, ownerKey(other))
+		if err != nil {
+			t.Fatal(err)
+		}
+		foreign, err := sign.NewSigner("approval-owner", []byte("another key of 32 bytes at least!"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		call := 0
+		for name, raw := range map[string][]byte{
+			"garbage":          []byte("{}"),
+			"other keys":       foreign.Sign(ownerKey(editor), []byte(`{"e":[]}`)),
+			"another caller's": copied,
+			"huge":             make([]byte, 4<<20),
+		} {
+			b.put(ownerKey(editor), raw)
+			n := 0
+			for range 3 {
+				call++
+				if _, _, err := s.Begin(ctx, distinct(call)); err == nil {
+					n++
+				} else if !errors.Is(err, ErrTooManyPending) {
+					t.Fatalf("%s: %v", name, err)
+				}
+			}
+			if n != 2 {
+				t.Fatalf("%s: %d approvals made, want 2", name, n)
+			}
+		}
+	})
+}
