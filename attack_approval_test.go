@@ -87,6 +87,36 @@ func TestAttackApprovalsPerIdentity(t *testing.T) {
 	}
 }
 
+// TestAttackApprovalsChurn: a 2025-11-25 client that declared URL mode
+// declines to open every page it is sent, which withdraws the approval at
+// once, and calls again with new arguments. A withdrawn approval still
+// counts until it expires, so the caller cannot make more than the bound
+// of approval records per lifetime by cancelling its own calls.
+func TestAttackApprovalsChurn(t *testing.T) {
+	const max = 20
+	rig := newApprovalRig(t, 2, 5*time.Second)
+	c := mcptest.Dial(rig.cl.proxy.URL, mcptest.WithToken("acme-viewer"), mcptest.WithCapabilities(urlCaps),
+		mcptest.WithElicitationHandler(func(context.Context, mcptest.ElicitParams) (mcptest.ElicitResult, error) {
+			return mcptest.ElicitResult{Action: "decline"}, nil
+		}))
+	defer c.Close()
+	ctx := context.Background()
+	if _, err := c.Initialize(ctx); err != nil {
+		t.Fatal(err)
+	}
+	for i := range max {
+		res, err := c.CallTool(ctx, "delete_thing", map[string]any{"id": fmt.Sprint(i)})
+		if err != nil || !res.IsError || !strings.Contains(res.Text(), "withdrawn") {
+			t.Fatalf("call %d: %+v %v", i, res, err)
+		}
+	}
+	_, err := c.CallTool(ctx, "delete_thing", map[string]any{"id": fmt.Sprint(max)})
+	var re *mcptest.RPCError
+	if !errors.As(err, &re) || re.Code != mcphandler.CodeRateLimited {
+		t.Fatalf("one approval more after %d withdrawn: %v", max, err)
+	}
+}
+
 // TestAttackApprovalRolledBack: something that can write Redis copies an
 // approval's record and index (DUMP) while it reads approved, and writes
 // them back (RESTORE, without expiry) after the call ran, again and

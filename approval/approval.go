@@ -46,8 +46,10 @@
 // A caller (tenant and subject) holds at most
 // [Config.MaxPendingPerIdentity] pending approvals (20 by default), on
 // every replica: a Begin of one more is [ErrTooManyPending], saying how
-// many are held and until when. An approval stops counting once decided,
-// withdrawn or expired. The count is an index per caller in the store,
+// many are held and until when. An approval stops counting once decided
+// or expired; one the caller withdrew counts until it would have expired,
+// so that withdrawing does not let a caller make approvals without end.
+// The count is an index per caller in the store,
 // approval-owner/<digest>, signed and changed by CompareAndSwap only
 // (package internal/ownerindex).
 //
@@ -216,8 +218,8 @@ var (
 	ErrTooLarge = errors.New("approval: too large")
 	// ErrTooManyPending: Begin of a new approval for a caller who holds
 	// Config.MaxPendingPerIdentity pending approvals; the message says how
-	// many and until when the oldest counts. Retry once one is decided,
-	// withdrawn or expired.
+	// many and until when the oldest counts. Retry once one is decided or
+	// expired.
 	ErrTooManyPending = errors.New("approval: too many pending approvals for this identity")
 )
 

@@ -17,11 +17,13 @@ import (
 // package internal/ownerindex: the ids, oldest first, each counting until
 // its Expires. It bounds the pending approvals of a caller
 // (Config.MaxPendingPerIdentity) across replicas: Begin admits a new
-// approval into it before its record is written, and the transition out
-// of pending (decided, withdrawn) takes it out. A removal lost to a store
-// failure is found by Begin at the bound, which reads the records the
-// index names (at most once per recheck for one caller) and keeps only
-// those still pending.
+// approval into it before its record is written, and a decision takes it
+// out. One the caller withdrew counts until its expiry, like a pending
+// one: otherwise a caller that withdraws each approval at once (a client
+// that declines to open every page) could make approval records without
+// end. A removal lost to a store failure is found by Begin at the bound,
+// which reads the records the index names (at most once per recheck for
+// one caller) and keeps only those pending or withdrawn.
 
 // recheck is how often, at most, Begin at the bound reads the records of
 // a caller's index to drop those no longer pending.
@@ -48,7 +50,7 @@ func ownerKey(asker Identity) string {
 func (s *Store) admit(ctx context.Context, asker Identity, id string, exp int64) error {
 	err := s.owners.Admit(ctx, ownerKey(asker), id, exp, s.stillPending)
 	if full, ok := errors.AsType[*ownerindex.FullError](err); ok {
-		return fmt.Errorf("%w: %d pending approvals held, at most %d (each counts until it is decided, withdrawn or expires, %s after it was asked; the oldest until %s)",
+		return fmt.Errorf("%w: %d pending approvals held, at most %d (each counts until it is decided or expires, %s after it was asked; the oldest until %s)",
 			ErrTooManyPending, full.Held, full.Max, s.cfg.TTL, full.Oldest.UTC().Format(time.RFC3339))
 	}
 	if err != nil {
@@ -58,7 +60,7 @@ func (s *Store) admit(ctx context.Context, asker Identity, id string, exp int64)
 }
 
 // stillPending keeps the entries of an index whose approval is still
-// pending, or whose record may not be written yet.
+// pending or was withdrawn, or whose record may not be written yet.
 func (s *Store) stillPending(ctx context.Context, live []ownerindex.Entry) ([]ownerindex.Entry, error) {
 	now := s.now().UnixMilli()
 	keep := live[:0:0]
@@ -71,15 +73,15 @@ func (s *Store) stillPending(ctx context.Context, live []ownerindex.Entry) ([]ow
 			}
 		case err != nil:
 			return nil, err
-		case r.State == Pending:
+		case r.State == Pending, r.State == Withdrawn:
 			keep = append(keep, e)
 		}
 	}
 	return keep, nil
 }
 
-// release stops counting approval id of asker, which left pending. A
-// failure is left for the check at the bound to find.
+// release stops counting approval id of asker, which was decided or never
+// shown. A failure is left for the check at the bound to find.
 func (s *Store) release(ctx context.Context, asker Identity, id string) {
 	s.owners.Remove(context.WithoutCancel(ctx), ownerKey(asker), id)
 }

@@ -21,7 +21,8 @@ func distinct(i int) Request { return deleteReq(fmt.Sprintf(`{"id":"n%d"}`, i)) 
 // of pending approvals, on every replica; past it Begin is refused with
 // an error saying how many and until when. The same call repeated while
 // pending is not another approval; another identity is not affected; an
-// approval decided, withdrawn or expired stops counting.
+// approval decided or expired stops counting, one the caller withdrew
+// counts until its expiry.
 func TestPendingPerIdentity(t *testing.T) {
 	eachBackend(t, func(t *testing.T, b *backend) {
 		ctx := context.Background()
@@ -45,24 +46,27 @@ func TestPendingPerIdentity(t *testing.T) {
 		other := deleteReq(`{"id":"n1"}`)
 		other.Asker = Identity{Subject: "ed", Tenant: "globex"}
 		begin(t, s1, other)
-		// Decided, withdrawn or expired: a place each.
+		// Approved, declined or expired: a place each.
 		if _, err := s2.Decide(ctx, held[0].ID, admin, true); err != nil {
 			t.Fatal(err)
 		}
 		begin(t, s1, distinct(max))
-		if _, err := s1.Withdraw(ctx, held[1].ID, editor); err != nil {
+		if _, err := s1.Decide(ctx, held[1].ID, admin, false); err != nil {
 			t.Fatal(err)
 		}
 		begin(t, s2, distinct(max+1))
-		if _, err := s1.Decide(ctx, held[2].ID, admin, false); err != nil {
+		if _, _, err := s1.Begin(ctx, distinct(max+2)); !errors.Is(err, ErrTooManyPending) {
+			t.Fatalf("one more pending approval after two were decided: %v", err)
+		}
+		// Withdrawn by the caller: it counts until its expiry.
+		if _, err := s1.Withdraw(ctx, held[2].ID, editor); err != nil {
 			t.Fatal(err)
 		}
-		begin(t, s1, distinct(max+2))
-		if _, _, err := s1.Begin(ctx, distinct(max+3)); err == nil {
-			t.Fatal("one more pending approval after three were replaced")
+		if _, _, err := s2.Begin(ctx, distinct(max+2)); !errors.Is(err, ErrTooManyPending) {
+			t.Fatalf("one more pending approval after a withdrawal: %v", err)
 		}
-		late := at(b.store(nil), held[3].Expires)
-		begin(t, late, distinct(max+3))
+		late := at(b.store(nil), held[2].Expires)
+		begin(t, late, distinct(max+2))
 	})
 }
 
@@ -199,6 +203,75 @@ func TestPendingIndexTampered(t *testing.T) {
 			if n != 2 {
 				t.Fatalf("%s: %d approvals made, want 2", name, n)
 			}
+		}
+	})
+}
+
+// recordingStore notes the keys of the approval records written.
+type recordingStore struct {
+	Shared
+	mu   sync.Mutex
+	keys []string
+}
+
+func (r *recordingStore) PutIfAbsent(ctx context.Context, key string, value []byte, ttl time.Duration) (bool, error) {
+	if strings.HasPrefix(key, "approval/") {
+		r.mu.Lock()
+		r.keys = append(r.keys, key)
+		r.mu.Unlock()
+	}
+	return r.Shared.PutIfAbsent(ctx, key, value, ttl)
+}
+
+// TestPendingRaceLeavesOne: concurrent Begins of one new call, on eight
+// replicas, agree on one approval; the records the losers wrote are
+// deleted at once and do not count, so that repeating one call at once
+// many times costs no more than one approval.
+func TestPendingRaceLeavesOne(t *testing.T) {
+	eachBackend(t, func(t *testing.T, b *backend) {
+		ctx := context.Background()
+		var stores []*Store
+		var rec []*recordingStore
+		for range 8 {
+			r := &recordingStore{Shared: b.replica()}
+			rec = append(rec, r)
+			stores = append(stores, newTestStore(t, r, nil))
+		}
+		for round := range 5 {
+			var won sync.Map
+			var wg sync.WaitGroup
+			for _, s := range stores {
+				wg.Go(func() {
+					a, _, err := s.Begin(ctx, distinct(round))
+					if err != nil {
+						t.Error(err)
+						return
+					}
+					won.Store(a.ID, true)
+				})
+			}
+			wg.Wait()
+			n := 0
+			won.Range(func(any, any) bool { n++; return true })
+			if n != 1 {
+				t.Fatalf("round %d: %d approvals for one call", round, n)
+			}
+		}
+		time.Sleep(20 * time.Millisecond)
+		live, err := stores[0].owners.Live(ctx, ownerKey(editor))
+		if err != nil || len(live) != 5 {
+			t.Fatalf("%d approvals count, want 5 (%v)", len(live), err)
+		}
+		kept := 0
+		for _, r := range rec {
+			for _, k := range r.keys {
+				if _, err := r.Shared.Load(ctx, k); err == nil {
+					kept++
+				}
+			}
+		}
+		if kept != 5 {
+			t.Fatalf("%d approval records kept, want 5", kept)
 		}
 	})
 }

@@ -84,7 +84,8 @@ type Config struct {
 	MaxMessageBytes int
 	// MaxPendingPerIdentity bounds the approvals one caller (tenant and
 	// subject) holds pending, across every replica sharing Store: each
-	// counts from [Store.Begin] until it is decided, withdrawn or expires.
+	// counts from [Store.Begin] until it is decided or expires (one the
+	// caller withdrew, until its expiry: withdrawing frees no place).
 	// A Begin of a new approval past it is [ErrTooManyPending], saying
 	// how many are held and until when (the same call repeated while
 	// pending finds its approval, and is not refused). If zero,
@@ -296,8 +297,11 @@ func (s *Store) move(ctx context.Context, id string, raw []byte, from State, nex
 		s.remember(ctx, id, next, true)
 		// Wake the waiters; the message carries no decision.
 		s.cfg.Store.Publish(context.WithoutCancel(ctx), channel(id), s.mac.SignMessage(channel(id), s.now(), []byte(next.State)))
-		if from == Pending && next.State != Expired {
-			// (An expired one stopped counting at its expiry.)
+		if from == Pending && (next.State == Approved || next.State == Declined) {
+			// Decided: it stops counting. (An expired one stopped at its
+			// expiry; a withdrawn one counts until then, so that a
+			// caller cannot make approvals without end by withdrawing
+			// them.)
 			s.release(ctx, next.Asker, id)
 		}
 	}
@@ -382,7 +386,9 @@ func (s *Store) Begin(ctx context.Context, req Request) (a *Approval, created bo
 		ok, err := s.create(ctx, idx, old, id, r)
 		if err != nil || !ok {
 			// Not made, or another Begin indexed its approval first: ours
-			// is never shown to anyone and expires unused. Return theirs.
+			// is never shown to anyone. It goes at once, and stops
+			// counting. Return theirs.
+			s.drop(ctx, id, r)
 			s.release(ctx, req.Asker, id)
 		}
 		if err != nil {
@@ -393,6 +399,13 @@ func (s *Store) Begin(ctx context.Context, req Request) (a *Approval, created bo
 		}
 	}
 	return nil, false, errors.New("approval: too much contention on one call")
+}
+
+// drop deletes the record of approval id as written new (r), unless it
+// changed since.
+func (s *Store) drop(ctx context.Context, id string, r *record) {
+	b := s.encode(id, r)
+	s.cfg.Store.CompareAndSwap(context.WithoutCancel(ctx), recordKey(id), b, b, time.Millisecond)
 }
 
 // create writes the record of new approval id and points the index idx,
