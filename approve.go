@@ -71,11 +71,12 @@ func (h *Handler) openApproval(rq *request, m *jsonrpc.Message, call *ToolCall, 
 			ev.Outcome = OutcomeConfirmed
 			return a, true, true
 		}
-		if !errors.Is(err, approval.ErrUsed) {
+		if !errors.Is(err, approval.ErrUsed) && !errors.Is(err, approval.ErrNotFound) {
 			h.approvalFailed(rq, m, call, err, ev)
 			return nil, false, false
 		}
-		// An identical call used it first: this one asks again.
+		// An identical call used it first (or what Begin read was a copy
+		// written back, or it just ended): this one asks again.
 	}
 	h.approvalFailed(rq, m, call, errors.New("mcphandler: approvals keep being used by identical calls"), ev)
 	return nil, false, false

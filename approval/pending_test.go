@@ -11,6 +11,9 @@ import (
 	"time"
 
 	"github.com/mcphandler/mcphandler/internal/sign"
+	"github.com/mcphandler/mcphandler/session"
+	"github.com/mcphandler/mcphandler/session/redisstore"
+	"github.com/mcphandler/mcphandler/session/redisstore/redistest"
 )
 
 // distinct is the i-th call of editor that is not the same call as any
@@ -274,4 +277,46 @@ func TestPendingRaceLeavesOne(t *testing.T) {
 			t.Fatalf("%d approval records kept, want 5", kept)
 		}
 	})
+}
+
+// TestPendingStoreFails: the connection to Redis is cut on every write of
+// a record (SET: the new approval's record, after its admission), then on
+// every script (EVALSHA: the admission itself). The Begin fails with the
+// store's error, the caller is never above the bound, and the place comes
+// back: at once when the removal got through, else once the entry's grace
+// passed.
+func TestPendingStoreFails(t *testing.T) {
+	ctx := context.Background()
+	proxy := redistest.NewProxy(t, "")
+	prefix := redistest.Prefix(t, redistest.Client(t))
+	st := redisstore.New(proxy.Client(t), redisstore.Options{Prefix: prefix, OpTimeout: 300 * time.Millisecond, BreakerThreshold: -1})
+	t.Cleanup(func() { st.Close() })
+	s := newTestStore(t, st, func(c *Config) { c.MaxPendingPerIdentity = 3 })
+	for i := range 2 {
+		begin(t, s, distinct(i))
+	}
+	for _, cut := range []string{"SET", "EVALSHA"} {
+		proxy.CutOnCommand(cut, -1)
+		if _, _, err := s.Begin(ctx, distinct(10)); !errors.Is(err, session.ErrUnavailable) {
+			t.Fatalf("cut on %s: %v, want the store's error", cut, err)
+		}
+		proxy.ClearCuts()
+		live, err := s.owners.Live(ctx, ownerKey(editor))
+		if err != nil || len(live) > 3 {
+			t.Fatalf("after the cut on %s: %d entries, %v", cut, len(live), err)
+		}
+		now := time.Now()
+		if len(live) == 3 {
+			now = now.Add(admitGrace + recheck)
+		}
+		begin(t, at(newTestStore(t, st, func(c *Config) { c.MaxPendingPerIdentity = 3 }), now), distinct(20+len(cut)))
+		if _, _, err := s.Begin(ctx, distinct(30+len(cut))); !errors.Is(err, ErrTooManyPending) {
+			t.Fatalf("past the bound after the cut on %s: %v", cut, err)
+		}
+		// Make room for the next round.
+		a, _, _ := s.Begin(ctx, distinct(20+len(cut)))
+		if _, err := s.Decide(ctx, a.ID, admin, false); err != nil {
+			t.Fatal(err)
+		}
+	}
 }
