@@ -71,21 +71,27 @@ func (h *Handler) openApproval(rq *request, m *jsonrpc.Message, call *ToolCall, 
 			ev.Outcome = OutcomeConfirmed
 			return a, true, true
 		}
-		if !errors.Is(err, approval.ErrUsed) {
+		if !errors.Is(err, approval.ErrUsed) && !errors.Is(err, approval.ErrNotFound) {
 			h.approvalFailed(rq, m, call, err, ev)
 			return nil, false, false
 		}
-		// An identical call used it first: this one asks again.
+		// An identical call used it first (or what Begin read was a copy
+		// written back, or it just ended): this one asks again.
 	}
 	h.approvalFailed(rq, m, call, errors.New("mcphandler: approvals keep being used by identical calls"), ev)
 	return nil, false, false
 }
 
 // approvalFailed answers a call whose approval could not be started or
-// used: too large to bind (a tool result), or a store failure (503).
+// used: too large to bind (a tool result), too many pending for the
+// caller (-32000 saying how many and until when), or a store failure
+// (503).
 func (h *Handler) approvalFailed(rq *request, m *jsonrpc.Message, call *ToolCall, err error, ev *CallEvent) {
 	ev.Outcome = OutcomeError
 	switch {
+	case errors.Is(err, approval.ErrTooManyPending):
+		ev.Outcome = OutcomeDenied
+		rq.fail(m.ID, rpcError(CodeRateLimited, err.Error()))
 	case errors.Is(err, approval.ErrTooLarge):
 		ev.IsError = true
 		rq.sendResult(m.ID, ErrorResult("Not run: the arguments of "+call.Tool.Name+" are too large for an approval."))

@@ -39,6 +39,7 @@ type approvalRig struct {
 	f      *fixture
 	cl     *cluster
 	stores []*approval.Store
+	prefix string // of every key in Redis
 }
 
 func newApprovalRig(t *testing.T, n int, ttl time.Duration, tweaks ...func(*mcphandler.Config)) *approvalRig {
@@ -66,6 +67,7 @@ func newApprovalRigAt(t *testing.T, n int, ttl time.Duration, pageURL string, tw
 	}
 	client := func() redis.UniversalClient { return redistest.Client(t) }
 	prefix := redistest.Prefix(t, client())
+	rig.prefix = prefix
 	rig.cl = &cluster{served: make([]atomic.Int64, n)}
 	for range n {
 		c := client()
@@ -75,6 +77,7 @@ func newApprovalRigAt(t *testing.T, n int, ttl time.Duration, pageURL string, tw
 		if err != nil {
 			t.Fatal(err)
 		}
+		t.Cleanup(func() { as.Close() })
 		cfg := cfg
 		cfg.Store, cfg.Approvals = st, as
 		r := &replica{h: mcphandler.New(cfg), store: st, client: c}

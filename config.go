@@ -104,7 +104,10 @@ type Config struct {
 	// host serves their page (package approval/page) from the same store.
 	// It must share Store and StateKeys with the handler, and its TTL must
 	// not exceed ConfirmTimeout (New panics otherwise). If nil, a call
-	// decided Approve does not run.
+	// decided Approve does not run. A call that would make one more
+	// pending approval than its caller may hold
+	// (approval.Config.MaxPendingPerIdentity, 20 by default) is refused
+	// with -32000 saying how many are held and until when.
 	Approvals *approval.Store
 
 	// StateKeys are the secrets every replica shares, each at least 32
@@ -243,7 +246,7 @@ type Config struct {
 	// subject) holds across replicas: each counts from its creation for
 	// TaskTTL+TaskResultRetention. A tools/call that would create one
 	// more is refused with -32000 saying how many are held and until
-	// when. If zero, 100.
+	// when. If zero, 100; at most 1024.
 	MaxTasksPerIdentity int
 	// MaxTaskResultBytes bounds the result of a task; a larger one fails
 	// the task with -32603 saying so. If zero, 1 MiB.

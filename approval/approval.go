@@ -22,7 +22,10 @@
 //	  - pending → expired: the first reader at or after Expires
 //	    ([Store.Wait], [Store.Decide], [Store.Begin]).
 //	  - approved → used: [Store.Consume], for the same caller, tool and
-//	    arguments, until the record is gone (Expires plus [Config.Linger]).
+//	    arguments, before the approval's end: Expires plus
+//	    [Config.Linger], when its record leaves the store. The end is
+//	    read from the signed record: a record read at or after it, from
+//	    whatever store still holds it, is not found.
 //
 // A decision is announced on the Pub/Sub channel of the approval, so a
 // waiter on any replica wakes at once; the message carries no decision
@@ -37,6 +40,45 @@
 // otherwise; [Store.Consume] lets one call run per approval. So the same
 // call repeated after the approval runs once, and a further identical call
 // asks again.
+//
+// # Bounds
+//
+// A caller (tenant and subject) holds at most
+// [Config.MaxPendingPerIdentity] pending approvals (20 by default), on
+// every replica: a Begin of one more is [ErrTooManyPending], saying how
+// many are held and until when. An approval stops counting once decided
+// or expired; one the caller withdrew counts until it would have expired,
+// so that withdrawing does not let a caller make approvals without end.
+// The count is an index per caller in the store,
+// approval-owner/<digest>, signed and changed by CompareAndSwap only
+// (package internal/ownerindex).
+//
+// # Write access to the store
+//
+// Whoever can write the store without the keys cannot make a record or
+// message that verifies, but can delete any, and can write back a copy
+// of a genuine record (or index) taken earlier: records are signed for
+// their key, not for their moment. Single use therefore also rests on
+// each Store's memory: it remembers every approval it saw leave pending
+// (its own transitions, the records it read, and the transitions the
+// other replicas publish, signed, on the channel approval-state) until
+// the approval's end, and a record read in an earlier state than the one
+// remembered reads as not found. What such a writer can do:
+//
+//   - delete records and indexes: an approval is not found, the call asks
+//     again; a caller's pending count starts again from zero;
+//   - on a replica that never heard of a transition (it started after
+//     it, its subscription was down when the transition was published,
+//     or it had to forget it past 65536 remembered approvals), pass off a
+//     copy as the record: an approved copy lets the same caller's same
+//     call run once more there (that use is remembered), a pending copy
+//     of a declined or withdrawn approval can be approved there by an
+//     approver its policy admits;
+//   - nothing at or after the approval's end (Expires plus Linger, read
+//     from the signed record): no copy is decided, used or shown then.
+//
+// It cannot approve, run a call nobody approved, change a call's caller,
+// tool, arguments or policy, or make an approval last longer.
 package approval
 
 import (
@@ -174,6 +216,11 @@ var (
 	ErrNotAllowed = errors.New("approval: not allowed")
 	// ErrTooLarge: arguments or message past their bounds (see Config).
 	ErrTooLarge = errors.New("approval: too large")
+	// ErrTooManyPending: Begin of a new approval for a caller who holds
+	// Config.MaxPendingPerIdentity pending approvals; the message says how
+	// many and until when the oldest counts. Retry once one is decided or
+	// expired.
+	ErrTooManyPending = errors.New("approval: too many pending approvals for this identity")
 )
 
 // Reasons of a NotAllowedError.

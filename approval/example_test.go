@@ -20,6 +20,7 @@ func ExampleStore_Begin() {
 	if err != nil {
 		panic(err)
 	}
+	defer store.Close()
 	editor := approval.Identity{Subject: "ed", Tenant: "acme", Role: "editor"}
 	call := approval.Request{Asker: editor, Tool: "delete_note", Arguments: []byte(`{"id":"n1"}`),
 		Policy: approval.Policy{MinRole: "admin"}}

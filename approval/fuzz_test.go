@@ -4,9 +4,13 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"fmt"
+	"strings"
 	"testing"
+	"time"
 
 	"github.com/mcphandler/mcphandler/internal/canon"
+	"github.com/mcphandler/mcphandler/internal/sign"
 	"github.com/mcphandler/mcphandler/session"
 )
 
@@ -22,6 +26,7 @@ func FuzzBinding(f *testing.F) {
 	if err != nil {
 		f.Fatal(err)
 	}
+	f.Cleanup(func() { s.Close() })
 	ctx := context.Background()
 	who := Identity{Subject: "ed", Tenant: "acme"}
 	f.Fuzz(func(t *testing.T, args, other string) {
@@ -44,6 +49,74 @@ func FuzzBinding(f *testing.F) {
 		}
 		if _, err := s.Consume(ctx, a.ID, who, "t", a.Arguments); same && !errors.Is(err, ErrUsed) || !same && err != nil {
 			t.Fatalf("args %q other %q: consume of the canonical form after same=%v: %v", args, other, same, err)
+		}
+	})
+}
+
+// FuzzStored signs arbitrary payloads as a replica would (one with a bug,
+// or another version) and feeds them, and the raw bytes unsigned, to what
+// reads the store: as an approval's record, as a caller's pending index
+// and as a transition heard from another replica. Nothing panics; an
+// accepted record keeps its state's invariants; nothing remembered is
+// pending; a caller never holds more than the bound.
+func FuzzStored(f *testing.F) {
+	now := time.Now().UnixMilli()
+	rec := func(st State, extra string) []byte {
+		return fmt.Appendf(nil, `{"st":%q,"ask":{"sub":"ed","ten":"acme"},"tool":"t","dg":"%064x","args":{},"pol":{},"c":%d,"ex":%d%s}`,
+			st, 0, now, now+60_000, extra)
+	}
+	f.Add(rec(Pending, ""), true)
+	f.Add(rec(Approved, `,"by":{"sub":"ada","ten":"acme"},"at":1`), true)
+	f.Add(rec(Used, `,"by":{"sub":"ada","ten":"acme"},"at":1`), true)
+	f.Add(fmt.Appendf(nil, `{"e":[{"i":"%s","x":%d}]}`, strings.Repeat("a", IDLen), now+60_000), true)
+	f.Add(fmt.Appendf(nil, `{"id":"%s","st":"used","end":%d}`, strings.Repeat("a", IDLen), now+60_000), true)
+	f.Add([]byte(`{"st":"approved"`), false)
+	f.Fuzz(func(t *testing.T, payload []byte, signed bool) {
+		mem := session.NewMemory()
+		s, err := New(Config{Store: mem, Keys: testKeys, URL: "u/", MaxPendingPerIdentity: 1})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer s.Close()
+		ctx := context.Background()
+		id := strings.Repeat("a", IDLen)
+		ed := Identity{Subject: "ed", Tenant: "acme"}
+		ownerSigner, _ := sign.NewSigner("approval-owner", testKeys...)
+		for key, signer := range map[string]*sign.Signer{recordKey(id): s.mac, ownerKey(ed): ownerSigner} {
+			raw := payload
+			if signed {
+				raw = signer.Sign(key, payload)
+			}
+			mem.PutIfAbsent(ctx, key, raw, time.Minute)
+		}
+		if a, err := s.Get(ctx, id); err == nil {
+			if !a.State.valid() || a.Asker.Subject == "" || (a.State == Approved || a.State == Used) && a.DecidedBy.Subject == "" {
+				t.Fatalf("accepted %q as %+v", payload, a)
+			}
+		}
+		s.Decide(ctx, id, Identity{Subject: "ada", Tenant: "acme"}, true)
+		s.Consume(ctx, id, ed, "t", []byte(`{}`))
+		s.Withdraw(ctx, id, ed)
+		// Heard from another replica.
+		s.listen(ctx)
+		msg := payload
+		if signed {
+			msg = s.mac.SignMessage(stateChannel, time.Now(), payload)
+		}
+		mem.Publish(ctx, stateChannel, msg)
+		if s.seen.known(id) == Pending {
+			t.Fatal("remembered a pending approval")
+		}
+		made := 0
+		for i := range 3 {
+			if _, created, err := s.Begin(ctx, Request{Asker: ed, Tool: "t", Arguments: fmt.Appendf(nil, "%d", i)}); err == nil && created {
+				made++
+			} else if err != nil && !errors.Is(err, ErrTooManyPending) {
+				t.Fatalf("Begin over %q: %v", payload, err)
+			}
+		}
+		if made > 1 {
+			t.Fatalf("%d pending approvals made over index %q, bound 1", made, payload)
 		}
 	})
 }

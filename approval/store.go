@@ -15,6 +15,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/mcphandler/mcphandler/internal/canon"
+	"github.com/mcphandler/mcphandler/internal/ownerindex"
 	"github.com/mcphandler/mcphandler/internal/sign"
 	"github.com/mcphandler/mcphandler/session"
 )
@@ -38,6 +39,10 @@ const (
 	DefaultPoll             = time.Second
 	DefaultMaxArgumentBytes = 64 << 10
 	DefaultMaxMessageBytes  = 4 << 10
+	// DefaultMaxPendingPerIdentity is the default of
+	// Config.MaxPendingPerIdentity: each pending approval is a page an
+	// approver may be asked to look at.
+	DefaultMaxPendingPerIdentity = 20
 	// MaxFieldBytes bounds the subject, tenant, role and tool name an
 	// approval is bound to; longer ones are ErrTooLarge.
 	MaxFieldBytes = 512
@@ -77,15 +82,27 @@ type Config struct {
 	// MaxMessageBytes bounds the message shown on the page. If zero,
 	// DefaultMaxMessageBytes (4 KiB).
 	MaxMessageBytes int
+	// MaxPendingPerIdentity bounds the approvals one caller (tenant and
+	// subject) holds pending, across every replica sharing Store: each
+	// counts from [Store.Begin] until it is decided or expires (one the
+	// caller withdrew, until its expiry: withdrawing frees no place).
+	// A Begin of a new approval past it is [ErrTooManyPending], saying
+	// how many are held and until when (the same call repeated while
+	// pending finds its approval, and is not refused). If zero,
+	// DefaultMaxPendingPerIdentity (20); at most 1024.
+	MaxPendingPerIdentity int
 }
 
 // Store makes, decides and consumes approvals. It is safe for concurrent
 // use, and any number of Stores (one per replica) may share one
 // session store and keys.
 type Store struct {
-	cfg Config
-	mac *sign.Signer
-	now func() time.Time
+	cfg     Config
+	mac     *sign.Signer
+	owners  *ownerindex.Index // pending approvals per caller (pending.go)
+	seen    seen              // approvals known to have left pending (seen.go)
+	hearing hearing
+	now     func() time.Time
 }
 
 // New returns a Store for cfg, or an error naming the missing or invalid
@@ -117,7 +134,17 @@ func New(cfg Config) (*Store, error) {
 	if cfg.MaxMessageBytes <= 0 {
 		cfg.MaxMessageBytes = DefaultMaxMessageBytes
 	}
-	return &Store{cfg: cfg, mac: mac, now: time.Now}, nil
+	if cfg.MaxPendingPerIdentity <= 0 {
+		cfg.MaxPendingPerIdentity = DefaultMaxPendingPerIdentity
+	}
+	owner, err := sign.NewSigner("approval-owner", cfg.Keys...)
+	if err != nil {
+		return nil, fmt.Errorf("approval: Config.Keys: %w", err)
+	}
+	s := &Store{cfg: cfg, mac: mac, now: time.Now}
+	s.owners = ownerindex.New(ownerindex.Config{Store: cfg.Store, Signer: owner, Max: cfg.MaxPendingPerIdentity,
+		ValidID: ValidID, MaxIDLen: IDLen, Recheck: recheck, Now: func() time.Time { return s.now() }})
+	return s, nil
 }
 
 func cloneRules(m map[string]RuleFunc) map[string]RuleFunc {
@@ -212,10 +239,14 @@ func (s *Store) approval(id string, r *record) *Approval {
 	return a
 }
 
-// ttl is the lifetime to give a record written now: until its expiry plus
-// Linger, at least a second.
+// end is when approval r ends: its expiry plus Linger. Its record is
+// gone from the store by then, and no copy of it is acted on after.
+func (s *Store) end(r *record) int64 { return r.Expires + s.cfg.Linger.Milliseconds() }
+
+// ttl is the lifetime to give a record written now: until its end, at
+// least a second.
 func (s *Store) ttl(r *record) time.Duration {
-	return max(time.Until(time.UnixMilli(r.Expires).Add(s.cfg.Linger)), time.Second)
+	return max(time.Duration(s.end(r)-s.now().UnixMilli())*time.Millisecond, time.Second)
 }
 
 func (s *Store) encode(id string, r *record) []byte {
@@ -223,11 +254,18 @@ func (s *Store) encode(id string, r *record) []byte {
 	return s.mac.Sign(recordKey(id), b)
 }
 
-// load reads approval id and the exact bytes a transition swaps from.
+// load reads approval id and the exact bytes a transition swaps from. A
+// record that does not verify, read at or after its end, or in an earlier
+// state than this Store knows the approval in (a copy written back, see
+// seen.go) is ErrNotFound.
 func (s *Store) load(ctx context.Context, id string) (*record, []byte, error) {
 	if !ValidID(id) {
 		return nil, nil, ErrNotFound
 	}
+	s.listen(ctx)
+	// What was known before the read: a transition heard while the read
+	// was under way may be newer than what it returns.
+	known := s.seen.known(id)
 	raw, err := s.cfg.Store.Load(ctx, recordKey(id))
 	if errors.Is(err, session.ErrNotFound) {
 		return nil, nil, ErrNotFound
@@ -237,9 +275,10 @@ func (s *Store) load(ctx context.Context, id string) (*record, []byte, error) {
 	}
 	p, err := s.mac.Open(recordKey(id), raw)
 	var r record
-	if err != nil || json.Unmarshal(p, &r) != nil || !r.valid() {
+	if err != nil || json.Unmarshal(p, &r) != nil || !r.valid() || s.now().UnixMilli() >= s.end(&r) || rolledBack(known, r.State) {
 		return nil, nil, ErrNotFound
 	}
+	s.remember(ctx, id, &r, false)
 	return &r, raw, nil
 }
 
@@ -255,8 +294,16 @@ func (s *Store) move(ctx context.Context, id string, raw []byte, from State, nex
 		return false, fmt.Errorf("approval: %w", err)
 	}
 	if ok {
+		s.remember(ctx, id, next, true)
 		// Wake the waiters; the message carries no decision.
 		s.cfg.Store.Publish(context.WithoutCancel(ctx), channel(id), s.mac.SignMessage(channel(id), s.now(), []byte(next.State)))
+		if from == Pending && (next.State == Approved || next.State == Declined) {
+			// Decided: it stops counting. (An expired one stopped at its
+			// expiry; a withdrawn one counts until then, so that a
+			// caller cannot make approvals without end by withdrawing
+			// them.)
+			s.release(ctx, next.Asker, id)
+		}
 	}
 	return ok, nil
 }
@@ -311,12 +358,14 @@ func (s *Store) check(req *Request) ([]byte, [32]byte, error) {
 // applies at once: the approval made under the old one is not returned
 // again). created reports which. Of concurrent Begins for one call, on any
 // replica, all return the same approval, unless a store failure
-// interrupted them.
+// interrupted them. A new approval past Config.MaxPendingPerIdentity of
+// the caller is ErrTooManyPending, and nothing is written but the index.
 func (s *Store) Begin(ctx context.Context, req Request) (a *Approval, created bool, err error) {
 	args, digest, err := s.check(&req)
 	if err != nil {
 		return nil, false, err
 	}
+	s.listen(ctx)
 	idx := bindingKey(req.Asker, req.Tool, digest)
 	for range 4 {
 		cur, old, err := s.current(ctx, idx)
@@ -331,28 +380,55 @@ func (s *Store) Begin(ctx context.Context, req Request) (a *Approval, created bo
 			Args: args, Message: req.Message, Policy: req.Policy,
 			Created: now.UnixMilli(), Expires: now.Add(s.cfg.TTL).UnixMilli()}
 		id := newID()
-		if ok, err := s.cfg.Store.PutIfAbsent(ctx, recordKey(id), s.encode(id, r), s.ttl(r)); err != nil {
-			return nil, false, fmt.Errorf("approval: create: %w", err)
-		} else if !ok {
-			return nil, false, errors.New("approval: create: id in use")
+		if err := s.admit(ctx, req.Asker, id, r.Expires); err != nil {
+			return nil, false, err
 		}
-		ptr := s.mac.Sign(idx, []byte(id))
-		var ok bool
-		if old == nil {
-			ok, err = s.cfg.Store.PutIfAbsent(ctx, idx, ptr, s.ttl(r))
-		} else {
-			ok, err = s.cfg.Store.CompareAndSwap(ctx, idx, old, ptr, s.ttl(r))
+		ok, err := s.create(ctx, idx, old, id, r)
+		if err != nil || !ok {
+			// Not made, or another Begin indexed its approval first: ours
+			// is never shown to anyone. It goes at once, and stops
+			// counting. Return theirs.
+			s.drop(ctx, id, r)
+			s.release(ctx, req.Asker, id)
 		}
 		if err != nil {
-			return nil, false, fmt.Errorf("approval: index: %w", err)
+			return nil, false, err
 		}
 		if ok {
 			return s.approval(id, r), true, nil
 		}
-		// Another Begin indexed its approval first: ours is never shown
-		// to anyone and expires unused. Return theirs.
 	}
 	return nil, false, errors.New("approval: too much contention on one call")
+}
+
+// drop deletes the record of approval id as written new (r), unless it
+// changed since.
+func (s *Store) drop(ctx context.Context, id string, r *record) {
+	b := s.encode(id, r)
+	s.cfg.Store.CompareAndSwap(context.WithoutCancel(ctx), recordKey(id), b, b, time.Millisecond)
+}
+
+// create writes the record of new approval id and points the index idx,
+// whose value was old (nil: absent), at it. It reports whether the index
+// now points at it.
+func (s *Store) create(ctx context.Context, idx string, old []byte, id string, r *record) (bool, error) {
+	if ok, err := s.cfg.Store.PutIfAbsent(ctx, recordKey(id), s.encode(id, r), s.ttl(r)); err != nil {
+		return false, fmt.Errorf("approval: create: %w", err)
+	} else if !ok {
+		return false, errors.New("approval: create: id in use")
+	}
+	ptr := s.mac.Sign(idx, []byte(id))
+	var ok bool
+	var err error
+	if old == nil {
+		ok, err = s.cfg.Store.PutIfAbsent(ctx, idx, ptr, s.ttl(r))
+	} else {
+		ok, err = s.cfg.Store.CompareAndSwap(ctx, idx, old, ptr, s.ttl(r))
+	}
+	if err != nil {
+		return false, fmt.Errorf("approval: index: %w", err)
+	}
+	return ok, nil
 }
 
 // current reads the approval the index idx points at (nil if none or gone)

@@ -50,6 +50,7 @@ func newTestStore(t *testing.T, sh Shared, mod func(*Config)) *Store {
 	if err != nil {
 		t.Fatal(err)
 	}
+	t.Cleanup(func() { s.Close() })
 	return s
 }
 

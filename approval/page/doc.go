@@ -40,6 +40,7 @@
 //
 //	approvals, _ := approval.New(approval.Config{Store: store, Keys: keys,
 //		URL: "https://app.example.com/approvals/", Roles: roles})
+//	defer approvals.Close()
 //	pg, err := page.New(ctx, page.Config{Approvals: approvals, Store: store,
 //		Issuer: "https://login.example.com", ClientID: id, ClientSecret: secret,
 //		RedirectURL: "https://app.example.com/approvals/callback", Keys: keys})

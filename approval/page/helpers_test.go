@@ -65,6 +65,7 @@ func newEnv(t testing.TB, o envOpt) *env {
 	if err != nil {
 		t.Fatal(err)
 	}
+	t.Cleanup(func() { e.approvals.Close() })
 	e.idp.AddRedirect(e.srv.URL + "/approvals/callback")
 	cfg := Config{Approvals: e.approvals, Store: o.shared, Issuer: e.idp.Issuer(), ClientID: e.idp.ClientID,
 		ClientSecret: e.idp.ClientSecret, RedirectURL: e.srv.URL + "/approvals/callback", Keys: testKeys,

@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/mcphandler/mcphandler/internal/sign"
 	"github.com/mcphandler/mcphandler/session"
 )
 
@@ -69,13 +70,14 @@ func FuzzStoredTask(f *testing.F) {
 		own := alice.digest()
 		idx := raw
 		if signed {
-			idx = m.owner.Sign(ownerKey(own), payload)
+			owner, _ := sign.NewSigner("task-owner", testKeys...)
+			idx = owner.Sign(ownerKey(own), payload)
 		}
 		mem.PutIfAbsent(ctx, ownerKey(own), idx, time.Minute)
 		if _, _, err := m.List(ctx, alice, ""); err != nil {
 			t.Fatalf("List over index %q: %v", payload, err)
 		}
-		if err := m.admit(ctx, own, "7f1c2b9e-4d0a-4e0b-9a43-0d7f0e3c1b22", time.Now().UnixMilli(), time.Now().UnixMilli()+1000); err != nil && !errors.Is(err, ErrTooManyTasks) {
+		if err := m.admit(ctx, own, "7f1c2b9e-4d0a-4e0b-9a43-0d7f0e3c1b22", time.Now().UnixMilli()+1000); err != nil && !errors.Is(err, ErrTooManyTasks) {
 			t.Fatalf("admit over index %q: %v", payload, err)
 		}
 	})

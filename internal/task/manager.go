@@ -43,6 +43,7 @@ import (
 	"time"
 
 	"github.com/mcphandler/mcphandler/internal/jsonrpc"
+	"github.com/mcphandler/mcphandler/internal/ownerindex"
 	"github.com/mcphandler/mcphandler/internal/sign"
 	"github.com/mcphandler/mcphandler/session"
 )
@@ -88,7 +89,7 @@ type Config struct {
 	PollInterval time.Duration
 	// MaxTasks bounds the tasks one identity holds: each counts from its
 	// creation until TTL+ResultRetention after it. Default
-	// DefaultMaxTasks.
+	// DefaultMaxTasks; at most ownerindex.MaxEntries (1024).
 	MaxTasks int
 	// MaxResultBytes bounds a task's result. Default
 	// DefaultMaxResultBytes.
@@ -106,8 +107,9 @@ type Config struct {
 // Manager creates tasks and serves the tasks methods. It is safe for
 // concurrent use; Close stops it.
 type Manager struct {
-	cfg                        Config
-	rec, owner, signal, status *sign.Signer
+	cfg                 Config
+	rec, signal, status *sign.Signer
+	owners              *ownerindex.Index
 
 	mu     sync.Mutex // guards runs, sub and closed
 	runs   map[string]*Run
@@ -133,16 +135,19 @@ func New(cfg Config) (*Manager, error) {
 		cfg.now = time.Now
 	}
 	m := &Manager{cfg: cfg, runs: make(map[string]*Run)}
+	var owner *sign.Signer
 	for _, p := range []struct {
 		s       **sign.Signer
 		purpose string
-	}{{&m.rec, "task"}, {&m.owner, "task-owner"}, {&m.signal, "task-signal"}, {&m.status, "task-status"}} {
+	}{{&m.rec, "task"}, {&owner, "task-owner"}, {&m.signal, "task-signal"}, {&m.status, "task-status"}} {
 		s, err := sign.NewSigner(p.purpose, cfg.Keys...)
 		if err != nil {
 			return nil, err
 		}
 		*p.s = s
 	}
+	m.owners = ownerindex.New(ownerindex.Config{Store: cfg.Store, Signer: owner, Max: cfg.MaxTasks,
+		ValidID: validID, MaxIDLen: uuidLen, Now: cfg.now})
 	return m, nil
 }
 
@@ -283,7 +288,7 @@ func (m *Manager) Create(ctx context.Context, owner Owner, tool string, ttl time
 	rec := record{V: recordVersion, St: Working, Own: owner.digest(), Ten: digest("tenant", owner.Tenant), Tool: tool,
 		C: now, U: now, TTL: m.ttl(ttl).Milliseconds(), Poll: m.cfg.PollInterval.Milliseconds(), By: newToken(), Rev: 1}
 	rec.Exp = m.expiry(&rec)
-	if err := m.admit(ctx, rec.Own, id, now, rec.Exp); err != nil {
+	if err := m.admit(ctx, rec.Own, id, rec.Exp); err != nil {
 		return nil, DetailedTask{}, err
 	}
 	st := m.cfg.Store

@@ -1,0 +1,174 @@
+package mcphandler_test
+
+// Attacks on approvals through the wire: an identity that asks for more
+// approvals than anyone could look at, and something that can write Redis
+// (without Config.StateKeys) rolling an approval back after its call ran.
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/mcphandler/mcphandler"
+	"github.com/mcphandler/mcphandler/mcptest"
+)
+
+// TestAttackApprovalsPerIdentity: a caller whose client cannot open a URL
+// (each call a tool result naming the page) asks for approvals of ever
+// new arguments. Past the default bound, on every replica and era, the
+// call is refused with -32000 saying how many are held and until when;
+// another identity is not affected, and a decision frees a place.
+func TestAttackApprovalsPerIdentity(t *testing.T) {
+	const max = 20
+	formOnly := mcptest.WithCapabilities(json.RawMessage(`{"elicitation":{}}`))
+	for _, tc := range []struct {
+		name string
+		opts []mcptest.Option
+	}{
+		{"2025-06-18", []mcptest.Option{mcptest.WithProtocolVersion("2025-06-18")}},
+		{"2026-07-28 form only", []mcptest.Option{mcptest.WithEra(mcptest.Stateless), formOnly}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			rig := newApprovalRig(t, 2, 5*time.Second)
+			ctx := context.Background()
+			dial := func(token string) *mcptest.Client {
+				c := dialProxy(t, rig, append(tc.opts, mcptest.WithToken(token))...)
+				t.Cleanup(c.Close)
+				if c.Era() != mcptest.Stateless {
+					if _, err := c.Initialize(ctx); err != nil {
+						t.Fatal(err)
+					}
+				}
+				return c
+			}
+			alice := dial("acme-viewer")
+			call := func(c *mcptest.Client, i int) (*mcptest.ToolResult, error) {
+				return c.CallTool(ctx, "delete_thing", map[string]any{"id": fmt.Sprint(i)})
+			}
+			var first string
+			for i := range max {
+				res, err := call(alice, i)
+				if err != nil {
+					t.Fatalf("call %d: %v", i, err)
+				}
+				if id := approvalIn(t, res); i == 0 {
+					first = id
+				}
+			}
+			for range 2 { // through both replicas
+				_, err := call(alice, max)
+				var re *mcptest.RPCError
+				if !errors.As(err, &re) || re.Code != mcphandler.CodeRateLimited ||
+					!strings.Contains(re.Message, fmt.Sprintf("%d pending approvals held, at most %d", max, max)) {
+					t.Fatalf("one approval more: %v", err)
+				}
+			}
+			if res, err := call(dial("acme-admin"), 0); err != nil {
+				t.Fatalf("another identity: %v", err)
+			} else {
+				approvalIn(t, res)
+			}
+			if _, err := rig.stores[0].Decide(ctx, first, bobApproves, false); err != nil {
+				t.Fatal(err)
+			}
+			if res, err := call(alice, max); err != nil {
+				t.Fatalf("after a decision: %v", err)
+			} else {
+				approvalIn(t, res)
+			}
+			if n := rig.f.count("delete_thing"); n != 0 {
+				t.Fatalf("ran %d times", n)
+			}
+		})
+	}
+}
+
+// TestAttackApprovalsChurn: a 2025-11-25 client that declared URL mode
+// declines to open every page it is sent, which withdraws the approval at
+// once, and calls again with new arguments. A withdrawn approval still
+// counts until it expires, so the caller cannot make more than the bound
+// of approval records per lifetime by cancelling its own calls.
+func TestAttackApprovalsChurn(t *testing.T) {
+	const max = 20
+	rig := newApprovalRig(t, 2, 5*time.Second)
+	c := mcptest.Dial(rig.cl.proxy.URL, mcptest.WithToken("acme-viewer"), mcptest.WithCapabilities(urlCaps),
+		mcptest.WithElicitationHandler(func(context.Context, mcptest.ElicitParams) (mcptest.ElicitResult, error) {
+			return mcptest.ElicitResult{Action: "decline"}, nil
+		}))
+	defer c.Close()
+	ctx := context.Background()
+	if _, err := c.Initialize(ctx); err != nil {
+		t.Fatal(err)
+	}
+	for i := range max {
+		res, err := c.CallTool(ctx, "delete_thing", map[string]any{"id": fmt.Sprint(i)})
+		if err != nil || !res.IsError || !strings.Contains(res.Text(), "withdrawn") {
+			t.Fatalf("call %d: %+v %v", i, res, err)
+		}
+	}
+	_, err := c.CallTool(ctx, "delete_thing", map[string]any{"id": fmt.Sprint(max)})
+	var re *mcptest.RPCError
+	if !errors.As(err, &re) || re.Code != mcphandler.CodeRateLimited {
+		t.Fatalf("one approval more after %d withdrawn: %v", max, err)
+	}
+}
+
+// TestAttackApprovalRolledBack: something that can write Redis copies an
+// approval's record and index (DUMP) while it reads approved, and writes
+// them back (RESTORE, without expiry) after the call ran, again and
+// again. The same caller repeating the same call, through either replica,
+// is asked again; the tool ran once.
+func TestAttackApprovalRolledBack(t *testing.T) {
+	rig := newApprovalRig(t, 2, 5*time.Second)
+	ctx := context.Background()
+	c := dialProxy(t, rig, mcptest.WithToken("acme-viewer"), mcptest.WithProtocolVersion("2025-06-18"))
+	defer c.Close()
+	if _, err := c.Initialize(ctx); err != nil {
+		t.Fatal(err)
+	}
+	x := map[string]any{"id": "x"}
+	call := func() *mcptest.ToolResult {
+		t.Helper()
+		res, err := c.CallTool(ctx, "delete_thing", x)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return res
+	}
+	id := approvalIn(t, call())
+	if _, err := rig.stores[1].Decide(ctx, id, bobApproves, true); err != nil {
+		t.Fatal(err)
+	}
+	rc := rig.cl.replicas[0].client
+	idx, err := rc.Keys(ctx, rig.prefix+"{approval-for/*").Result()
+	if err != nil || len(idx) != 1 {
+		t.Fatalf("the index of the call: %v %v", idx, err)
+	}
+	dumps := map[string]string{}
+	for _, k := range append(idx, rig.prefix+"{approval/"+id+"}:r") {
+		if dumps[k], err = rc.Dump(ctx, k).Result(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if res := call(); res.IsError {
+		t.Fatalf("the approved call: %+v", res)
+	}
+	time.Sleep(200 * time.Millisecond) // the other replica hears of the use
+	for i := range 4 {
+		for k, d := range dumps {
+			if err := rc.RestoreReplace(ctx, k, 0, d).Err(); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if res := call(); !res.IsError {
+			t.Fatalf("repeat %d after the rollback ran: %+v", i, res)
+		}
+	}
+	if n := rig.f.count("delete_thing"); n != 1 {
+		t.Fatalf("ran %d times, want 1", n)
+	}
+}
