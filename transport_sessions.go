@@ -707,7 +707,7 @@ func negotiate(requested string) string {
 //
 // See https://modelcontextprotocol.io/specification/2025-11-25/basic/lifecycle.
 func (h *Handler) initialize(rq *request, m *jsonrpc.Message) {
-	if h.intercept(rq, m, (*Handler).initialize) { // Config.Interceptors (intercept.go) call back in
+	if h.intercept(rq, m, true, (*Handler).initialize) { // Config.Interceptors (intercept.go) call back in
 		return
 	}
 	var p initializeParams

@@ -203,7 +203,7 @@ func checkModern(hdr http.Header, m *jsonrpc.Message, meta *requestMeta) (int, *
 	}
 	if meta.LogLevel != nil {
 		if _, ok := logLevels[*meta.LogLevel]; !ok {
-			return http.StatusBadRequest, invalidParams("Invalid params: unknown log level " + strconv.Quote(string(*meta.LogLevel)))
+			return http.StatusBadRequest, invalidParams("Invalid params: unknown log level " + quoteEcho(string(*meta.LogLevel)))
 		}
 	}
 	return 0, nil
