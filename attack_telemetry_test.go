@@ -3,6 +3,7 @@ package mcphandler_test
 import (
 	"context"
 	"errors"
+	"io"
 	"net/http"
 	"net/http/httptest"
 	"runtime"
@@ -91,6 +92,12 @@ func dialSessions(t *testing.T, cfg mcphandler.Config, opts ...mcptest.Option) *
 	t.Helper()
 	srv := httptest.NewServer(mcphandler.New(cfg))
 	t.Cleanup(srv.Close)
+	return dialSessionsOn(t, srv, opts...)
+}
+
+// dialSessionsOn is an initialized 2025 client of srv for acme-viewer.
+func dialSessionsOn(t *testing.T, srv *httptest.Server, opts ...mcptest.Option) *mcptest.Client {
+	t.Helper()
 	c := mcptest.Dial(srv.URL, append([]mcptest.Option{mcptest.WithToken("acme-viewer")}, opts...)...)
 	t.Cleanup(c.Close)
 	if _, err := c.Initialize(context.Background()); err != nil {
@@ -318,4 +325,45 @@ func TestAttackHugeNamesEchoBounded(t *testing.T) {
 			}
 		})
 	}
+}
+
+// The attacker sends a protocol version of 64 KiB: in the
+// MCP-Protocol-Version header of an initialize, a session's POST, a batch
+// and a GET, and in a 2026-07-28 request's _meta (against its header, and
+// with a header that repeats it). Every refusal quotes at most 256 bytes
+// of it.
+func TestAttackVersionEchoBounded(t *testing.T) {
+	old := "2025-" + strings.Repeat("9", 64<<10) // sorts before 2026-07-28: a 2025 path refuses it
+	long := strings.Repeat("9", 64<<10)          // sorts after: a 2026-07-28 request
+	srv := httptest.NewServer(mcphandler.New((&fixture{}).config()))
+	defer srv.Close()
+	c := dialSessionsOn(t, srv)
+	ctx := context.Background()
+	check := func(what string, status int, body []byte) {
+		t.Helper()
+		if status != http.StatusBadRequest || len(body) > 600 {
+			t.Errorf("%s: %d with a body of %d bytes, want 400 and at most 600 bytes: %.120s", what, status, len(body), body)
+		}
+	}
+	hdr := http.Header{"Mcp-Protocol-Version": {old}}
+	for _, r := range []struct{ what, method, body string }{
+		{"initialize", "POST", initBody},
+		{"a session's ping", "POST", `{"jsonrpc":"2.0","id":7,"method":"ping"}`},
+		{"a batch", "POST", `[{"jsonrpc":"2.0","id":8,"method":"ping"}]`},
+		{"a GET stream", "GET", ""},
+	} {
+		resp, err := c.Do(ctx, r.method, []byte(r.body), hdr)
+		if err != nil {
+			t.Fatal(err)
+		}
+		b, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		check(r.what, resp.StatusCode, b)
+	}
+	modern := `{"jsonrpc":"2.0","id":9,"method":"ping","params":{"_meta":{"io.modelcontextprotocol/protocolVersion":"` + long +
+		`","io.modelcontextprotocol/clientCapabilities":{}}}}`
+	status, _, b := modernPost(t, srv, "acme-viewer", modern, nil)
+	check("2026-07-28, a header that differs from _meta", status, b)
+	status, _, b = modernPost(t, srv, "acme-viewer", modern, func(h http.Header) { h.Set("MCP-Protocol-Version", long) })
+	check("2026-07-28, an unsupported version", status, b)
 }

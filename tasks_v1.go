@@ -202,7 +202,7 @@ func (h *Handler) tasksResultV1(rq *request, m *jsonrpc.Message) {
 	var ce *ClientError
 	switch {
 	case errors.As(err, &ce):
-		rq.fail(m.ID, rpcError(CodeInternalError, "the client's answer to the task's request was an error: "+ce.Message))
+		rq.fail(m.ID, rpcError(CodeInternalError, "the client's answer to the task's request was an error: "+clipEcho(ce.Message)))
 	case errors.Is(err, ErrCannotAsk):
 		rq.fail(m.ID, rpcError(CodeInternalError, "the task needs input this session cannot be asked for: its client must accept text/event-stream and declare the capability"))
 	case err != nil && rq.ctx.Err() != nil:
