@@ -335,7 +335,15 @@ func TestAttackHugeNamesEchoBounded(t *testing.T) {
 func TestAttackVersionEchoBounded(t *testing.T) {
 	old := "2025-" + strings.Repeat("9", 64<<10) // sorts before 2026-07-28: a 2025 path refuses it
 	long := strings.Repeat("9", 64<<10)          // sorts after: a 2026-07-28 request
-	srv := httptest.NewServer(mcphandler.New((&fixture{}).config()))
+	cfg := (&fixture{}).config()
+	streams := make(chan mcphandler.Request, 1)
+	cfg.Interceptors = []mcphandler.Interceptor{func(ctx context.Context, req *mcphandler.Request, next func(context.Context) mcphandler.Result) mcphandler.Result {
+		if req.Kind == mcphandler.KindStream {
+			streams <- *req
+		}
+		return next(ctx)
+	}}
+	srv := httptest.NewServer(mcphandler.New(cfg))
 	defer srv.Close()
 	c := dialSessionsOn(t, srv)
 	ctx := context.Background()
@@ -359,6 +367,19 @@ func TestAttackVersionEchoBounded(t *testing.T) {
 		b, _ := io.ReadAll(resp.Body)
 		resp.Body.Close()
 		check(r.what, resp.StatusCode, b)
+	}
+	// The GET's interceptor saw the header as Other, and a session id
+	// header of 64 KiB cut to 256 bytes.
+	if req := <-streams; req.ProtocolVersion != mcphandler.Other {
+		t.Errorf("a GET's interceptor saw a version of %d bytes, want %s", len(req.ProtocolVersion), mcphandler.Other)
+	}
+	resp, err := c.Do(ctx, "GET", nil, http.Header{"Mcp-Session-Id": {old}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if req := <-streams; len(req.SessionID) != 256 || resp.StatusCode != http.StatusNotFound {
+		t.Errorf("a GET with a session id of 64 KiB: %d; its interceptor saw %d bytes of it, want 404 and 256", resp.StatusCode, len(req.SessionID))
 	}
 	modern := `{"jsonrpc":"2.0","id":9,"method":"ping","params":{"_meta":{"io.modelcontextprotocol/protocolVersion":"` + long +
 		`","io.modelcontextprotocol/clientCapabilities":{}}}}`

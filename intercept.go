@@ -64,9 +64,11 @@ const Other = "_OTHER"
 // handler did not choose is bounded. Method and ProtocolVersion come from
 // closed sets; Target, a KindStream or KindSessionEnd's SessionID and
 // Result.ErrorMessage are cut to 256 bytes (at a UTF-8 boundary, copied
-// when cut, so that nothing an interceptor keeps holds on to the request).
-// Only Method, ProtocolVersion and a Target the handler found
-// ([Result.Found]) are fit for metric attributes.
+// when cut, so that nothing an interceptor keeps holds on to the request);
+// ID is within Config.MaxIDBytes. Meta is the client's JSON as sent
+// (within Config.MaxBodyBytes): read what you need of it. Only Method,
+// ProtocolVersion and a Target the handler found ([Result.Found]) are fit
+// for metric attributes.
 type Request struct {
 	Kind RequestKind
 	// Method is the JSON-RPC method, e.g. "tools/call", one the handler
@@ -84,8 +86,8 @@ type Request struct {
 	// prompt of prompts/get, the URI of resources/read, subscribe and
 	// unsubscribe; else "". It is set before next is called when the
 	// params carry _meta, and in any case when next returns (the method
-	// reads its params once). It is the client's string, cut to 256 bytes,
-	// until [Result.Found] says the handler found it.
+	// reads its params once). It is what the client sent, cut to 256
+	// bytes; [Result.Found] says whether the handler found it.
 	Target string
 	// ID is the JSON-RPC id, as sent.
 	ID json.RawMessage
