@@ -226,7 +226,10 @@ func TestAttackHugeNamesRetainNothing(t *testing.T) {
 			o := newObs(t)
 			srv := httptest.NewServer(mcphandler.New(flakyTools(o.config())))
 			defer srv.Close()
-			const n = 8
+			n := 8
+			if raceEnabled {
+				n = 2 // the race detector makes each megabyte slow to parse
+			}
 			huge := strings.Repeat("n", era.huge)
 			before := heapInUse()
 			sent := attackRequests(t, srv.URL, era.era, n, func(i int) string { return fmt.Sprintf("%d_%s", i, huge) })
@@ -239,7 +242,7 @@ func TestAttackHugeNamesRetainNothing(t *testing.T) {
 			grown := int64(after) - int64(before)
 			t.Logf("%s: %d requests naming %d MiB in all; the live heap grew by %.1f MiB (%d spans kept)",
 				era.era, sent, names>>20, float64(grown)/(1<<20), len(o.rec.Ended()))
-			if grown > int64(names/8) {
+			if grown > int64(names/8)+1<<20 { // a MiB for what the GC leaves either way
 				t.Errorf("the live heap grew by %d MiB after requests naming %d MiB: the telemetry keeps the names", grown>>20, names>>20)
 			}
 			checkBounded(t, o)

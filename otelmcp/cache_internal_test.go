@@ -48,17 +48,22 @@ func TestCacheBounded(t *testing.T) {
 // kept or not.
 func TestAttrSetsBounded(t *testing.T) {
 	m := newTestMetrics(t, 0)
-	for n := range maxAttrSets + 300 {
+	for n := range 300 {
 		v := fmt.Sprintf("v%05d", n)
 		set := m.opAttrs(&mcphandler.Request{Method: "ping", ProtocolVersion: v}, mcphandler.Result{}, "")
 		attrs := metric.NewRecordConfig(set).Attributes()
 		if got, _ := attrs.Value("mcp.protocol.version"); got.AsString() != mcphandler.Other {
 			t.Fatalf("attributes of version %s: %v", v, attrs)
 		}
+	}
+	if n := len(m.sets.all()); n != 1 {
+		t.Fatalf("%d attribute sets kept for 300 versions, want 1", n)
+	}
+	for n := range maxAttrSets + 300 {
 		tool := fmt.Sprintf("tool_%05d", n)
-		set = m.opAttrs(&mcphandler.Request{Method: "tools/call", Target: tool, ProtocolVersion: mcphandler.Version20260728},
+		set := m.opAttrs(&mcphandler.Request{Method: "tools/call", Target: tool, ProtocolVersion: mcphandler.Version20260728},
 			mcphandler.Result{Found: true}, "")
-		attrs = metric.NewRecordConfig(set).Attributes()
+		attrs := metric.NewRecordConfig(set).Attributes()
 		if got, _ := attrs.Value("gen_ai.tool.name"); got.AsString() != tool {
 			t.Fatalf("attributes of tool %s: %v", tool, attrs)
 		}
