@@ -118,7 +118,10 @@ func (h *Handler) lookupCall(rq *request, m *jsonrpc.Message, ev *CallEvent) (*T
 		ev.Outcome = OutcomeNotFound
 		rq.fail(m.ID, errUnknownTool(p.Name))
 		return nil, false
-	case h.stepUp(rq, m, tool.Scopes):
+	}
+	ev.Tool = tool.Name
+	rq.ic.found() // for Config.Interceptors (intercept.go)
+	if h.stepUp(rq, m, tool.Scopes) {
 		ev.Outcome = OutcomeDenied
 		return nil, false
 	}
@@ -143,7 +146,7 @@ func decodeCall(x *paramsIndex, m *jsonrpc.Message, ev *CallEvent) (callParams, 
 	if x != nil && !x.callParams(&p) || x == nil && (len(m.Params) == 0 || !decodeCallParams(m.Params, &p)) {
 		return p, nil, invalidParams("Invalid params: a tool name is required")
 	}
-	ev.Tool = p.Name
+	ev.Tool = clipEcho(p.Name) // the tool's own name once it is found
 	args := p.Arguments
 	if len(args) == 0 || string(args) == "null" {
 		args = emptyResult

@@ -16,6 +16,10 @@ type method struct {
 	// needs reports whether the hooks the method needs are set; if not,
 	// the method is not found. Nil: always served.
 	needs func(h *Handler) bool
+	// revision, if set, is the only protocol revision that has the method
+	// (the tasks methods of 2025-11-25 in the sessions table): in another
+	// one it is not found.
+	revision string
 	// cancellable methods run, in a session, under a context that a
 	// client disconnect does not cancel: the work goes on until it ends or
 	// the client sends notifications/cancelled.
@@ -60,11 +64,20 @@ func withMethods(table map[string]method, more map[string]method) map[string]met
 
 // serveRequest answers one JSON-RPC request of an established session (or
 // a stateless POST), through the dispatch table of the request's era.
+//
+// The method is looked up first: a method the handler does not serve to
+// this request is answered -32601 whatever else is wrong with it (an
+// oversized progressToken, its params), and interceptors see it as Other.
 func (h *Handler) serveRequest(rq *request, m *jsonrpc.Message) {
-	if h.intercept(rq, m, (*Handler).serveRequest) { // Config.Interceptors (intercept.go) call back in
+	md, ok := rq.lookup(m.Method)
+	if h.intercept(rq, m, ok, (*Handler).serveRequest) { // Config.Interceptors (intercept.go) call back in
 		return
 	}
 	rq.method = m.Method
+	if !ok {
+		rq.fail(m.ID, methodNotFound(m.Method))
+		return
+	}
 	if e := rq.checkProgressToken(m); e != nil {
 		rq.fail(m.ID, e)
 		return
@@ -76,16 +89,19 @@ func (h *Handler) serveRequest(rq *request, m *jsonrpc.Message) {
 		rq.info.sessionID = rq.sess.ID
 	}
 	rq.ctx = context.WithValue(rq.context(), ctxKey{}, rq.info)
-	md, ok := rq.era.methods()[m.Method]
 	if md.cancellable && rq.sess != nil {
 		key, cancel := h.track(rq, m.ID)
 		defer h.untrack(key, cancel)
 	}
-	if !ok || md.needs != nil && !md.needs(h) {
-		rq.fail(m.ID, methodNotFound(m.Method))
-		return
-	}
 	md.serve(h, rq, m)
+}
+
+// lookup returns the entry of method in rq's dispatch table, and whether
+// the handler serves it to rq: the table has it, the hooks it needs are
+// set, and rq's revision has it.
+func (rq *request) lookup(method string) (method, bool) {
+	md, ok := rq.era.methods()[method]
+	return md, ok && (md.needs == nil || md.needs(rq.h)) && (md.revision == "" || md.revision == rq.version)
 }
 
 // track makes rq's work cancellable by notifications/cancelled, on any

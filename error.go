@@ -93,11 +93,25 @@ func invalidParams(msg string) *jsonrpc.Error {
 	return rpcError(CodeInvalidParams, msg)
 }
 
+// maxEchoBytes bounds a string a client chose that the handler echoes in
+// an error message or passes on to Config.Interceptors and OnCall (a
+// method, a tool or prompt name, a URI, an error message that quotes
+// them): a request of megabytes must not become a log line, a span or a
+// metric of megabytes.
+const maxEchoBytes = 256
+
+// clipEcho returns s cut to maxEchoBytes at a UTF-8 boundary (a copy when
+// cut, see clip).
+func clipEcho(s string) string { return clip(s, maxEchoBytes) }
+
+// quoteEcho is s quoted for an error message, cut to maxEchoBytes first.
+func quoteEcho(s string) string { return strconv.Quote(clipEcho(s)) }
+
 // errUnknownTool is the one answer for a tool that does not exist, is
 // hidden from the caller, or is above the caller's role: the three must be
 // indistinguishable.
 func errUnknownTool(name string) *jsonrpc.Error {
-	return rpcError(CodeInvalidParams, "Unknown tool: "+strconv.Quote(name))
+	return rpcError(CodeInvalidParams, "Unknown tool: "+quoteEcho(name))
 }
 
 // errInternal is the one internal error the client sees: it reveals
@@ -112,8 +126,10 @@ func errStoreUnavailable() *jsonrpc.Error {
 	return rpcError(CodeStoreUnavailable, "The session store is unavailable")
 }
 
+// methodNotFound answers a method the handler does not serve; it echoes
+// the method quoted and cut to maxEchoBytes.
 func methodNotFound(method string) *jsonrpc.Error {
-	return rpcError(CodeMethodNotFound, "Method not found: "+method)
+	return rpcError(CodeMethodNotFound, "Method not found: "+quoteEcho(method))
 }
 
 func headerMismatch(msg string) *jsonrpc.Error {

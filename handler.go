@@ -644,9 +644,9 @@ func strictMessage(body []byte, m *jsonrpc.Message) *jsonrpc.Error {
 	var dup *canon.DuplicateKeyError
 	switch {
 	case errors.As(err, &dup) && (len(m.Params) == 0 || canon.Check(m.Params, messageLimits) == nil):
-		return rpcError(CodeInvalidRequest, "Invalid Request: repeated member "+strconv.Quote(dup.Key))
+		return rpcError(CodeInvalidRequest, "Invalid Request: repeated member "+quoteEcho(dup.Key))
 	case dup != nil:
-		return invalidParams("Invalid params: repeated key " + strconv.Quote(dup.Key) + ": every key may appear once per object")
+		return invalidParams("Invalid params: repeated key " + quoteEcho(dup.Key) + ": every key may appear once per object")
 	default:
 		return invalidParams("Invalid params: nested deeper than " + strconv.Itoa(canon.DefaultMaxDepth) + " levels")
 	}

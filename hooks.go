@@ -252,6 +252,10 @@ const (
 
 // CallEvent describes one finished tools/call.
 type CallEvent struct {
+	// Tool is the tool called. For a call refused before its tool was
+	// found (OutcomeNotFound, or params that name no tool or no object of
+	// arguments) it is the name the client sent, cut to 256 bytes: any
+	// string a client likes, so never a metric label or a key then.
 	Tool      string
 	Identity  Identity
 	SessionID string

@@ -53,30 +53,56 @@ const (
 	KindSessionEnd
 )
 
+// Other stands, in a [Request], for what a client sent that the handler
+// does not serve: a method, or a protocol version. It is the value the
+// OpenTelemetry conventions give an unknown HTTP method.
+const Other = "_OTHER"
+
 // Request describes one MCP operation to an [Interceptor].
+//
+// Its strings are safe to log and to use as span attributes: what the
+// handler did not choose is bounded. Method and ProtocolVersion come from
+// closed sets; Target, a KindStream or KindSessionEnd's SessionID and
+// Result.ErrorMessage are cut to 256 bytes (at a UTF-8 boundary, copied
+// when cut, so that nothing an interceptor keeps holds on to the request);
+// ID is within Config.MaxIDBytes. Meta is the client's JSON as sent
+// (within Config.MaxBodyBytes): read what you need of it. Only Method,
+// ProtocolVersion and a Target the handler found ([Result.Found]) are fit
+// for metric attributes.
 type Request struct {
 	Kind RequestKind
-	// Method is the JSON-RPC method, e.g. "tools/call". Methods of later
-	// revisions ("server/discover", "subscriptions/listen", ...) are given
-	// as they are.
+	// Method is the JSON-RPC method, e.g. "tools/call", one the handler
+	// serves to this request. Methods of later revisions
+	// ("server/discover", "subscriptions/listen", ...) are given as they
+	// are. A method the handler does not serve here — no dispatch table
+	// has it, the hook it needs is not set, or the request's revision does
+	// not have it — is given as [Other]: the request is still wrapped (so
+	// that it is traced and logged), and answered -32601 whatever else its
+	// params hold; Result.ErrorMessage then holds the name the client
+	// sent, cut short. The client's own string never reaches interceptors
+	// as Method, so Method is fit for a metric attribute.
 	Method string
 	// Target is what the request names: the tool of tools/call, the
 	// prompt of prompts/get, the URI of resources/read, subscribe and
 	// unsubscribe; else "". It is set before next is called when the
 	// params carry _meta, and in any case when next returns (the method
-	// reads its params once).
+	// reads its params once). It is what the client sent, cut to 256
+	// bytes; [Result.Found] says whether the handler found it.
 	Target string
 	// ID is the JSON-RPC id, as sent.
 	ID json.RawMessage
 	// SessionID is the Mcp-Session-Id of a 2025 session ("" for
 	// stateless and 2026-07-28 requests). For initialize it is set when
 	// next returns: it is the new session's. For KindStream and
-	// KindSessionEnd it is the header as the client sent it, before the
-	// handler checked it (inside next).
+	// KindSessionEnd it is the header as the client sent it, cut to 256
+	// bytes, before the handler checked it (inside next).
 	SessionID string
 	// ProtocolVersion is the revision in force: the session's negotiated
 	// one, the 2026-07-28 request's own, or the version header of a
-	// stateless request. For initialize it is set when next returns.
+	// stateless request. For initialize it is set when next returns. It
+	// is always a revision the handler serves, or "" (no version yet), or
+	// — for a KindStream or KindSessionEnd whose header names none —
+	// [Other].
 	ProtocolVersion string
 	// Identity is the caller, as Config.Authenticate decided.
 	Identity Identity
@@ -107,10 +133,16 @@ type Result struct {
 	// ErrorCode is the JSON-RPC error code of an error response, or zero.
 	// For KindAnswer, [CodeInvalidRequest] when the answer was refused
 	// (nobody waits for it), [CodeStoreUnavailable] when the store failed.
-	ErrorCode    Code
+	ErrorCode Code
+	// ErrorMessage is the message of the error response, cut to 256
+	// bytes: it may echo what the client sent (an unknown method or tool).
 	ErrorMessage string
 	// IsError reports a tools/call result with isError set.
 	IsError bool
+	// Found reports that the handler found the tool of a tools/call or
+	// the prompt of a prompts/get, among those the caller may see: Target
+	// is then a name of the server's, not only the client's.
+	Found bool
 	// Outcome is how a tools/call ended (see [CallEvent]), also for the
 	// call a KindAnswer finished on this replica. It is "handed_over" for
 	// a 2025 confirm that another replica finished and reports.
@@ -212,13 +244,18 @@ func (ic *interception) next(ctx context.Context) Result {
 // caller then serves the request itself. serve is a method expression, not
 // a method value: the caller builds it for every request, intercepted or
 // not, and a method value would be allocated each time.
-func (h *Handler) intercept(rq *request, m *jsonrpc.Message, serve func(*Handler, *request, *jsonrpc.Message)) bool {
+func (h *Handler) intercept(rq *request, m *jsonrpc.Message, known bool, serve func(*Handler, *request, *jsonrpc.Message)) bool {
 	if len(h.cfg.Interceptors) == 0 || rq.ic != nil {
 		return false
 	}
-	ic := &interception{req: Request{Method: m.Method, ID: m.ID, Identity: rq.id, HTTP: rq.r, Start: rq.start,
+	method := m.Method
+	if !known {
+		method = Other
+	}
+	ic := &interception{req: Request{Method: method, ID: m.ID, Identity: rq.id, HTTP: rq.r, Start: rq.start,
 		ProtocolVersion: rq.version}}
-	ic.req.Target, ic.req.Meta = requestTarget(m.Method, m.Params, rq.meta.of(m.Params))
+	ic.req.Target, ic.req.Meta = requestTarget(method, m.Params, rq.meta.of(m.Params))
+	ic.req.Target = clipEcho(ic.req.Target)
 	if rq.sess != nil {
 		ic.req.SessionID, ic.req.ProtocolVersion = rq.sess.ID, rq.sess.ProtocolVersion
 	}
@@ -264,7 +301,7 @@ func (h *Handler) interceptAnswer(rq *request, id string, m *jsonrpc.Message, an
 	h.runInterceptors(ic, rq.context(), func(ctx context.Context) {
 		rq.base = ctx
 		if err = answer(rq, id, m); err != nil {
-			ic.res.ErrorCode, ic.res.ErrorMessage = CodeStoreUnavailable, err.Error()
+			ic.res.ErrorCode, ic.res.ErrorMessage = CodeStoreUnavailable, clipEcho(err.Error())
 			if err == errNotWaiting {
 				ic.res.ErrorCode = CodeInvalidRequest
 			}
@@ -281,8 +318,8 @@ func (h *Handler) interceptHTTP(w http.ResponseWriter, r *http.Request, kind Req
 		serve(w, r)
 		return
 	}
-	ic := &interception{req: Request{Kind: kind, SessionID: headerValue(r, hdrSessionID), HTTP: r, Start: time.Now(),
-		ProtocolVersion: strings.TrimSpace(headerValue(r, hdrProtocolVersion))}}
+	ic := &interception{req: Request{Kind: kind, SessionID: clipEcho(headerValue(r, hdrSessionID)), HTTP: r, Start: time.Now(),
+		ProtocolVersion: servedVersion(strings.TrimSpace(headerValue(r, hdrProtocolVersion)))}}
 	h.runInterceptors(ic, r.Context(), func(ctx context.Context) {
 		if kind != KindSessionEnd {
 			serve(w, r.WithContext(ctx))
@@ -341,18 +378,34 @@ func requestTarget(method string, params json.RawMessage, x *paramsIndex) (strin
 	return "", meta
 }
 
+// servedVersion is v if it names a revision the handler serves (or is
+// empty), else Other.
+func servedVersion(v string) string {
+	if v == "" || isLegacyVersion(v) || v == Version20260728 {
+		return v
+	}
+	return Other
+}
+
 // target records the target of an intercepted request, as the method's
 // handler read it from the params.
 func (ic *interception) target(t string) {
 	if ic != nil {
-		ic.req.Target = t
+		ic.req.Target = clipEcho(t)
+	}
+}
+
+// found records that the handler found the target, visible to the caller.
+func (ic *interception) found() {
+	if ic != nil {
+		ic.res.Found = true
 	}
 }
 
 // failed records the error response of an intercepted request.
 func (ic *interception) failed(e *jsonrpc.Error) {
 	if ic != nil {
-		ic.res.ErrorCode, ic.res.ErrorMessage = Code(e.Code), e.Message
+		ic.res.ErrorCode, ic.res.ErrorMessage = Code(e.Code), clipEcho(e.Message)
 	}
 }
 

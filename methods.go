@@ -8,6 +8,7 @@ import (
 	"errors"
 	"net/http"
 	"strconv"
+	"strings"
 	"unicode/utf8"
 
 	"github.com/mcphandler/mcphandler/internal/jsonrpc"
@@ -114,7 +115,10 @@ func (h *Handler) admit(ctx context.Context, id Identity, s *session.Session) er
 	return err
 }
 
-// clip returns s cut to at most n bytes, at a UTF-8 boundary.
+// clip returns s cut to at most n bytes, at a UTF-8 boundary. A cut
+// string is a copy: a prefix that pointed into s would keep all of s
+// alive in whatever holds it (a session record in memory, a span
+// processor's queue, a cache).
 func clip(s string, n int) string {
 	if len(s) <= n {
 		return s
@@ -122,7 +126,7 @@ func clip(s string, n int) string {
 	for n > 0 && !utf8.RuneStart(s[n]) {
 		n--
 	}
-	return s[:n]
+	return strings.Clone(s[:n])
 }
 
 // initializeResult answers initialize with the negotiated version, the
@@ -191,7 +195,7 @@ func (h *Handler) setLevel(rq *request, m *jsonrpc.Message) {
 		return
 	}
 	if _, ok := logLevels[p.Level]; !ok {
-		rq.fail(m.ID, invalidParams("Invalid params: unknown log level "+strconv.Quote(string(p.Level))))
+		rq.fail(m.ID, invalidParams("Invalid params: unknown log level "+quoteEcho(string(p.Level))))
 		return
 	}
 	if rq.sess != nil {

@@ -109,7 +109,7 @@ func (h *Handler) findPrompt(ctx context.Context, id Identity, name string) (*Pr
 // errUnknownPrompt is the one answer for a prompt that does not exist or
 // that the caller may not see.
 func errUnknownPrompt(name string) *jsonrpc.Error {
-	return rpcError(CodeInvalidParams, "Unknown prompt: "+strconv.Quote(name))
+	return rpcError(CodeInvalidParams, "Unknown prompt: "+quoteEcho(name))
 }
 
 func (h *Handler) listPrompts(rq *request, m *jsonrpc.Message) {
@@ -174,6 +174,7 @@ func (h *Handler) promptToGet(rq *request, m *jsonrpc.Message) (*Prompt, getProm
 		rq.fail(m.ID, errUnknownPrompt(p.Name))
 		return nil, p, false
 	}
+	rq.ic.found() // for Config.Interceptors (intercept.go)
 	if h.stepUp(rq, m, prompt.Scopes) {
 		return nil, p, false
 	}

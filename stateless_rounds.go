@@ -357,7 +357,7 @@ func (rq *request) finishRounds(x *Exchange, m *jsonrpc.Message, err error) bool
 	}
 	var bad *badInputError
 	if errors.As(err, &bad) {
-		rq.fail(m.ID, invalidParams("Invalid params: inputResponses["+strconv.Quote(bad.key)+"] is not a valid answer"))
+		rq.fail(m.ID, invalidParams("Invalid params: inputResponses["+quoteEcho(bad.key)+"] is not a valid answer"))
 		return true
 	}
 	var mce *MissingCapabilityError

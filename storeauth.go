@@ -107,7 +107,7 @@ func (h *Handler) dropped(where string, err error) {
 	m.dropped, m.lastLog = 0, now
 	m.mu.Unlock()
 	h.logger().Warn("mcphandler: dropped values from the session store that failed verification (forged, altered or replayed)",
-		"count", n, "last", where, "err", err)
+		"count", n, "last", clipEcho(where), "err", err)
 }
 
 // publishSession sends msg to the session's standalone (or legacy) stream

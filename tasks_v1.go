@@ -106,22 +106,18 @@ func (rq *request) checkTaskV1(m *jsonrpc.Message, call *ToolCall, ev *CallEvent
 
 // taskMethodsV1 are the tasks methods of 2025-11-25.
 var taskMethodsV1 = map[string]method{
-	task.MethodGet:    {serve: (*Handler).tasksGetV1, needs: hasTools},
-	task.MethodCancel: {serve: (*Handler).tasksCancelV1, needs: hasTools},
-	task.MethodList:   {serve: (*Handler).tasksListV1, needs: hasTools},
-	task.MethodResult: {serve: (*Handler).tasksResultV1, needs: hasTools, cancellable: true},
+	task.MethodGet:    {serve: (*Handler).tasksGetV1, needs: hasTools, revision: Version20251125},
+	task.MethodCancel: {serve: (*Handler).tasksCancelV1, needs: hasTools, revision: Version20251125},
+	task.MethodList:   {serve: (*Handler).tasksListV1, needs: hasTools, revision: Version20251125},
+	task.MethodResult: {serve: (*Handler).tasksResultV1, needs: hasTools, revision: Version20251125, cancellable: true},
 }
 
 // sessionsMethods is the dispatch table of the 2025 revisions.
 var sessionsMethods = withMethods(sharedMethods, taskMethodsV1)
 
-// taskRequestV1 checks a 2025 tasks method: the revision has them, and
-// the params carry a taskId.
+// taskRequestV1 checks the params of a 2025-11-25 tasks method (the
+// dispatch table serves them to that revision only): they carry a taskId.
 func (rq *request) taskRequestV1(m *jsonrpc.Message) (string, bool) {
-	if rq.version != Version20251125 {
-		rq.fail(m.ID, methodNotFound(m.Method))
-		return "", false
-	}
 	id, err := task.ParseTaskID(m.Params)
 	if err != nil {
 		rq.fail(m.ID, invalidParams("Invalid params: "+trimTaskErr(err)))
@@ -175,10 +171,6 @@ func (h *Handler) tasksCancelV1(rq *request, m *jsonrpc.Message) {
 // tasksListV1 lists the caller's tasks, newest first, task.MaxListPage a
 // page; the cursor is the last task id of the page before.
 func (h *Handler) tasksListV1(rq *request, m *jsonrpc.Message) {
-	if rq.version != Version20251125 {
-		rq.fail(m.ID, methodNotFound(m.Method))
-		return
-	}
 	var p struct {
 		Cursor string `json:"cursor"`
 	}
@@ -210,7 +202,7 @@ func (h *Handler) tasksResultV1(rq *request, m *jsonrpc.Message) {
 	var ce *ClientError
 	switch {
 	case errors.As(err, &ce):
-		rq.fail(m.ID, rpcError(CodeInternalError, "the client's answer to the task's request was an error: "+ce.Message))
+		rq.fail(m.ID, rpcError(CodeInternalError, "the client's answer to the task's request was an error: "+clipEcho(ce.Message)))
 	case errors.Is(err, ErrCannotAsk):
 		rq.fail(m.ID, rpcError(CodeInternalError, "the task needs input this session cannot be asked for: its client must accept text/event-stream and declare the capability"))
 	case err != nil && rq.ctx.Err() != nil:

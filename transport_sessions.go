@@ -39,7 +39,7 @@ func isSupported(v string) bool { return slices.Contains(supportedVersions, v) }
 // stream logged for resumption.
 func (h *Handler) serveSession(w http.ResponseWriter, rq *request, m *jsonrpc.Message, kind jsonrpc.Kind) {
 	if hv := rq.version; hv != "" && !isSupported(hv) {
-		writeHTTPError(w, http.StatusBadRequest, jsonrpc.CodeInvalidRequest, "Bad Request: unsupported MCP-Protocol-Version "+hv)
+		writeHTTPError(w, http.StatusBadRequest, jsonrpc.CodeInvalidRequest, "Bad Request: unsupported MCP-Protocol-Version "+clipEcho(hv))
 		return
 	}
 	if kind == jsonrpc.KindRequest && m.Method == "initialize" {
@@ -114,7 +114,7 @@ func (h *Handler) resolveSession(w http.ResponseWriter, rq *request) bool {
 	// is refused rather than obeyed or ignored.
 	if rq.version != "" && rq.version != s.ProtocolVersion {
 		writeHTTPError(w, http.StatusBadRequest, jsonrpc.CodeInvalidRequest,
-			"Bad Request: MCP-Protocol-Version "+rq.version+" is not the session's negotiated version "+s.ProtocolVersion)
+			"Bad Request: MCP-Protocol-Version "+clipEcho(rq.version)+" is not the session's negotiated version "+s.ProtocolVersion)
 		return false
 	}
 	rq.sess = s
@@ -159,7 +159,7 @@ func (h *Handler) openBatch(w http.ResponseWriter, rq *request, body []byte) ([]
 		writeHTTPError(w, http.StatusBadRequest, jsonrpc.CodeInvalidRequest, "Invalid Request: batches are not accepted in protocol version "+Version20260728)
 		return nil, false
 	} else if hv != "" && !isSupported(hv) {
-		writeHTTPError(w, http.StatusBadRequest, jsonrpc.CodeInvalidRequest, "Bad Request: unsupported MCP-Protocol-Version "+hv)
+		writeHTTPError(w, http.StatusBadRequest, jsonrpc.CodeInvalidRequest, "Bad Request: unsupported MCP-Protocol-Version "+clipEcho(hv))
 		return nil, false
 	}
 	elems, err := jsonrpc.DecodeBatch(body)
@@ -337,7 +337,7 @@ func (h *Handler) openGET(w http.ResponseWriter, r *http.Request) (*request, boo
 	}
 	hv := strings.TrimSpace(headerValue(r, hdrProtocolVersion))
 	if hv != "" && !isSupported(hv) {
-		writeHTTPError(w, http.StatusBadRequest, jsonrpc.CodeInvalidRequest, "Bad Request: unsupported MCP-Protocol-Version "+hv)
+		writeHTTPError(w, http.StatusBadRequest, jsonrpc.CodeInvalidRequest, "Bad Request: unsupported MCP-Protocol-Version "+clipEcho(hv))
 		return nil, false
 	}
 	rq := &request{h: h, r: r, id: id, version: hv, era: sessions}
@@ -707,7 +707,7 @@ func negotiate(requested string) string {
 //
 // See https://modelcontextprotocol.io/specification/2025-11-25/basic/lifecycle.
 func (h *Handler) initialize(rq *request, m *jsonrpc.Message) {
-	if h.intercept(rq, m, (*Handler).initialize) { // Config.Interceptors (intercept.go) call back in
+	if h.intercept(rq, m, true, (*Handler).initialize) { // Config.Interceptors (intercept.go) call back in
 		return
 	}
 	var p initializeParams

@@ -214,7 +214,7 @@ func (h *Handler) legacySession(w http.ResponseWriter, r *http.Request, id Ident
 // initializeLegacy negotiates the version and records the client's
 // capabilities in the session the stream opened.
 func (h *Handler) initializeLegacy(rq *request, m *jsonrpc.Message) {
-	if h.intercept(rq, m, (*Handler).initializeLegacy) { // Config.Interceptors (intercept.go) call back in
+	if h.intercept(rq, m, true, (*Handler).initializeLegacy) { // Config.Interceptors (intercept.go) call back in
 		return
 	}
 	var p initializeParams

@@ -183,9 +183,9 @@ func checkModern(hdr http.Header, m *jsonrpc.Message, meta *requestMeta) (int, *
 	case len(meta.ClientCapabilities) == 0 || meta.ClientCapabilities[0] != '{':
 		return http.StatusBadRequest, invalidParams("Invalid params: _meta." + metaClientCaps + " is required")
 	case hv != *meta.ProtocolVersion:
-		return http.StatusBadRequest, headerMismatch("Header mismatch: MCP-Protocol-Version header '" + hv + "' does not match body '" + *meta.ProtocolVersion + "'")
+		return http.StatusBadRequest, headerMismatch("Header mismatch: MCP-Protocol-Version header '" + clipEcho(hv) + "' does not match body '" + clipEcho(*meta.ProtocolVersion) + "'")
 	case *meta.ProtocolVersion != Version20260728:
-		data, _ := json.Marshal(map[string]any{"supported": discoverVersions, "requested": *meta.ProtocolVersion})
+		data, _ := json.Marshal(map[string]any{"supported": discoverVersions, "requested": clipEcho(*meta.ProtocolVersion)})
 		return http.StatusBadRequest, rpcErrorData(CodeUnsupportedProtocolVersion, "Unsupported protocol version", data)
 	}
 	name, hasName := "", false
@@ -203,7 +203,7 @@ func checkModern(hdr http.Header, m *jsonrpc.Message, meta *requestMeta) (int, *
 	}
 	if meta.LogLevel != nil {
 		if _, ok := logLevels[*meta.LogLevel]; !ok {
-			return http.StatusBadRequest, invalidParams("Invalid params: unknown log level " + strconv.Quote(string(*meta.LogLevel)))
+			return http.StatusBadRequest, invalidParams("Invalid params: unknown log level " + quoteEcho(string(*meta.LogLevel)))
 		}
 	}
 	return 0, nil

@@ -105,18 +105,14 @@ type opKey struct{ method, name, version, errType string }
 const maxAttrSets = 4096
 
 // opAttrs returns the attributes of a request's duration: only values of
-// bounded cardinality, whatever clients send. A method the server does not
-// know is "_OTHER"; a tool or prompt name is left out unless the request
-// found it.
+// bounded cardinality, whatever clients send. The method is one the
+// handler serves, or mcphandler.Other (the handler never gives a client's
+// own method); the version one it serves, else "_OTHER"; a tool or prompt
+// name is left out unless the handler found it among the caller's
+// (Result.Found): a name the client merely sent never becomes a series.
 func (m *metrics) opAttrs(req *mcphandler.Request, res mcphandler.Result, errType string) []metric.RecordOption {
-	k := opKey{method: req.Method, version: req.ProtocolVersion, errType: errType}
-	if res.ErrorCode == mcphandler.CodeMethodNotFound {
-		k.method = "_OTHER"
-	}
-	if len(k.version) > maxNameBytes {
-		k.version = "_OTHER"
-	}
-	if (req.Method == "tools/call" || req.Method == "prompts/get") && found(res) {
+	k := opKey{method: req.Method, version: servedVersion(req.ProtocolVersion), errType: errType}
+	if (req.Method == "tools/call" || req.Method == "prompts/get") && res.Found {
 		k.name = req.Target
 	}
 	if set, ok := m.sets.load(k); ok {
@@ -144,9 +140,15 @@ func (m *metrics) opAttrs(req *mcphandler.Request, res mcphandler.Result, errTyp
 	return set
 }
 
-// found reports whether a tools/call or prompts/get found what it named.
-func found(res mcphandler.Result) bool {
-	return res.Outcome != mcphandler.OutcomeNotFound && res.ErrorCode != mcphandler.CodeInvalidParams
+// servedVersion is v if it is a protocol revision the handler serves (or
+// empty), else "_OTHER": a metric attribute takes no other value.
+func servedVersion(v string) string {
+	switch v {
+	case "", mcphandler.Version20241105, mcphandler.Version20250326, mcphandler.Version20250618,
+		mcphandler.Version20251125, mcphandler.Version20260728:
+		return v
+	}
+	return mcphandler.Other
 }
 
 // decided reports whether a tools/call outcome ends its confirm here:
@@ -227,7 +229,7 @@ func (m *metrics) sessionEnded(ctx context.Context, sid, version string, created
 		return
 	}
 	d := max(time.Since(created), 0).Seconds()
-	if version == "" {
+	if version = servedVersion(version); version == "" {
 		m.sess.Record(ctx, d)
 		return
 	}

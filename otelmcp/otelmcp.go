@@ -11,19 +11,24 @@
 // # Traces
 //
 // Every MCP request gets one SERVER span named "{mcp.method.name}
-// {target}" (target: the tool of tools/call, the prompt of prompts/get;
-// other methods are named by the method alone; the handler reads the
-// target once, while serving, so a sampler sees the method alone, and the
-// target attributes are set when the span ends), with the attributes
-// mcp.method.name, gen_ai.tool.name, gen_ai.prompt.name,
-// mcp.resource.uri, jsonrpc.request.id, mcp.session.id (2025 sessions),
+// {target}" (target: the tool of tools/call, the prompt of prompts/get,
+// once the handler found it among the caller's; other methods, and a
+// target the handler did not find, are named by the method alone, as the
+// conventions ask when no low-cardinality target is known; the handler
+// reads the target once, while serving, so a sampler sees the method
+// alone unless the params carried _meta, and the target attributes are
+// set when the span ends), with the attributes mcp.method.name,
+// gen_ai.tool.name, gen_ai.prompt.name, mcp.resource.uri,
+// jsonrpc.request.id, mcp.session.id (2025 sessions),
 // mcp.protocol.version, gen_ai.operation.name = execute_tool (tools/call),
 // rpc.response.status_code and, on failures, error.type (the JSON-RPC
 // code as a string, or tool_error for an isError result) with status
 // ERROR. Methods the conventions do not know yet (server/discover,
-// subscriptions/listen, ...) are emitted as they are. Project attributes:
-// mcphandler.tenant (see [WithoutTenant]) and mcphandler.outcome on
-// tools/call.
+// subscriptions/listen, ...) are emitted as they are; a method the handler
+// does not serve is "_OTHER" ([mcphandler.Other]: the handler never gives
+// a client's own method), and the status message names it. Project
+// attributes: mcphandler.tenant (see [WithoutTenant]) and
+// mcphandler.outcome on tools/call.
 //
 // The span's parent is the trace context of the request's params._meta
 // (traceparent, tracestate; baggage goes into the context), extracted with
@@ -56,6 +61,23 @@
 //     ([WithSessionTTL]).
 //   - mcphandler.server.streams: open long-lived streams on this replica
 //     (GET streams and subscriptions/listen), by mcphandler.stream.
+//
+// # Bounds
+//
+// No string a client chooses becomes telemetry unbounded. A metric
+// attribute takes values from closed sets only: mcp.method.name is a
+// method the handler serves or _OTHER, mcp.protocol.version a revision it
+// serves or _OTHER, gen_ai.tool.name and gen_ai.prompt.name a tool or
+// prompt the handler found among the caller's ([mcphandler.Result.Found]),
+// error.type a code the server chose; the attribute sets kept for reuse
+// are at most 4096, so a host whose tool set keeps changing costs a set
+// per request past them, not memory. A span's name is a method and a
+// found target, each cut to 128 bytes (span names of found targets kept
+// for reuse: at most 4096). Every other span value a client can vary — a
+// target not found, a resource URI, the request and session ids, the
+// protocol version, the tenant, the confirm id, the status message — is
+// cut to 256 bytes at a UTF-8 boundary, and copied when cut, so that a
+// span waiting for export holds no more of the request.
 package otelmcp
 
 import (
@@ -257,13 +279,14 @@ func targetAttrs(a []attribute.KeyValue, req *mcphandler.Request) []attribute.Ke
 	if req.Target == "" {
 		return a
 	}
+	t := clipValue(req.Target)
 	switch req.Method {
 	case "tools/call":
-		a = append(a, semconv.GenAIToolName(req.Target))
+		a = append(a, semconv.GenAIToolName(t))
 	case "prompts/get":
-		a = append(a, semconv.GenAIPromptName(req.Target))
+		a = append(a, semconv.GenAIPromptName(t))
 	case "resources/read", "resources/subscribe", "resources/unsubscribe":
-		a = append(a, semconv.McpResourceURI(req.Target))
+		a = append(a, semconv.McpResourceURI(t))
 	}
 	return a
 }
@@ -271,6 +294,22 @@ func targetAttrs(a []attribute.KeyValue, req *mcphandler.Request) []attribute.Ke
 // maxNameBytes bounds the method and the target in a span name: both come
 // from the client.
 const maxNameBytes = 128
+
+// maxValueBytes bounds every string value otelmcp puts on a span that the
+// client chose or could vary (a target, a request or session id, the
+// protocol version, the status message): a longer one is cut at a UTF-8
+// boundary, and copied, so that a span kept for export holds no more of
+// the request.
+const maxValueBytes = 256
+
+// clipValue cuts s to maxValueBytes at a UTF-8 boundary, copying it when
+// cut.
+func clipValue(s string) string {
+	if len(s) <= maxValueBytes {
+		return s
+	}
+	return strings.Clone(clipTo(s, maxValueBytes))
+}
 
 // spanName is the span name of req, "{method} {target}". Names of found
 // targets (keep: the request found its tool or prompt) are made once and
@@ -306,11 +345,13 @@ type nameKey struct{ method, target string }
 const maxNames = 4096
 
 // clip cuts s to maxNameBytes, at a UTF-8 boundary.
-func clip(s string) string {
-	if len(s) <= maxNameBytes {
+func clip(s string) string { return clipTo(s, maxNameBytes) }
+
+// clipTo cuts s to n bytes, at a UTF-8 boundary.
+func clipTo(s string, n int) string {
+	if len(s) <= n {
 		return s
 	}
-	n := maxNameBytes
 	for n > 0 && !utf8.RuneStart(s[n]) {
 		n--
 	}
@@ -319,22 +360,22 @@ func clip(s string) string {
 
 // requestAttrs adds the span's attributes that describe the request.
 func requestAttrs(a []attribute.KeyValue, req *mcphandler.Request, noTenant bool) []attribute.KeyValue {
-	a = append(a, semconv.McpMethodNameKey.String(req.Method))
+	a = append(a, semconv.McpMethodNameKey.String(clipValue(req.Method)))
 	if req.Method == "tools/call" {
 		a = append(a, semconv.GenAIOperationNameExecuteTool)
 	}
 	if len(req.ID) > 0 {
-		a = append(a, semconv.JSONRPCRequestID(requestID(req.ID)))
+		a = append(a, semconv.JSONRPCRequestID(clipValue(requestID(req.ID))))
 	}
 	if !noTenant && req.Identity.Tenant != "" {
-		a = append(a, TenantKey.String(req.Identity.Tenant))
+		a = append(a, TenantKey.String(clipValue(req.Identity.Tenant)))
 	}
 	a = targetAttrs(a, req)
 	if req.SessionID != "" {
-		a = append(a, semconv.McpSessionID(req.SessionID))
+		a = append(a, semconv.McpSessionID(clipValue(req.SessionID)))
 	}
 	if req.ProtocolVersion != "" {
-		a = append(a, semconv.McpProtocolVersion(req.ProtocolVersion))
+		a = append(a, semconv.McpProtocolVersion(clipValue(req.ProtocolVersion)))
 	}
 	return a
 }
@@ -360,7 +401,13 @@ func (i *interceptor) end(ctx context.Context, span trace.Span, req *mcphandler.
 		return
 	}
 	if req.Target != "" {
-		span.SetName(i.spanName(req, found(res)))
+		// A target the handler did not find is the client's string: the
+		// span is named by the method alone.
+		if res.Found {
+			span.SetName(i.spanName(req, true))
+		} else {
+			span.SetName(clip(req.Method))
+		}
 	}
 	a := requestAttrs(sc.attrs[:0], req, i.cfg.noTenant)
 	if res.ErrorCode != 0 {
@@ -370,11 +417,11 @@ func (i *interceptor) end(ctx context.Context, span trace.Span, req *mcphandler.
 		a = append(a, OutcomeKey.String(string(res.Outcome)))
 	}
 	if res.ConfirmID != "" {
-		a = append(a, ConfirmIDKey.String(res.ConfirmID))
+		a = append(a, ConfirmIDKey.String(clipValue(res.ConfirmID)))
 	}
 	if errType != "" {
 		a = append(a, semconv.ErrorTypeKey.String(errType))
-		msg := res.ErrorMessage
+		msg := clipValue(res.ErrorMessage)
 		if msg == "" {
 			msg = errType
 		}

@@ -3,6 +3,7 @@ package otelmcp_test
 import (
 	"context"
 	"net/http/httptest"
+	"strings"
 	"testing"
 
 	"github.com/mcphandler/mcphandler"
@@ -171,20 +172,32 @@ func TestSpanFailures(t *testing.T) {
 			if s.Status().Code != codes.Error {
 				t.Errorf("status %v, want error", s.Status())
 			}
-			// An unknown tool: the JSON-RPC code.
+			// An unknown tool: the JSON-RPC code. Its name, the client's,
+			// is an attribute but not part of the span name (the
+			// conventions name a span by its method when the target is not
+			// of low cardinality).
 			if _, err := c.CallTool(ctx, "nosuch", nil); err == nil {
 				t.Fatal("unknown tool served")
 			}
-			s = o.span(t, "tools/call nosuch")
-			wantAttrs(t, s, map[string]string{"error.type": "-32602", "rpc.response.status_code": "-32602", "mcphandler.outcome": "not_found"})
+			s = o.span(t, "tools/call")
+			wantAttrs(t, s, map[string]string{"error.type": "-32602", "rpc.response.status_code": "-32602", "mcphandler.outcome": "not_found",
+				"gen_ai.tool.name": "nosuch"})
 			if s.Status().Code != codes.Error {
 				t.Errorf("status %v, want error", s.Status())
 			}
-			// An unknown method.
+			// An unknown method: _OTHER, as the handler gives it; the
+			// status message names it.
 			if _, err := c.Call(ctx, "nosuch/method", map[string]any{}); err == nil {
 				t.Fatal("unknown method served")
 			}
-			wantAttrs(t, o.span(t, "nosuch/method"), map[string]string{"mcp.method.name": "nosuch/method", "error.type": "-32601"})
+			s = o.span(t, mcphandler.Other)
+			wantAttrs(t, s, map[string]string{"mcp.method.name": mcphandler.Other, "error.type": "-32601"})
+			if !strings.Contains(s.Status().Description, "nosuch/method") {
+				t.Errorf("status %v, want the method named", s.Status())
+			}
+			if len(o.spans("nosuch/method")) != 0 {
+				t.Error("a span named by the client's method")
+			}
 			// A prompt: named by it.
 			if _, err := c.Call(ctx, "prompts/get", map[string]any{"name": "greet"}); err != nil {
 				t.Fatal(err)
