@@ -12,6 +12,7 @@ import (
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
+	"net/url"
 	"strconv"
 	"strings"
 	"sync/atomic"
@@ -348,5 +349,90 @@ func TestAttackSessionsPerIdentityLegacy(t *testing.T) {
 	case <-ended:
 	case <-time.After(5 * time.Second):
 		t.Fatal("the legacy stream of the ended session is still open")
+	}
+}
+
+// getCounter is a store whose session reads are counted.
+type getCounter struct {
+	session.Store
+	gets atomic.Int64
+}
+
+func (g *getCounter) Get(ctx context.Context, id string) (*session.Session, error) {
+	g.gets.Add(1)
+	return g.Store.Get(ctx, id)
+}
+
+// The attacker sends session ids the handler never issues — huge, one
+// character off, another alphabet — on every path that names a session
+// (POST, GET, DELETE, the legacy message endpoint), hoping to make the
+// store look up (or, on Redis, send) whatever it chose. Only an id of the
+// form the handler issues (26 characters of base32) is looked up; the
+// others are unknown sessions, answered 404 exactly as an unknown id of
+// that form, without a store read.
+func TestAttackSessionIDNeverReachesStore(t *testing.T) {
+	f := &fixture{}
+	store := &getCounter{Store: session.NewMemory()}
+	cfg := f.config()
+	cfg.Store, cfg.StateKeys = store, testStateKeys
+	h := mcphandler.New(cfg)
+	defer h.Close()
+	sse, messages := h.LegacySSE("/messages")
+	mux := http.NewServeMux()
+	mux.Handle("/mcp", h)
+	mux.Handle("/sse", sse)
+	mux.Handle("/messages", messages)
+	srv := httptest.NewServer(mux)
+	defer srv.Close()
+
+	ping := `{"jsonrpc":"2.0","id":1,"method":"ping"}`
+	do := func(method, url, sid, body string) (int, string) {
+		t.Helper()
+		req, _ := http.NewRequest(method, url, strings.NewReader(body))
+		req.Header.Set("Authorization", "Bearer acme-admin")
+		req.Header.Set("Content-Type", "application/json")
+		req.Header.Set("Accept", "application/json, text/event-stream")
+		if sid != "" {
+			req.Header.Set("Mcp-Session-Id", sid)
+		}
+		resp, err := srv.Client().Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		b, _ := io.ReadAll(resp.Body)
+		return resp.StatusCode, string(b)
+	}
+	wellFormed := "ABCDEFGHIJKLMNOPQRSTUVWXYZ" // of the issued form, never issued
+	_, unknown := do("POST", srv.URL+"/mcp", wellFormed, ping)
+	if n := store.gets.Swap(0); n != 1 {
+		t.Fatalf("an unknown id of the issued form made %d store reads, want 1", n)
+	}
+	for _, sid := range []string{
+		strings.Repeat("A", 64<<10),
+		wellFormed + "A",
+		wellFormed[:25],
+		strings.ToLower(wellFormed),
+		"ABCDEFGHIJKLMNOPQRSTUVWXY1", // 1 is not base32
+		"ABCDEFGHIJKLMNOPQRSTUVWXY=",
+		"ABCDEFGHIJKLMNOPQRSTUVWXY\u00e9"[:26],
+	} {
+		for _, tc := range []struct{ method, url, sid, body string }{
+			{"POST", srv.URL + "/mcp", sid, ping},
+			{"GET", srv.URL + "/mcp", sid, ""},
+			{"DELETE", srv.URL + "/mcp", sid, ""},
+			{"POST", srv.URL + "/messages?sessionId=" + url.QueryEscape(sid), "", ping},
+		} {
+			status, body := do(tc.method, tc.url, tc.sid, tc.body)
+			if status != http.StatusNotFound {
+				t.Errorf("%s %s with a %d-byte id: %d %.200s, want 404", tc.method, tc.url[len(srv.URL):min(len(tc.url), len(srv.URL)+20)], len(sid), status, body)
+			}
+			if tc.method == "POST" && tc.sid != "" && body != unknown {
+				t.Errorf("a %d-byte id answers %.200s, an unknown id %s", len(sid), body, unknown)
+			}
+		}
+		if n := store.gets.Swap(0); n != 0 {
+			t.Errorf("an id of %d bytes the handler never issues made %d store reads", len(sid), n)
+		}
 	}
 }

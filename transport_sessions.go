@@ -96,7 +96,7 @@ func (h *Handler) resolveSession(w http.ResponseWriter, rq *request) bool {
 		writeHTTPError(w, http.StatusBadRequest, jsonrpc.CodeInvalidRequest, "Bad Request: Mcp-Session-Id header is required")
 		return false
 	}
-	s, err := h.cfg.Store.Get(rq.context(), sid)
+	s, err := h.lookupSession(rq.context(), sid)
 	if err == nil && !rq.id.hasKey(s.Owner) {
 		err = session.ErrNotFound
 	}
@@ -119,6 +119,30 @@ func (h *Handler) resolveSession(w http.ResponseWriter, rq *request) bool {
 	}
 	rq.sess = s
 	rq.version = s.ProtocolVersion
+	return true
+}
+
+// lookupSession reads session sid from the store. An id the handler
+// cannot have issued (see validSessionID) is ErrNotFound without a store
+// read: the id is the client's, and a store's key.
+func (h *Handler) lookupSession(ctx context.Context, sid string) (*session.Session, error) {
+	if !validSessionID(sid) {
+		return nil, session.ErrNotFound
+	}
+	return h.cfg.Store.Get(ctx, sid)
+}
+
+// validSessionID reports whether sid has the form of the ids initialize
+// issues (randText): 26 characters of the RFC 4648 base32 alphabet.
+func validSessionID(sid string) bool {
+	if len(sid) != 26 {
+		return false
+	}
+	for i := range len(sid) {
+		if c := sid[i]; (c < 'A' || c > 'Z') && (c < '2' || c > '7') {
+			return false
+		}
+	}
 	return true
 }
 

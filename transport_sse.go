@@ -196,7 +196,7 @@ func (h *Handler) legacySession(w http.ResponseWriter, r *http.Request, id Ident
 		writeHTTPError(w, http.StatusBadRequest, jsonrpc.CodeInvalidRequest, "Bad Request: sessionId is required")
 		return nil, false
 	}
-	s, err := h.cfg.Store.Get(r.Context(), sid)
+	s, err := h.lookupSession(r.Context(), sid)
 	if err == nil && !id.hasKey(s.Owner) {
 		err = session.ErrNotFound
 	}
