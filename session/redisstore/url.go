@@ -42,8 +42,9 @@ const (
 	Sentinel Kind = "sentinel"
 )
 
-// DefaultDialTimeout is the DialTimeout [NewClient] gives a client whose
-// URL sets none: no more than [DefaultOpTimeout].
+// DefaultDialTimeout is the longest DialTimeout [NewClient] gives a
+// client, and the one it gives when the URL sets none: less than
+// [DefaultOpTimeout].
 const DefaultDialTimeout = time.Second
 
 // NewClient returns a go-redis client of the Redis rawURL names, deployed
@@ -55,8 +56,10 @@ const DefaultDialTimeout = time.Second
 //
 //   - ContextTimeoutEnabled is true, so that [Options.OpTimeout] interrupts
 //     socket I/O;
-//   - DialTimeout is [DefaultDialTimeout] (one second) unless the URL's
-//     dial_timeout sets a positive one (keep it no larger than OpTimeout);
+//   - DialTimeout is at most [DefaultDialTimeout] (one second, less than
+//     the default OpTimeout): the URL's dial_timeout if positive and
+//     smaller (a longer dial would hold Subscribe and Subscription.Close
+//     past OpTimeout, see [Options.OpTimeout]);
 //   - DialerRetries is 1, so that a refused dial fails at once, unless the
 //     URL's dialer_retries (Cluster and Sentinel only) sets another.
 //
@@ -124,8 +127,9 @@ func newClient(kind Kind, rawURL string) (redis.UniversalClient, error) {
 }
 
 // settle gives parsed client options the settings the store asks for:
-// context deadlines on, a DialTimeout (the URL's if positive, else
-// DefaultDialTimeout: zero is go-redis's five seconds, negative none), one
+// context deadlines on, a DialTimeout of at most DefaultDialTimeout (the
+// URL's if positive and smaller: zero is go-redis's five seconds,
+// negative none), one
 // dial attempt unless the URL set another. It refuses the pool sizes
 // go-redis cannot take: it panics, when it creates a pool (on a cluster,
 // at the first call to a node), on a count past 32 bits.
@@ -136,7 +140,7 @@ func settle(contextTimeout *bool, dialTimeout *time.Duration, dialerRetries *int
 		}
 	}
 	*contextTimeout = true
-	if *dialTimeout <= 0 {
+	if *dialTimeout <= 0 || *dialTimeout > DefaultDialTimeout {
 		*dialTimeout = DefaultDialTimeout
 	}
 	if *dialerRetries == 0 {

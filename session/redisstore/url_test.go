@@ -121,9 +121,9 @@ func settingsOf(t *testing.T, c redis.UniversalClient) settings {
 
 // TestNewClientSettings: whatever the URL says, the client lets a context
 // deadline interrupt socket I/O (a failover URL may turn that off), dials
-// for at most a second unless the URL sets a positive dial_timeout (not
-// go-redis's five seconds, and never without a bound), and makes one dial
-// attempt unless the URL sets dialer_retries.
+// for at most a second (the URL's dial_timeout if shorter; not go-redis's
+// five seconds, and never without a bound), and makes one dial attempt
+// unless the URL sets dialer_retries.
 func TestNewClientSettings(t *testing.T) {
 	def := settings{true, DefaultDialTimeout, 1}
 	for _, tc := range []struct {
@@ -138,7 +138,9 @@ func TestNewClientSettings(t *testing.T) {
 		{Cluster, "redis://127.0.0.1:1?addr=127.0.0.1:2", def},
 		{Cluster, "redis://127.0.0.1:1?dial_timeout=0&dialer_retries=3", settings{true, DefaultDialTimeout, 3}},
 		{Sentinel, "redis://127.0.0.1:1?master_name=m", def},
-		{Sentinel, "redis://127.0.0.1:1?master_name=m&context_timeout_enabled=false&dial_timeout=5s", settings{true, 5 * time.Second, 1}},
+		{Sentinel, "redis://127.0.0.1:1?master_name=m&context_timeout_enabled=false&dial_timeout=5s", def},
+		{Cluster, "redis://127.0.0.1:1?dial_timeout=2s", def},
+		{Single, "redis://127.0.0.1:1?dial_timeout=1001ms", def},
 	} {
 		c, err := NewClient(tc.kind, tc.url)
 		if err != nil {
