@@ -4,8 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"net/url"
-	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -15,19 +13,6 @@ import (
 	"github.com/mcphandler/mcphandler/session"
 	"github.com/mcphandler/mcphandler/session/redisstore/redistest"
 )
-
-// singleURL returns the URL of the Redis redistest.Client finds.
-func singleURL(t *testing.T) string {
-	o := redistest.Options(t)
-	u := url.URL{Scheme: "redis", Host: o.Addr, Path: "/" + strconv.Itoa(o.DB)}
-	if o.Network == "unix" {
-		u = url.URL{Scheme: "unix", Path: o.Addr, RawQuery: "db=" + strconv.Itoa(o.DB)}
-	}
-	if o.Username != "" || o.Password != "" {
-		u.User = url.UserPassword(o.Username, o.Password)
-	}
-	return u.String()
-}
 
 // seeds returns redis://first?addr=second&addr=... for addrs, with the
 // extra query parameters q.
@@ -47,13 +32,13 @@ func seeds(addrs []string, q string) string {
 func TestNewClientTopologies(t *testing.T) {
 	for _, tc := range []struct {
 		kind Kind
-		url  func(t *testing.T) string
+		url  func(t testing.TB) string
 		want string // the client's type
 	}{
-		{Single, singleURL, "*redis.Client"},
-		{"", singleURL, "*redis.Client"},
-		{Cluster, func(t *testing.T) string { return seeds(redistest.SharedCluster(t).Addrs(), "") }, "*redis.ClusterClient"},
-		{Sentinel, func(t *testing.T) string {
+		{Single, redistest.URL, "*redis.Client"},
+		{"", redistest.URL, "*redis.Client"},
+		{Cluster, func(t testing.TB) string { return seeds(redistest.SharedCluster(t).Addrs(), "") }, "*redis.ClusterClient"},
+		{Sentinel, func(t testing.TB) string {
 			return seeds(redistest.SharedSentinel(t).Addrs(), "master_name="+redistest.SentinelMaster)
 		}, "*redis.Client"},
 	} {
