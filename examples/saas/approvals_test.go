@@ -3,12 +3,8 @@ package main
 import (
 	"context"
 	"encoding/json"
-	"io"
 	"net/http"
-	"net/http/cookiejar"
 	"net/http/httptest"
-	"net/url"
-	"regexp"
 	"strings"
 	"testing"
 	"time"
@@ -16,37 +12,6 @@ import (
 	"github.com/mcphandler/mcphandler/internal/oidctest"
 	"github.com/mcphandler/mcphandler/mcptest"
 )
-
-var csrfRE = regexp.MustCompile(`name="csrf" value="([^"]+)"`)
-
-// signInAndDecide opens the approval page u in a cookie-keeping client
-// (signing in at p as who on the way) and, if the page offers the form,
-// posts decision ("" posts nothing); it returns the page shown last.
-func signInAndDecide(t *testing.T, p *oidctest.Provider, who map[string]any, u, decision string) string {
-	jar, _ := cookiejar.New(nil)
-	c := &http.Client{Jar: jar, Transport: p.Client().Transport, Timeout: 10 * time.Second}
-	p.SignInAs(who)
-	body := func(resp *http.Response, err error) string {
-		if err != nil {
-			t.Errorf("page: %v", err)
-			return ""
-		}
-		defer resp.Body.Close()
-		b, _ := io.ReadAll(resp.Body)
-		return string(b)
-	}
-	page := body(c.Get(u))
-	m := csrfRE.FindStringSubmatch(page)
-	if m == nil || decision == "" {
-		return page
-	}
-	req, _ := http.NewRequest(http.MethodPost, u, strings.NewReader(url.Values{"decision": {decision}, "csrf": {m[1]}}.Encode()))
-	req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
-	pu, _ := url.Parse(u)
-	req.Header.Set("Origin", pu.Scheme+"://"+pu.Host)
-	req.Header.Set("Sec-Fetch-Site", "same-origin")
-	return body(c.Do(req))
-}
 
 // TestDeleteNoteNeedsAnAdminsApproval: with -approvals, an editor's
 // delete_note waits for an approval; the editor cannot approve it
@@ -72,8 +37,8 @@ func TestDeleteNoteNeedsAnAdminsApproval(t *testing.T) {
 	c := mcptest.Dial(audience, mcptest.WithToken(token), mcptest.WithCapabilities(json.RawMessage(`{"elicitation":{"url":{}}}`)),
 		mcptest.WithElicitationHandler(func(_ context.Context, e mcptest.ElicitParams) (mcptest.ElicitResult, error) {
 			go func() {
-				pages <- signInAndDecide(t, p, map[string]any{"sub": "ed", "org_id": "acme", "role": "editor"}, e.URL, "approve")
-				pages <- signInAndDecide(t, p, map[string]any{"sub": "ada", "org_id": "acme", "role": "admin"}, e.URL, "approve")
+				pages <- p.Decide(t, map[string]any{"sub": "ed", "org_id": "acme", "role": "editor"}, e.URL, "approve")
+				pages <- p.Decide(t, map[string]any{"sub": "ada", "org_id": "acme", "role": "admin"}, e.URL, "approve")
 			}()
 			return mcptest.ElicitResult{Action: "accept"}, nil
 		}))

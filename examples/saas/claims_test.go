@@ -99,7 +99,7 @@ var signedInRE = regexp.MustCompile(`Signed in as ([^ ]*) \(workspace ([^,)]*)(?
 // pageWho is who the approval page at u says the person with the ID token
 // claims is, or refusedWho if the sign-in failed.
 func (e *approvalsEnv) pageWho(t *testing.T, claims map[string]any, u string) who {
-	body := signInAndDecide(t, e.p, claims, u, "")
+	body := e.p.Decide(t, claims, u, "")
 	m := signedInRE.FindStringSubmatch(body)
 	if m == nil {
 		if strings.Contains(body, "Sign-in failed") {
@@ -206,7 +206,7 @@ func TestRolesArrayAdminApproves(t *testing.T) {
 	c, err := e.dial(t, map[string]any{"sub": "ed", "org_id": "acme", "roles": []any{"editor"}},
 		mcptest.WithCapabilities(json.RawMessage(`{"elicitation":{"url":{}}}`)),
 		mcptest.WithElicitationHandler(func(_ context.Context, el mcptest.ElicitParams) (mcptest.ElicitResult, error) {
-			go func() { pages <- signInAndDecide(t, e.p, adaClaims, el.URL, "approve") }()
+			go func() { pages <- e.p.Decide(t, adaClaims, el.URL, "approve") }()
 			return mcptest.ElicitResult{Action: "accept"}, nil
 		}))
 	if err != nil {

@@ -14,10 +14,12 @@ import (
 	"fmt"
 	"net"
 	"net/url"
+	"strconv"
 	"strings"
-	"time"
 
 	"github.com/redis/go-redis/v9"
+
+	"github.com/mcphandler/mcphandler/session/redisstore"
 )
 
 // Kinds of Redis deployment.
@@ -144,49 +146,51 @@ func parseAddrs(s string) ([]string, error) {
 	return addrs, nil
 }
 
-// Settings the clients are built with, as package redisstore asks:
-// context deadlines interrupt socket I/O, a dial waits at most a second
-// (no more than the store's OpTimeout), and a refused dial fails at once
-// instead of after five attempts.
-const dialTimeout = time.Second
-
-// NewClient returns a client of t (nil for None): a *redis.Client for a
-// single server, a *redis.ClusterClient for a cluster, a failover client
-// (redis.NewFailoverClient, which follows the master the Sentinels name)
-// for Sentinel. poolSize, if positive, is the connection pool's size (per
-// node on a cluster).
+// NewClient returns a client of t (nil for None), built by
+// redisstore.NewClient with the settings that package asks for: a
+// *redis.Client for a single server, a *redis.ClusterClient for a cluster,
+// a failover client (redis.NewFailoverClient, which follows the master the
+// Sentinels name) for Sentinel. poolSize, if positive, is the connection
+// pool's size (per node on a cluster).
 func NewClient(t Topology, poolSize int) (redis.UniversalClient, error) {
+	var (
+		kind redisstore.Kind
+		u    *url.URL
+		err  error
+	)
+	q := url.Values{}
 	switch t.Kind {
 	case None:
 		return nil, nil
 	case Single:
-		opt, err := redis.ParseURL(t.URL)
-		if err != nil {
-			return nil, fmt.Errorf("%w: %s: %v", ErrUsage, t.From, err)
+		kind = redisstore.Single
+		if u, err = url.Parse(t.URL); err != nil {
+			return nil, fmt.Errorf("%w: %s: malformed URL", ErrUsage, t.From)
 		}
-		opt.ContextTimeoutEnabled = true
-		if opt.DialTimeout <= 0 || opt.DialTimeout > dialTimeout {
-			opt.DialTimeout = dialTimeout
+		q = u.Query()
+	case Cluster, Sentinel:
+		if len(t.Addrs) == 0 {
+			return nil, fmt.Errorf("%w: %s: no address", ErrUsage, t.From)
 		}
-		if opt.DialerRetries == 0 {
-			opt.DialerRetries = 1
+		kind = redisstore.Cluster
+		u = &url.URL{Scheme: "redis", Host: t.Addrs[0]}
+		q["addr"] = t.Addrs[1:]
+		if t.Kind == Sentinel {
+			kind = redisstore.Sentinel
+			q.Set("master_name", t.Master)
 		}
-		if poolSize > 0 {
-			opt.PoolSize = poolSize
-		}
-		return redis.NewClient(opt), nil
-	case Cluster:
-		return redis.NewClusterClient(&redis.ClusterOptions{
-			Addrs: t.Addrs, PoolSize: poolSize,
-			ContextTimeoutEnabled: true, DialTimeout: dialTimeout, DialerRetries: 1,
-		}), nil
-	case Sentinel:
-		return redis.NewFailoverClient(&redis.FailoverOptions{
-			MasterName: t.Master, SentinelAddrs: t.Addrs, PoolSize: poolSize,
-			ContextTimeoutEnabled: true, DialTimeout: dialTimeout, DialerRetries: 1,
-		}), nil
+	default:
+		return nil, fmt.Errorf("redisflag: unknown kind %q", t.Kind)
 	}
-	return nil, fmt.Errorf("redisflag: unknown kind %q", t.Kind)
+	if poolSize > 0 {
+		q.Set("pool_size", strconv.Itoa(poolSize))
+	}
+	u.RawQuery = q.Encode()
+	c, err := redisstore.NewClient(kind, u.String())
+	if err != nil {
+		return nil, fmt.Errorf("%w: %s: %v", ErrUsage, t.From, err)
+	}
+	return c, nil
 }
 
 // String describes t for a start-up message.

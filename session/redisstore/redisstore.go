@@ -491,6 +491,7 @@ type Store struct {
 	br        breaker
 	bg        group  // the breaker's probe and the cache's subscriber
 	cache     *cache // nil unless Options.CacheTTL > 0
+	ready     readiness
 
 	// ttlHint is the TTL (ms) of the session record this store wrote or
 	// read last, which Get restarts with GETEX; 0 while unknown, -1 when

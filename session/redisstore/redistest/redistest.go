@@ -79,6 +79,18 @@ func Options(t testing.TB) *redis.Options {
 	return find(t)
 }
 
+// URL returns the URL of the Redis [Client] finds, for a test of code that
+// takes one (redisstore.NewClient): REDIS_URL when it is set, else
+// redis://host:port/0.
+func URL(t testing.TB) string {
+	t.Helper()
+	opt := find(t)
+	if u := os.Getenv("REDIS_URL"); u != "" {
+		return u
+	}
+	return "redis://" + opt.Addr + "/0"
+}
+
 // ClientAt returns a new client of the Redis at addr (host:port), with the
 // same settings as [Client], and closes it when the test ends. Use it with
 // [Start].
