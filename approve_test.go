@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"regexp"
+	"strconv"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -646,5 +647,49 @@ func TestApproveCancelMeetsApproval(t *testing.T) {
 			}
 			t.Logf("lead %v: ran %d, approval %s", lead, n, a.State)
 		})
+	}
+}
+
+// TestApproveOpenedAfterDecision: the person decides on the page before
+// the client's answer to the URL elicitation (its "I opened it") reaches
+// the server — a browser is faster than a slow client, or the answer is
+// delayed. That answer decides nothing; it is accepted (202) whenever it
+// comes, on any replica, and the call runs once. (Refused as a stray
+// response, it made a real client report an error for a call that ran.)
+func TestApproveOpenedAfterDecision(t *testing.T) {
+	rig := newApprovalRig(t, 2, 5*time.Second)
+	for _, approve := range []bool{true, false} {
+		var u urlElicitations
+		c := mcptest.Dial(rig.cl.proxy.URL, mcptest.WithToken("acme-viewer"), mcptest.WithCapabilities(urlCaps),
+			u.handler(func(p mcptest.ElicitParams) {
+				ctx := context.Background()
+				if _, err := rig.stores[1].Decide(ctx, p.ElicitationID, bobApproves, approve); err != nil {
+					t.Errorf("decide: %v", err)
+				}
+				// The waiter learns the decision (and, approved, uses it)
+				// before the answer arrives.
+				for deadline := time.Now().Add(5 * time.Second); approve && time.Now().Before(deadline); {
+					if a, err := rig.stores[0].Get(ctx, p.ElicitationID); err == nil && a.State == approval.Used {
+						break
+					}
+					time.Sleep(10 * time.Millisecond)
+				}
+				time.Sleep(300 * time.Millisecond)
+			}))
+		ctx := context.Background()
+		if _, err := c.Initialize(ctx); err != nil {
+			t.Fatal(err)
+		}
+		res, err := c.CallTool(ctx, "delete_thing", map[string]any{"id": "late-" + strconv.FormatBool(approve)})
+		if err != nil {
+			t.Fatalf("approve %v: the call failed: %v", approve, err)
+		}
+		if approve != !res.IsError {
+			t.Fatalf("approve %v: %+v", approve, res)
+		}
+		c.Close()
+	}
+	if n := rig.f.count("delete_thing"); n != 1 {
+		t.Fatalf("ran %d times, want 1", n)
 	}
 }

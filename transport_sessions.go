@@ -11,6 +11,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/mcphandler/mcphandler/approval"
 	"github.com/mcphandler/mcphandler/internal/jsonrpc"
 	"github.com/mcphandler/mcphandler/session"
 )
@@ -287,10 +288,22 @@ func (h *Handler) deliverResponse(rq *request, m *jsonrpc.Message) error {
 	if err != nil {
 		return err
 	}
-	if n == 0 {
+	if n == 0 && !isApprovalAnswer(id) {
 		return errNotWaiting
 	}
 	return nil
+}
+
+// isApprovalAnswer reports whether id is the id of an approval's URL
+// elicitation (approve_push.go). The client's answer to it decides nothing
+// (the person decides on the page, who may be quicker than the client's
+// answer); it only lets a waiting call withdraw an approval the client
+// declined to open. So it is accepted however late it comes, and wherever
+// nobody is counted as waiting (Publish counts only one node on a Redis
+// Cluster).
+func isApprovalAnswer(id string) bool {
+	a, ok := strings.CutPrefix(id, approvalPrefix)
+	return ok && approval.ValidID(a)
 }
 
 // refuseResponse answers a client's response that was not delivered: 400
