@@ -116,8 +116,9 @@ type waitRig struct {
 	// modernRetry is the params of the 2026-07-28 approval's retry.
 	modernRetry string
 	taskID      string // the task of waitRig.startTask
-	// down: the authorization server cannot check the attacker's token.
-	down atomic.Bool
+	// down: the authorization server cannot check the attacker's token;
+	// panics: Authenticate panics on it.
+	down, panics atomic.Bool
 }
 
 const (
@@ -132,8 +133,13 @@ func newWaitRig(t *testing.T, keepAlive time.Duration) *waitRig {
 	rig.tt.ids[freshToken] = users[attacker]
 	cfg := rig.f.config()
 	cfg.Authenticate = func(r *http.Request) (mcphandler.Identity, error) {
-		if rig.down.Load() && r.Header.Get("Authorization") == "Bearer "+attacker {
-			return mcphandler.Identity{}, fmt.Errorf("introspection endpoint down: %w", mcphandler.ErrAuthUnavailable)
+		if r.Header.Get("Authorization") == "Bearer "+attacker {
+			if rig.down.Load() {
+				return mcphandler.Identity{}, fmt.Errorf("introspection endpoint down: %w", mcphandler.ErrAuthUnavailable)
+			}
+			if rig.panics.Load() {
+				panic("authorization hook bug")
+			}
 		}
 		return rig.tt.authenticate(r)
 	}
@@ -538,6 +544,9 @@ var tokenChanges = []struct {
 	// Only the attacker's token cannot be checked: the owner's answers
 	// still arrive.
 	{"authorization server down", func(rig *waitRig) { rig.down.Store(true) }, mcphandler.CodeStoreUnavailable},
+	// A check that panics, on a timer's goroutine, must not end the
+	// process: it fails as one that could not be made.
+	{"Authenticate panics", func(rig *waitRig) { rig.panics.Store(true) }, mcphandler.CodeStoreUnavailable},
 }
 
 func (rig *waitRig) revoke() {

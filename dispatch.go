@@ -64,7 +64,10 @@ func (h *Handler) serveRequest(rq *request, m *jsonrpc.Message) {
 	if h.intercept(rq, m, (*Handler).serveRequest) { // Config.Interceptors (intercept.go) call back in
 		return
 	}
-	rq.method = m.Method
+	rq.method, rq.msgID = m.Method, m.ID
+	// The stream re-checks the caller of what waits on it (reauth.go).
+	rq.st.caller = rq
+	defer rq.st.unwatch()
 	if e := rq.checkProgressToken(m); e != nil {
 		rq.fail(m.ID, e)
 		return
