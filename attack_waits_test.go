@@ -86,6 +86,8 @@ func (w *liveWriter) messages() (int, http.Header, []mcptest.Message) {
 	var m mcptest.Message
 	if json.Unmarshal(b, &m) == nil {
 		out = append(out, m)
+	} else {
+		json.Unmarshal(b, &out) // a batch's answers
 	}
 	return status, hdr, out
 }
@@ -114,8 +116,9 @@ type waitRig struct {
 	session   string // the 2025-11-25 session of waitRig.initialize
 	endpoint  string // the 2024-11-05 session's, once waitRig.legacy opened it
 	// modernRetry is the params of the 2026-07-28 approval's retry.
-	modernRetry string
-	taskID      string // the task of waitRig.startTask
+	modernRetry  string
+	taskID       string // the task of waitRig.startTask
+	batchSession string // a 2025-03-26 session, for batches
 	// down: the authorization server cannot check the attacker's token;
 	// panics: Authenticate panics on it.
 	down, panics atomic.Bool
@@ -464,6 +467,21 @@ var waitKinds = []waitKind{
 	}},
 	{name: "2026-07-28 tool's own work", ownWork: true, open: func(rig *waitRig) (*liveReply, string, func(), string) {
 		return rig.postModern(attacker, 7, "held", ""), "7", rig.releaseTools, "held result"
+	}},
+	{name: "2025-03-26 batch member's own work", ownWork: true, open: func(rig *waitRig) (*liveReply, string, func(), string) {
+		post := func(body string) *liveReply {
+			req := httptest.NewRequest("POST", "/mcp", strings.NewReader(body))
+			req.Header.Set("Authorization", "Bearer "+attacker)
+			req.Header.Set("Content-Type", "application/json")
+			req.Header.Set("Accept", "application/json, text/event-stream")
+			if sid := rig.batchSession; sid != "" {
+				req.Header.Set("Mcp-Session-Id", sid)
+			}
+			return rig.serve(req)
+		}
+		_, hdr, _ := rig.await(post(`{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-03-26","capabilities":{},"clientInfo":{"name":"t","version":"1"}}}`))
+		rig.batchSession = hdr.Get("Mcp-Session-Id")
+		return post(`[{"jsonrpc":"2.0","id":7,"method":"tools/call","params":{"name":"held"}},{"jsonrpc":"2.0","id":8,"method":"ping"}]`), "7", rig.releaseTools, "held result"
 	}},
 	{name: "2024-11-05 tool's own work", ownWork: true, open: func(rig *waitRig) (*liveReply, string, func(), string) {
 		stream, endpoint := rig.legacy()
