@@ -118,7 +118,9 @@ type waitRig struct {
 	// modernRetry is the params of the 2026-07-28 approval's retry.
 	modernRetry  string
 	taskID       string // the task of waitRig.startTask
-	batchSession string // a 2025-03-26 session, for batches
+	mu           sync.Mutex
+	results      map[string]mcphandler.Result // what Config.Interceptors saw, by request id
+	batchSession string                       // a 2025-03-26 session, for batches
 	// down: the authorization server cannot check the attacker's token;
 	// panics: Authenticate panics on it.
 	down, panics atomic.Bool
@@ -150,6 +152,14 @@ func newWaitRig(t *testing.T, keepAlive time.Duration) *waitRig {
 	cfg.ConfirmTimeout = 10 * time.Minute
 	cfg.Store = session.NewMemory()
 	cfg.Logger = slog.New(slog.DiscardHandler)
+	rig.results = map[string]mcphandler.Result{}
+	cfg.Interceptors = []mcphandler.Interceptor{func(ctx context.Context, req *mcphandler.Request, next func(context.Context) mcphandler.Result) mcphandler.Result {
+		res := next(ctx)
+		rig.mu.Lock()
+		rig.results[string(req.ID)] = res
+		rig.mu.Unlock()
+		return res
+	}}
 	as, err := approval.New(approval.Config{Store: cfg.Store, Keys: [][]byte{[]byte("0123456789abcdef0123456789abcdef")},
 		URL: approvalPage, TTL: 5 * time.Minute, Roles: cfg.Roles, Poll: time.Second})
 	if err != nil {
@@ -609,6 +619,12 @@ func endsWithout(t *testing.T, rig *waitRig, kind waitKind, rep *liveReply, id s
 	ready()
 	rig.settle(time.Minute)
 	checkEnded(t, rep, id, code, result)
+	rig.mu.Lock()
+	res, ok := rig.results[id]
+	rig.mu.Unlock()
+	if !ok || res.ErrorCode != code {
+		t.Fatalf("the interceptors saw %+v (ended %v), want error %d", res, ok, code)
+	}
 }
 
 // TestAttackRevokedTokenKeepsWait: the attacker's token changes while

@@ -67,7 +67,7 @@ func (h *Handler) serveRequest(rq *request, m *jsonrpc.Message) {
 	rq.method, rq.msgID = m.Method, m.ID
 	// The stream re-checks the caller of what waits on it (reauth.go).
 	rq.st.caller = rq
-	defer rq.st.unwatch()
+	defer rq.unwatch()
 	if e := rq.checkProgressToken(m); e != nil {
 		rq.fail(m.ID, e)
 		return

@@ -23,8 +23,8 @@ type callerWatch struct {
 	tick    *time.Timer // Authenticate again; nil without Authenticate
 	exp     *time.Timer // the expiry; nil while none is known
 	expAt   time.Time
-	stopped bool // the request ended or the caller failed: no more checks
-	lost    bool // the caller failed: the stream ended with the failure
+	stopped bool           // the request ended or the caller failed: no more checks
+	failed  *callerFailure // the caller failed: the stream ended with it
 }
 
 // newCallerWatch returns a watch without checks yet.
@@ -136,13 +136,22 @@ func (w *callerWatch) stopLocked() {
 	}
 }
 
-// unwatch stops the watch when the request ends (serveRequest): after it,
-// nothing is written to the request's response on its behalf.
-func (s *stream) unwatch() {
-	if w := s.watch.Load(); w != nil {
-		s.mu.Lock()
-		w.stopLocked()
-		s.mu.Unlock()
+// unwatch stops the watch of rq's stream when rq ends (serveRequest):
+// after it, nothing is written to the response on rq's behalf. A request
+// whose caller failed is reported to Config.Interceptors with the error
+// the client got.
+func (rq *request) unwatch() {
+	s := rq.st
+	w := s.watch.Load()
+	if w == nil {
+		return
+	}
+	s.mu.Lock()
+	w.stopLocked()
+	f := w.failed
+	s.mu.Unlock()
+	if f != nil {
+		rq.ic.failed(rpcError(f.code, f.msg)) // intercept.go
 	}
 }
 
@@ -155,7 +164,7 @@ func (s *stream) loseLocked(f *callerFailure) {
 		s.watch.Store(w)
 	}
 	w.stopLocked()
-	w.lost = true
+	w.failed = f
 	w.cancel(errCallerLost)
 	s.finishLocked(jsonrpc.AppendError(nil, s.caller.msgID, rpcError(f.code, f.msg)), f)
 }
@@ -167,7 +176,7 @@ func (s *stream) callerLost() bool {
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	return s.watch.Load().lost
+	return s.watch.Load().failed != nil
 }
 
 // callerHolds checks the stream's caller now — Authenticate and the
@@ -186,7 +195,7 @@ func (s *stream) callerHolds() bool {
 		s.loseLocked(f)
 	}
 	w := s.watch.Load()
-	return w == nil || !w.lost
+	return w == nil || w.failed == nil
 }
 
 // checkable reports whether anything can fail rq's caller: an
