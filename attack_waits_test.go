@@ -17,6 +17,7 @@ import (
 	"cmp"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"log/slog"
 	"net/http"
@@ -178,7 +179,7 @@ func newWaitRig(t *testing.T, keepAlive time.Duration) *waitRig {
 	tools := cfg.ListTools
 	cfg.ListTools = func(ctx context.Context) ([]mcphandler.Tool, error) {
 		ts, err := tools(ctx)
-		return append(ts, rig.f.tool("approve_thing", ""), rig.heldTool(), rig.taskTool(), rig.askTool(), rig.rootsTool(), rig.taskAskTool()), err
+		return append(ts, rig.f.tool("approve_thing", ""), rig.heldTool(), rig.taskTool(), rig.askTool(), rig.rootsTool(), rig.sampleTool(), rig.taskAskTool()), err
 	}
 	rig.h = mcphandler.New(cfg)
 	sse, msgs := rig.h.LegacySSE("/messages")
@@ -228,29 +229,41 @@ func (rig *waitRig) taskAskTool() mcphandler.Tool {
 		}}
 }
 
-// askTool asks the client with Exchange.Elicit and reports what it got.
+// askTool asks the client with Exchange.Elicit.
 func (rig *waitRig) askTool() mcphandler.Tool {
-	return mcphandler.Tool{Name: "ask", Annotations: &mcphandler.ToolAnnotations{ReadOnlyHint: true},
-		Handler: func(ctx context.Context, call *mcphandler.ToolCall) (*mcphandler.ToolResult, error) {
-			_, err := call.Elicit(ctx, mcphandler.ElicitRequest{Message: "Sure?", Schema: elicitation.Confirm("confirm", "Sure?")})
-			rig.asked <- err
-			if err != nil {
-				return nil, err
-			}
-			return mcphandler.TextResult("ask result"), nil
-		}}
+	return rig.questionTool("ask", func(ctx context.Context, x *mcphandler.Exchange) error {
+		_, err := x.Elicit(ctx, mcphandler.ElicitRequest{Message: "Sure?", Schema: elicitation.Confirm("confirm", "Sure?")})
+		return err
+	})
 }
 
-// rootsTool asks the client with Exchange.ListRoots.
+// rootsTool asks the client with Exchange.ListRoots, sampleTool with
+// Exchange.CreateMessage.
 func (rig *waitRig) rootsTool() mcphandler.Tool {
-	return mcphandler.Tool{Name: "roots", Annotations: &mcphandler.ToolAnnotations{ReadOnlyHint: true},
+	return rig.questionTool("roots", func(ctx context.Context, x *mcphandler.Exchange) error {
+		_, err := x.ListRoots(ctx)
+		return err
+	})
+}
+
+func (rig *waitRig) sampleTool() mcphandler.Tool {
+	return rig.questionTool("sample", func(ctx context.Context, x *mcphandler.Exchange) error {
+		_, err := x.CreateMessage(ctx, map[string]any{"messages": []any{}, "maxTokens": 10})
+		return err
+	})
+}
+
+// questionTool is a tool that asks the client with ask and reports what it
+// got; its result is "<name> result".
+func (rig *waitRig) questionTool(name string, ask func(context.Context, *mcphandler.Exchange) error) mcphandler.Tool {
+	return mcphandler.Tool{Name: name, Annotations: &mcphandler.ToolAnnotations{ReadOnlyHint: true},
 		Handler: func(ctx context.Context, call *mcphandler.ToolCall) (*mcphandler.ToolResult, error) {
-			_, err := call.ListRoots(ctx)
+			err := ask(ctx, call.Exchange)
 			rig.asked <- err
 			if err != nil {
 				return nil, err
 			}
-			return mcphandler.TextResult("roots result"), nil
+			return mcphandler.TextResult(name + " result"), nil
 		}}
 }
 
@@ -418,7 +431,10 @@ type waitKind struct {
 	// ownWork: the request waits for its tool's own work, which the
 	// handler does not interrupt: only the result's delivery is checked.
 	ownWork bool
-	open    func(rig *waitRig) (rep *liveReply, id string, ready func(), result string)
+	// asks: a tool's question to the client (Exchange) is what waits; it
+	// must return an error matching ErrDisconnected when the caller fails.
+	asks bool
+	open func(rig *waitRig) (rep *liveReply, id string, ready func(), result string)
 }
 
 var waitKinds = []waitKind{
@@ -460,16 +476,19 @@ var waitKinds = []waitKind{
 		rig.modernRetry = `,"arguments":{"id":"x"},"inputResponses":{"` + key + `":{"action":"accept"}},"requestState":"` + res.RequestState + `"`
 		return rig.postModern(attacker, 7, "approve_thing", rig.modernRetry), "7", rig.approve(id), "approve_thing ran for acme"
 	}},
-	{name: "2025 Exchange.Elicit", open: func(rig *waitRig) (*liveReply, string, func(), string) {
+	{name: "2025 Exchange.Elicit", asks: true, open: func(rig *waitRig) (*liveReply, string, func(), string) {
 		return rig.toolAsks("ask", "elicitation/create", toJSONString(acceptConfirm), "ask result")
 	}},
-	{name: "2025 Exchange.ListRoots", open: func(rig *waitRig) (*liveReply, string, func(), string) {
+	{name: "2025 Exchange.ListRoots", asks: true, open: func(rig *waitRig) (*liveReply, string, func(), string) {
 		return rig.toolAsks("roots", "roots/list", `{"roots":[]}`, "roots result")
+	}},
+	{name: "2025 Exchange.CreateMessage", asks: true, open: func(rig *waitRig) (*liveReply, string, func(), string) {
+		return rig.toolAsks("sample", "sampling/createMessage", `{"role":"assistant","content":{"type":"text","text":"hi"},"model":"m"}`, "sample result")
 	}},
 	{name: "2024-11-05 confirm", open: func(rig *waitRig) (*liveReply, string, func(), string) {
 		return rig.legacyAsks("delete_thing", "elicitation/create", toJSONString(acceptConfirm), "delete_thing ran for acme")
 	}},
-	{name: "2024-11-05 Exchange.Elicit", open: func(rig *waitRig) (*liveReply, string, func(), string) {
+	{name: "2024-11-05 Exchange.Elicit", asks: true, open: func(rig *waitRig) (*liveReply, string, func(), string) {
 		return rig.legacyAsks("ask", "elicitation/create", toJSONString(acceptConfirm), "ask result")
 	}},
 	{name: "2025 tool's own work", ownWork: true, open: func(rig *waitRig) (*liveReply, string, func(), string) {
@@ -619,6 +638,11 @@ func endsWithout(t *testing.T, rig *waitRig, kind waitKind, rep *liveReply, id s
 	ready()
 	rig.settle(time.Minute)
 	checkEnded(t, rep, id, code, result)
+	if kind.asks {
+		if err := <-rig.asked; !errors.Is(err, mcphandler.ErrDisconnected) {
+			t.Fatalf("the tool's question returned %v, want an error matching ErrDisconnected", err)
+		}
+	}
 	rig.mu.Lock()
 	res, ok := rig.results[id]
 	rig.mu.Unlock()
