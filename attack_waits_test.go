@@ -19,6 +19,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
@@ -407,6 +408,11 @@ func (rig *waitRig) closeAll() {
 	}
 	rig.settle(time.Hour) // every wait's own bound has passed
 	rig.h.Close()
+	// An approvals Store that hears other replicas holds a subscription
+	// until it is closed.
+	if c, ok := any(rig.approvals).(io.Closer); ok {
+		c.Close()
+	}
 	synctest.Wait()
 }
 
