@@ -43,7 +43,10 @@ func (sessionsEra) approve(rq *request, m *jsonrpc.Message, call *ToolCall, d De
 // (once), notifications/elicitation/complete is sent, and the tool runs.
 // Declined, expired or withdrawn: pending → closed, and the result says so.
 // A client that goes away does not end the wait (the result is logged for
-// its resume); a cancelled call withdraws the approval.
+// its resume); a cancelled call withdraws the approval. A caller whose
+// credentials fail a re-check (see callerWatch) stops waiting: the record
+// is closed as revoked and the approval stays as it is, for its owner's
+// repeated call with valid credentials.
 func (h *Handler) approvePush(rq *request, m *jsonrpc.Message, call *ToolCall, d Decision, ev *CallEvent, a *approval.Approval) (bool, *confirmRun) {
 	x := call.Exchange
 	c := &confirmCall{h: h, id: confirmPrefix + rand.Text(), tool: call.Tool.Name, ident: call.Identity, found: call.Tool, x: x}
@@ -88,6 +91,7 @@ func (c *confirmCall) waitApproval(ctx context.Context, a *approval.Approval, ms
 		defer sub.Close()
 		hints = sub.C()
 	}
+	lost := x.st.watchCaller() // the wait ends when its caller fails a re-check
 	if err == nil {
 		x.st.send(jsonrpc.AppendRequest(nil, jsonrpc.AppendString(nil, qid), "elicitation/create", params))
 	}
@@ -101,13 +105,14 @@ func (c *confirmCall) waitApproval(ctx context.Context, a *approval.Approval, ms
 		}
 		decided <- got
 	}()
-	return c.awaitDecision(ctx, a, hints, channel, decided)
+	return c.awaitDecision(ctx, a, hints, channel, decided, lost)
 }
 
 // awaitDecision waits for the approval's decision on decided, withdrawing
 // the approval when the call is cancelled or the client declines to open
-// the page (an answer on hints).
-func (c *confirmCall) awaitDecision(ctx context.Context, a *approval.Approval, hints <-chan []byte, channel string, decided <-chan *approval.Approval) (Outcome, *ToolResult, *confirmRun) {
+// the page (an answer on hints), and stopping when its caller fails a
+// re-check (lost).
+func (c *confirmCall) awaitDecision(ctx context.Context, a *approval.Approval, hints <-chan []byte, channel string, decided <-chan *approval.Approval, lost <-chan struct{}) (Outcome, *ToolResult, *confirmRun) {
 	h, x := c.h, c.x
 	keep := time.NewTicker(h.cfg.KeepAlive)
 	defer keep.Stop()
@@ -129,6 +134,8 @@ func (c *confirmCall) awaitDecision(ctx context.Context, a *approval.Approval, h
 		case <-limit.C:
 			c.ls.release()
 			return outcomeHandedOver, nil, nil
+		case <-lost:
+			return c.giveUp(context.WithoutCancel(ctx), OutcomeRevoked)
 		case b, ok := <-hints:
 			if !ok {
 				hints = nil
@@ -174,6 +181,11 @@ func (c *confirmCall) approvalDecided(ctx context.Context, got *approval.Approva
 		return outcomeHandedOver, nil, nil
 	}
 	outcome, result := approvalOutcome(got, c.tool)
+	if result == nil && c.x != nil && !c.x.st.callerHolds() {
+		// Approved, but the caller's credentials failed meanwhile: the
+		// call does not run on this request, and the approval stays.
+		return c.giveUp(ctx, OutcomeRevoked)
+	}
 	next := c.rec
 	next.By = c.ls.by()
 	if result == nil {

@@ -109,6 +109,12 @@ func (h *Handler) answerApprovalRound(rq *request, m *jsonrpc.Message, call *Too
 	}
 	got, err := h.waitRound(rq, rec.Approval)
 	switch {
+	case err == nil && got.State == approval.Approved && !rq.st.callerHolds(), rq.st.callerLost():
+		// The caller's credentials failed a re-check: the request ended
+		// with that failure, and the nonce stays pending for a retry with
+		// valid ones (the approval stays too).
+		ev.Outcome = OutcomeRevoked
+		return
 	case rq.ctx.Err() != nil || err == nil && got.State == approval.Pending:
 		// The client went away (or stopped waiting): the nonce stays
 		// pending for its next retry.
@@ -162,9 +168,12 @@ func (h *Handler) runApprovedRound(rq *request, m *jsonrpc.Message, call *ToolCa
 }
 
 // waitRound waits for approval id to be decided, as long as the request
-// lasts; a request that ends first gets the store's or ctx's error.
+// lasts and its caller passes its re-checks (see callerWatch); a request
+// that ends first gets the store's or ctx's error.
 func (h *Handler) waitRound(rq *request, id string) (*approval.Approval, error) {
-	ctx, cancel := context.WithTimeout(rq.ctx, h.cfg.ConfirmTimeout+time.Second)
+	ctx, release := rq.st.watchContext(rq.ctx)
+	defer release()
+	ctx, cancel := context.WithTimeout(ctx, h.cfg.ConfirmTimeout+time.Second)
 	defer cancel()
 	return h.cfg.Approvals.Wait(ctx, id)
 }

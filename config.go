@@ -30,7 +30,12 @@ type Config struct {
 
 	// Authenticate decides who is calling. If nil, every request is served
 	// with the zero Identity. Package auth provides OIDC, introspection and
-	// API-key authenticators.
+	// API-key authenticators. It runs on every request, and again on the
+	// request of whatever outlives KeepAlive: every KeepAlive on a
+	// long-lived stream and on a POST that waits (a confirm, an approval,
+	// a question to the client, a task's result), and before the final
+	// message of a POST that waited or is older than KeepAlive. A failure
+	// then, or an identity of another tenant or subject, ends it.
 	Authenticate AuthenticateFunc
 	// Challenge returns the WWW-Authenticate value sent with a 401 when
 	// Authenticate fails. If nil, `Bearer realm="mcp"` is used.
@@ -171,7 +176,9 @@ type Config struct {
 	ResumeWindow time.Duration
 	// KeepAlive is the interval of comment lines on an idle GET stream. If
 	// zero, 25 seconds. A write to a session's GET stream that cannot
-	// complete within it ends the stream.
+	// complete within it ends the stream. It is also how often the caller
+	// of a long-lived stream or of a waiting POST is checked again (see
+	// Authenticate).
 	KeepAlive time.Duration
 	// KeepStreamRequests keeps the HTTP request of each session's GET
 	// stream in progress for the stream's life. By default, on HTTP/1.x,

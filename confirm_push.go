@@ -167,18 +167,20 @@ func (c *confirmCall) wait(ctx context.Context, x *Exchange, params []byte) (Out
 		return c.giveUp(ctx, OutcomeError)
 	}
 	defer sub.Close()
+	lost := x.st.watchCaller() // the wait ends when its caller fails a re-check
 	qid := jsonrpc.AppendString(nil, c.id)
 	if err := x.st.send(jsonrpc.AppendRequest(nil, qid, "elicitation/create", params)); err != nil {
 		return c.giveUp(ctx, OutcomeDisconnected)
 	}
 	step(ctx, StepConfirmAsked, c.id) // for Config.Interceptors (intercept.go)
-	return c.await(ctx, sub.C(), channel)
+	return c.await(ctx, sub.C(), channel, lost)
 }
 
 // await waits for the confirm's answer, woken by hints on channel and
 // reading the record every poll, until the deadline, the client's
-// disconnect or the call's cancellation.
-func (c *confirmCall) await(ctx context.Context, hints <-chan []byte, channel string) (Outcome, *ToolResult, *confirmRun) {
+// disconnect, the call's cancellation or its caller's failed re-check
+// (lost: revoked, the tool does not run whatever the answer).
+func (c *confirmCall) await(ctx context.Context, hints <-chan []byte, channel string, lost <-chan struct{}) (Outcome, *ToolResult, *confirmRun) {
 	h, x := c.h, c.x
 	timeout := time.NewTimer(time.Until(c.rec.deadline()))
 	defer timeout.Stop()
@@ -199,6 +201,8 @@ func (c *confirmCall) await(ctx context.Context, hints <-chan []byte, channel st
 			return c.giveUp(ctx, OutcomeTimedOut)
 		case <-x.gone:
 			return c.giveUp(ctx, OutcomeDisconnected)
+		case <-lost:
+			return c.giveUp(ctx, OutcomeRevoked)
 		case <-ctx.Done():
 			return c.giveUp(ctx, OutcomeCancelled)
 		}
@@ -206,7 +210,7 @@ func (c *confirmCall) await(ctx context.Context, hints <-chan []byte, channel st
 		if err == nil && rec.State == statePending || err != nil && !isAbsent(err) {
 			continue // not answered, or the store cannot tell now
 		}
-		return c.follow(ctx, rec, raw, err, false)
+		return c.follow(ctx, rec, raw, err, "")
 	}
 }
 
@@ -215,10 +219,11 @@ func isAbsent(err error) bool {
 }
 
 // giveUp closes the pending confirm because of outcome (timeout,
-// disconnect, cancellation). If the record was answered first, the answer
-// decides instead. If the store cannot be reached, it keeps trying until
-// ct.skew after the deadline and then hands the confirm over: it says
-// nothing it cannot know.
+// disconnect, cancellation, the caller's failed re-check). If the record
+// was answered first, the answer decides instead — but a cancelled or
+// revoked call does not run whatever it says. If the store cannot be
+// reached, it keeps trying until ct.skew after the deadline and then
+// hands the confirm over: it says nothing it cannot know.
 func (c *confirmCall) giveUp(ctx context.Context, outcome Outcome) (Outcome, *ToolResult, *confirmRun) {
 	h := c.h
 	ctx = context.WithoutCancel(ctx)
@@ -244,7 +249,7 @@ func (c *confirmCall) giveUp(ctx context.Context, outcome Outcome) (Outcome, *To
 				continue
 			}
 			if err == nil || isAbsent(err) {
-				return c.follow(ctx, rec, raw, err, outcome == OutcomeCancelled)
+				return c.follow(ctx, rec, raw, err, refusal(outcome))
 			}
 		}
 		if time.Now().After(limit) {
@@ -254,6 +259,16 @@ func (c *confirmCall) giveUp(ctx context.Context, outcome Outcome) (Outcome, *To
 		}
 		time.Sleep(h.ct.poll)
 	}
+}
+
+// refusal is the outcome that overrides an answer found when a wait ends
+// because of outcome: a cancelled or revoked call does not run whatever
+// the answer; "" lets the answer decide.
+func refusal(outcome Outcome) Outcome {
+	if outcome == OutcomeCancelled || outcome == OutcomeRevoked {
+		return outcome
+	}
+	return ""
 }
 
 // notRun is the result a call that did not run gets for outcome.
@@ -272,19 +287,20 @@ func (c *confirmCall) notRun(outcome Outcome) *ToolResult {
 	return ErrorResult("Not run: the confirmation of " + c.tool + " failed.")
 }
 
-// follow acts on a record that left pending: an answer is decided here; a
-// transition this replica made (whose reply the store lost) is taken up;
-// anything else was done by another replica, which answers the client.
-// err is the error of reading it (absent or invalid: nobody can answer or
-// run it any more).
-func (c *confirmCall) follow(ctx context.Context, rec confirmRecord, raw []byte, err error, cancelled bool) (Outcome, *ToolResult, *confirmRun) {
+// follow acts on a record that left pending: an answer is decided here
+// (refused with refuse when that is set, see refusal); a transition this
+// replica made (whose reply the store lost) is taken up; anything else
+// was done by another replica, which answers the client. err is the error
+// of reading it (absent or invalid: nobody can answer or run it any
+// more).
+func (c *confirmCall) follow(ctx context.Context, rec confirmRecord, raw []byte, err error, refuse Outcome) (Outcome, *ToolResult, *confirmRun) {
 	switch {
 	case err != nil:
 		c.h.logger().Error("mcphandler: a confirm's record is gone or invalid", "confirm", c.id, "err", err)
 		c.ls.release()
 		return OutcomeError, ErrorResult("Not run: the confirmation of " + c.tool + " was lost."), nil
 	case rec.State == stateAnswered:
-		return c.decideAnswer(ctx, rec, raw, cancelled)
+		return c.decideAnswer(ctx, rec, raw, refuse)
 	case rec.By == c.ls.by() && rec.State == stateClosed:
 		c.rec, c.raw = rec, raw
 		c.ls.release()
@@ -300,13 +316,17 @@ func (c *confirmCall) follow(ctx context.Context, rec confirmRecord, raw []byte,
 // decideAnswer acts on the answer stored in the record: it may run
 // (answered → running) or it does not (answered → closed), and of the
 // replicas that could try, only the one whose transition succeeds acts.
-// A cancelled request does not run whatever the answer.
-func (c *confirmCall) decideAnswer(ctx context.Context, rec confirmRecord, raw []byte, cancelled bool) (Outcome, *ToolResult, *confirmRun) {
+// A cancelled or revoked request (refuse) does not run whatever the
+// answer.
+func (c *confirmCall) decideAnswer(ctx context.Context, rec confirmRecord, raw []byte, refuse Outcome) (Outcome, *ToolResult, *confirmRun) {
 	h := c.h
 	ctx = context.WithoutCancel(ctx)
-	outcome, result := c.judge(ctx, &rec)
-	if cancelled {
-		outcome, result = OutcomeCancelled, ErrorResult("Not run: the request was cancelled.")
+	var outcome Outcome
+	var result *ToolResult
+	if refuse == "" {
+		outcome, result = c.judge(ctx, &rec)
+	} else {
+		outcome, result = refuse, c.notRun(refuse)
 	}
 	next := rec
 	next.By = c.ls.by()
@@ -330,12 +350,12 @@ func (c *confirmCall) decideAnswer(ctx context.Context, rec confirmRecord, raw [
 		}
 		time.Sleep(h.ct.poll)
 	}
-	return c.decisionLost(ctx, next, outcome, result, cancelled)
+	return c.decisionLost(ctx, next, outcome, result, refuse)
 }
 
 // decisionLost follows a confirm whose decision could not be recorded:
 // another replica decided, or the store failed.
-func (c *confirmCall) decisionLost(ctx context.Context, next confirmRecord, outcome Outcome, result *ToolResult, cancelled bool) (Outcome, *ToolResult, *confirmRun) {
+func (c *confirmCall) decisionLost(ctx context.Context, next confirmRecord, outcome Outcome, result *ToolResult, refuse Outcome) (Outcome, *ToolResult, *confirmRun) {
 	got, graw, err := c.h.loadConfirm(ctx, c.id)
 	if err != nil && !isAbsent(err) {
 		c.ls.release()
@@ -349,7 +369,7 @@ func (c *confirmCall) decisionLost(ctx context.Context, next confirmRecord, outc
 		c.ls.release()
 		return outcome, result, nil
 	}
-	return c.follow(ctx, got, graw, err, cancelled)
+	return c.follow(ctx, got, graw, err, refuse)
 }
 
 // judge checks the stored answer against the form and the expected
@@ -372,7 +392,12 @@ func (c *confirmCall) judge(ctx context.Context, rec *confirmRecord) (Outcome, *
 	if outcome, result := decide(res, c.form, c.expect, c.tool); result != nil {
 		return outcome, result
 	}
-	// Re-check: the caller may have lost the tool while the human thought.
+	// Re-check: the caller's credentials may have failed (the asker's
+	// request ends then), or the caller lost the tool, while the human
+	// thought.
+	if c.x != nil && !c.x.st.callerHolds() {
+		return OutcomeRevoked, nil
+	}
 	now := c.ident
 	now.Role = rec.Role
 	tool, ok, err := c.h.findTool(c.h.toolCtx(ctx, now), now, c.tool)
@@ -450,7 +475,7 @@ func (h *Handler) adopt(ctx context.Context, r *http.Request, start time.Time, i
 	}
 	c := &confirmCall{h: h, id: id, tool: rec.Tool, ident: ident, form: form, expect: rec.Expect, ls: ls, rec: rec, raw: raw}
 	ev := CallEvent{Tool: rec.Tool, Identity: ident, SessionID: sess.ID, ConfirmID: id, Arguments: rec.Args}
-	outcome, result, run := c.follow(rq.ctx, rec, raw, nil, false)
+	outcome, result, run := c.follow(rq.ctx, rec, raw, nil, "")
 	ev.Outcome = outcome
 	switch {
 	case outcome == outcomeHandedOver:

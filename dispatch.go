@@ -73,7 +73,10 @@ func (h *Handler) serveRequest(rq *request, m *jsonrpc.Message) {
 	if h.intercept(rq, m, ok, (*Handler).serveRequest) { // Config.Interceptors (intercept.go) call back in
 		return
 	}
-	rq.method = m.Method
+	rq.method, rq.msgID = m.Method, m.ID
+	// The stream re-checks the caller of what waits on it (reauth.go).
+	rq.st.caller = rq
+	defer rq.unwatch()
 	if !ok {
 		rq.fail(m.ID, methodNotFound(m.Method))
 		return

@@ -73,9 +73,11 @@
 //
 // # Serving it
 //
-// Long-lived streams (GET, subscriptions/listen, legacy HTTP+SSE) re-run
-// [Config.Authenticate] every [Config.KeepAlive] and end when the caller's
-// credentials are revoked, change identity, or reach [Identity.Expires].
+// Long-lived streams (GET, subscriptions/listen, legacy HTTP+SSE), and
+// POSTs that wait (a confirm, an approval, a question to the client, a
+// task's result), re-run [Config.Authenticate] every [Config.KeepAlive] and
+// end when the caller's credentials are revoked, change identity, or reach
+// [Identity.Expires]; no result goes to a caller after that.
 // The handler bounds the time it reads a POST body
 // ([Config.ReadBodyTimeout]); the host's [net/http.Server] should set
 // ReadHeaderTimeout and IdleTimeout, and neither ReadTimeout nor

@@ -19,7 +19,10 @@ import (
 var ErrCannotAsk = errors.New("mcphandler: the client cannot be asked")
 
 // ErrDisconnected is returned by the Exchange methods that wait for the
-// client when the client's connection for the request went away.
+// client when the client's connection for the request went away, or when
+// the request's caller failed a re-check of its credentials while it
+// waited (Config.Authenticate, Identity.Expires): the request then ended
+// with that failure, and nothing more reaches the client on it.
 var ErrDisconnected = errors.New("mcphandler: the client disconnected")
 
 // ClientError is a JSON-RPC error the client answered a server request with.
@@ -330,11 +333,14 @@ func (x *Exchange) ask(ctx context.Context, key, kind, method string, params []b
 
 // request sends the server-to-client request id and waits for the answer
 // that deliverResponse publishes, on whichever replica the client posts
-// it. A message on the reply channel that does not verify is dropped.
+// it. A message on the reply channel that does not verify is dropped. The
+// wait ends, without the answer, when the request's caller fails a
+// re-check (see callerWatch).
 func (x *Exchange) request(ctx context.Context, id, method string, params []byte) (json.RawMessage, error) {
 	if x.sess == nil || x.st == nil || x.st.noSSE {
 		return nil, ErrCannotAsk
 	}
+	lost := x.st.watchCaller()
 	channel := replyChannel(x.sess.ID, id)
 	sub, err := x.h.cfg.Store.Subscribe(ctx, channel)
 	if err != nil {
@@ -366,6 +372,8 @@ func (x *Exchange) request(ctx context.Context, id, method string, params []byte
 			return m.Result, nil
 		case <-x.gone:
 			return nil, ErrDisconnected
+		case <-lost:
+			return nil, errCallerLost
 		case <-ctx.Done():
 			p := append([]byte(`{"requestId":`), qid...)
 			p = append(p, `,"reason":"the server stopped waiting"}`...)

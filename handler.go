@@ -233,27 +233,9 @@ func (h *Handler) authenticate(w http.ResponseWriter, r *http.Request) (Identity
 	if err == nil {
 		return id, true
 	}
-	if errors.Is(err, ErrAuthUnavailable) {
-		w.Header().Set("Retry-After", "5")
-		writeHTTPError(w, http.StatusServiceUnavailable, CodeStoreUnavailable, "Service Unavailable: credentials cannot be checked now")
-		return Identity{}, false
-	}
-	status := http.StatusUnauthorized
-	if errors.Is(err, ErrForbidden) {
-		status = http.StatusForbidden
-	}
-	challenge := `Bearer realm="mcp"`
-	if h.cfg.Challenge != nil {
-		challenge = h.cfg.Challenge(r, err)
-	}
-	if challenge != "" {
-		w.Header().Set("WWW-Authenticate", challenge)
-	}
-	msg := "Unauthorized"
-	if status == http.StatusForbidden {
-		msg = "Forbidden"
-	}
-	writeHTTPError(w, status, jsonrpc.CodeInvalidRequest, msg)
+	f := h.authFailure(r, err) // reauth.go
+	f.setHeader(w.Header())
+	writeHTTPError(w, f.status, f.code, f.msg)
 	return Identity{}, false
 }
 
@@ -495,7 +477,8 @@ type request struct {
 	sess    *session.Session // nil for initialize and in stateless mode
 	version string
 	st      *stream
-	method  string // the JSON-RPC method being served
+	method  string          // the JSON-RPC method being served
+	msgID   json.RawMessage // and its id
 
 	era era // what differs between protocol eras (see era.go)
 

@@ -26,7 +26,9 @@ type Identity struct {
 	Attributes map[string]any
 	// Expires is when the caller's credentials expire, if Authenticate can
 	// tell (package auth sets it from a token's "exp"); zero means
-	// unknown. A long-lived stream of the caller ends at that time.
+	// unknown. A long-lived stream of the caller, and a POST of the
+	// caller that waits, ends at that time; no final message of the
+	// caller's requests is sent after it.
 	Expires time.Time
 }
 
@@ -233,7 +235,10 @@ const (
 	OutcomeNotFound     Outcome = "not_found"    // no such tool for this caller
 	OutcomeError        Outcome = "error"        // bad arguments or a failing hook; it did not run
 	// OutcomeRevoked: the human accepted, but by then the caller could no
-	// longer see the tool (role or plan changed); it did not run.
+	// longer see the tool (role or plan changed); or, while the call
+	// waited for a confirm or an approval, the caller's credentials failed
+	// a re-check or expired (the request ended with that failure; an
+	// approval stays, for the caller's repeated call). It did not run.
 	OutcomeRevoked Outcome = "revoked"
 	// OutcomeInputRequired: on 2026-07-28, the call ended its round asking
 	// the client for input (a confirm included); the retry is another call.

@@ -1,9 +1,138 @@
 package mcphandler
 
 import (
+	"context"
+	"errors"
+	"fmt"
 	"net/http"
+	"runtime/debug"
 	"time"
 )
+
+// Re-authentication: a request is authenticated when it arrives, but what
+// it starts may outlive its credentials. Whatever outlives them re-checks
+// its caller the same way: Config.Authenticate runs again on the request
+// every Config.KeepAlive, and a failure of any kind (a revoked token and
+// an unreachable authorization server alike) or an identity of another
+// tenant or subject ends it, as does Identity.Expires (a later check that
+// reports an earlier expiry moves the end forward).
+//
+//   - A long-lived stream (the session's GET stream, a resumed POST
+//     stream, subscriptions/listen, the 2024-11-05 stream) checks on its
+//     own loop (callerCheck, run by runStream).
+//   - A POST whose answer waits for something other than its own tool's
+//     work (a confirm, an approval, a question to the client, a task's
+//     result) arms its stream's watch when it starts to wait (callerWatch,
+//     stream.watchCaller): timers, no goroutine, until the check fails or
+//     the request ends. A request that answers without waiting arms
+//     nothing.
+//   - Every POST's final message is checked before it goes (stream.finish):
+//     after Identity.Expires it never goes; and a request that waited or
+//     is older than KeepAlive runs Authenticate once more first, so that a
+//     result is never delivered after its caller's credentials failed a
+//     check, however short the wait.
+//
+// A POST whose caller fails ends with the error a new request with those
+// credentials would get: HTTP 401 with the challenge (403, or 503 with
+// Retry-After when they cannot be checked) if nothing was sent yet, else
+// that JSON-RPC error as the stream's final message (logged, so that a
+// resumed stream ends with it too).
+
+// errCallerChanged is the failure of a check whose Authenticate answered
+// another tenant or subject.
+var errCallerChanged = errors.New("mcphandler: the credentials now name another caller")
+
+// errCredentialsExpired is the failure of a check past Identity.Expires.
+var errCredentialsExpired = errors.New("mcphandler: the credentials expired")
+
+// errCallerLost is what a wait returns when its caller failed a check: the
+// request's stream has ended, as if the client had gone (it matches
+// ErrDisconnected).
+var errCallerLost error = callerLostError{}
+
+type callerLostError struct{}
+
+func (callerLostError) Error() string {
+	return "mcphandler: the caller's credentials failed a re-check: the request's stream ended"
+}
+
+func (callerLostError) Is(target error) bool { return target == ErrDisconnected }
+
+// sameCaller reports whether a and b name the same tenant and subject
+// (the binding of sessions, confirms and tasks: Identity.key).
+func sameCaller(a, b Identity) bool { return a.Tenant == b.Tenant && a.Subject == b.Subject }
+
+// errAuthPanicked is the failure of a re-check whose Authenticate
+// panicked off the request's goroutine: the credentials could not be
+// checked (503).
+var errAuthPanicked = fmt.Errorf("mcphandler: Config.Authenticate panicked: %w", ErrAuthUnavailable)
+
+// recheckWait is recheck for a waiting request, whose check may run on a
+// timer's goroutine, where a panic would end the process: a panic of
+// Authenticate is logged and fails the check.
+func (h *Handler) recheckWait(r *http.Request, id Identity) (got Identity, err error) {
+	defer func() {
+		if v := recover(); v != nil {
+			h.logger().Error("mcphandler: Config.Authenticate panicked re-checking a waiting request", "panic", fmt.Sprint(v), "stack", string(debug.Stack()))
+			got, err = Identity{}, errAuthPanicked
+		}
+	}()
+	return h.recheck(r, id)
+}
+
+// recheck runs Authenticate again on r, whose caller was id, and returns
+// the identity it answers now, or why it no longer answers id.
+func (h *Handler) recheck(r *http.Request, id Identity) (Identity, error) {
+	if r.Context().Err() != nil {
+		// The client left (a 2025 POST's work goes on): the check is
+		// about the credentials, not the connection.
+		r = r.WithContext(context.WithoutCancel(r.Context()))
+	}
+	got, err := h.cfg.Authenticate(r)
+	if err == nil && !sameCaller(got, id) {
+		err = errCallerChanged
+	}
+	return got, err
+}
+
+// callerFailure is how a request whose credentials failed is answered:
+// the HTTP status (when nothing was sent yet), the JSON-RPC error, and the
+// WWW-Authenticate challenge ("" for none).
+type callerFailure struct {
+	status     int
+	code       Code
+	msg        string
+	challenge  string
+	retryAfter bool // 503: the credentials could not be checked now
+}
+
+// authFailure maps the error of Authenticate on r (or of a re-check) to
+// its answer: 503 with Retry-After for ErrAuthUnavailable, 403 for
+// ErrForbidden, else 401 with Config.Challenge's challenge.
+func (h *Handler) authFailure(r *http.Request, err error) *callerFailure {
+	if errors.Is(err, ErrAuthUnavailable) {
+		return &callerFailure{status: http.StatusServiceUnavailable, code: CodeStoreUnavailable,
+			msg: "Service Unavailable: credentials cannot be checked now", retryAfter: true}
+	}
+	f := &callerFailure{status: http.StatusUnauthorized, code: CodeInvalidRequest, msg: "Unauthorized", challenge: `Bearer realm="mcp"`}
+	if errors.Is(err, ErrForbidden) {
+		f.status, f.msg = http.StatusForbidden, "Forbidden"
+	}
+	if h.cfg.Challenge != nil {
+		f.challenge = h.cfg.Challenge(r, err)
+	}
+	return f
+}
+
+// setHeader sets the headers of f's HTTP answer on hdr.
+func (f *callerFailure) setHeader(hdr http.Header) {
+	if f.retryAfter {
+		hdr.Set("Retry-After", "5")
+	}
+	if f.challenge != "" {
+		hdr.Set("WWW-Authenticate", f.challenge)
+	}
+}
 
 // callerCheck is what a long-lived stream opened by r for the caller id
 // checks of its caller, on the stream's own loop (see runStream), so that
@@ -46,8 +175,8 @@ func (c *callerCheck) recheck() bool {
 	if c == nil || c.h.cfg.Authenticate == nil {
 		return true
 	}
-	got, err := c.h.cfg.Authenticate(c.r)
-	if err != nil || got.key() != c.id.key() {
+	got, err := c.h.recheck(c.r, c.id)
+	if err != nil {
 		return false
 	}
 	c.exp.set(got.Expires)

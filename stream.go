@@ -10,6 +10,7 @@ import (
 	"net/http"
 	"strconv"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/mcphandler/mcphandler/internal/sign"
@@ -63,6 +64,11 @@ type stream struct {
 	// stream points it at logv (see setLog).
 	log  *eventLog
 	logv eventLog
+	// caller, set by serveRequest, is the request whose caller the stream
+	// re-checks (reauth.go); nil for a stream that is not a POST's
+	// response (a GET's, a replica's that finishes a call it took over).
+	caller *request
+	watch  atomic.Pointer[callerWatch] // armed by the first wait (or a failure); nil until then
 }
 
 // eventLog is where a session's POST streams keep their events. Each
@@ -255,14 +261,30 @@ func (s *stream) send(msg []byte) error {
 }
 
 // finish writes the final message: as the JSON body if nothing was sent
-// before, else as the last event of the stream.
+// before, else as the last event of the stream. A message whose caller
+// fails the check of the final message (see stream.callerFailure) does
+// not go: the stream ends with the failure instead.
 func (s *stream) finish(msg []byte) error {
+	f := s.callerFailure(false)
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.done {
 		return errStreamClosed
 	}
+	if f != nil {
+		s.loseLocked(f)
+		return errStreamClosed
+	}
+	return s.finishLocked(msg, nil)
+}
+
+// finishLocked writes the final message msg; f, when the caller failed,
+// gives the HTTP answer's status and headers.
+func (s *stream) finishLocked(msg []byte, f *callerFailure) error {
 	s.done = true
+	if w := s.watch.Load(); w != nil {
+		w.stopLocked()
+	}
 	if s.sink != nil {
 		if s.quiet {
 			return nil
@@ -279,10 +301,18 @@ func (s *stream) finish(msg []byte) error {
 	if s.sse {
 		return s.writeEventLocked(evFinal, msg)
 	}
-	h := s.w.Header()
+	h, status := s.w.Header(), 0
+	if f != nil {
+		// The request's goroutine may still set s.status: a failure found
+		// by the watch's timer does not read it.
+		f.setHeader(h)
+		status = f.status
+	} else {
+		status = s.status
+	}
 	h[hdrContentType] = []string{"application/json"} // h.Set, without canonicalising the names
 	h["Content-Length"] = []string{strconv.Itoa(len(msg))}
-	s.w.WriteHeader(s.status)
+	s.w.WriteHeader(status)
 	if _, err := s.w.Write(msg); err != nil {
 		return err
 	}

@@ -201,6 +201,8 @@ func (h *Handler) tasksResultV1(rq *request, m *jsonrpc.Message) {
 	d, err := h.awaitResultV1(rq, id)
 	var ce *ClientError
 	switch {
+	case err != nil && rq.st.callerLost():
+		// The request ended with its caller's failed re-check.
 	case errors.As(err, &ce):
 		rq.fail(m.ID, rpcError(CodeInternalError, "the client's answer to the task's request was an error: "+clipEcho(ce.Message)))
 	case errors.Is(err, ErrCannotAsk):
@@ -224,8 +226,12 @@ func (h *Handler) tasksResultV1(rq *request, m *jsonrpc.Message) {
 // task; an answer the task no longer waits for (another tasks/result gave
 // it first) is dropped by the task. A client that answers with an error,
 // or a stream that cannot ask, ends the wait with that error: the task
-// stays input_required, and the next tasks/result asks again.
+// stays input_required, and the next tasks/result asks again. A caller
+// whose credentials fail a re-check ends the wait (see callerWatch); the
+// task runs on, its owner's, for a tasks/result with valid ones.
 func (h *Handler) awaitResultV1(rq *request, id string) (task.DetailedTask, error) {
+	ctx, release := rq.st.watchContext(rq.ctx)
+	defer release()
 	owner, x := ownerOf(rq.id), rq.newExchange(nil)
 	asked := map[string]bool{}
 	pending := func(d task.DetailedTask) bool {
@@ -237,7 +243,7 @@ func (h *Handler) awaitResultV1(rq *request, id string) (task.DetailedTask, erro
 		return false
 	}
 	for {
-		d, err := h.tasks.m.WaitUntil(rq.ctx, owner, id, pending)
+		d, err := h.tasks.m.WaitUntil(ctx, owner, id, pending)
 		if err != nil || d.Status.Terminal() {
 			return d, err
 		}
@@ -253,12 +259,12 @@ func (h *Handler) awaitResultV1(rq *request, id string) (task.DetailedTask, erro
 			if !x.ClientCapabilities().Has(relayCap(in)) {
 				return d, ErrCannotAsk
 			}
-			got, err := x.request(rq.ctx, newRequestID(), in.Method, withRelatedTask(in.Params, id))
+			got, err := x.request(ctx, newRequestID(), in.Method, withRelatedTask(in.Params, id))
 			if err != nil {
 				return d, err
 			}
 			// A task that ended meanwhile is read by the next wait.
-			if err := h.tasks.m.Update(rq.ctx, owner, id, map[string]json.RawMessage{k: got}); err != nil && !errors.Is(err, task.ErrTerminal) {
+			if err := h.tasks.m.Update(ctx, owner, id, map[string]json.RawMessage{k: got}); err != nil && !errors.Is(err, task.ErrTerminal) {
 				return d, err
 			}
 		}
