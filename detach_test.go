@@ -391,6 +391,39 @@ func TestDetachedStreamsEndOnShutdown(t *testing.T) {
 	}
 }
 
+// The server's Shutdown begins at every instant around the one its first
+// stream takes its connection over: just as the client sees the header
+// (the stream may not have taken the connection yet, and no stream of that
+// server is known), or a little later. An http.Server runs its Shutdown
+// hooks once, when Shutdown begins: a stream that detaches after that
+// must still end, at once, not when its client or session does.
+func TestDetachedStreamShutdownAroundTakeOver(t *testing.T) {
+	for _, delay := range []time.Duration{0, 5 * time.Microsecond, 10 * time.Microsecond, 50 * time.Microsecond, 100 * time.Microsecond, time.Millisecond} {
+		t.Run(delay.String(), func(t *testing.T) {
+			for range 15 {
+				h := detachHost(t, time.Hour)
+				srv := httptest.NewServer(h)
+				sid := rawSession(t, srv.Client(), srv.URL, "acme-viewer")
+				s := openRaw(t, srv.Listener.Addr().String(), sid, "acme-viewer", "HTTP/1.1")
+				if s.resp.StatusCode != 200 {
+					t.Fatalf("GET: %d", s.resp.StatusCode)
+				}
+				time.Sleep(delay)
+				ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+				err := srv.Config.Shutdown(ctx)
+				cancel()
+				if err != nil {
+					t.Fatalf("Shutdown: %v", err)
+				}
+				if err := s.end(2 * time.Second); err != nil {
+					t.Fatalf("the stream of a server shut down %v after its header: %v", delay, err)
+				}
+				srv.Close()
+			}
+		})
+	}
+}
+
 // inFlight counts the requests whose ServeHTTP has not returned.
 type inFlight struct {
 	h http.Handler
