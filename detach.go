@@ -94,6 +94,7 @@ func (h *Handler) serveGETRequest(w http.ResponseWriter, r *http.Request) {
 type streamConn struct {
 	c       net.Conn
 	chunk   bool          // HTTP/1.1: frame each write as a chunk
+	closing bool          // the header said "Connection: close"
 	timeout time.Duration // a write that cannot complete in it fails
 }
 
@@ -116,9 +117,16 @@ func (c *streamConn) write(b []byte) error {
 	return err
 }
 
-// end ends the body, if chunked, and closes the connection.
+// end closes the connection, ending a chunked body with its last chunk
+// only if the header told the client the connection would close
+// ("Connection: close"). A client reuses a connection whose response ended
+// cleanly unless told otherwise: a clean end without that header would
+// have it send its next request on a connection being closed, a request
+// lost. Left unterminated, the body is a broken connection to the client,
+// which it never reuses. (A close-delimited body, HTTP/1.0, ends with the
+// connection either way.)
 func (c *streamConn) end() {
-	if c.chunk {
+	if c.chunk && c.closing {
 		c.c.SetWriteDeadline(time.Now().Add(time.Second))
 		c.c.Write([]byte("0\r\n\r\n"))
 	}

@@ -42,6 +42,13 @@ func detachHost(t *testing.T, keepAlive time.Duration, edit ...func(*mcphandler.
 // returns its id.
 func rawSession(t *testing.T, hc *http.Client, url, token string) string {
 	t.Helper()
+	return rawSessionAt(t, hc, url, token, "2025-06-18")
+}
+
+// rawSessionAt initializes a session of the given version for token at
+// url and returns its id.
+func rawSessionAt(t *testing.T, hc *http.Client, url, token, version string) string {
+	t.Helper()
 	post := func(sid, body string) *http.Response {
 		req, _ := http.NewRequest("POST", url, strings.NewReader(body))
 		req.Header.Set("Content-Type", "application/json")
@@ -49,7 +56,7 @@ func rawSession(t *testing.T, hc *http.Client, url, token string) string {
 		req.Header.Set("Authorization", "Bearer "+token)
 		if sid != "" {
 			req.Header.Set("Mcp-Session-Id", sid)
-			req.Header.Set("MCP-Protocol-Version", "2025-06-18")
+			req.Header.Set("MCP-Protocol-Version", version)
 		}
 		resp, err := hc.Do(req)
 		if err != nil {
@@ -59,7 +66,7 @@ func rawSession(t *testing.T, hc *http.Client, url, token string) string {
 		resp.Body.Close()
 		return resp
 	}
-	resp := post("", `{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"raw","version":"1"}}}`)
+	resp := post("", `{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"`+version+`","capabilities":{},"clientInfo":{"name":"raw","version":"1"}}}`)
 	sid := resp.Header.Get("Mcp-Session-Id")
 	if resp.StatusCode != 200 || sid == "" {
 		t.Fatalf("initialize: %d, session %q", resp.StatusCode, sid)
