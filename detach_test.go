@@ -508,6 +508,14 @@ func TestDetachedStreamWhen(t *testing.T) {
 			if tc.http2 != (resp.ProtoMajor == 2) {
 				t.Fatalf("served over %s", resp.Proto)
 			}
+			// A stream that may take its connection over says that the
+			// connection closes with it (a ResponseWriter that cannot be
+			// hijacked is found out only after the header); one kept on its
+			// request leaves the connection to net/http, which reuses it.
+			// HTTP/2 has no Connection header.
+			if mayDetach := !tc.keep && !tc.http2; resp.Close != mayDetach || tc.http2 && resp.Header.Get("Connection") != "" {
+				t.Fatalf("Connection %q (close %v), want close %v", resp.Header.Get("Connection"), resp.Close, mayDetach)
+			}
 			// A detached stream's request returns once the stream took the
 			// connection, just after its header went out: wait for it.
 			want := map[bool]int64{true: 0, false: 1}[tc.detached]
