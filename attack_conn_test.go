@@ -22,7 +22,6 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"strings"
-	"sync/atomic"
 	"testing"
 	"time"
 
@@ -158,8 +157,8 @@ func TestAttackNextRequestAfterStreamEnds(t *testing.T) {
 			continue // a shut-down server answers no next request: see TestAttackConnectionFate
 		}
 		t.Run(w.name, func(t *testing.T) {
-			var failed atomic.Int64
-			var firstErr atomic.Value
+			failed := 0
+			var first error
 			var e *connEnv
 			var hc *http.Client
 			for i := range rounds {
@@ -190,8 +189,9 @@ func TestAttackNextRequestAfterStreamEnds(t *testing.T) {
 				}
 				next, err := hc.Do(initializeRequest(e.srv.URL))
 				if err != nil {
-					failed.Add(1)
-					firstErr.CompareAndSwap(nil, err)
+					if failed++; first == nil {
+						first = err
+					}
 					continue
 				}
 				io.Copy(io.Discard, next.Body)
@@ -200,8 +200,8 @@ func TestAttackNextRequestAfterStreamEnds(t *testing.T) {
 					t.Fatalf("round %d: next POST: %d", i, next.StatusCode)
 				}
 			}
-			if n := failed.Load(); n > 0 {
-				t.Fatalf("%d of %d POSTs after the stream ended failed at the transport, first: %v", n, rounds, firstErr.Load())
+			if failed > 0 {
+				t.Fatalf("%d of %d POSTs after the stream ended failed at the transport, first: %v", failed, rounds, first)
 			}
 		})
 	}
