@@ -191,8 +191,10 @@ type Config struct {
 	// Shutdown and Close neither wait for nor close such a stream:
 	// Shutdown ends the streams the handler took from that server (the
 	// client sees the end of the body and reconnects), as does
-	// Handler.Close for all of them. HTTP/2 streams, and any whose
-	// ResponseWriter cannot be hijacked, always keep their request.
+	// Handler.Close for all of them. Such a stream's header says
+	// "Connection: close": its connection closes when it ends, and the
+	// client must not send another request on it. HTTP/2 streams, and any
+	// whose ResponseWriter cannot be hijacked, always keep their request.
 	KeepStreamRequests bool
 
 	// Bounds on what a client may make the handler keep. Each has a

@@ -63,6 +63,11 @@ func (h *Handler) serveGETRequest(w http.ResponseWriter, r *http.Request) {
 		h.interceptHTTP(w, r, KindStream, h.serveGET) // Config.Interceptors (intercept.go)
 		return
 	}
+	// Watch the server's Shutdown before the stream's header goes out: a
+	// Shutdown that begins once the client may have seen it must end the
+	// stream, whenever it takes its connection over.
+	srv, _ := r.Context().Value(http.ServerContextKey).(*http.Server)
+	h.detached.watch(srv)
 	d := &handoff{w: w, released: make(chan struct{})}
 	go func() {
 		defer d.release()
@@ -89,6 +94,7 @@ func (h *Handler) serveGETRequest(w http.ResponseWriter, r *http.Request) {
 type streamConn struct {
 	c       net.Conn
 	chunk   bool          // HTTP/1.1: frame each write as a chunk
+	closing bool          // the header said "Connection: close"
 	timeout time.Duration // a write that cannot complete in it fails
 }
 
@@ -111,9 +117,16 @@ func (c *streamConn) write(b []byte) error {
 	return err
 }
 
-// end ends the body, if chunked, and closes the connection.
+// end closes the connection, ending a chunked body with its last chunk
+// only if the header told the client the connection would close
+// ("Connection: close"). A client reuses a connection whose response ended
+// cleanly unless told otherwise: a clean end without that header would
+// have it send its next request on a connection being closed, a request
+// lost. Left unterminated, the body is a broken connection to the client,
+// which it never reuses. (A close-delimited body, HTTP/1.0, ends with the
+// connection either way.)
 func (c *streamConn) end() {
-	if c.chunk {
+	if c.chunk && c.closing {
 		c.c.SetWriteDeadline(time.Now().Add(time.Second))
 		c.c.Write([]byte("0\r\n\r\n"))
 	}
@@ -176,7 +189,9 @@ type detachedStreams struct {
 	mu      sync.Mutex
 	closed  bool
 	streams map[*detachedStream]struct{}
-	servers map[*http.Server]struct{} // those whose Shutdown ends their streams; kept (a handler is mounted on few)
+	// servers are those whose Shutdown ends their streams, each true once
+	// its Shutdown began; kept (a handler is mounted on few).
+	servers map[*http.Server]bool
 	wg      sync.WaitGroup
 }
 
@@ -185,26 +200,48 @@ type detachedStream struct {
 	cancel context.CancelFunc
 }
 
+// watch makes srv's Shutdown end the streams taken from it, those that
+// take their connection over after it began included. An http.Server runs
+// its Shutdown hooks once, when Shutdown begins, so srv must be watched
+// before a stream of it may be seen by its client: a GET is, before it is
+// served.
+func (ds *detachedStreams) watch(srv *http.Server) {
+	if srv == nil {
+		return
+	}
+	ds.mu.Lock()
+	defer ds.mu.Unlock()
+	if _, ok := ds.servers[srv]; ok {
+		return
+	}
+	if ds.servers == nil {
+		ds.servers = make(map[*http.Server]bool)
+	}
+	ds.servers[srv] = false
+	srv.RegisterOnShutdown(func() {
+		ds.mu.Lock()
+		ds.servers[srv] = true
+		ds.mu.Unlock()
+		ds.cancel(srv)
+	})
+}
+
 // add registers a stream of srv (nil if unknown) ended by cancel; after
-// close, it cancels the stream and returns nil.
+// close, or once srv's Shutdown began, it cancels the stream and returns
+// nil.
 func (ds *detachedStreams) add(srv *http.Server, cancel context.CancelFunc) *detachedStream {
 	s := &detachedStream{srv: srv, cancel: cancel}
 	ds.mu.Lock()
 	defer ds.mu.Unlock()
-	if ds.closed {
+	if ds.closed || srv != nil && ds.servers[srv] {
 		cancel()
 		return nil
 	}
 	ds.wg.Add(1)
 	if ds.streams == nil {
 		ds.streams = make(map[*detachedStream]struct{})
-		ds.servers = make(map[*http.Server]struct{})
 	}
 	ds.streams[s] = struct{}{}
-	if _, ok := ds.servers[srv]; srv != nil && !ok {
-		ds.servers[srv] = struct{}{}
-		srv.RegisterOnShutdown(func() { ds.cancel(srv) })
-	}
 	return s
 }
 

@@ -42,6 +42,13 @@ func detachHost(t *testing.T, keepAlive time.Duration, edit ...func(*mcphandler.
 // returns its id.
 func rawSession(t *testing.T, hc *http.Client, url, token string) string {
 	t.Helper()
+	return rawSessionAt(t, hc, url, token, "2025-06-18")
+}
+
+// rawSessionAt initializes a session of the given version for token at
+// url and returns its id.
+func rawSessionAt(t *testing.T, hc *http.Client, url, token, version string) string {
+	t.Helper()
 	post := func(sid, body string) *http.Response {
 		req, _ := http.NewRequest("POST", url, strings.NewReader(body))
 		req.Header.Set("Content-Type", "application/json")
@@ -49,7 +56,7 @@ func rawSession(t *testing.T, hc *http.Client, url, token string) string {
 		req.Header.Set("Authorization", "Bearer "+token)
 		if sid != "" {
 			req.Header.Set("Mcp-Session-Id", sid)
-			req.Header.Set("MCP-Protocol-Version", "2025-06-18")
+			req.Header.Set("MCP-Protocol-Version", version)
 		}
 		resp, err := hc.Do(req)
 		if err != nil {
@@ -59,7 +66,7 @@ func rawSession(t *testing.T, hc *http.Client, url, token string) string {
 		resp.Body.Close()
 		return resp
 	}
-	resp := post("", `{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"raw","version":"1"}}}`)
+	resp := post("", `{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"`+version+`","capabilities":{},"clientInfo":{"name":"raw","version":"1"}}}`)
 	sid := resp.Header.Get("Mcp-Session-Id")
 	if resp.StatusCode != 200 || sid == "" {
 		t.Fatalf("initialize: %d, session %q", resp.StatusCode, sid)
@@ -391,6 +398,39 @@ func TestDetachedStreamsEndOnShutdown(t *testing.T) {
 	}
 }
 
+// The server's Shutdown begins at every instant around the one its first
+// stream takes its connection over: just as the client sees the header
+// (the stream may not have taken the connection yet, and no stream of that
+// server is known), or a little later. An http.Server runs its Shutdown
+// hooks once, when Shutdown begins: a stream that detaches after that
+// must still end, at once, not when its client or session does.
+func TestDetachedStreamShutdownAroundTakeOver(t *testing.T) {
+	for _, delay := range []time.Duration{0, 5 * time.Microsecond, 10 * time.Microsecond, 50 * time.Microsecond, 100 * time.Microsecond, time.Millisecond} {
+		t.Run(delay.String(), func(t *testing.T) {
+			for range 15 {
+				h := detachHost(t, time.Hour)
+				srv := httptest.NewServer(h)
+				sid := rawSession(t, srv.Client(), srv.URL, "acme-viewer")
+				s := openRaw(t, srv.Listener.Addr().String(), sid, "acme-viewer", "HTTP/1.1")
+				if s.resp.StatusCode != 200 {
+					t.Fatalf("GET: %d", s.resp.StatusCode)
+				}
+				time.Sleep(delay)
+				ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+				err := srv.Config.Shutdown(ctx)
+				cancel()
+				if err != nil {
+					t.Fatalf("Shutdown: %v", err)
+				}
+				if err := s.end(2 * time.Second); err != nil {
+					t.Fatalf("the stream of a server shut down %v after its header: %v", delay, err)
+				}
+				srv.Close()
+			}
+		})
+	}
+}
+
 // inFlight counts the requests whose ServeHTTP has not returned.
 type inFlight struct {
 	h http.Handler
@@ -467,6 +507,14 @@ func TestDetachedStreamWhen(t *testing.T) {
 			defer resp.Body.Close()
 			if tc.http2 != (resp.ProtoMajor == 2) {
 				t.Fatalf("served over %s", resp.Proto)
+			}
+			// A stream that may take its connection over says that the
+			// connection closes with it (a ResponseWriter that cannot be
+			// hijacked is found out only after the header); one kept on its
+			// request leaves the connection to net/http, which reuses it.
+			// HTTP/2 has no Connection header.
+			if mayDetach := !tc.keep && !tc.http2; resp.Close != mayDetach || tc.http2 && resp.Header.Get("Connection") != "" {
+				t.Fatalf("Connection %q (close %v), want close %v", resp.Header.Get("Connection"), resp.Close, mayDetach)
 			}
 			// A detached stream's request returns once the stream took the
 			// connection, just after its header went out: wait for it.

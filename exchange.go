@@ -65,6 +65,14 @@ type Exchange struct {
 // then on, its result included. The handler keeps running. It returns an
 // error when the stream cannot be resumed (no session, a batch, the
 // legacy transport, 2026-07-28, HTTP/2).
+//
+// The connection closes with the response and is never reused: called
+// before anything was sent on the stream, the response's header says
+// "Connection: close" and its body ends cleanly; called after (the header
+// went out without saying so, and can no longer), the body is left
+// unterminated, which the client sees as its connection breaking — what
+// the spec calls closing the connection without terminating the SSE
+// stream — and resumes from the same way.
 func (x *Exchange) CloseStream() error {
 	if x == nil || x.st == nil {
 		// A stream without a session has no event log (closeConn refuses

@@ -53,6 +53,10 @@ type stream struct {
 	status int           // HTTP status of a JSON final message
 	quiet  bool          // the request was cancelled: send no final message
 	chunk  bool          // HTTP/1.1: the SSE body is chunked
+	h1     bool          // HTTP/1.x: the connection can be taken over
+	// closing: the SSE header said "Connection: close", so that the client
+	// sends no further request on the connection (see streamConn.end).
+	closing bool
 	// conn, once set, is the connection the stream took over from
 	// net/http (detach.go): events go straight to it, and w and rc are
 	// no longer used.
@@ -323,8 +327,17 @@ func (s *stream) finishLocked(msg []byte, f *callerFailure) error {
 
 // closeConn ends the HTTP response now while the request goes on: the
 // stream becomes SSE (with its priming event), the connection is taken
-// over and the chunked body terminated, and later events are only logged
-// for the client's resume. It needs a logged stream on HTTP/1.x.
+// over and closed, and later events are only logged for the client's
+// resume. It needs a logged stream on HTTP/1.x.
+//
+// The connection is closed, not given back to net/http (the request goes
+// on), so the client must not send another request on it. When the SSE
+// header is still to be written, it says "Connection: close" and the body
+// ends cleanly. When it went out before (something was sent first), it
+// cannot say so any more: the body is left unterminated, which the client
+// sees as a broken connection (one it resumes from, and never reuses),
+// where a clean end would have let it send its next request on a
+// connection being closed. See streamConn.end.
 func (s *stream) closeConn() error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -335,6 +348,9 @@ func (s *stream) closeConn() error {
 		return nil
 	}
 	if !s.sse {
+		if s.h1 {
+			s.closeAfterLocked()
+		}
 		if err := s.startSSELocked(); err != nil {
 			return s.lostLocked(err)
 		}
@@ -360,7 +376,16 @@ func (s *stream) hijackLocked(timeout time.Duration) (*streamConn, *bufio.Reader
 	if err != nil {
 		return nil, nil, err
 	}
-	return &streamConn{c: conn, chunk: chunk, timeout: timeout}, brw.Reader, nil
+	return &streamConn{c: conn, chunk: chunk, closing: s.closing, timeout: timeout}, brw.Reader, nil
+}
+
+// closeAfterLocked makes the header, still to be written, tell the client
+// that the connection closes after this response ("Connection: close";
+// HTTP/1.x only: HTTP/2 forbids the header). net/http closes it then too,
+// if the stream is not taken over after all.
+func (s *stream) closeAfterLocked() {
+	s.w.Header().Set("Connection", "close")
+	s.closing = true
 }
 
 // comment writes an SSE comment line, used as a keep-alive.

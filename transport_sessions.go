@@ -63,7 +63,7 @@ func (h *Handler) serveSession(w http.ResponseWriter, rq *request, m *jsonrpc.Me
 		w.WriteHeader(http.StatusAccepted)
 	default:
 		rq.st = newStream(w, h.primes(rq), h.cfg.SSERetry)
-		rq.st.chunk = chunked(rq.r)
+		rq.st.chunk, rq.st.h1 = chunked(rq.r), rq.r.ProtoMajor == 1
 		if rq.sess != nil {
 			rq.st.setLog(h, rq.sess.ID)
 		}
@@ -454,12 +454,17 @@ func (h *Handler) renewGETStream(ctx context.Context, st *stream, sid string, cl
 
 // startGETStream starts the SSE response of a session's standalone
 // stream; its event ids start with "g", never taken for a POST stream's.
+// A stream that may take its connection over (served with a handoff,
+// HTTP/1.x) closes the connection when it ends, and says so in its header.
 func (h *Handler) startGETStream(w http.ResponseWriter, rq *request) (*stream, error) {
 	st := newStream(w, h.primes(rq), h.cfg.SSERetry)
 	st.chunk = chunked(rq.r)
 	st.id = "g" + randText()
 	st.mu.Lock()
 	defer st.mu.Unlock()
+	if _, ok := w.(*handoff); ok {
+		st.closeAfterLocked()
+	}
 	return st, st.startSSELocked()
 }
 

@@ -506,6 +506,28 @@ func TestResumeAfterEarlyClose(t *testing.T) {
 	}
 }
 
+// A response stream whose connection breaks after an event with an id is
+// resumed like one that ended early; one that breaks before any id, or
+// with auto-resume off, fails with the error that broke it.
+func TestResumeAfterBrokenConnection(t *testing.T) {
+	f := newFake(t)
+	c := initialized(t, f)
+	res, err := c.CallTool(t.Context(), "resume_cut", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.Text() != "resumed" {
+		t.Fatalf("result %s", res.Raw)
+	}
+	if _, err := c.CallTool(t.Context(), "cut", nil); !errors.Is(err, io.ErrUnexpectedEOF) {
+		t.Fatalf("a stream broken before any event id: %v, want %v", err, io.ErrUnexpectedEOF)
+	}
+	c2 := initialized(t, newFake(t), WithAutoResume(false))
+	if _, err := c2.CallTool(t.Context(), "resume_cut", nil); !errors.Is(err, io.ErrUnexpectedEOF) {
+		t.Fatalf("without auto-resume: %v, want %v", err, io.ErrUnexpectedEOF)
+	}
+}
+
 func TestResumeMethod(t *testing.T) {
 	f := newFake(t)
 	c := initialized(t, f)

@@ -71,8 +71,9 @@
 //     sampling/createMessage, roots/list, ping, …) are answered by POSTing a
 //     JSON-RPC response, which the server must accept with 202. Reading
 //     stops at the response whose id matches the request.
-//   - If a response stream ends before the response arrives but after an
-//     event with an id, the client resumes it (2025-11-25 polling) with a
+//   - If a response stream ends (or its connection breaks) before the
+//     response arrives but after an event with an id, the client resumes
+//     it (2025-11-25 polling) with a
 //     GET carrying Last-Event-ID, after waiting for the server's retry
 //     interval. See [WithAutoResume].
 //   - When the context of a request is cancelled, the client sends

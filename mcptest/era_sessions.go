@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"mime"
@@ -226,7 +227,8 @@ func (w *sessionsWire) readJSON(ctx context.Context, body io.Reader, ps *pending
 }
 
 // readStream handles a text/event-stream answer, resuming it with GET and
-// Last-Event-ID if it ends early after an event with an id.
+// Last-Event-ID if it ends early, or its connection breaks, after an event
+// with an id.
 func (w *sessionsWire) readStream(ctx context.Context, body io.ReadCloser, ps *pending) error {
 	var (
 		lastID string
@@ -236,6 +238,13 @@ func (w *sessionsWire) readStream(ctx context.Context, body io.ReadCloser, ps *p
 	for {
 		progressed, err := w.consumeSSE(ctx, body, ps, &lastID, &retry)
 		body.Close()
+		var cut streamCut
+		if errors.As(err, &cut) {
+			if lastID == "" || !w.c.cfg.autoResume || ctx.Err() != nil {
+				return cut.err
+			}
+			err = nil // a broken connection is resumed like an early end
+		}
 		if err != nil || ps.done() {
 			return err
 		}
@@ -273,13 +282,21 @@ func sleep(ctx context.Context, d time.Duration) error {
 	}
 }
 
+// streamCut is a failure to read a response stream's body: the
+// connection broke (or the body ended inside an event).
+type streamCut struct{ err error }
+
+func (c streamCut) Error() string { return c.err.Error() }
+func (c streamCut) Unwrap() error { return c.err }
+
 // consumeSSE reads events from body until every pending response arrived
-// or the body ends. It reports whether any event was read.
+// or the body ends. It reports whether any event was read. A failure to
+// read the body is a streamCut.
 func (w *sessionsWire) consumeSSE(ctx context.Context, body io.Reader, ps *pending, lastID *string, retry *time.Duration) (bool, error) {
 	progressed := false
 	for ev, err := range ReadSSE(body) {
 		if err != nil {
-			return progressed, err
+			return progressed, streamCut{err}
 		}
 		progressed = true
 		if ev.HasID {

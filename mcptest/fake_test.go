@@ -370,6 +370,20 @@ func (f *fakeServer) callTool(w http.ResponseWriter, r *http.Request, m Message)
 		f.resumable["r-1"] = m.ID
 		f.mu.Unlock()
 		fmt.Fprint(w, "id: r-1\nretry: 10\ndata:\n\n")
+	case "resume_cut", "cut":
+		// Break the connection (the body left unterminated) after one
+		// event, with an id for resume_cut and without for cut.
+		w.Header().Set("Content-Type", "text/event-stream")
+		if p.Name == "cut" {
+			fmt.Fprint(w, "retry: 10\ndata:\n\n")
+		} else {
+			f.mu.Lock()
+			f.resumable["r-1"] = m.ID
+			f.mu.Unlock()
+			fmt.Fprint(w, "id: r-1\nretry: 10\ndata:\n\n")
+		}
+		w.(http.Flusher).Flush()
+		panic(http.ErrAbortHandler)
 	case "slow":
 		send := sse(w)
 		send("s-0", nil)

@@ -182,10 +182,11 @@ func WithHTTPClient(hc *http.Client) Option {
 }
 
 // WithAutoResume turns on (the default) or off resuming a POST's response
-// stream that ends before the response, in the [Sessions] era: after an
-// event with an id, the client waits for the stream's retry interval and
-// issues a GET with Last-Event-ID, as 2025-11-25 servers that close
-// connections early expect. Off, such a call fails with [ErrNoResponse].
+// stream that ends before the response, or whose connection breaks, in
+// the [Sessions] era: after an event with an id, the client waits for the
+// stream's retry interval and issues a GET with Last-Event-ID, as
+// 2025-11-25 servers that close connections early expect. Off, such a
+// call fails with [ErrNoResponse], or the error that broke the stream.
 func WithAutoResume(on bool) Option {
 	return func(c *config) { c.autoResume = on }
 }
