@@ -265,8 +265,9 @@ func TestAttackForgedStreamEvents(t *testing.T) {
 			t.Fatal(err)
 		}
 		stream := func(id int) (string, string) {
-			// Its connection is closed by CloseStream: do not reuse it.
-			resp, err := c.Post(ctx, []byte(fmt.Sprintf(`{"jsonrpc":"2.0","id":%d,"method":"tools/call","params":{"name":"slow"}}`, id)), http.Header{"Connection": {"close"}})
+			// CloseStream closes its connection, and says so: the
+			// client does not reuse it (TestAttackConnectionFateOtherAnswers).
+			resp, err := c.Post(ctx, []byte(fmt.Sprintf(`{"jsonrpc":"2.0","id":%d,"method":"tools/call","params":{"name":"slow"}}`, id)), nil)
 			if err != nil {
 				t.Fatal(err)
 			}
