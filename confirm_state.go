@@ -1,6 +1,7 @@
 package mcphandler
 
 import (
+	"cmp"
 	"context"
 	"encoding/hex"
 	"encoding/json"
@@ -10,6 +11,7 @@ import (
 
 	"github.com/mcphandler/mcphandler/elicitation"
 	"github.com/mcphandler/mcphandler/internal/jsonrpc"
+	"github.com/mcphandler/mcphandler/internal/sign"
 	"github.com/mcphandler/mcphandler/internal/task"
 	"github.com/mcphandler/mcphandler/session"
 )
@@ -86,10 +88,10 @@ func (s confirmState) canMove(to confirmState) bool {
 
 // confirmTimes are the periods above; tests shorten them.
 type confirmTimes struct {
-	lease, poll, skew time.Duration
+	lease, poll, skew, linger time.Duration
 }
 
-var defaultConfirmTimes = confirmTimes{lease: leaseTTL, poll: confirmPoll, skew: clockSkew}
+var defaultConfirmTimes = confirmTimes{lease: leaseTTL, poll: confirmPoll, skew: clockSkew, linger: confirmLinger}
 
 // errBadRecord reports a record that does not verify or has an unexpected
 // shape: it is treated as absent, and nothing acts on it.
@@ -133,6 +135,22 @@ type confirmRecord struct {
 	// carried one: whichever replica runs the confirmed call makes it the
 	// one task this request asked for.
 	Task *confirmTask `json:"task,omitempty"`
+
+	// Rev and End make a rolled-back record detectable (see recordLife).
+	recordLife
+}
+
+// recordLife is what every confirm and nonce record carries, signed with
+// it, so that a genuine record written back by something that can write
+// the store but not sign is refused: Rev, incremented by every
+// transition, so that a replica that saw a later revision refuses an
+// earlier one (see package internal/revs); and End, the record's end of
+// life (unix ms: its last transition plus confirmTTL, as its lifetime in
+// the store), past which no replica acts on it, whatever its TTL in the
+// store says.
+type recordLife struct {
+	Rev uint64 `json:"rev,omitempty"`
+	End int64  `json:"x,omitempty"`
 }
 
 // confirmTask is the task request of a confirmed 2025-11-25 call: the ttl
@@ -167,6 +185,49 @@ func (rec *confirmRecord) slot(tool Tool) *taskSlot {
 }
 
 func (r *confirmRecord) deadline() time.Time { return time.UnixMilli(r.Deadline) }
+
+// Errors of a genuine record that must not be acted on; they read as
+// errBadRecord (absent) and are logged like a forgery.
+var (
+	errRolledBack = errors.New("mcphandler: a record older than one this replica saw (written back)")
+	errRecordEnd  = errors.New("mcphandler: a record past its signed end of life")
+)
+
+// live checks a verified record of key against its signed end of life
+// (end, or when the record has none, written by an earlier release,
+// implied) and this replica's memory of its revisions, and remembers its
+// revision; a record that fails reads as absent.
+func (h *Handler) live(key string, l recordLife, implied int64) bool {
+	end, now := l.End, time.Now().UnixMilli()
+	if end == 0 {
+		end = implied
+	}
+	switch {
+	case end != 0 && now >= end:
+		h.dropped(key, errRecordEnd)
+		return false
+	case !h.macs.revs.See(key, l.Rev, cmp.Or(end, now+h.confirmTTL().Milliseconds()), now):
+		h.dropped(key, errRolledBack)
+		return false
+	}
+	return true
+}
+
+// next is the life of the record that replaces the one read as raw: the
+// next revision, living confirmTTL from now.
+func (h *Handler) nextLife(raw []byte) recordLife {
+	return recordLife{Rev: revOf(raw) + 1, End: time.Now().Add(h.confirmTTL()).UnixMilli()}
+}
+
+// revOf is the revision of a record as read from the store (verified by
+// its load): 0 when it has none.
+func revOf(raw []byte) uint64 {
+	var l recordLife
+	if len(raw) > sign.RecordOverhead {
+		json.Unmarshal(raw[sign.RecordOverhead:], &l)
+	}
+	return l.Rev
+}
 
 // valid checks a decoded record like client input.
 func (r *confirmRecord) valid() bool {
@@ -207,7 +268,8 @@ func (h *Handler) loadConfirm(ctx context.Context, id string) (confirmRecord, []
 		return rec, nil, err
 	}
 	p, ok := h.openRecord(h.macs.confirm, confirmKey(id), raw)
-	if !ok || json.Unmarshal(p, &rec) != nil || !rec.valid() {
+	if !ok || json.Unmarshal(p, &rec) != nil || !rec.valid() ||
+		!h.live(confirmKey(id), rec.recordLife, rec.Deadline+h.confirmTTL().Milliseconds()) {
 		return confirmRecord{}, nil, errBadRecord
 	}
 	return rec, raw, nil
@@ -220,6 +282,7 @@ func (h *Handler) encodeConfirm(id string, rec *confirmRecord) []byte {
 
 // createConfirm stores the pending record of a new confirm.
 func (h *Handler) createConfirm(ctx context.Context, id string, rec *confirmRecord) ([]byte, error) {
+	rec.recordLife = h.nextLife(nil)
 	raw := h.encodeConfirm(id, rec)
 	ok, err := h.cfg.Store.PutIfAbsent(ctx, confirmKey(id), raw, h.confirmTTL())
 	if err == nil && !ok {
@@ -235,8 +298,12 @@ func (h *Handler) moveConfirm(ctx context.Context, id string, raw []byte, from c
 	if !from.canMove(next.State) {
 		return nil, false, errors.New("mcphandler: confirm cannot move from " + string(from) + " to " + string(next.State))
 	}
+	next.recordLife = h.nextLife(raw)
 	b := h.encodeConfirm(id, next)
 	ok, err := h.cfg.Store.CompareAndSwap(context.WithoutCancel(ctx), confirmKey(id), raw, b, h.confirmTTL())
+	if ok && err == nil {
+		h.macs.revs.See(confirmKey(id), next.Rev, next.End, time.Now().UnixMilli())
+	}
 	return b, ok && err == nil, err
 }
 
@@ -256,6 +323,9 @@ type nonceRecord struct {
 	// Task says the call became a task (done only): Result is the Task
 	// of the CreateTaskResult it was answered with.
 	Task bool `json:"tk,omitempty"`
+
+	// Rev and End make a rolled-back record detectable (see recordLife).
+	recordLife
 }
 
 func (r *nonceRecord) valid() bool {
@@ -288,13 +358,20 @@ func (h *Handler) loadNonce(ctx context.Context, nonce string) (nonceRecord, []b
 		return rec, nil, err
 	}
 	p, ok := h.openRecord(h.macs.nonce, nonceKey(nonce), raw)
-	if !ok || json.Unmarshal(p, &rec) != nil || !rec.valid() {
+	// A record of an earlier release has no end of life: the sealed
+	// expiry of the requestState that names it bounds it.
+	if !ok || json.Unmarshal(p, &rec) != nil || !rec.valid() || !h.live(nonceKey(nonce), rec.recordLife, 0) {
 		return nonceRecord{}, nil, errBadRecord
 	}
 	return rec, raw, nil
 }
 
+// encodeNonce signs rec for nonce; a record without a revision yet (a new
+// one) is given its first life.
 func (h *Handler) encodeNonce(nonce string, rec *nonceRecord) []byte {
+	if rec.Rev == 0 {
+		rec.recordLife = h.nextLife(nil)
+	}
 	b, _ := json.Marshal(rec)
 	return h.macs.nonce.Sign(nonceKey(nonce), b)
 }
@@ -311,8 +388,12 @@ func (h *Handler) moveNonce(ctx context.Context, nonce string, raw []byte, from 
 	if !from.canMove(next.State) {
 		return nil, false, errors.New("mcphandler: confirm cannot move from " + string(from) + " to " + string(next.State))
 	}
+	next.recordLife = h.nextLife(raw)
 	b := h.encodeNonce(nonce, next)
 	ok, err := h.cfg.Store.CompareAndSwap(context.WithoutCancel(ctx), nonceKey(nonce), raw, b, h.confirmTTL())
+	if ok && err == nil {
+		h.macs.revs.See(nonceKey(nonce), next.Rev, next.End, time.Now().UnixMilli())
+	}
 	return b, ok && err == nil, err
 }
 

@@ -5,6 +5,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/mcphandler/mcphandler/internal/revs"
 	"github.com/mcphandler/mcphandler/internal/sign"
 )
 
@@ -42,6 +43,10 @@ const dropLogEvery = 10 * time.Second
 // macs holds one signer per purpose.
 type macs struct {
 	confirm, nonce, event, reply, cancel, notify, session *sign.Signer
+
+	// revs is the newest revision this replica saw of each confirm and
+	// nonce record (see recordLife).
+	revs revs.Memory
 
 	mu      sync.Mutex // guards dropped and lastLog
 	dropped int
