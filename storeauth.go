@@ -116,12 +116,25 @@ func (h *Handler) dropped(where string, err error) {
 }
 
 // publishSession sends msg to the session's standalone (or legacy) stream
-// on whichever replica holds it.
-func (h *Handler) publishSession(ctx context.Context, sid string, msg []byte) (int, error) {
+// on whichever replica holds it. A writer that sends several messages
+// (the requests of a legacy session) marks each with w (see sequence.go);
+// nil sends it unmarked (sessionEnded, which may arrive any number of
+// times).
+func (h *Handler) publishSession(ctx context.Context, sid string, w *writerMark, msg []byte) (int, error) {
+	if w != nil {
+		msg = append(w.appendNext(make([]byte, 0, markLen+len(msg)), time.Now()), msg...)
+	}
 	return h.publish(ctx, h.macs.session, sessionChannel(sid), msg)
 }
 
-// openSession verifies a message received on the session's channel.
-func (h *Handler) openSession(sid string, b []byte) ([]byte, bool) {
-	return h.openMessage(h.macs.session, sessionChannel(sid), b)
+// openSession verifies a message received on the session's channel and
+// returns it unless order took a message of the same writer at or after
+// its count (a copy published again within messageWindow).
+func (h *Handler) openSession(sid string, order *msgOrder, b []byte) ([]byte, bool) {
+	p, ok := h.openMessage(h.macs.session, sessionChannel(sid), b)
+	if !ok {
+		return nil, false
+	}
+	m, msg := readMark(p)
+	return msg, order.take(m, time.Now())
 }

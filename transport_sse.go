@@ -60,6 +60,7 @@ func (h *Handler) serveLegacyStream(w http.ResponseWriter, r *http.Request, mess
 		return
 	}
 	subscribed := h.subscribedFn(ctx, s.ID)
+	var order msgOrder
 	h.runStream(ctx, &streamLoop{
 		caller: h.checkCaller(r, id), // the stream lives while its caller stays who it was
 		keepAlive: func() bool {
@@ -69,7 +70,7 @@ func (h *Handler) serveLegacyStream(w http.ResponseWriter, r *http.Request, mess
 		},
 		msgs: sub.C(),
 		onMsg: func(b []byte) bool {
-			msg, ok := h.openSession(s.ID, b)
+			msg, ok := h.openSession(s.ID, &order, b)
 			return !ok || !bytes.Equal(msg, sessionEnded) && sw.event("message", nil, msg) == nil
 		},
 		changes: changes.c,
@@ -166,8 +167,9 @@ func (h *Handler) serveLegacyRequest(rq *request, m *jsonrpc.Message, kind jsonr
 		return
 	}
 	ctx, sid := rq.context(), rq.sess.ID
+	var w writerMark // the sink runs under its stream's lock
 	rq.st = &stream{sink: func(msg []byte) error {
-		_, err := h.publishSession(ctx, sid, msg)
+		_, err := h.publishSession(ctx, sid, &w, msg)
 		return err
 	}}
 	if m.Method == "initialize" {
