@@ -193,11 +193,12 @@ var (
 	errRecordEnd  = errors.New("mcphandler: a record past its signed end of life")
 )
 
-// live checks a verified record of key against its signed end of life
-// (end, or when the record has none, written by an earlier release,
-// implied) and this replica's memory of its revisions, and remembers its
-// revision; a record that fails reads as absent.
-func (h *Handler) live(key string, l recordLife, implied int64) bool {
+// live checks a verified record of key, read by a read that began at
+// since (revs.Memory.Begin), against its signed end of life (End, or when
+// the record has none, written by an earlier release, implied) and this
+// replica's memory of its revisions, and remembers its revision; a record
+// that fails reads as absent.
+func (h *Handler) live(key string, l recordLife, implied int64, since uint64) bool {
 	end, now := l.End, time.Now().UnixMilli()
 	if end == 0 {
 		end = implied
@@ -206,7 +207,7 @@ func (h *Handler) live(key string, l recordLife, implied int64) bool {
 	case end != 0 && now >= end:
 		h.dropped(key, errRecordEnd)
 		return false
-	case !h.macs.revs.See(key, l.Rev, cmp.Or(end, now+h.confirmTTL().Milliseconds()), now):
+	case !h.macs.revs.See(key, l.Rev, cmp.Or(end, now+h.confirmTTL().Milliseconds()), now, since):
 		h.dropped(key, errRolledBack)
 		return false
 	}
@@ -263,13 +264,14 @@ func isObject(b []byte) bool {
 // errBadRecord; a missing one session.ErrNotFound.
 func (h *Handler) loadConfirm(ctx context.Context, id string) (confirmRecord, []byte, error) {
 	var rec confirmRecord
+	since := h.macs.revs.Begin()
 	raw, err := h.cfg.Store.Load(ctx, confirmKey(id))
 	if err != nil {
 		return rec, nil, err
 	}
 	p, ok := h.openRecord(h.macs.confirm, confirmKey(id), raw)
 	if !ok || json.Unmarshal(p, &rec) != nil || !rec.valid() ||
-		!h.live(confirmKey(id), rec.recordLife, rec.Deadline+h.confirmTTL().Milliseconds()) {
+		!h.live(confirmKey(id), rec.recordLife, rec.Deadline+h.confirmTTL().Milliseconds(), since) {
 		return confirmRecord{}, nil, errBadRecord
 	}
 	return rec, raw, nil
@@ -299,10 +301,13 @@ func (h *Handler) moveConfirm(ctx context.Context, id string, raw []byte, from c
 		return nil, false, errors.New("mcphandler: confirm cannot move from " + string(from) + " to " + string(next.State))
 	}
 	next.recordLife = h.nextLife(raw)
+	if h.macs.revs.Newer(confirmKey(id), next.Rev-1, time.Now().UnixMilli()) {
+		return nil, false, nil // from a stale or rolled-back read: read it again
+	}
 	b := h.encodeConfirm(id, next)
 	ok, err := h.cfg.Store.CompareAndSwap(context.WithoutCancel(ctx), confirmKey(id), raw, b, h.confirmTTL())
 	if ok && err == nil {
-		h.macs.revs.See(confirmKey(id), next.Rev, next.End, time.Now().UnixMilli())
+		h.macs.revs.See(confirmKey(id), next.Rev, next.End, time.Now().UnixMilli(), h.macs.revs.Begin())
 	}
 	return b, ok && err == nil, err
 }
@@ -353,6 +358,7 @@ const maxRounds = 64
 
 func (h *Handler) loadNonce(ctx context.Context, nonce string) (nonceRecord, []byte, error) {
 	var rec nonceRecord
+	since := h.macs.revs.Begin()
 	raw, err := h.cfg.Store.Load(ctx, nonceKey(nonce))
 	if err != nil {
 		return rec, nil, err
@@ -360,7 +366,7 @@ func (h *Handler) loadNonce(ctx context.Context, nonce string) (nonceRecord, []b
 	p, ok := h.openRecord(h.macs.nonce, nonceKey(nonce), raw)
 	// A record of an earlier release has no end of life: the sealed
 	// expiry of the requestState that names it bounds it.
-	if !ok || json.Unmarshal(p, &rec) != nil || !rec.valid() || !h.live(nonceKey(nonce), rec.recordLife, 0) {
+	if !ok || json.Unmarshal(p, &rec) != nil || !rec.valid() || !h.live(nonceKey(nonce), rec.recordLife, 0, since) {
 		return nonceRecord{}, nil, errBadRecord
 	}
 	return rec, raw, nil
@@ -389,10 +395,13 @@ func (h *Handler) moveNonce(ctx context.Context, nonce string, raw []byte, from 
 		return nil, false, errors.New("mcphandler: confirm cannot move from " + string(from) + " to " + string(next.State))
 	}
 	next.recordLife = h.nextLife(raw)
+	if h.macs.revs.Newer(nonceKey(nonce), next.Rev-1, time.Now().UnixMilli()) {
+		return nil, false, nil // from a stale or rolled-back read: read it again
+	}
 	b := h.encodeNonce(nonce, next)
 	ok, err := h.cfg.Store.CompareAndSwap(context.WithoutCancel(ctx), nonceKey(nonce), raw, b, h.confirmTTL())
 	if ok && err == nil {
-		h.macs.revs.See(nonceKey(nonce), next.Rev, next.End, time.Now().UnixMilli())
+		h.macs.revs.See(nonceKey(nonce), next.Rev, next.End, time.Now().UnixMilli(), h.macs.revs.Begin())
 	}
 	return b, ok && err == nil, err
 }

@@ -9,24 +9,27 @@
 // the store cannot take back. So each record carries a revision that
 // every write increments, and each process remembers the newest revision
 // of every record it read or wrote until the record's end of life: a read
-// of an older one is refused. What this bounds is stated where it is used:
-// at most one act on a rolled-back record per process that never saw a
-// later revision of it (and none once the process has), never past the
-// record's end of life.
+// that began after the process knew of a later revision, and returns an
+// older one, was rolled back. (A read that began before a write of the
+// process returned may return the revision before it: that is an ordinary
+// stale read, not a rollback; but no transition may start from it, see
+// [Memory.Newer].) What this bounds is stated where it is used: at most
+// one act on a rolled-back record per process that never saw a later
+// revision of it, never past the record's end of life.
 //
 // Memory is bounded: a [Memory] holds at most its capacity of records,
-// each as a 64-bit hash of its key (with a seed of the process) and two
+// each as a 64-bit hash of its key (with a seed of the process) and three
 // integers; past the capacity the record remembered first is forgotten
-// first, and a record is forgotten at its end of life. A forgotten record
-// is bounded by its end of life only.
+// first. A forgotten record is bounded by its end of life only.
 package revs
 
 import (
 	"hash/maphash"
 	"sync"
+	"sync/atomic"
 )
 
-// DefaultCapacity is the capacity of a zero Memory: some 1.5 MB when full.
+// DefaultCapacity is the capacity of a zero Memory: about 2 MB when full.
 const DefaultCapacity = 1 << 15
 
 // Memory is the newest revision seen of each record, until the record's
@@ -37,7 +40,9 @@ type Memory struct {
 	// DefaultCapacity. Set it before first use.
 	Capacity int
 
-	mu    sync.Mutex
+	clock atomic.Uint64 // counts the revisions learnt
+
+	mu    sync.Mutex // guards the fields below
 	seed  maphash.Seed
 	m     map[uint64]entry
 	order []uint64 // keys in the order first remembered, a ring
@@ -46,14 +51,22 @@ type Memory struct {
 
 type entry struct {
 	rev uint64
-	end int64 // unix ms: forgotten from then on
+	end int64  // unix ms: forgotten from then on
+	at  uint64 // the clock when rev was learnt
 }
 
+// Begin returns the moment a read of the store begins; pass it to See
+// with what the read returned.
+func (m *Memory) Begin() uint64 { return m.clock.Load() }
+
 // See reports whether revision rev of the record under key, which lives
-// until end (unix ms), is at least the newest this Memory saw of it at
-// now (unix ms), and remembers it if so. A false answer means the record
-// was rolled back: refuse it.
-func (m *Memory) See(key string, rev uint64, end, now int64) bool {
+// until end (unix ms), read by a read that began at since (Begin), is not
+// older than a revision this Memory knew of before that read began, at
+// now (unix ms); and remembers it if it is newer than any seen. A false
+// answer means the record was rolled back: refuse it. After a write that
+// succeeded, call it with since Begin() to remember what was written (its
+// answer then does not matter).
+func (m *Memory) See(key string, rev uint64, end, now int64, since uint64) bool {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	if m.m == nil {
@@ -62,20 +75,35 @@ func (m *Memory) See(key string, rev uint64, end, now int64) bool {
 	}
 	k := maphash.String(m.seed, key)
 	e, ok := m.m[k]
-	if ok && e.end > now && rev < e.rev {
+	switch {
+	case !ok:
+		m.remember(k, entry{rev: rev, end: end, at: m.clock.Add(1)})
+	case e.end <= now || rev > e.rev:
+		m.m[k] = entry{rev: rev, end: end, at: m.clock.Add(1)}
+	case rev < e.rev:
+		// Older: rolled back if this read began after the newer was
+		// known, else a read that raced the write that made it.
+		return e.at > since
+	case end > e.end:
+		e.end = end
+		m.m[k] = e
+	}
+	return true
+}
+
+// Newer reports whether a revision of the record under key newer than rev
+// is known at now (unix ms). A transition from revision rev then either
+// fails (the store holds the newer one) or succeeds only because the
+// record was rolled back: do not attempt it, read the record again. A
+// read that raced this process's own write (See takes it) cannot act so.
+func (m *Memory) Newer(key string, rev uint64, now int64) bool {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.m == nil {
 		return false
 	}
-	if ok {
-		if rev > e.rev || e.end <= now {
-			m.m[k] = entry{rev: rev, end: end}
-		} else if end > e.end {
-			e.end = end
-			m.m[k] = e
-		}
-		return true
-	}
-	m.remember(k, entry{rev: rev, end: end})
-	return true
+	e, ok := m.m[maphash.String(m.seed, key)]
+	return ok && e.end > now && e.rev > rev
 }
 
 // remember adds a record not remembered yet, forgetting the oldest one if
