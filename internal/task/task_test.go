@@ -653,3 +653,72 @@ func TestOutcomeNotRecorded(t *testing.T) {
 		return mustGet(t, b, alice, d.TaskID).Status == Failed
 	})
 }
+
+// Something that can write the store but not sign writes a task's record
+// back to an earlier genuine revision after it moved on: input_required
+// with its question pending after the runner took the answer, long after
+// the task completed. Nothing in this package starts a task's work again;
+// what a rollback could change is what readers are told: the question
+// shown again (and answered twice), the completed task reported failed. A
+// Manager that saw a later revision refuses the older one, as it refuses
+// a forgery (ErrNotFound); one that never saw it may act on it once (here
+// it fails it: the runner is gone), and then has seen a later one; past
+// the record's signed expiry no Manager reads it, whatever its TTL in the
+// store.
+func TestRolledBackRecord(t *testing.T) {
+	eachStore(t, func(t *testing.T, rs *replicas) {
+		a, b := rs.add(), rs.add()
+		rs.tune = func(c *Config) { c.now = func() time.Time { return time.Now().Add(2 * DefaultTTL) } }
+		later := rs.add()
+		st, ctx := a.cfg.Store, ctxT(t)
+		run, d := mustCreate(t, a, alice)
+		ask := json.RawMessage(`{"method":"elicitation/create","params":{"message":"Approve?","requestedSchema":{"type":"object"}}}`)
+		if err := run.RequestInput(ctx, map[string]json.RawMessage{"approve": ask}, ""); err != nil {
+			t.Fatal(err)
+		}
+		key := taskKey(d.TaskID)
+		asked, err := st.Load(ctx, key)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := a.Update(ctx, alice, d.TaskID, map[string]json.RawMessage{"approve": json.RawMessage(`{"action":"accept"}`)}); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := run.AwaitInput(ctx, "approve"); err != nil {
+			t.Fatal(err)
+		}
+		if err := run.Complete(ctx, result("done")); err != nil {
+			t.Fatal(err)
+		}
+		if s := mustGet(t, a, alice, d.TaskID).Status; s != Completed {
+			t.Fatalf("status %s", s)
+		}
+		rollBack := func() {
+			t.Helper()
+			cur, _ := st.Load(ctx, key)
+			if ok, err := st.CompareAndSwap(ctx, key, cur, asked, time.Hour); !ok || err != nil {
+				t.Fatalf("writing the record back: %v %v", ok, err)
+			}
+		}
+		rollBack()
+		if got, err := a.Get(ctx, alice, d.TaskID); !errors.Is(err, ErrNotFound) {
+			t.Fatalf("the Manager that saw it complete read the rolled-back record: %+v, %v", got, err)
+		}
+		if err := a.Update(ctx, alice, d.TaskID, map[string]json.RawMessage{"approve": json.RawMessage(`{"action":"decline"}`)}); !errors.Is(err, ErrNotFound) {
+			t.Fatalf("an answer to a rolled-back question: %v", err)
+		}
+		// b never saw the task: it reads the record written back and, the
+		// runner's lease being gone, fails it; it runs nothing.
+		time.Sleep(10 * time.Millisecond) // the lease, dropped at Complete, lapses
+		if got, err := b.Get(ctx, alice, d.TaskID); err != nil || got.Status != Failed {
+			t.Fatalf("a Manager that never saw the task: %+v, %v", got, err)
+		}
+		rollBack()
+		if got, err := b.Get(ctx, alice, d.TaskID); !errors.Is(err, ErrNotFound) {
+			t.Fatalf("read the rolled-back record again after acting on it: %+v, %v", got, err)
+		}
+		if got, err := later.Get(ctx, alice, d.TaskID); !errors.Is(err, ErrNotFound) {
+			t.Fatalf("a record kept past its expiry was read: %+v, %v", got, err)
+		}
+	})
+}
