@@ -4,6 +4,8 @@ import (
 	"crypto/rand"
 	"encoding/binary"
 	"time"
+
+	"github.com/mcphandler/mcphandler/internal/revs"
 )
 
 // A signature binds a value to the key or channel it is stored or
@@ -109,19 +111,12 @@ func (o *logOrder) take(m mark) bool {
 const maxLogWriters = 16
 
 // msgOrder takes the messages of one channel in increasing count per
-// writer; several writers (a legacy session's requests) publish at once.
-// A writer is forgotten messageWindow after its last message, when any
-// copy of its messages is refused as stale anyway; past maxMsgWriters
-// writers heard within that window, a quarter of them are (their copies
-// are then bounded by the window only).
+// writer; several writers (a legacy session's requests) publish at once. A
+// writer is forgotten messageWindow after its last message, when copies of
+// its messages are refused as stale anyway, and past maxMsgWriters writers
+// heard within that window, a quarter of them are (see revs.Window).
 type msgOrder struct {
-	last    map[[8]byte]msgSeen
-	pruneAt int
-}
-
-type msgSeen struct {
-	n  uint64
-	at time.Time
+	w revs.Window[[8]byte]
 }
 
 // maxMsgWriters bounds the writers a channel's reader remembers.
@@ -132,26 +127,6 @@ func (o *msgOrder) take(m mark, now time.Time) bool {
 	if !m.marked {
 		return true
 	}
-	if o.last == nil {
-		o.last, o.pruneAt = make(map[[8]byte]msgSeen), 64
-	}
-	if s, ok := o.last[m.id]; ok && m.n <= s.n {
-		return false
-	}
-	if len(o.last) >= o.pruneAt {
-		for id, s := range o.last {
-			if now.Sub(s.at) > messageWindow {
-				delete(o.last, id)
-			}
-		}
-		for id := range o.last { // still full: forget a quarter
-			if len(o.last) < maxMsgWriters*3/4 {
-				break
-			}
-			delete(o.last, id)
-		}
-		o.pruneAt = min(max(64, 2*len(o.last)), maxMsgWriters)
-	}
-	o.last[m.id] = msgSeen{n: m.n, at: now}
-	return true
+	o.w.Span, o.w.Max = messageWindow, maxMsgWriters
+	return o.w.Take(m.id, m.n, now)
 }

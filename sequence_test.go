@@ -73,7 +73,7 @@ func TestMsgOrder(t *testing.T) {
 			t.Fatal("a new writer's message refused")
 		}
 	}
-	if n := len(o.last); n > maxMsgWriters {
+	if n := o.w.Len(); n > maxMsgWriters {
 		t.Fatalf("%d writers remembered, bound %d", n, maxMsgWriters)
 	}
 	if m, _ := readMark(sent[0]); !o.take(m, later) {

@@ -21,6 +21,9 @@
 // each as a 64-bit hash of its key (with a seed of the process) and three
 // integers; past the capacity the record remembered first is forgotten
 // first. A forgotten record is bounded by its end of life only.
+//
+// [Window] does the same for the receiver of a stream of signed messages:
+// per key (a writer, a task), the values it takes must count up.
 package revs
 
 import (

@@ -1,9 +1,11 @@
 package task
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -719,6 +721,75 @@ func TestRolledBackRecord(t *testing.T) {
 		}
 		if got, err := later.Get(ctx, alice, d.TaskID); !errors.Is(err, ErrNotFound) {
 			t.Fatalf("a record kept past its expiry was read: %+v, %v", got, err)
+		}
+	})
+}
+
+// recording is a store that keeps what is published on it, as something
+// subscribed to every channel would.
+type recording struct {
+	Store
+	mu   sync.Mutex
+	msgs []recorded
+}
+
+type recorded struct {
+	channel string
+	msg     []byte
+}
+
+func (r *recording) Publish(ctx context.Context, channel string, msg []byte) (int, error) {
+	r.mu.Lock()
+	r.msgs = append(r.msgs, recorded{channel, bytes.Clone(msg)})
+	r.mu.Unlock()
+	return r.Store.Publish(ctx, channel, msg)
+}
+
+// A task's status notifications are signed and fresh for 30 s. The
+// attacker publishes them all again, in that window, after the task
+// completed: a listener forwarded "working" after "completed", a status
+// going backwards, and each twice. Now a listener forwards each task's
+// notifications in the order of its revisions, each once.
+func TestStatusNotificationReplayed(t *testing.T) {
+	eachStore(t, func(t *testing.T, rs *replicas) {
+		a, b := rs.add(), rs.add()
+		rec := &recording{Store: a.cfg.Store}
+		a.cfg.Store = rec
+		l, err := b.Listen(ctxT(t), "acme")
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer l.Close()
+		run, d := mustCreate(t, a, alice)
+		run.SetMessage(ctxT(t), "half way")
+		run.Complete(ctxT(t), result("hi"))
+		var seen []Status
+		next := func() bool {
+			select {
+			case n := <-l.C():
+				seen = append(seen, n.Task.Status)
+				return true
+			case <-time.After(300 * time.Millisecond):
+				return false
+			}
+		}
+		for len(seen) < 3 && next() {
+		}
+		if len(seen) != 3 || seen[2] != Completed {
+			t.Fatalf("notifications: %v", seen)
+		}
+		rec.mu.Lock()
+		msgs := slices.Clone(rec.msgs)
+		rec.mu.Unlock()
+		for _, m := range msgs {
+			if strings.HasPrefix(m.channel, "task-status/") {
+				rec.Store.Publish(ctxT(t), m.channel, m.msg)
+			}
+		}
+		for next() {
+		}
+		if len(seen) != 3 {
+			t.Fatalf("task %s: notifications after the replay: %v", d.TaskID, seen)
 		}
 	})
 }
