@@ -30,6 +30,8 @@ const (
 	macCancel  = "cancel"  // cancellations relayed between replicas
 	macNotify  = "notify"  // change notifications
 	macSession = "session" // messages for a session's standalone or legacy stream
+	// session ids, tagged with their owner (a Tagger, not a Signer)
+	macSessionID = "session-id"
 )
 
 // messageWindow is how far a published message's timestamp may be from
@@ -43,6 +45,9 @@ const dropLogEvery = 10 * time.Second
 // macs holds one signer per purpose.
 type macs struct {
 	confirm, nonce, event, reply, cancel, notify, session *sign.Signer
+
+	// sid tags session ids with their owner (sessionid.go).
+	sid *sign.Tagger
 
 	// revs is the newest revision this replica saw of each confirm and
 	// nonce record (see recordLife).
@@ -68,7 +73,9 @@ func newMACs(secrets [][]byte) (*macs, error) {
 		}
 		*p.s = s
 	}
-	return m, nil
+	var err error
+	m.sid, err = sign.NewTagger(macSessionID, secrets...)
+	return m, err
 }
 
 // publish signs payload for channel and publishes it.

@@ -96,7 +96,10 @@ func (h *Handler) resolveSession(w http.ResponseWriter, rq *request) bool {
 		writeHTTPError(w, http.StatusBadRequest, jsonrpc.CodeInvalidRequest, "Bad Request: Mcp-Session-Id header is required")
 		return false
 	}
-	s, err := h.cfg.Store.Get(rq.context(), sid)
+	s, err := (*session.Session)(nil), session.ErrNotFound
+	if h.sessionOf(sid, rq.id) {
+		s, err = h.cfg.Store.Get(rq.context(), sid)
+	}
 	if err == nil && !rq.id.hasKey(s.Owner) {
 		err = session.ErrNotFound
 	}
@@ -763,7 +766,7 @@ func (h *Handler) initialize(rq *request, m *jsonrpc.Message) {
 // on version, and admits it under Config.MaxSessionsPerIdentity.
 func (h *Handler) createSession(rq *request, p *initializeParams, version string) (*session.Session, error) {
 	s := &session.Session{
-		ID:              randText(),
+		ID:              h.newSessionID(rq.id),
 		Owner:           rq.id.key(),
 		ProtocolVersion: version,
 		ClientName:      clip(p.ClientInfo.Name, h.cfg.MaxClientInfoBytes),

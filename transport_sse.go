@@ -84,7 +84,7 @@ func (h *Handler) serveLegacyStream(w http.ResponseWriter, r *http.Request, mess
 // createLegacySession opens a session for id's stream: it subscribes the
 // stream, then stores the session, answering 503 when the store fails.
 func (h *Handler) createLegacySession(w http.ResponseWriter, ctx context.Context, id Identity) (s *session.Session, sub session.Subscription, changes *changeWatch, ok bool) {
-	s = &session.Session{ID: randText(), Owner: id.key(), ProtocolVersion: Version20241105, TTL: h.cfg.SessionTTL}
+	s = &session.Session{ID: h.newSessionID(id), Owner: id.key(), ProtocolVersion: Version20241105, TTL: h.cfg.SessionTTL}
 	if sub, changes, ok = h.subscribeStream(w, ctx, s.ID, id); !ok {
 		return nil, nil, nil, false
 	}
@@ -198,7 +198,10 @@ func (h *Handler) legacySession(w http.ResponseWriter, r *http.Request, id Ident
 		writeHTTPError(w, http.StatusBadRequest, jsonrpc.CodeInvalidRequest, "Bad Request: sessionId is required")
 		return nil, false
 	}
-	s, err := h.cfg.Store.Get(r.Context(), sid)
+	s, err := (*session.Session)(nil), session.ErrNotFound
+	if h.sessionOf(sid, id) {
+		s, err = h.cfg.Store.Get(r.Context(), sid)
+	}
 	if err == nil && !id.hasKey(s.Owner) {
 		err = session.ErrNotFound
 	}
