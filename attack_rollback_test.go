@@ -320,3 +320,51 @@ func TestAttackRollbackNonceRunsAgain(t *testing.T) {
 		}
 	})
 }
+
+// The same with the record written back to pending, the confirm not yet
+// answered, and the client's answer sent again (a client that retries
+// its POST does exactly that). A replica that saw the confirm answered
+// refuses it (400); one that never saw it may take it once; past the
+// question's signed deadline nobody takes it, whatever the record's TTL.
+func TestAttackRollbackConfirmPending(t *testing.T) {
+	stores, atk := redisLabStores(t)
+	const timeout = 1500 * time.Millisecond
+	l := newLab(t, labOptions{replicas: 3, confirmTimeout: timeout, lease: 200 * time.Millisecond, poll: 50 * time.Millisecond, store: stores})
+	cs := l.session("acme-admin")
+	asked := time.Now()
+	pc := startCall(t, cs[0], 1)
+	recKey := atk.record("confirm/" + pc.confirmID())
+	pending := atk.dump(recKey)
+	if err := cs[0].Respond(context.Background(), pc.id, accept); err != nil {
+		t.Fatalf("answer: %v", err)
+	}
+	if told := verdictOf(pc.await(cs[:1], alwaysAlive, 5*time.Second)); told != toldRan || l.count(1) != 1 {
+		t.Fatalf("the confirmed call: told %v, ran %d times", told, l.count(1))
+	}
+	l.idle(3 * time.Second)
+	// attack writes the pending record back and answers again through
+	// replica rep; it reports whether the answer was taken and whether
+	// the tool ran again.
+	attack := func(rep int) (taken, ran bool) {
+		t.Helper()
+		atk.restore(recKey, pending)
+		before := l.count(1)
+		err := cs[rep].Respond(context.Background(), pc.id, accept)
+		l.idle(3 * time.Second)
+		return err == nil, l.count(1) > before
+	}
+	if taken, ran := attack(0); taken || ran {
+		t.Fatalf("the replica that saw the answer took it again: taken %v, ran %v", taken, ran)
+	}
+	taken1, _ := attack(1)
+	if taken, _ := attack(1); taken1 && taken {
+		t.Fatal("a replica took a second answer to a rolled-back confirm")
+	}
+	time.Sleep(time.Until(asked.Add(timeout + 100*time.Millisecond)))
+	if taken, ran := attack(2); taken || ran {
+		t.Fatalf("an answer past the confirm's deadline was taken: ran %v", ran)
+	}
+	if n := l.count(1); n > 2 {
+		t.Fatalf("the tool ran %d times", n)
+	}
+}
