@@ -11,6 +11,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"log/slog"
+	"net/http/httptest"
 	"strings"
 	"testing"
 	"time"
@@ -215,6 +216,59 @@ func TestAttackLegacyMessageReplayed(t *testing.T) {
 		}
 		if n := len(lc.Notifications()); n != before {
 			t.Fatalf("%d notifications delivered again", n-before)
+		}
+	})
+}
+
+// A stream's event log lives ResumeWindow after its last event. The
+// attacker keeps it longer (here by appending a genuine copy of one of its
+// entries, which any write of the store can do, as can rewriting its TTL)
+// and the client resumes after the window. On main, the stream was
+// resumed and its events delivered past their window. A log is over
+// ResumeWindow after its newest genuine entry.
+func TestAttackEventLogKeptPastWindow(t *testing.T) {
+	eachStore(t, func(t *testing.T, stores func(int) session.Store) {
+		st := &faultStore{Store: stores(0)}
+		const window = time.Second
+		h := mcphandler.New(mcphandler.Config{
+			Authenticate: bearer,
+			StateKeys:    testStateKeys,
+			Store:        st,
+			ResumeWindow: window,
+			KeepAlive:    time.Hour,
+			Logger:       slog.New(slog.DiscardHandler),
+			ListTools:    func(context.Context) ([]mcphandler.Tool, error) { return []mcphandler.Tool{countTool}, nil },
+		})
+		srv := httptest.NewServer(h)
+		t.Cleanup(func() { srv.Close(); h.Close() })
+		ctx := context.Background()
+		c := mcptest.Dial(srv.URL, mcptest.WithToken("acme-viewer"), mcptest.WithAutoResume(false))
+		defer c.Close()
+		if _, err := c.Initialize(ctx); err != nil {
+			t.Fatal(err)
+		}
+		written := time.Now()
+		ids, _, _ := progressStream(t, c, 1)
+		if len(ids) != 5 {
+			t.Fatalf("the call's stream: ids %v", ids)
+		}
+		stream, _, _ := strings.Cut(ids[0], "-")
+		key := "events/" + c.SessionID() + "/" + stream
+		genuine, err := st.Store.EventsAfter(ctx, key, 0)
+		if err != nil || len(genuine) != 5 {
+			t.Fatalf("the log: %d entries, %v", len(genuine), err)
+		}
+		if progress, responses := resumeAll(c, ids[0], 300*time.Millisecond); len(progress) != 3 || responses != 1 {
+			t.Fatalf("resumed within the window: progress %v and %d responses", progress, responses)
+		}
+		// Before the log expires, a copy appended keeps it an hour.
+		time.Sleep(time.Until(written.Add(window / 2)))
+		if _, err := st.Store.AppendEvent(ctx, key, genuine[1].Data, time.Hour); err != nil {
+			t.Fatal(err)
+		}
+		time.Sleep(time.Until(written.Add(window + 200*time.Millisecond)))
+		if progress, responses := resumeAll(c, ids[0], 300*time.Millisecond); len(progress) != 0 || responses != 0 {
+			t.Fatalf("resumed past the window: progress %v and %d responses", progress, responses)
 		}
 	})
 }
