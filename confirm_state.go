@@ -48,7 +48,8 @@ import (
 //   - awaiting → running (2026): the retry of the round the record awaits.
 //
 // Lifetimes: a record lives confirmTTL (ConfirmTimeout + confirmLinger)
-// from its last transition; a lease leaseTTL, renewed every leaseTTL/3.
+// from its last transition, and says so, signed, with its revision (see
+// recordLife); a lease leaseTTL, renewed every leaseTTL/3.
 type confirmState string
 
 const (
@@ -214,10 +215,20 @@ func (h *Handler) live(key string, l recordLife, implied int64, since uint64) bo
 	return true
 }
 
-// next is the life of the record that replaces the one read as raw: the
-// next revision, living confirmTTL from now.
-func (h *Handler) nextLife(raw []byte) recordLife {
-	return recordLife{Rev: revOf(raw) + 1, End: time.Now().Add(h.confirmTTL()).UnixMilli()}
+// nextLife is the life of the record that replaces the one read as raw
+// under key (nil for a new record): the next revision, living confirmTTL
+// from now. It reports false when this replica knows a later revision
+// than raw's: the transition could only fail (a stale read) or succeed on
+// a rolled-back record, so the caller must read the record again.
+func (h *Handler) nextLife(key string, raw []byte) (recordLife, bool) {
+	now := time.Now()
+	rev := revOf(raw)
+	return recordLife{Rev: rev + 1, End: now.Add(h.confirmTTL()).UnixMilli()}, !h.macs.revs.Newer(key, rev, now.UnixMilli())
+}
+
+// wrote remembers the life of a record this replica wrote under key.
+func (h *Handler) wrote(key string, l recordLife) {
+	h.macs.revs.See(key, l.Rev, l.End, time.Now().UnixMilli(), h.macs.revs.Begin())
 }
 
 // revOf is the revision of a record as read from the store (verified by
@@ -284,7 +295,7 @@ func (h *Handler) encodeConfirm(id string, rec *confirmRecord) []byte {
 
 // createConfirm stores the pending record of a new confirm.
 func (h *Handler) createConfirm(ctx context.Context, id string, rec *confirmRecord) ([]byte, error) {
-	rec.recordLife = h.nextLife(nil)
+	rec.recordLife, _ = h.nextLife(confirmKey(id), nil)
 	raw := h.encodeConfirm(id, rec)
 	ok, err := h.cfg.Store.PutIfAbsent(ctx, confirmKey(id), raw, h.confirmTTL())
 	if err == nil && !ok {
@@ -300,14 +311,14 @@ func (h *Handler) moveConfirm(ctx context.Context, id string, raw []byte, from c
 	if !from.canMove(next.State) {
 		return nil, false, errors.New("mcphandler: confirm cannot move from " + string(from) + " to " + string(next.State))
 	}
-	next.recordLife = h.nextLife(raw)
-	if h.macs.revs.Newer(confirmKey(id), next.Rev-1, time.Now().UnixMilli()) {
-		return nil, false, nil // from a stale or rolled-back read: read it again
+	var fresh bool
+	if next.recordLife, fresh = h.nextLife(confirmKey(id), raw); !fresh {
+		return nil, false, nil
 	}
 	b := h.encodeConfirm(id, next)
 	ok, err := h.cfg.Store.CompareAndSwap(context.WithoutCancel(ctx), confirmKey(id), raw, b, h.confirmTTL())
 	if ok && err == nil {
-		h.macs.revs.See(confirmKey(id), next.Rev, next.End, time.Now().UnixMilli(), h.macs.revs.Begin())
+		h.wrote(confirmKey(id), next.recordLife)
 	}
 	return b, ok && err == nil, err
 }
@@ -376,7 +387,7 @@ func (h *Handler) loadNonce(ctx context.Context, nonce string) (nonceRecord, []b
 // one) is given its first life.
 func (h *Handler) encodeNonce(nonce string, rec *nonceRecord) []byte {
 	if rec.Rev == 0 {
-		rec.recordLife = h.nextLife(nil)
+		rec.recordLife, _ = h.nextLife(nonceKey(nonce), nil)
 	}
 	b, _ := json.Marshal(rec)
 	return h.macs.nonce.Sign(nonceKey(nonce), b)
@@ -394,14 +405,14 @@ func (h *Handler) moveNonce(ctx context.Context, nonce string, raw []byte, from 
 	if !from.canMove(next.State) {
 		return nil, false, errors.New("mcphandler: confirm cannot move from " + string(from) + " to " + string(next.State))
 	}
-	next.recordLife = h.nextLife(raw)
-	if h.macs.revs.Newer(nonceKey(nonce), next.Rev-1, time.Now().UnixMilli()) {
-		return nil, false, nil // from a stale or rolled-back read: read it again
+	var fresh bool
+	if next.recordLife, fresh = h.nextLife(nonceKey(nonce), raw); !fresh {
+		return nil, false, nil
 	}
 	b := h.encodeNonce(nonce, next)
 	ok, err := h.cfg.Store.CompareAndSwap(context.WithoutCancel(ctx), nonceKey(nonce), raw, b, h.confirmTTL())
 	if ok && err == nil {
-		h.macs.revs.See(nonceKey(nonce), next.Rev, next.End, time.Now().UnixMilli(), h.macs.revs.Begin())
+		h.wrote(nonceKey(nonce), next.recordLife)
 	}
 	return b, ok && err == nil, err
 }
