@@ -47,6 +47,25 @@ func progressStream(t *testing.T, c *mcptest.Client, id int) (ids []string, prog
 	return ids, progress, responses
 }
 
+// countedStream opens a session on srv as acme-viewer and runs the count
+// tool on a POST stream read to its end; it returns the client, the
+// stream's event ids (priming, three notifications, the response) and the
+// store key of its event log.
+func countedStream(t *testing.T, srv *httptest.Server) (c *mcptest.Client, ids []string, key string) {
+	t.Helper()
+	c = mcptest.Dial(srv.URL, mcptest.WithToken("acme-viewer"), mcptest.WithAutoResume(false))
+	t.Cleanup(c.Close)
+	if _, err := c.Initialize(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	ids, progress, responses := progressStream(t, c, 1)
+	if len(ids) != 5 || len(progress) != 3 || responses != 1 {
+		t.Fatalf("the call's stream: ids %v, progress %v, %d responses", ids, progress, responses)
+	}
+	stream, _, _ := strings.Cut(ids[0], "-")
+	return c, ids, "events/" + c.SessionID() + "/" + stream
+}
+
 // tally returns the progress value of m, or counts it as a response.
 func tally(m *mcptest.Message) ([]float64, int) {
 	switch {
@@ -110,17 +129,8 @@ func increasing(vs []float64) bool {
 func TestAttackEventLogReordered(t *testing.T) {
 	stores, atk := redisLabStores(t)
 	_, _, srv := sharedHandler(t, stores(0), []mcphandler.Tool{countTool}, nil)
-	c := mcptest.Dial(srv.URL, mcptest.WithToken("acme-viewer"), mcptest.WithAutoResume(false))
-	defer c.Close()
-	if _, err := c.Initialize(context.Background()); err != nil {
-		t.Fatal(err)
-	}
-	ids, progress, responses := progressStream(t, c, 1)
-	if len(ids) != 5 || len(progress) != 3 || responses != 1 {
-		t.Fatalf("the call's stream: ids %v, progress %v, %d responses", ids, progress, responses)
-	}
-	stream, _, _ := strings.Cut(ids[0], "-")
-	key := atk.log("events/" + c.SessionID() + "/" + stream)
+	c, ids, logKey := countedStream(t, srv)
+	key := atk.log(logKey)
 	e := atk.entries(key) // priming, progress 1, 2, 3, response
 	if len(e) != 5 {
 		t.Fatalf("the log holds %d entries", len(e))
@@ -149,17 +159,7 @@ func TestAttackEventLogAfterResponse(t *testing.T) {
 	eachStore(t, func(t *testing.T, stores func(int) session.Store) {
 		_, st, srv := sharedHandler(t, stores(0), []mcphandler.Tool{countTool}, nil)
 		ctx := context.Background()
-		c := mcptest.Dial(srv.URL, mcptest.WithToken("acme-viewer"), mcptest.WithAutoResume(false))
-		defer c.Close()
-		if _, err := c.Initialize(ctx); err != nil {
-			t.Fatal(err)
-		}
-		ids, _, _ := progressStream(t, c, 1)
-		if len(ids) != 5 {
-			t.Fatalf("the call's stream: ids %v", ids)
-		}
-		stream, _, _ := strings.Cut(ids[0], "-")
-		key := "events/" + c.SessionID() + "/" + stream
+		c, ids, key := countedStream(t, srv)
 		genuine, err := st.Store.EventsAfter(ctx, key, 0)
 		if err != nil || len(genuine) != 5 {
 			t.Fatalf("the log: %d entries, %v", len(genuine), err)
@@ -242,18 +242,8 @@ func TestAttackEventLogKeptPastWindow(t *testing.T) {
 		srv := httptest.NewServer(h)
 		t.Cleanup(func() { srv.Close(); h.Close() })
 		ctx := context.Background()
-		c := mcptest.Dial(srv.URL, mcptest.WithToken("acme-viewer"), mcptest.WithAutoResume(false))
-		defer c.Close()
-		if _, err := c.Initialize(ctx); err != nil {
-			t.Fatal(err)
-		}
 		written := time.Now()
-		ids, _, _ := progressStream(t, c, 1)
-		if len(ids) != 5 {
-			t.Fatalf("the call's stream: ids %v", ids)
-		}
-		stream, _, _ := strings.Cut(ids[0], "-")
-		key := "events/" + c.SessionID() + "/" + stream
+		c, ids, key := countedStream(t, srv)
 		genuine, err := st.Store.EventsAfter(ctx, key, 0)
 		if err != nil || len(genuine) != 5 {
 			t.Fatalf("the log: %d entries, %v", len(genuine), err)
