@@ -28,8 +28,10 @@ const (
 var tagEncoding = base32.StdEncoding.WithPadding(base32.NoPadding)
 
 // newSessionID mints the id of a new session of id.
-func (h *Handler) newSessionID(id Identity) string {
-	r := rand.Text()
+func (h *Handler) newSessionID(id Identity) string { return h.sessionID(rand.Text(), id) }
+
+// sessionID is the session id of id with random part r.
+func (h *Handler) sessionID(r string, id Identity) string {
 	var buf [320]byte
 	tag := h.macs.sid.Tag(ownerMsg(buf[:0], r, id))
 	var enc [16]byte
