@@ -363,13 +363,13 @@ func (g *getCounter) Get(ctx context.Context, id string) (*session.Session, erro
 	return g.Store.Get(ctx, id)
 }
 
-// The attacker sends session ids the handler never issues — huge, one
-// character off, another alphabet — on every path that names a session
-// (POST, GET, DELETE, the legacy message endpoint), hoping to make the
-// store look up (or, on Redis, send) whatever it chose. Only an id of the
-// form the handler issues (26 characters of base32) is looked up; the
-// others are unknown sessions, answered 404 exactly as an unknown id of
-// that form, without a store read.
+// The attacker sends session ids the handler never issued to it — huge,
+// one character off, another alphabet, another identity's — on every path
+// that names a session (POST, GET, DELETE, the legacy message endpoint),
+// hoping to make the store look up (or, on Redis, send) whatever it chose.
+// Only an id carrying the caller's tag is looked up; the others are
+// unknown sessions, answered 404 exactly as an ended session of the
+// caller, without a store read.
 func TestAttackSessionIDNeverReachesStore(t *testing.T) {
 	f := &fixture{}
 	store := &getCounter{Store: session.NewMemory()}
@@ -403,19 +403,34 @@ func TestAttackSessionIDNeverReachesStore(t *testing.T) {
 		b, _ := io.ReadAll(resp.Body)
 		return resp.StatusCode, string(b)
 	}
-	wellFormed := "ABCDEFGHIJKLMNOPQRSTUVWXYZ" // of the issued form, never issued
-	_, unknown := do("POST", srv.URL+"/mcp", wellFormed, ping)
+	// An ended session of the caller: looked up, and unknown.
+	ended := connect(t, h, "acme-admin").SessionID()
+	if status, _ := do("DELETE", srv.URL+"/mcp", ended, ""); status != http.StatusNoContent {
+		t.Fatalf("DELETE: %d", status)
+	}
+	store.gets.Store(0)
+	_, unknown := do("POST", srv.URL+"/mcp", ended, ping)
 	if n := store.gets.Swap(0); n != 1 {
-		t.Fatalf("an unknown id of the issued form made %d store reads, want 1", n)
+		t.Fatalf("an ended session of the caller made %d store reads, want 1", n)
+	}
+	others := connect(t, h, "acme-viewer").SessionID()
+	store.gets.Store(0)
+	flip := func(s string, i int) string {
+		b := []byte(s)
+		b[i] = "AB"[b[i]&1] // another base32 character
+		return string(b)
 	}
 	for _, sid := range []string{
 		strings.Repeat("A", 64<<10),
-		wellFormed + "A",
-		wellFormed[:25],
-		strings.ToLower(wellFormed),
-		"ABCDEFGHIJKLMNOPQRSTUVWXY1", // 1 is not base32
-		"ABCDEFGHIJKLMNOPQRSTUVWXY=",
-		"ABCDEFGHIJKLMNOPQRSTUVWXY\u00e9"[:26],
+		ended + "A",
+		ended[:len(ended)-1],
+		ended[:26], // the random part alone, as earlier releases issued
+		strings.ToLower(ended),
+		flip(ended, 0),             // another random part under this tag
+		flip(ended, len(ended)-1),  // another tag
+		ended[:len(ended)-1] + "1", // not base32
+		ended[:len(ended)-1] + "=",
+		others, // another identity's live session
 	} {
 		for _, tc := range []struct{ method, url, sid, body string }{
 			{"POST", srv.URL + "/mcp", sid, ping},
@@ -428,11 +443,11 @@ func TestAttackSessionIDNeverReachesStore(t *testing.T) {
 				t.Errorf("%s %s with a %d-byte id: %d %.200s, want 404", tc.method, tc.url[len(srv.URL):min(len(tc.url), len(srv.URL)+20)], len(sid), status, body)
 			}
 			if tc.method == "POST" && tc.sid != "" && body != unknown {
-				t.Errorf("a %d-byte id answers %.200s, an unknown id %s", len(sid), body, unknown)
+				t.Errorf("a %d-byte id answers %.200s, an ended session %s", len(sid), body, unknown)
 			}
 		}
 		if n := store.gets.Swap(0); n != 0 {
-			t.Errorf("an id of %d bytes the handler never issues made %d store reads", len(sid), n)
+			t.Errorf("an id of %d bytes the handler never issued to this caller made %d store reads", len(sid), n)
 		}
 	}
 }

@@ -1,6 +1,7 @@
 package mcphandler
 
 import (
+	"cmp"
 	"context"
 	"encoding/hex"
 	"encoding/json"
@@ -10,6 +11,7 @@ import (
 
 	"github.com/mcphandler/mcphandler/elicitation"
 	"github.com/mcphandler/mcphandler/internal/jsonrpc"
+	"github.com/mcphandler/mcphandler/internal/sign"
 	"github.com/mcphandler/mcphandler/internal/task"
 	"github.com/mcphandler/mcphandler/session"
 )
@@ -46,7 +48,8 @@ import (
 //   - awaiting → running (2026): the retry of the round the record awaits.
 //
 // Lifetimes: a record lives confirmTTL (ConfirmTimeout + confirmLinger)
-// from its last transition; a lease leaseTTL, renewed every leaseTTL/3.
+// from its last transition, and says so, signed, with its revision (see
+// recordLife); a lease leaseTTL, renewed every leaseTTL/3.
 type confirmState string
 
 const (
@@ -86,10 +89,10 @@ func (s confirmState) canMove(to confirmState) bool {
 
 // confirmTimes are the periods above; tests shorten them.
 type confirmTimes struct {
-	lease, poll, skew time.Duration
+	lease, poll, skew, linger time.Duration
 }
 
-var defaultConfirmTimes = confirmTimes{lease: leaseTTL, poll: confirmPoll, skew: clockSkew}
+var defaultConfirmTimes = confirmTimes{lease: leaseTTL, poll: confirmPoll, skew: clockSkew, linger: confirmLinger}
 
 // errBadRecord reports a record that does not verify or has an unexpected
 // shape: it is treated as absent, and nothing acts on it.
@@ -133,6 +136,22 @@ type confirmRecord struct {
 	// carried one: whichever replica runs the confirmed call makes it the
 	// one task this request asked for.
 	Task *confirmTask `json:"task,omitempty"`
+
+	// Rev and End make a rolled-back record detectable (see recordLife).
+	recordLife
+}
+
+// recordLife is what every confirm and nonce record carries, signed with
+// it, so that a genuine record written back by something that can write
+// the store but not sign is refused: Rev, incremented by every
+// transition, so that a replica that saw a later revision refuses an
+// earlier one (see package internal/revs); and End, the record's end of
+// life (unix ms: its last transition plus confirmTTL, as its lifetime in
+// the store), past which no replica acts on it, whatever its TTL in the
+// store says.
+type recordLife struct {
+	Rev uint64 `json:"rev,omitempty"`
+	End int64  `json:"x,omitempty"`
 }
 
 // confirmTask is the task request of a confirmed 2025-11-25 call: the ttl
@@ -168,6 +187,60 @@ func (rec *confirmRecord) slot(tool Tool) *taskSlot {
 
 func (r *confirmRecord) deadline() time.Time { return time.UnixMilli(r.Deadline) }
 
+// Errors of a genuine record that must not be acted on; they read as
+// errBadRecord (absent) and are logged like a forgery.
+var (
+	errRolledBack = errors.New("mcphandler: a record older than one this replica saw (written back)")
+	errRecordEnd  = errors.New("mcphandler: a record past its signed end of life")
+)
+
+// live checks a verified record of key, read by a read that began at
+// since (revs.Memory.Begin), against its signed end of life (End, or when
+// the record has none, written by an earlier release, implied) and this
+// replica's memory of its revisions, and remembers its revision; a record
+// that fails reads as absent.
+func (h *Handler) live(key string, l recordLife, implied int64, since uint64) bool {
+	end, now := l.End, time.Now().UnixMilli()
+	if end == 0 {
+		end = implied
+	}
+	switch {
+	case end != 0 && now >= end:
+		h.dropped(key, errRecordEnd)
+		return false
+	case !h.macs.revs.See(key, l.Rev, cmp.Or(end, now+h.confirmTTL().Milliseconds()), now, since):
+		h.dropped(key, errRolledBack)
+		return false
+	}
+	return true
+}
+
+// nextLife is the life of the record that replaces the one read as raw
+// under key (nil for a new record): the next revision, living confirmTTL
+// from now. It reports false when this replica knows a later revision
+// than raw's: the transition could only fail (a stale read) or succeed on
+// a rolled-back record, so the caller must read the record again.
+func (h *Handler) nextLife(key string, raw []byte) (recordLife, bool) {
+	now := time.Now()
+	rev := revOf(raw)
+	return recordLife{Rev: rev + 1, End: now.Add(h.confirmTTL()).UnixMilli()}, !h.macs.revs.Newer(key, rev, now.UnixMilli())
+}
+
+// wrote remembers the life of a record this replica wrote under key.
+func (h *Handler) wrote(key string, l recordLife) {
+	h.macs.revs.See(key, l.Rev, l.End, time.Now().UnixMilli(), h.macs.revs.Begin())
+}
+
+// revOf is the revision of a record as read from the store (verified by
+// its load): 0 when it has none.
+func revOf(raw []byte) uint64 {
+	var l recordLife
+	if len(raw) > sign.RecordOverhead {
+		json.Unmarshal(raw[sign.RecordOverhead:], &l)
+	}
+	return l.Rev
+}
+
 // valid checks a decoded record like client input.
 func (r *confirmRecord) valid() bool {
 	if !r.State.valid() || r.State == stateAwaiting || r.Session == "" || r.Owner == "" || r.Tool == "" || r.Deadline <= 0 {
@@ -202,12 +275,14 @@ func isObject(b []byte) bool {
 // errBadRecord; a missing one session.ErrNotFound.
 func (h *Handler) loadConfirm(ctx context.Context, id string) (confirmRecord, []byte, error) {
 	var rec confirmRecord
+	since := h.macs.revs.Begin()
 	raw, err := h.cfg.Store.Load(ctx, confirmKey(id))
 	if err != nil {
 		return rec, nil, err
 	}
 	p, ok := h.openRecord(h.macs.confirm, confirmKey(id), raw)
-	if !ok || json.Unmarshal(p, &rec) != nil || !rec.valid() {
+	if !ok || json.Unmarshal(p, &rec) != nil || !rec.valid() ||
+		!h.live(confirmKey(id), rec.recordLife, rec.Deadline+h.confirmTTL().Milliseconds(), since) {
 		return confirmRecord{}, nil, errBadRecord
 	}
 	return rec, raw, nil
@@ -220,6 +295,7 @@ func (h *Handler) encodeConfirm(id string, rec *confirmRecord) []byte {
 
 // createConfirm stores the pending record of a new confirm.
 func (h *Handler) createConfirm(ctx context.Context, id string, rec *confirmRecord) ([]byte, error) {
+	rec.recordLife, _ = h.nextLife(confirmKey(id), nil)
 	raw := h.encodeConfirm(id, rec)
 	ok, err := h.cfg.Store.PutIfAbsent(ctx, confirmKey(id), raw, h.confirmTTL())
 	if err == nil && !ok {
@@ -235,8 +311,15 @@ func (h *Handler) moveConfirm(ctx context.Context, id string, raw []byte, from c
 	if !from.canMove(next.State) {
 		return nil, false, errors.New("mcphandler: confirm cannot move from " + string(from) + " to " + string(next.State))
 	}
+	var fresh bool
+	if next.recordLife, fresh = h.nextLife(confirmKey(id), raw); !fresh {
+		return nil, false, nil
+	}
 	b := h.encodeConfirm(id, next)
 	ok, err := h.cfg.Store.CompareAndSwap(context.WithoutCancel(ctx), confirmKey(id), raw, b, h.confirmTTL())
+	if ok && err == nil {
+		h.wrote(confirmKey(id), next.recordLife)
+	}
 	return b, ok && err == nil, err
 }
 
@@ -256,6 +339,9 @@ type nonceRecord struct {
 	// Task says the call became a task (done only): Result is the Task
 	// of the CreateTaskResult it was answered with.
 	Task bool `json:"tk,omitempty"`
+
+	// Rev and End make a rolled-back record detectable (see recordLife).
+	recordLife
 }
 
 func (r *nonceRecord) valid() bool {
@@ -283,18 +369,26 @@ const maxRounds = 64
 
 func (h *Handler) loadNonce(ctx context.Context, nonce string) (nonceRecord, []byte, error) {
 	var rec nonceRecord
+	since := h.macs.revs.Begin()
 	raw, err := h.cfg.Store.Load(ctx, nonceKey(nonce))
 	if err != nil {
 		return rec, nil, err
 	}
 	p, ok := h.openRecord(h.macs.nonce, nonceKey(nonce), raw)
-	if !ok || json.Unmarshal(p, &rec) != nil || !rec.valid() {
+	// A record of an earlier release has no end of life: the sealed
+	// expiry of the requestState that names it bounds it.
+	if !ok || json.Unmarshal(p, &rec) != nil || !rec.valid() || !h.live(nonceKey(nonce), rec.recordLife, 0, since) {
 		return nonceRecord{}, nil, errBadRecord
 	}
 	return rec, raw, nil
 }
 
+// encodeNonce signs rec for nonce; a record without a revision yet (a new
+// one) is given its first life.
 func (h *Handler) encodeNonce(nonce string, rec *nonceRecord) []byte {
+	if rec.Rev == 0 {
+		rec.recordLife, _ = h.nextLife(nonceKey(nonce), nil)
+	}
 	b, _ := json.Marshal(rec)
 	return h.macs.nonce.Sign(nonceKey(nonce), b)
 }
@@ -311,8 +405,15 @@ func (h *Handler) moveNonce(ctx context.Context, nonce string, raw []byte, from 
 	if !from.canMove(next.State) {
 		return nil, false, errors.New("mcphandler: confirm cannot move from " + string(from) + " to " + string(next.State))
 	}
+	var fresh bool
+	if next.recordLife, fresh = h.nextLife(nonceKey(nonce), raw); !fresh {
+		return nil, false, nil
+	}
 	b := h.encodeNonce(nonce, next)
 	ok, err := h.cfg.Store.CompareAndSwap(context.WithoutCancel(ctx), nonceKey(nonce), raw, b, h.confirmTTL())
+	if ok && err == nil {
+		h.wrote(nonceKey(nonce), next.recordLife)
+	}
 	return b, ok && err == nil, err
 }
 

@@ -43,6 +43,10 @@ func FuzzStoredRecords(f *testing.F) {
 	f.Add([]byte(`{"st":"answered","sid":"s","own":"o","tool":"t","args":"` + argsDigest(nil) + `","dl":1,"form":{"type":"object","properties":{}},"ans":{"action":"accept"}}`))
 	f.Add([]byte(`{"st":"pending","sid":"s","own":"o","tool":"t","args":"00","dl":1,"stream":"p1","req":1,"argv":{},"form":{}}`))
 	f.Add([]byte(`{"st":"answered","sid":"s","own":"4:acme/alice","tool":"t","args":"` + argsDigest(nil) + `","dl":1,"form":{"type":"object","properties":{}},"ans":{"action":"accept"},"task":{"ttl":5000,"tn":"acme","sub":"alice"}}`))
+	// With a revision and an end of life far ahead (a record past its end
+	// reads as absent, and "dl":1 implies one long past).
+	f.Add([]byte(`{"st":"answered","sid":"s","own":"o","tool":"t","args":"` + argsDigest(nil) + `","dl":1,"form":{"type":"object","properties":{}},"ans":{"action":"accept","content":{"confirm":true}},"expect":{"confirm":true},"rev":2,"x":32503680000000}`))
+	f.Add([]byte(`{"st":"done","n":1,"r":{"content":[]},"rev":4,"x":32503680000000}`))
 	f.Fuzz(func(t *testing.T, payload []byte) {
 		h := New(Config{Logger: slog.New(slog.DiscardHandler), ListTools: func(context.Context) ([]Tool, error) { return []Tool{{Name: "t"}}, nil }})
 		ctx := context.Background()

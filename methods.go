@@ -107,7 +107,7 @@ func (h *Handler) admit(ctx context.Context, id Identity, s *session.Session) er
 	}
 	ended, err := h.cfg.Store.Admit(ctx, s, h.cfg.MaxSessionsPerIdentity)
 	for _, sid := range ended {
-		h.publishSession(ctx, sid, sessionEnded)
+		h.publishSession(ctx, sid, nil, sessionEnded)
 	}
 	if err != nil {
 		h.cfg.Store.Delete(context.WithoutCancel(ctx), s.ID)

@@ -96,7 +96,7 @@ const (
 )
 
 // confirmTTL is the lifetime of a confirm's record from its last write.
-func (h *Handler) confirmTTL() time.Duration { return h.cfg.ConfirmTimeout + confirmLinger }
+func (h *Handler) confirmTTL() time.Duration { return h.cfg.ConfirmTimeout + h.ct.linger }
 
 // confirmOfTTL is the lifetime of the pointer from a stream to its confirm.
 func (h *Handler) confirmOfTTL() time.Duration { return h.confirmTTL() + h.cfg.ResumeWindow }

@@ -5,6 +5,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/mcphandler/mcphandler/internal/revs"
 	"github.com/mcphandler/mcphandler/internal/sign"
 )
 
@@ -29,6 +30,8 @@ const (
 	macCancel  = "cancel"  // cancellations relayed between replicas
 	macNotify  = "notify"  // change notifications
 	macSession = "session" // messages for a session's standalone or legacy stream
+	// session ids, tagged with their owner (a Tagger, not a Signer)
+	macSessionID = "session-id"
 )
 
 // messageWindow is how far a published message's timestamp may be from
@@ -42,6 +45,13 @@ const dropLogEvery = 10 * time.Second
 // macs holds one signer per purpose.
 type macs struct {
 	confirm, nonce, event, reply, cancel, notify, session *sign.Signer
+
+	// sid tags session ids with their owner (sessionid.go).
+	sid *sign.Tagger
+
+	// revs is the newest revision this replica saw of each confirm and
+	// nonce record (see recordLife).
+	revs revs.Memory
 
 	mu      sync.Mutex // guards dropped and lastLog
 	dropped int
@@ -63,7 +73,9 @@ func newMACs(secrets [][]byte) (*macs, error) {
 		}
 		*p.s = s
 	}
-	return m, nil
+	var err error
+	m.sid, err = sign.NewTagger(macSessionID, secrets...)
+	return m, err
 }
 
 // publish signs payload for channel and publishes it.
@@ -111,12 +123,25 @@ func (h *Handler) dropped(where string, err error) {
 }
 
 // publishSession sends msg to the session's standalone (or legacy) stream
-// on whichever replica holds it.
-func (h *Handler) publishSession(ctx context.Context, sid string, msg []byte) (int, error) {
+// on whichever replica holds it. A writer that sends several messages
+// (the requests of a legacy session) marks each with w (see sequence.go);
+// nil sends it unmarked (sessionEnded, which may arrive any number of
+// times).
+func (h *Handler) publishSession(ctx context.Context, sid string, w *writerMark, msg []byte) (int, error) {
+	if w != nil {
+		msg = append(w.appendNext(make([]byte, 0, markLen+len(msg)), time.Now()), msg...)
+	}
 	return h.publish(ctx, h.macs.session, sessionChannel(sid), msg)
 }
 
-// openSession verifies a message received on the session's channel.
-func (h *Handler) openSession(sid string, b []byte) ([]byte, bool) {
-	return h.openMessage(h.macs.session, sessionChannel(sid), b)
+// openSession verifies a message received on the session's channel and
+// returns it unless order took a message of the same writer at or after
+// its count (a copy published again within messageWindow).
+func (h *Handler) openSession(sid string, order *msgOrder, b []byte) ([]byte, bool) {
+	p, ok := h.openMessage(h.macs.session, sessionChannel(sid), b)
+	if !ok {
+		return nil, false
+	}
+	m, msg := readMark(p)
+	return msg, order.take(m, time.Now())
 }

@@ -73,12 +73,15 @@ type stream struct {
 	// response (a GET's, a replica's that finishes a call it took over).
 	caller *request
 	watch  atomic.Pointer[callerWatch] // armed by the first wait (or a failure); nil until then
+	mark writerMark // of the entries this stream writes (sequence.go)
 }
 
 // eventLog is where a session's POST streams keep their events. Each
-// entry (its kind, then the message) is signed for its log's key, and its
-// live copy ("<seq> <entry>") for its channel, so that nothing but a
-// replica can add an event a resumed stream would deliver.
+// entry (the mark of its writer, see sequence.go, its kind, then the
+// message) is signed for its log's key, and its live copy ("<seq>
+// <entry>") for its channel, so that nothing but a replica can add an
+// event a resumed stream would deliver, and a genuine one copied or moved
+// is not delivered twice or out of order.
 type eventLog struct {
 	store session.Store
 	sid   string
@@ -163,7 +166,8 @@ func (s *stream) nextSeq(kind byte, msg []byte) uint64 {
 		return s.seq
 	}
 	ctx := context.Background()
-	entry := append([]byte{kind}, msg...)
+	entry := s.mark.appendNext(make([]byte, 0, markLen+1+len(msg)), time.Now())
+	entry = append(append(entry, kind), msg...)
 	key := eventKey(s.log.sid, s.id)
 	seq, err := s.log.store.AppendEvent(ctx, key, s.log.mac.Sign(key, entry), s.log.ttl)
 	if err != nil {

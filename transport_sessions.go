@@ -97,7 +97,10 @@ func (h *Handler) resolveSession(w http.ResponseWriter, rq *request) bool {
 		writeHTTPError(w, http.StatusBadRequest, jsonrpc.CodeInvalidRequest, "Bad Request: Mcp-Session-Id header is required")
 		return false
 	}
-	s, err := h.lookupSession(rq.context(), sid)
+	s, err := (*session.Session)(nil), session.ErrNotFound
+	if h.sessionOf(sid, rq.id) {
+		s, err = h.cfg.Store.Get(rq.context(), sid)
+	}
 	if err == nil && !rq.id.hasKey(s.Owner) {
 		err = session.ErrNotFound
 	}
@@ -120,30 +123,6 @@ func (h *Handler) resolveSession(w http.ResponseWriter, rq *request) bool {
 	}
 	rq.sess = s
 	rq.version = s.ProtocolVersion
-	return true
-}
-
-// lookupSession reads session sid from the store. An id the handler
-// cannot have issued (see validSessionID) is ErrNotFound without a store
-// read: the id is the client's, and a store's key.
-func (h *Handler) lookupSession(ctx context.Context, sid string) (*session.Session, error) {
-	if !validSessionID(sid) {
-		return nil, session.ErrNotFound
-	}
-	return h.cfg.Store.Get(ctx, sid)
-}
-
-// validSessionID reports whether sid has the form of the ids initialize
-// issues (randText): 26 characters of the RFC 4648 base32 alphabet.
-func validSessionID(sid string) bool {
-	if len(sid) != 26 {
-		return false
-	}
-	for i := range len(sid) {
-		if c := sid[i]; (c < 'A' || c > 'Z') && (c < '2' || c > '7') {
-			return false
-		}
-	}
 	return true
 }
 
@@ -422,12 +401,13 @@ func (h *Handler) openGETStream(w http.ResponseWriter, rq *request) (*streamLoop
 		return nil, nil, nil
 	}
 	subscribed := h.subscribedFn(ctx, sid)
+	var order msgOrder
 	return &streamLoop{
 		caller:    h.checkCaller(rq.r, rq.id),
 		keepAlive: h.renewGETStream(ctx, st, sid, claim, claimTTL),
 		msgs:      sub.C(),
 		onMsg: func(b []byte) bool {
-			msg, ok := h.openSession(sid, b)
+			msg, ok := h.openSession(sid, &order, b)
 			return !ok || !bytes.Equal(msg, sessionEnded) && st.send(msg) == nil
 		},
 		changes: changes.c,
@@ -526,7 +506,7 @@ func (h *Handler) serveDELETE(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	interceptionFrom(r.Context()).sessionEnded(rq.sess) // for Config.Interceptors (intercept.go)
-	h.publishSession(r.Context(), rq.sess.ID, sessionEnded)
+	h.publishSession(r.Context(), rq.sess.ID, nil, sessionEnded)
 	w.WriteHeader(http.StatusNoContent)
 }
 
@@ -555,7 +535,7 @@ func (h *Handler) resume(w http.ResponseWriter, rq *request, last string) bool {
 	}
 	defer live.Close()
 	evs, err := h.events(ctx, rs.key, 0)
-	if err != nil || len(evs) == 0 {
+	if err != nil || len(evs) == 0 || h.logEnded(evs) {
 		return false // unknown or expired: not ours to resume
 	}
 	rs.sw = startSSE(w)
@@ -585,24 +565,46 @@ type resumed struct {
 	channel  string // the live copies' channel
 	key      string // the event log
 	streamID string
-	seen     uint64 // the last event sent
+	seen     uint64   // the last event sent, or passed over
+	order    logOrder // of the entries read so far, from the first
 }
 
-// write sends one logged entry; it reports final once the response went,
-// and !ok when the connection failed.
+// write sends one logged entry, unless the client had it (seq up to the
+// Last-Event-ID it resumed after) or it is out of its writer's order (a
+// copy, or moved: see sequence.go). It reports final once the stream is
+// over — its response sent now, or one the client had — and !ok when the
+// connection failed.
 func (rs *resumed) write(seq uint64, entry []byte) (final, ok bool) {
-	if seq <= rs.seen || len(entry) == 0 {
-		return false, true
+	m, rest := readMark(entry)
+	fresh := len(rest) > 0 && rs.order.take(m)
+	if seq <= rs.seen {
+		return fresh && rest[0] == evFinal, true
 	}
 	rs.seen = seq
-	if entry[0] != evMessage && entry[0] != evFinal {
+	if !fresh || rest[0] != evMessage && rest[0] != evFinal {
 		return false, true
 	}
 	id := strconv.AppendUint(append([]byte(rs.streamID), '-'), seq, 10)
-	if rs.sw.event("", id, entry[1:]) != nil {
+	if rs.sw.event("", id, rest[1:]) != nil {
 		return false, false
 	}
-	return entry[0] == evFinal, true
+	return rest[0] == evFinal, true
+}
+
+// logEnded reports whether the event log evs (verified, in order) ended
+// ResumeWindow after its last entry, as the store would have dropped it:
+// kept longer (its TTL rewritten), it is not resumed. Entries without a
+// mark (earlier releases) carry no time and count as new.
+func (h *Handler) logEnded(evs []session.Event) bool {
+	var last int64
+	for _, ev := range evs {
+		m, _ := readMark(ev.Data)
+		if !m.marked {
+			return false
+		}
+		last = max(last, m.at)
+	}
+	return time.Since(time.UnixMilli(last)) > h.cfg.ResumeWindow
 }
 
 // writeAll sends the entries evs; it reports true when the stream is over.
@@ -782,7 +784,7 @@ func (h *Handler) initialize(rq *request, m *jsonrpc.Message) {
 // on version, and admits it under Config.MaxSessionsPerIdentity.
 func (h *Handler) createSession(rq *request, p *initializeParams, version string) (*session.Session, error) {
 	s := &session.Session{
-		ID:              randText(),
+		ID:              h.newSessionID(rq.id),
 		Owner:           rq.id.key(),
 		ProtocolVersion: version,
 		ClientName:      clip(p.ClientInfo.Name, h.cfg.MaxClientInfoBytes),

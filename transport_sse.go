@@ -60,6 +60,7 @@ func (h *Handler) serveLegacyStream(w http.ResponseWriter, r *http.Request, mess
 		return
 	}
 	subscribed := h.subscribedFn(ctx, s.ID)
+	var order msgOrder
 	h.runStream(ctx, &streamLoop{
 		caller: h.checkCaller(r, id), // the stream lives while its caller stays who it was
 		keepAlive: func() bool {
@@ -69,7 +70,7 @@ func (h *Handler) serveLegacyStream(w http.ResponseWriter, r *http.Request, mess
 		},
 		msgs: sub.C(),
 		onMsg: func(b []byte) bool {
-			msg, ok := h.openSession(s.ID, b)
+			msg, ok := h.openSession(s.ID, &order, b)
 			return !ok || !bytes.Equal(msg, sessionEnded) && sw.event("message", nil, msg) == nil
 		},
 		changes: changes.c,
@@ -83,7 +84,7 @@ func (h *Handler) serveLegacyStream(w http.ResponseWriter, r *http.Request, mess
 // createLegacySession opens a session for id's stream: it subscribes the
 // stream, then stores the session, answering 503 when the store fails.
 func (h *Handler) createLegacySession(w http.ResponseWriter, ctx context.Context, id Identity) (s *session.Session, sub session.Subscription, changes *changeWatch, ok bool) {
-	s = &session.Session{ID: randText(), Owner: id.key(), ProtocolVersion: Version20241105, TTL: h.cfg.SessionTTL}
+	s = &session.Session{ID: h.newSessionID(id), Owner: id.key(), ProtocolVersion: Version20241105, TTL: h.cfg.SessionTTL}
 	if sub, changes, ok = h.subscribeStream(w, ctx, s.ID, id); !ok {
 		return nil, nil, nil, false
 	}
@@ -166,8 +167,9 @@ func (h *Handler) serveLegacyRequest(rq *request, m *jsonrpc.Message, kind jsonr
 		return
 	}
 	ctx, sid := rq.context(), rq.sess.ID
+	var w writerMark // the sink runs under its stream's lock
 	rq.st = &stream{sink: func(msg []byte) error {
-		_, err := h.publishSession(ctx, sid, msg)
+		_, err := h.publishSession(ctx, sid, &w, msg)
 		return err
 	}}
 	if m.Method == "initialize" {
@@ -196,7 +198,10 @@ func (h *Handler) legacySession(w http.ResponseWriter, r *http.Request, id Ident
 		writeHTTPError(w, http.StatusBadRequest, jsonrpc.CodeInvalidRequest, "Bad Request: sessionId is required")
 		return nil, false
 	}
-	s, err := h.lookupSession(r.Context(), sid)
+	s, err := (*session.Session)(nil), session.ErrNotFound
+	if h.sessionOf(sid, id) {
+		s, err = h.cfg.Store.Get(r.Context(), sid)
+	}
 	if err == nil && !id.hasKey(s.Owner) {
 		err = session.ErrNotFound
 	}

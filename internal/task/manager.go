@@ -44,6 +44,7 @@ import (
 
 	"github.com/mcphandler/mcphandler/internal/jsonrpc"
 	"github.com/mcphandler/mcphandler/internal/ownerindex"
+	"github.com/mcphandler/mcphandler/internal/revs"
 	"github.com/mcphandler/mcphandler/internal/sign"
 	"github.com/mcphandler/mcphandler/session"
 )
@@ -115,6 +116,11 @@ type Manager struct {
 	runs   map[string]*Run
 	sub    session.Subscription
 	closed bool
+
+	// revs is the newest revision this Manager read or wrote of each task
+	// record: an older one was written back by something that can write
+	// the store but not sign, and reads as absent (see load).
+	revs revs.Memory
 }
 
 // New returns a Manager for cfg.
@@ -183,12 +189,18 @@ func (m *Manager) load(ctx context.Context, id, own string) (record, []byte, err
 	if !validID(id) {
 		return record{}, nil, ErrNotFound
 	}
+	since := m.revs.Begin()
 	raw, err := m.cfg.Store.Load(ctx, taskKey(id))
 	if err != nil {
 		return record{}, nil, notFound(err)
 	}
 	rec, ok := m.decode(id, raw)
-	if !ok || rec.Exp <= m.nowMs() || (own != "" && rec.Own != own) {
+	now := m.nowMs()
+	if !ok || rec.Exp <= now || (own != "" && rec.Own != own) {
+		return record{}, nil, ErrNotFound
+	}
+	if !m.revs.See(taskKey(id), rec.Rev, rec.Exp, now, since) {
+		m.cfg.Logger.Warn("task: dropped a record older than one this replica saw (written back)", "task", id, "rev", rec.Rev)
 		return record{}, nil, ErrNotFound
 	}
 	return rec, raw, nil
@@ -247,6 +259,9 @@ func (m *Manager) update(ctx context.Context, id, own string, change func(*recor
 		if !canMove(cur.St, next.St) {
 			return cur, false, ErrTerminal
 		}
+		if m.revs.Newer(taskKey(id), cur.Rev, m.nowMs()) {
+			continue // a stale or rolled-back read: read it again
+		}
 		next.Rev, next.U = cur.Rev+1, max(m.nowMs(), cur.U)
 		next.Exp = m.expiry(&next)
 		ok, err := m.cfg.Store.CompareAndSwap(ctx, taskKey(id), raw, m.encode(id, &next), m.storeTTL(next.Exp))
@@ -254,6 +269,7 @@ func (m *Manager) update(ctx context.Context, id, own string, change func(*recor
 			return cur, false, err
 		}
 		if ok {
+			m.revs.See(taskKey(id), next.Rev, next.Exp, m.nowMs(), m.revs.Begin())
 			if next.St != cur.St || next.Msg != cur.Msg || len(next.Req) != len(cur.Req) {
 				m.publishStatus(ctx, id, &next)
 			}

@@ -6,6 +6,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/mcphandler/mcphandler/internal/revs"
 	"github.com/mcphandler/mcphandler/session"
 )
 
@@ -88,12 +89,16 @@ func (m *Manager) sendSignal(ctx context.Context, id, kind string) {
 type statusMsg struct {
 	Owner string       `json:"o"`
 	Task  DetailedTask `json:"t"`
+	// Rev is the record's revision: a listener forwards a task's
+	// notifications in increasing revision only (0, from an earlier
+	// release: as they come).
+	Rev uint64 `json:"r,omitempty"`
 }
 
 // publishStatus publishes the task as it now is on its tenant's channel.
 func (m *Manager) publishStatus(ctx context.Context, id string, r *record) {
 	ch := tenantChannel(r.Ten)
-	b, _ := json.Marshal(statusMsg{Owner: r.Own, Task: r.detailed(id)})
+	b, _ := json.Marshal(statusMsg{Owner: r.Own, Task: r.detailed(id), Rev: r.Rev})
 	if _, err := m.cfg.Store.Publish(context.WithoutCancel(ctx), ch, m.status.SignMessage(ch, time.Now(), b)); err != nil {
 		m.cfg.Logger.Warn("task: publishing a status notification failed", "task", id, "err", err)
 	}
@@ -123,6 +128,10 @@ type Listener struct {
 // reader; more are dropped (delivery is at most once, as for PubSub).
 const listenBuffer = 64
 
+// maxListenTasks bounds the tasks whose last revision a Listener
+// remembers (each for messageWindow after its last notification).
+const maxListenTasks = 4096
+
 // Listen subscribes to the status notifications of tenant's tasks. The
 // caller must Close the Listener.
 func (m *Manager) Listen(ctx context.Context, tenant string) (*Listener, error) {
@@ -134,10 +143,15 @@ func (m *Manager) Listen(ctx context.Context, tenant string) (*Listener, error) 
 	l := &Listener{sub: sub, c: make(chan Notification, listenBuffer), done: make(chan struct{})}
 	go func() {
 		defer close(l.c)
+		// A copy of a genuine notification published again while fresh,
+		// or one older than a notification forwarded, is not forwarded.
+		order := revs.Window[string]{Span: messageWindow, Max: maxListenTasks}
 		for b := range sub.C() {
-			p, err := m.status.OpenMessage(ch, time.Now(), messageWindow, b)
+			now := time.Now()
+			p, err := m.status.OpenMessage(ch, now, messageWindow, b)
 			var s statusMsg
-			if err != nil || json.Unmarshal(p, &s) != nil || !validID(s.Task.TaskID) || !s.Task.Status.valid() {
+			if err != nil || json.Unmarshal(p, &s) != nil || !validID(s.Task.TaskID) || !s.Task.Status.valid() ||
+				s.Rev > 0 && !order.Take(s.Task.TaskID, s.Rev, now) {
 				continue
 			}
 			select {

@@ -1,9 +1,11 @@
 package task
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -651,5 +653,143 @@ func TestOutcomeNotRecorded(t *testing.T) {
 	p.ClearCuts()
 	eventually(t, 3*testLease, "failed after the outcome was lost", func() bool {
 		return mustGet(t, b, alice, d.TaskID).Status == Failed
+	})
+}
+
+// Something that can write the store but not sign writes a task's record
+// back to an earlier genuine revision after it moved on: input_required
+// with its question pending after the runner took the answer, long after
+// the task completed. Nothing in this package starts a task's work again;
+// what a rollback could change is what readers are told: the question
+// shown again (and answered twice), the completed task reported failed. A
+// Manager that saw a later revision refuses the older one, as it refuses
+// a forgery (ErrNotFound); one that never saw it may act on it once (here
+// it fails it: the runner is gone), and then has seen a later one; past
+// the record's signed expiry no Manager reads it, whatever its TTL in the
+// store.
+func TestRolledBackRecord(t *testing.T) {
+	eachStore(t, func(t *testing.T, rs *replicas) {
+		a, b := rs.add(), rs.add()
+		rs.tune = func(c *Config) { c.now = func() time.Time { return time.Now().Add(2 * DefaultTTL) } }
+		later := rs.add()
+		st, ctx := a.cfg.Store, ctxT(t)
+		run, d := mustCreate(t, a, alice)
+		ask := json.RawMessage(`{"method":"elicitation/create","params":{"message":"Approve?","requestedSchema":{"type":"object"}}}`)
+		if err := run.RequestInput(ctx, map[string]json.RawMessage{"approve": ask}, ""); err != nil {
+			t.Fatal(err)
+		}
+		key := taskKey(d.TaskID)
+		asked, err := st.Load(ctx, key)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := a.Update(ctx, alice, d.TaskID, map[string]json.RawMessage{"approve": json.RawMessage(`{"action":"accept"}`)}); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := run.AwaitInput(ctx, "approve"); err != nil {
+			t.Fatal(err)
+		}
+		if err := run.Complete(ctx, result("done")); err != nil {
+			t.Fatal(err)
+		}
+		if s := mustGet(t, a, alice, d.TaskID).Status; s != Completed {
+			t.Fatalf("status %s", s)
+		}
+		rollBack := func() {
+			t.Helper()
+			cur, _ := st.Load(ctx, key)
+			if ok, err := st.CompareAndSwap(ctx, key, cur, asked, time.Hour); !ok || err != nil {
+				t.Fatalf("writing the record back: %v %v", ok, err)
+			}
+		}
+		rollBack()
+		if got, err := a.Get(ctx, alice, d.TaskID); !errors.Is(err, ErrNotFound) {
+			t.Fatalf("the Manager that saw it complete read the rolled-back record: %+v, %v", got, err)
+		}
+		if err := a.Update(ctx, alice, d.TaskID, map[string]json.RawMessage{"approve": json.RawMessage(`{"action":"decline"}`)}); !errors.Is(err, ErrNotFound) {
+			t.Fatalf("an answer to a rolled-back question: %v", err)
+		}
+		// b never saw the task: it reads the record written back and, the
+		// runner's lease being gone, fails it; it runs nothing.
+		time.Sleep(10 * time.Millisecond) // the lease, dropped at Complete, lapses
+		if got, err := b.Get(ctx, alice, d.TaskID); err != nil || got.Status != Failed {
+			t.Fatalf("a Manager that never saw the task: %+v, %v", got, err)
+		}
+		rollBack()
+		if got, err := b.Get(ctx, alice, d.TaskID); !errors.Is(err, ErrNotFound) {
+			t.Fatalf("read the rolled-back record again after acting on it: %+v, %v", got, err)
+		}
+		if got, err := later.Get(ctx, alice, d.TaskID); !errors.Is(err, ErrNotFound) {
+			t.Fatalf("a record kept past its expiry was read: %+v, %v", got, err)
+		}
+	})
+}
+
+// recording is a store that keeps what is published on it, as something
+// subscribed to every channel would.
+type recording struct {
+	Store
+	mu   sync.Mutex
+	msgs []recorded
+}
+
+type recorded struct {
+	channel string
+	msg     []byte
+}
+
+func (r *recording) Publish(ctx context.Context, channel string, msg []byte) (int, error) {
+	r.mu.Lock()
+	r.msgs = append(r.msgs, recorded{channel, bytes.Clone(msg)})
+	r.mu.Unlock()
+	return r.Store.Publish(ctx, channel, msg)
+}
+
+// A task's status notifications are signed and fresh for 30 s. The
+// attacker publishes them all again, in that window, after the task
+// completed: a listener forwarded "working" after "completed", a status
+// going backwards, and each twice. Now a listener forwards each task's
+// notifications in the order of its revisions, each once.
+func TestStatusNotificationReplayed(t *testing.T) {
+	eachStore(t, func(t *testing.T, rs *replicas) {
+		a, b := rs.add(), rs.add()
+		rec := &recording{Store: a.cfg.Store}
+		a.cfg.Store = rec
+		l, err := b.Listen(ctxT(t), "acme")
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer l.Close()
+		run, d := mustCreate(t, a, alice)
+		run.SetMessage(ctxT(t), "half way")
+		run.Complete(ctxT(t), result("hi"))
+		var seen []Status
+		next := func() bool {
+			select {
+			case n := <-l.C():
+				seen = append(seen, n.Task.Status)
+				return true
+			case <-time.After(300 * time.Millisecond):
+				return false
+			}
+		}
+		for len(seen) < 3 && next() {
+		}
+		if len(seen) != 3 || seen[2] != Completed {
+			t.Fatalf("notifications: %v", seen)
+		}
+		rec.mu.Lock()
+		msgs := slices.Clone(rec.msgs)
+		rec.mu.Unlock()
+		for _, m := range msgs {
+			if strings.HasPrefix(m.channel, "task-status/") {
+				rec.Store.Publish(ctxT(t), m.channel, m.msg)
+			}
+		}
+		for next() {
+		}
+		if len(seen) != 3 {
+			t.Fatalf("task %s: notifications after the replay: %v", d.TaskID, seen)
+		}
 	})
 }
