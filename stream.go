@@ -73,7 +73,7 @@ type stream struct {
 	// response (a GET's, a replica's that finishes a call it took over).
 	caller *request
 	watch  atomic.Pointer[callerWatch] // armed by the first wait (or a failure); nil until then
-	mark writerMark // of the entries this stream writes (sequence.go)
+	mark   writerMark                  // of the entries this stream writes (sequence.go)
 }
 
 // eventLog is where a session's POST streams keep their events. Each
