@@ -47,6 +47,8 @@ type Handler struct {
 	detached detachedStreams // GET streams that took their connection over (detach.go)
 
 	skillDigests digestCache // skill manifest digests (skills_digest.go)
+	schemas      schemaCache // what tools' schemas are made of (schema_cache.go)
+	badTools     badToolLog  // the bad tool definitions logged (tooldefs.go)
 
 	bufPool sync.Pool // *bytes.Buffer for request bodies
 }
