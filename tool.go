@@ -78,8 +78,11 @@ type Tool struct {
 // non-[ToolError] error stays on the server.
 type ToolHandler func(ctx context.Context, call *ToolCall) (*ToolResult, error)
 
-// ToolAnnotations are hints to clients; they are not enforced. Nil pointer
-// fields take the spec's defaults (destructive: true, open world: true).
+// ToolAnnotations are hints to clients; they are not enforced. Fields
+// left unset take the spec's defaults: readOnlyHint false,
+// destructiveHint true (meaningful only when readOnlyHint is false),
+// idempotentHint false, openWorldHint true. So a tool without annotations
+// counts as destructive: mark a tool that only reads with ReadOnlyHint.
 type ToolAnnotations struct {
 	Title           string `json:"title,omitempty"`
 	ReadOnlyHint    bool   `json:"readOnlyHint,omitempty"`
@@ -88,8 +91,11 @@ type ToolAnnotations struct {
 	OpenWorldHint   *bool  `json:"openWorldHint,omitempty"`
 }
 
-// Destructive reports whether t may destroy data by the spec's defaults: a
-// tool that is not read-only is destructive unless it says otherwise.
+// Destructive reports whether t may destroy data by the spec's defaults
+// (server/tools, ToolAnnotations): true unless Annotations has
+// ReadOnlyHint set, or has DestructiveHint set to false. So a tool with
+// no Annotations, or with Annotations that set neither (a Title only),
+// is destructive.
 func (t *Tool) Destructive() bool {
 	a := t.Annotations
 	if a == nil {
