@@ -38,6 +38,7 @@ var badDefs = []struct {
 	{mcphandler.Tool{Name: "string_output", OutputSchema: []byte(`"object"`)}, "output schema"},
 	{mcphandler.Tool{Name: "lookbehind", InputSchema: []byte(`{"type":"object","properties":{"a":{"type":"string","pattern":"(?<=x)a"}}}`)}, "input schema"},
 	{mcphandler.Tool{Name: "dangling_ref", InputSchema: []byte(`{"$ref":"#/$defs/missing"}`)}, "input schema"},
+	{mcphandler.Tool{Name: "self_ref", InputSchema: []byte(`{"type":"object","allOf":[{"$ref":"#"}]}`)}, "loop"},
 	{mcphandler.Tool{Name: "bad_header", InputSchema: []byte(`{"type":"object","properties":{"a":{"type":"object","x-mcp-header":"A"}}}`)}, "x-mcp-header"},
 	{mcphandler.Tool{Name: strings.Repeat("n", 129)}, "129 bytes"},
 	{mcphandler.Tool{Name: "has space"}, "character"},

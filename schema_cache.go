@@ -43,17 +43,42 @@ const (
 
 // schemaInfo is what the handler made of one schema.
 type schemaInfo struct {
-	// problem says why the schema cannot be served ("" when it can): it is
-	// not valid JSON, holds a repeated key, nests deeper than
+	// problem says why the schema cannot be served at all ("" when it
+	// can): it is not valid JSON, holds a repeated key, nests deeper than
 	// canon.DefaultMaxDepth, is not an object, or cannot be compiled.
 	problem string
-	// args checks a call's arguments against it (nil with a problem).
-	args *argsValidator
+	// loops says why arguments cannot be validated against it ("" when
+	// they can): its references loop or fan out (schema_refs.go). An
+	// output schema, never validated against, may.
+	loops string
 	// headers are the x-mcp-header annotations of an input schema (nil
 	// when none), and headerProblem why they are invalid ("" when they
 	// are not).
 	headers       map[string][]string
 	headerProblem string
+	// args checks a call's arguments against it; nil with any problem.
+	args *argsValidator
+}
+
+// inputProblem says why the schema cannot be a tool's input schema.
+func (si *schemaInfo) inputProblem() string {
+	switch {
+	case si.problem != "":
+		return "its input schema " + si.problem
+	case si.loops != "":
+		return "its input schema cannot be validated: " + si.loops
+	case si.headerProblem != "":
+		return "its input schema's x-mcp-header annotations are invalid: " + si.headerProblem
+	}
+	return ""
+}
+
+// outputProblem says why the schema cannot be a tool's output schema.
+func (si *schemaInfo) outputProblem() string {
+	if si.problem != "" {
+		return "its output schema " + si.problem
+	}
+	return ""
 }
 
 // get returns what the handler makes of the schema raw, from the cache or
@@ -97,11 +122,16 @@ func compileSchema(raw []byte) *schemaInfo {
 	if raw = bytes.TrimLeft(raw, " \t\r\n"); raw[0] != '{' {
 		return &schemaInfo{problem: "is not a JSON object"}
 	}
-	v, err := compileArgs(raw)
+	full, err := resolveSchema(raw)
 	if err != nil {
 		return &schemaInfo{problem: "cannot be compiled: " + err.Error()}
 	}
-	si := &schemaInfo{args: v}
+	si := &schemaInfo{}
+	if err := checkRefs(full.Schema()); err != nil {
+		si.loops = err.Error()
+	} else {
+		si.args = &argsValidator{flat: compileFlat(raw), full: full}
+	}
 	if bytes.Contains(raw, []byte("x-mcp-header")) {
 		if si.headers, err = mcpheaders.ParamHeaders(raw); err != nil {
 			si.headers, si.headerProblem = nil, err.Error()
@@ -117,17 +147,6 @@ func compileSchema(raw []byte) *schemaInfo {
 type argsValidator struct {
 	flat *flatSchema // nil when the schema is not flat
 	full *jsonschema.Resolved
-}
-
-// compileArgs returns the validator of the input schema raw (github.com/
-// google/jsonschema-go: draft 2020-12, or draft-07 when $schema says so;
-// no remote $ref).
-func compileArgs(raw json.RawMessage) (*argsValidator, error) {
-	full, err := resolveSchema(raw)
-	if err != nil {
-		return nil, err
-	}
-	return &argsValidator{flat: compileFlat(raw), full: full}, nil
 }
 
 // check returns a bad_args ToolError when args do not conform.

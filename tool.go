@@ -30,14 +30,17 @@ type Tool struct {
 	// enforced: every call's arguments are validated against it before
 	// Config.BeforeCall, whether it was written by hand or derived by
 	// [NewTool], and a call whose arguments do not conform gets a bad_args
-	// tool error naming the field, without BeforeCall or the Handler
-	// running. It must be a JSON object without repeated keys, nested at
-	// most 128 deep, that github.com/google/jsonschema-go compiles (draft
-	// 2020-12, or draft-07 when $schema says so; no remote $ref; "format"
-	// is not checked). A schema of plain properties is checked on the raw
-	// arguments, without decoding them (schema_flat.go). Each distinct
-	// schema is compiled once and cached (at most 4096 schemas and 1 MiB
-	// of schema text). If nil, {"type":"object"} is sent and any object is
+	// tool error naming the field, without BeforeCall or the Handler running.
+	// It must be a JSON object without repeated keys, nested at most 128 deep,
+	// that github.com/google/jsonschema-go compiles (draft 2020-12, or
+	// draft-07 when $schema says so; "format" is not checked), whose
+	// references are "#", "#/$defs/<name>" or "#/definitions/<name>" and
+	// neither loop (a recursive schema) nor reach one subschema along more
+	// than 1024 paths: the validator has no guard against either, and a loop
+	// would crash the process. A schema of plain properties is checked on the
+	// raw arguments, without decoding them (schema_flat.go). Each distinct
+	// schema is compiled once and cached (at most 4096 schemas and 1 MiB of
+	// schema text). If nil, {"type":"object"} is sent and any object is
 	// accepted.
 	InputSchema json.RawMessage
 	// OutputSchema, if set, is the JSON Schema that StructuredContent of

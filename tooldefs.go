@@ -36,6 +36,8 @@ import (
 //     without repeated keys (nesting at most 128 deep), is not a JSON
 //     object, or cannot be compiled by github.com/google/jsonschema-go
 //     (draft 2020-12, or draft-07 when $schema says so; no remote $ref);
+//   - its InputSchema's references loop or fan out past 1024 paths, or
+//     take a form the check of that cannot read (schema_refs.go);
 //   - its InputSchema's x-mcp-header annotations break the rules of
 //     2026-07-28 (see internal/mcpheaders).
 //
@@ -91,16 +93,13 @@ func toolProblem(t *Tool, roles map[string]int, schemas *schemaCache) (*schemaIn
 	var in *schemaInfo
 	if len(t.InputSchema) > 0 {
 		in = schemas.get(t.InputSchema)
-		if in.problem != "" {
-			return nil, "its input schema " + in.problem
-		}
-		if in.headerProblem != "" {
-			return nil, "its input schema's x-mcp-header annotations are invalid: " + in.headerProblem
+		if p := in.inputProblem(); p != "" {
+			return nil, p
 		}
 	}
 	if len(t.OutputSchema) > 0 {
-		if out := schemas.get(t.OutputSchema); out.problem != "" {
-			return nil, "its output schema " + out.problem
+		if p := schemas.get(t.OutputSchema).outputProblem(); p != "" {
+			return nil, p
 		}
 	}
 	return in, ""

@@ -37,8 +37,8 @@ func NewTool[In, Out any](t Tool, fn TypedHandler[In, Out]) Tool {
 	if len(t.InputSchema) == 0 {
 		t.InputSchema = mustSchema[In](t.Name, "input")
 	}
-	if _, err := compileArgs(t.InputSchema); err != nil {
-		panic(fmt.Sprintf("mcphandler: tool %q: input schema: %v", t.Name, err))
+	if p := compileSchema(t.InputSchema).inputProblem(); p != "" {
+		panic(fmt.Sprintf("mcphandler: tool %q: %s", t.Name, p))
 	}
 	if len(t.OutputSchema) == 0 && isObjectType(reflect.TypeFor[Out]()) {
 		t.OutputSchema = mustSchema[Out](t.Name, "output")
