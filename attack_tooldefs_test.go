@@ -38,6 +38,7 @@ var badDefs = []struct {
 	{mcphandler.Tool{Name: "string_output", OutputSchema: []byte(`"object"`)}, "output schema"},
 	{mcphandler.Tool{Name: "lookbehind", InputSchema: []byte(`{"type":"object","properties":{"a":{"type":"string","pattern":"(?<=x)a"}}}`)}, "input schema"},
 	{mcphandler.Tool{Name: "dangling_ref", InputSchema: []byte(`{"$ref":"#/$defs/missing"}`)}, "input schema"},
+	{mcphandler.Tool{Name: "long_error", InputSchema: []byte(`{"type":"object","properties":{"a":{"type":"string","pattern":"(?<=` + strings.Repeat("x", 10000) + `)"}}}`)}, "input schema"},
 	{mcphandler.Tool{Name: "self_ref", InputSchema: []byte(`{"type":"object","allOf":[{"$ref":"#"}]}`)}, "loop"},
 	{mcphandler.Tool{Name: "bad_header", InputSchema: []byte(`{"type":"object","properties":{"a":{"type":"object","x-mcp-header":"A"}}}`)}, "x-mcp-header"},
 	{mcphandler.Tool{Name: strings.Repeat("n", 129)}, "129 bytes"},
@@ -245,8 +246,8 @@ func TestAttackBadToolDefinitions(t *testing.T) {
 			if n != 1 {
 				t.Errorf("%.40q (%s) logged %d times, want once", d.tool.Name, reason, n)
 			}
-			if len(name) > 200 {
-				t.Errorf("a logged tool name is %d bytes long", len(name))
+			if len(name) > 200 || len(reason) > 512 {
+				t.Errorf("a logged tool name is %d bytes long, its reason %d", len(name), len(reason))
 			}
 		}
 		if !found {

@@ -238,8 +238,13 @@ type badToolLog struct {
 	full bool
 }
 
-// badToolLogSize bounds the bad definitions logged by one Handler.
-const badToolLogSize = 1024
+// badToolLogSize bounds the bad definitions logged by one Handler, and
+// maxReasonBytes the reason in each line (a schema's compile error may
+// quote the schema).
+const (
+	badToolLogSize = 1024
+	maxReasonBytes = 512
+)
 
 // badTool logs, once, that the definition called name is left out for
 // reason.
@@ -269,7 +274,7 @@ func (h *Handler) badTool(ctx context.Context, name, reason string) {
 			" tool definitions were left out; further ones are left out without a log line each (CheckTools lists them)")
 	case !seen:
 		h.loggerFor(ctx).Error("mcphandler: tool definition left out: not listed, and called it answers as an unknown tool",
-			"tool", logToolName(name), "reason", reason)
+			"tool", logToolName(name), "reason", clip(reason, maxReasonBytes))
 	}
 }
 
