@@ -110,6 +110,16 @@ func duplicateProblem(n int) string {
 	return "its name is used by " + strconv.Itoa(n) + " tools"
 }
 
+// listProblem says why t, one of a list whose shared names dups counts
+// (duplicateNames), cannot be served ("" when it can).
+func listProblem(t *Tool, dups, roles map[string]int, schemas *schemaCache) string {
+	if n := dups[t.Name]; n > 1 {
+		return duplicateProblem(n)
+	}
+	_, p := toolProblem(t, roles, schemas)
+	return p
+}
+
 // duplicateNames counts the names that more than one of tools use; nil
 // when there are none. A short list is compared pairwise; a longer one
 // through a sorted list of keyed 64-bit hashes of its names (pooled, so
@@ -181,11 +191,7 @@ func countNames(tools []Tool) map[string]int {
 func (h *Handler) servableTools(ctx context.Context, tools []Tool) []Tool {
 	dups := duplicateNames(tools)
 	return keep(tools, func(t *Tool) bool {
-		if n := dups[t.Name]; n > 1 {
-			h.badTool(ctx, t.Name, duplicateProblem(n))
-			return false
-		}
-		if _, p := toolProblem(t, h.roleRank, &h.schemas); p != "" {
+		if p := listProblem(t, dups, h.roleRank, &h.schemas); p != "" {
 			h.badTool(ctx, t.Name, p)
 			return false
 		}
@@ -301,15 +307,8 @@ func CheckTools(cfg Config, tools []Tool) error {
 	dups := duplicateNames(tools)
 	var errs []error
 	for i := range tools {
-		t := &tools[i]
-		p := ""
-		if n := dups[t.Name]; n > 1 {
-			p = duplicateProblem(n)
-		} else {
-			_, p = toolProblem(t, roles, &schemas)
-		}
-		if p != "" {
-			errs = append(errs, fmt.Errorf("mcphandler: tool %d (%q): %s", i, logToolName(t.Name), p))
+		if p := listProblem(&tools[i], dups, roles, &schemas); p != "" {
+			errs = append(errs, fmt.Errorf("mcphandler: tool %d (%q): %s", i, logToolName(tools[i].Name), p))
 		}
 	}
 	return errors.Join(errs...)
