@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"hash/maphash"
-	"slices"
 	"strconv"
 	"sync"
 )
@@ -42,8 +41,8 @@ import (
 //     2026-07-28 (see internal/mcpheaders).
 //
 // The checks of a schema are cached by its bytes (schema_cache.go). The
-// rest costs a pass over the list and, past 16 tools, a sort of a hash of
-// each name (duplicateNames).
+// rest costs a pass over the list and, past 16 tools, a hash of each
+// name into a set (duplicateNames).
 
 // maxToolNameBytes is the longest tool name served.
 const maxToolNameBytes = 128
@@ -82,8 +81,10 @@ func toolProblem(t *Tool, roles map[string]int, schemas *schemaCache) (*schemaIn
 	if t.Handler == nil {
 		return nil, "it has no Handler"
 	}
-	if _, ok := roles[t.MinRole]; t.MinRole != "" && !ok {
-		return nil, "its MinRole " + strconv.Quote(clip(t.MinRole, 64)) + " is not in Config.Roles"
+	if t.MinRole != "" {
+		if _, ok := roles[t.MinRole]; !ok {
+			return nil, "its MinRole " + strconv.Quote(clip(t.MinRole, 64)) + " is not in Config.Roles"
+		}
 	}
 	switch t.TaskSupport {
 	case TaskNone, TaskOptional, TaskRequired:
@@ -122,9 +123,10 @@ func listProblem(t *Tool, dups, roles map[string]int, schemas *schemaCache) stri
 
 // duplicateNames counts the names that more than one of tools use; nil
 // when there are none. A short list is compared pairwise; a longer one
-// through a sorted list of keyed 64-bit hashes of its names (pooled, so
-// that a list without duplicates, the usual case, allocates nothing),
-// and counted exactly only when two hashes are equal.
+// goes through a set of keyed 64-bit hashes of its names (an open
+// addressing table, pooled: a list without duplicates, the usual case,
+// allocates nothing), and is counted exactly only when two hashes are
+// equal.
 func duplicateNames(tools []Tool) map[string]int {
 	if len(tools) <= 16 {
 		if !anyDuplicate(tools) {
@@ -132,17 +134,30 @@ func duplicateNames(tools []Tool) map[string]int {
 		}
 		return countNames(tools)
 	}
+	size := 1
+	for size < 2*len(tools) {
+		size <<= 1
+	}
 	p := nameHashes.Get().(*[]uint64)
-	hs := (*p)[:0]
-	for i := range tools {
-		hs = append(hs, maphash.String(nameSeed, tools[i].Name))
+	if cap(*p) < size {
+		*p = make([]uint64, size)
 	}
-	slices.Sort(hs)
+	set := (*p)[:size]
+	clear(set)
 	same := false
-	for i := 1; i < len(hs) && !same; i++ {
-		same = hs[i] == hs[i-1]
+	for i := 0; i < len(tools) && !same; i++ {
+		h := maphash.String(nameSeed, tools[i].Name) | 1 // 0 marks a free slot
+		for j := h & uint64(size-1); ; j = (j + 1) & uint64(size-1) {
+			if set[j] == 0 {
+				set[j] = h
+				break
+			}
+			if set[j] == h {
+				same = true
+				break
+			}
+		}
 	}
-	*p = hs
 	nameHashes.Put(p)
 	if !same {
 		return nil
