@@ -126,12 +126,13 @@ func (t *Tool) appOnly() bool {
 	return t.UI != nil && len(t.UI.Visibility) > 0 && !slices.Contains(t.UI.Visibility, "model")
 }
 
-// offeredTools drops the app-only tools of a client without MCP Apps.
+// offeredTools drops the app-only tools of a client without MCP Apps,
+// without modifying the host's slice.
 func (rq *request) offeredTools(tools []Tool) []Tool {
 	if rq.appsDeclared() {
 		return tools
 	}
-	return slices.DeleteFunc(tools, func(t Tool) bool { return t.appOnly() })
+	return keep(tools, func(t *Tool) bool { return !t.appOnly() })
 }
 
 // appendToolUI adds _meta.ui to a tools/list entry for a client with MCP
@@ -149,12 +150,13 @@ func appendToolUI(rq *request, t *Tool, dst []byte) []byte {
 	return append(dst, "}}"...)
 }
 
-// offeredResources drops the ui:// resources of a client without MCP Apps.
+// offeredResources drops the ui:// resources of a client without MCP
+// Apps, without modifying the host's slice.
 func (rq *request) offeredResources(rs []Resource) []Resource {
 	if rq.appsDeclared() {
 		return rs
 	}
-	return slices.DeleteFunc(rs, func(r Resource) bool { return strings.HasPrefix(r.URI, "ui://") })
+	return keep(rs, func(r *Resource) bool { return !strings.HasPrefix(r.URI, "ui://") })
 }
 
 // appContents defaults the mimeType of ui:// contents to AppMimeType.

@@ -27,6 +27,7 @@ func BenchmarkWorstInputs(b *testing.B) {
 		return mcphandler.TextResult("ok"), nil
 	}}
 	h := mcphandler.New(mcphandler.Config{
+		Authenticate: mcphandler.InsecureAnonymous,
 		ListTools:    func(context.Context) ([]mcphandler.Tool, error) { return []mcphandler.Tool{tool}, nil },
 		MaxBodyBytes: 8 << 20,
 	})

@@ -182,6 +182,7 @@ func BenchmarkToolsList1000(b *testing.B) {
 			Name:        fmt.Sprintf("tool_%04d", i),
 			Description: "A dummy tool for the listing benchmark.",
 			InputSchema: []byte(`{"type":"object","properties":{"x":{"type":"string"}}}`),
+			Handler:     echoTool.Handler,
 		}
 	}
 	h := mcphandler.New(mcphandler.Config{

@@ -69,8 +69,8 @@ func (h *Handler) callTool(rq *request, m *jsonrpc.Message) {
 	if !ok {
 		return
 	}
-	if tool := &call.Tool; tool.validate != nil {
-		if err := tool.validate(call.Arguments); err != nil {
+	if in := call.Tool.input; in != nil {
+		if err := in.args.check(call.Arguments); err != nil {
 			ev.Outcome, ev.IsError, ev.ErrorClass = OutcomeError, true, ClassBadArgs
 			class, detail := classify(err)
 			rq.sendResult(m.ID, toolErrorResult(class, detail))
@@ -125,7 +125,7 @@ func (h *Handler) lookupCall(rq *request, m *jsonrpc.Message, ev *CallEvent) (*T
 		ev.Outcome = OutcomeDenied
 		return nil, false
 	}
-	if e := rq.checkCall(tool.InputSchema, args); e != nil {
+	if e := rq.checkCall(&tool, args); e != nil {
 		ev.Outcome = OutcomeError
 		rq.fail(m.ID, e)
 		return nil, false

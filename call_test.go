@@ -194,7 +194,8 @@ func TestTypedTool(t *testing.T) {
 		return addOut{in.A + in.B}, nil
 	})
 	h := mcphandler.New(mcphandler.Config{
-		ListTools: func(context.Context) ([]mcphandler.Tool, error) { return []mcphandler.Tool{add}, nil },
+		Authenticate: mcphandler.InsecureAnonymous,
+		ListTools:    func(context.Context) ([]mcphandler.Tool, error) { return []mcphandler.Tool{add}, nil },
 		BeforeCall: func(context.Context, *mcphandler.ToolCall) (mcphandler.Decision, error) {
 			asked.Add(1)
 			return mcphandler.Allow(), nil
@@ -248,7 +249,7 @@ func TestToolErrorClasses(t *testing.T) {
 			return nil, err
 		}})
 	}
-	h := mcphandler.New(mcphandler.Config{ListTools: func(context.Context) ([]mcphandler.Tool, error) { return tools, nil }})
+	h := mcphandler.New(mcphandler.Config{Authenticate: mcphandler.InsecureAnonymous, ListTools: func(context.Context) ([]mcphandler.Tool, error) { return tools, nil }})
 	c := connect(t, h, "")
 	for name, want := range map[string]string{
 		"timeout":     `{"error":"timeout","retryable":true,`,
@@ -281,11 +282,12 @@ func TestToolErrorClasses(t *testing.T) {
 func TestPagination(t *testing.T) {
 	var tools []mcphandler.Tool
 	for i := range 25 {
-		tools = append(tools, mcphandler.Tool{Name: fmt.Sprintf("t%02d", i)})
+		tools = append(tools, mcphandler.Tool{Name: fmt.Sprintf("t%02d", i), Handler: echoTool.Handler})
 	}
 	h := mcphandler.New(mcphandler.Config{
-		PageSize:  10,
-		ListTools: func(context.Context) ([]mcphandler.Tool, error) { return tools, nil },
+		Authenticate: mcphandler.InsecureAnonymous,
+		PageSize:     10,
+		ListTools:    func(context.Context) ([]mcphandler.Tool, error) { return tools, nil },
 	})
 	c := connect(t, h, "")
 	ctx := context.Background()
@@ -329,7 +331,7 @@ func TestExchange(t *testing.T) {
 		call.Progress(2, 2, "done")
 		return mcphandler.TextResult(fmt.Sprintf("%v %s %d", res.Content["name"], sampled, len(roots))), nil
 	}}
-	h := mcphandler.New(mcphandler.Config{ListTools: func(context.Context) ([]mcphandler.Tool, error) { return []mcphandler.Tool{tool}, nil }})
+	h := mcphandler.New(mcphandler.Config{Authenticate: mcphandler.InsecureAnonymous, ListTools: func(context.Context) ([]mcphandler.Tool, error) { return []mcphandler.Tool{tool}, nil }})
 	c := connect(t, h, "",
 		mcptest.WithCapabilities(json.RawMessage(`{"elicitation":{},"sampling":{}}`)),
 		mcptest.WithElicitationHandler(answer("accept", map[string]any{"name": "Ada"})),
@@ -389,7 +391,7 @@ func TestPrimingEvent(t *testing.T) {
 		call.Progress(1, 0, "")
 		return mcphandler.TextResult("ok"), nil
 	}}
-	h := mcphandler.New(mcphandler.Config{ListTools: func(context.Context) ([]mcphandler.Tool, error) { return []mcphandler.Tool{tool}, nil }})
+	h := mcphandler.New(mcphandler.Config{Authenticate: mcphandler.InsecureAnonymous, ListTools: func(context.Context) ([]mcphandler.Tool, error) { return []mcphandler.Tool{tool}, nil }})
 	for version, primed := range map[string]bool{"2025-11-25": true, "2025-06-18": false} {
 		c := connect(t, h, "", mcptest.WithProtocolVersion(version))
 		resp, err := c.Post(context.Background(), []byte(`{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"slow","_meta":{"progressToken":1}}}`), nil)

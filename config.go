@@ -14,7 +14,8 @@ import (
 type ScopeChallengeFunc func(r *http.Request, scopes []string) string
 
 // Config configures a [Handler]. The zero value serves an endpoint with no
-// tools that accepts every caller; set the hooks to make it useful.
+// tools that accepts every caller as one anonymous identity (and [New]
+// warns about that); set the hooks to make it useful.
 //
 // [New] copies the Config: changing it afterwards has no effect. Every
 // hook may be called concurrently from many requests.
@@ -28,14 +29,16 @@ type Config struct {
 	// name, version and instructions. It sees the caller's identity.
 	ServerInfo ServerInfoFunc
 
-	// Authenticate decides who is calling. If nil, every request is served
-	// with the zero Identity. Package auth provides OIDC, introspection and
-	// API-key authenticators. It runs on every request, and again on the
-	// request of whatever outlives KeepAlive: every KeepAlive on a
-	// long-lived stream and on a POST that waits (a confirm, an approval,
-	// a question to the client, a task's result), and before the final
-	// message of a POST that waited or is older than KeepAlive. A failure
-	// then, or an identity of another tenant or subject, ends it.
+	// Authenticate decides who is calling. Package auth provides OIDC,
+	// introspection and API-key authenticators. If nil, every request is
+	// served with the zero Identity, whoever sends it, and New logs a
+	// warning saying so; set it to [InsecureAnonymous] to serve anonymous
+	// callers on purpose, without the warning. It runs on every request,
+	// and again on the request of whatever outlives KeepAlive: every
+	// KeepAlive on a long-lived stream and on a POST that waits (a confirm,
+	// an approval, a question to the client, a task's result), and before
+	// the final message of a POST that waited or is older than KeepAlive.
+	// A failure then, or an identity of another tenant or subject, ends it.
 	Authenticate AuthenticateFunc
 	// Challenge returns the WWW-Authenticate value sent with a 401 when
 	// Authenticate fails. If nil, `Bearer realm="mcp"` is used.

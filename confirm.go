@@ -27,10 +27,16 @@ func argsDigest(args []byte) string {
 }
 
 // ConfirmDestructive returns a BeforeCall policy that asks a human to
-// confirm every tool whose annotations mark it destructive (see
-// [Tool.Destructive]) and defers everything else to next (Allow when nil).
-// A Deny or Confirm from next wins over the policy's own confirm. Its
-// confirm carries the default message (see [Confirm]).
+// confirm every destructive tool and defers everything else to next
+// (Allow when nil). A Deny or Confirm from next wins over the policy's own
+// confirm. Its confirm carries the default message (see [Confirm]).
+//
+// Which tools count as destructive is [Tool.Destructive], by the spec's
+// defaults: every tool unless its Annotations set ReadOnlyHint, or set
+// DestructiveHint to false. A tool without Annotations is destructive and
+// is confirmed: mark the tools that only read
+// (&ToolAnnotations{ReadOnlyHint: true}), and those that only add
+// (DestructiveHint false), to run them without a confirm.
 func ConfirmDestructive(next BeforeCallFunc) BeforeCallFunc {
 	return func(ctx context.Context, call *ToolCall) (Decision, error) {
 		d := Allow()

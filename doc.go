@@ -49,6 +49,10 @@
 //	Authenticate ──► ListTools (lookup + role gate) ──► argument validation
 //	      ──► BeforeCall ──► [confirm] ──► Tool.Handler ──► response ──► OnCall
 //
+// A tool definition the handler cannot serve (see [Tool]) is left out of
+// what ListTools returned, logged once, and reported by [CheckTools]; every
+// tool's InputSchema is enforced at "argument validation".
+//
 // [Config.Interceptors] wrap all of it, per MCP operation: tracing, metrics,
 // logging or the host's own middleware (module otelmcp records
 // OpenTelemetry traces and metrics with one).

@@ -30,10 +30,9 @@ type era interface {
 	// client's capabilities and log level, the progress token (meta is the
 	// params' _meta), when the client is gone, and how it is asked.
 	exchange(rq *request, x *Exchange, meta json.RawMessage)
-	// checkCall checks a tools/call of the tool with inputSchema beyond
-	// what every era checks (the 2026-07-28 Mcp-Param headers); nil lets
-	// it go on.
-	checkCall(rq *request, inputSchema json.RawMessage, args []byte) *jsonrpc.Error
+	// checkCall checks a tools/call of t beyond what every era checks (the
+	// 2026-07-28 Mcp-Param headers); nil lets it go on.
+	checkCall(rq *request, t *Tool, args []byte) *jsonrpc.Error
 	// confirm carries a confirm to the client and back. It answers the
 	// request itself and returns false, or returns true and the run (nil
 	// if none) whose lease the tool then runs under.
@@ -105,14 +104,14 @@ func (rq *request) setupExchange(x *Exchange, meta json.RawMessage) {
 	}
 }
 
-func (rq *request) checkCall(inputSchema json.RawMessage, args []byte) *jsonrpc.Error {
+func (rq *request) checkCall(t *Tool, args []byte) *jsonrpc.Error {
 	switch e := rq.era.(type) {
 	case sessionsEra:
-		return e.checkCall(rq, inputSchema, args)
+		return e.checkCall(rq, t, args)
 	case sseEra:
-		return e.checkCall(rq, inputSchema, args)
+		return e.checkCall(rq, t, args)
 	case statelessEra:
-		return e.checkCall(rq, inputSchema, args)
+		return e.checkCall(rq, t, args)
 	}
 	panic(errNoEra)
 }

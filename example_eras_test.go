@@ -20,8 +20,9 @@ func exampleHandler(policy mcphandler.BeforeCallFunc) *mcphandler.Handler {
 			return mcphandler.TextResult("dropped"), nil
 		}}
 	return mcphandler.New(mcphandler.Config{
-		ListTools:  func(context.Context) ([]mcphandler.Tool, error) { return []mcphandler.Tool{greet, drop}, nil },
-		BeforeCall: policy,
+		Authenticate: mcphandler.InsecureAnonymous, // a demo: everyone is one anonymous caller
+		ListTools:    func(context.Context) ([]mcphandler.Tool, error) { return []mcphandler.Tool{greet, drop}, nil },
+		BeforeCall:   policy,
 	})
 }
 

@@ -2,12 +2,12 @@ package mcphandler_test
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"net/http"
 	"net/http/httptest"
 
 	"github.com/mcphandler/mcphandler"
+	"github.com/mcphandler/mcphandler/auth"
 	"github.com/mcphandler/mcphandler/mcptest"
 )
 
@@ -15,40 +15,40 @@ type greetIn struct {
 	Name string `json:"name" jsonschema:"who to greet"`
 }
 
-var greet = mcphandler.NewTool(mcphandler.Tool{Name: "greet", Description: "Greets someone."},
+// greet only reads. Without annotations a tool counts as destructive (the
+// spec's defaults), and ConfirmDestructive would ask before every call.
+var greet = mcphandler.NewTool(mcphandler.Tool{Name: "greet", Description: "Greets someone.",
+	Annotations: &mcphandler.ToolAnnotations{ReadOnlyHint: true}},
 	func(ctx context.Context, call *mcphandler.ToolCall, in greetIn) (string, error) {
 		return "Hello " + in.Name + " from " + call.Identity.Tenant, nil
 	})
 
-var apiKeys = map[string]mcphandler.Identity{
-	"Bearer k1": {Tenant: "acme", Subject: "alice", Role: "viewer"},
-}
+var keys = auth.NewAPIKeys(map[string]mcphandler.Identity{ // bearer token → tenant, subject, role
+	"k1": {Tenant: "acme", Subject: "alice", Role: "viewer"},
+})
 
-// Example mounts a handler whose caller comes from a bearer token and calls
-// its tool with the mcptest client.
+// Example is the program of the README's "Mounting it" section
+// (examples/hello), with the same tool and Config, byte for byte (a test
+// holds them together): it mounts the handler on a test server and calls
+// greet with the mcptest client. greet runs without a confirm; a confirm
+// would print "asked".
 func Example() {
 	h := mcphandler.New(mcphandler.Config{
-		Authenticate: func(r *http.Request) (mcphandler.Identity, error) {
-			if id, ok := apiKeys[r.Header.Get("Authorization")]; ok {
-				return id, nil
-			}
-			return mcphandler.Identity{}, errors.New("unknown token")
-		},
-		Roles:     []string{"viewer", "editor", "admin"},
-		ListTools: func(ctx context.Context) ([]mcphandler.Tool, error) { return []mcphandler.Tool{greet}, nil },
-		BeforeCall: func(ctx context.Context, call *mcphandler.ToolCall) (mcphandler.Decision, error) {
-			if call.Tool.Destructive() && call.Tool.Name != "greet" {
-				return mcphandler.Confirm("Run " + call.Tool.Name + "?"), nil
-			}
-			return mcphandler.Allow(), nil
-		},
+		Authenticate: keys.Authenticate,
+		Roles:        []string{"viewer", "editor", "admin"},
+		ListTools:    func(ctx context.Context) ([]mcphandler.Tool, error) { return []mcphandler.Tool{greet}, nil },
+		BeforeCall:   mcphandler.ConfirmDestructive(nil), // a human confirms each destructive call
 	})
 	mux := http.NewServeMux()
 	mux.Handle("/mcp", h)
 	srv := httptest.NewServer(mux)
 	defer srv.Close()
 
-	c := mcptest.Dial(srv.URL+"/mcp", mcptest.WithToken("k1"))
+	c := mcptest.Dial(srv.URL+"/mcp", mcptest.WithToken("k1"),
+		mcptest.WithElicitationHandler(func(ctx context.Context, p mcptest.ElicitParams) (mcptest.ElicitResult, error) {
+			fmt.Println("asked:", p.Message)
+			return mcptest.ElicitResult{Action: mcptest.ActionDecline}, nil
+		}))
 	defer c.Close()
 	ctx := context.Background()
 	if _, err := c.Initialize(ctx); err != nil {

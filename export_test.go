@@ -30,3 +30,27 @@ func SkillDigestCacheLen(h *Handler) int {
 
 // RaceEnabled: allocation counts hold only without the race detector.
 const RaceEnabled = raceEnabled
+
+// BadToolLogSize bounds the bad tool definitions a Handler logs.
+const BadToolLogSize = badToolLogSize
+
+// BadToolLogLen is how many bad tool definitions h remembers as logged.
+func BadToolLogLen(h *Handler) int {
+	h.badTools.mu.Lock()
+	defer h.badTools.mu.Unlock()
+	return len(h.badTools.seen)
+}
+
+// SchemaCacheEntries and SchemaCacheBytes bound the schema cache.
+const (
+	SchemaCacheEntries = schemaCacheEntries
+	SchemaCacheBytes   = schemaCacheBytes
+)
+
+// SchemaCacheLen is how many schemas h's schema cache holds, and their
+// summed length.
+func SchemaCacheLen(h *Handler) (n, bytes int) {
+	h.schemas.mu.Lock()
+	defer h.schemas.mu.Unlock()
+	return len(h.schemas.m), h.schemas.bytes
+}

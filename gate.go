@@ -38,12 +38,20 @@ func (h *Handler) visible(g gates, id Identity) bool {
 // gate returns the entries of list visible to id, without modifying the
 // host's slice.
 func gate[T any](h *Handler, list []T, id Identity, of func(*T) gates) []T {
+	return keep(list, func(x *T) bool { return h.visible(of(x), id) })
+}
+
+// keep returns the entries of list for which ok reports true, in order:
+// list itself when it keeps them all, else a new slice. It never modifies
+// list, which is the host's and may be read by other requests at the
+// same time.
+func keep[T any](list []T, ok func(*T) bool) []T {
 	for i := range list {
-		if !h.visible(of(&list[i]), id) {
+		if !ok(&list[i]) {
 			out := make([]T, i, len(list))
 			copy(out, list[:i])
 			for j := i + 1; j < len(list); j++ {
-				if h.visible(of(&list[j]), id) {
+				if ok(&list[j]) {
 					out = append(out, list[j])
 				}
 			}

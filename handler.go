@@ -47,6 +47,8 @@ type Handler struct {
 	detached detachedStreams // GET streams that took their connection over (detach.go)
 
 	skillDigests digestCache // skill manifest digests (skills_digest.go)
+	schemas      schemaCache // what tools' schemas are made of (schema_cache.go)
+	badTools     badToolLog  // the bad tool definitions logged (tooldefs.go)
 
 	bufPool sync.Pool // *bytes.Buffer for request bodies
 }
@@ -54,8 +56,14 @@ type Handler struct {
 // New returns a Handler for cfg. See [Config] for the defaults. It panics
 // if Config.StateKeys holds a key shorter than 32 bytes, or is empty while
 // Config.Store is shared by replicas (anything but a [*session.Memory]).
+// It logs a warning (Config.Logger, Warn level) when Config.Authenticate
+// is nil.
 func New(cfg Config) *Handler {
 	cfg.applyDefaults()
+	if cfg.Authenticate == nil {
+		cfg.Logger.Warn("mcphandler: Config.Authenticate is nil, so every request is served as one anonymous caller, whoever sends it: " +
+			"set Authenticate (package auth offers OIDC, token introspection and API keys), or set it to mcphandler.InsecureAnonymous to mean it")
+	}
 	checkApprovals(&cfg)
 	h := &Handler{
 		cfg:      cfg,

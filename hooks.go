@@ -64,6 +64,15 @@ func (id Identity) hasKey(k string) bool {
 // read r's body.
 type AuthenticateFunc func(r *http.Request) (Identity, error)
 
+// InsecureAnonymous is an [AuthenticateFunc] that serves every request as
+// the zero Identity: whoever reaches the endpoint calls every tool that no
+// MinRole or Scopes gate, and every such caller is the same one (the
+// sessions, confirms and tasks of the zero Identity are not bounded per
+// caller, since its callers cannot be told apart). Set it as
+// Config.Authenticate for a demo or a test, to say that this is meant; a
+// Config without Authenticate behaves the same, but New warns.
+func InsecureAnonymous(*http.Request) (Identity, error) { return Identity{}, nil }
+
 // ChallengeFunc returns the WWW-Authenticate header value for a request
 // that failed authentication with err.
 type ChallengeFunc func(r *http.Request, err error) string

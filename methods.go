@@ -208,29 +208,28 @@ func (h *Handler) setLevel(rq *request, m *jsonrpc.Message) {
 	rq.reply(m.ID, emptyResult)
 }
 
-// visibleTools returns the caller's tools with role gates applied. The
-// host's slice is never modified.
+// visibleTools returns the caller's tools that the handler can serve
+// (tooldefs.go) with role gates applied. The host's slice is never
+// modified.
 func (h *Handler) visibleTools(ctx context.Context, id Identity) ([]Tool, error) {
 	tools, err := h.cfg.ListTools(ctx)
 	if err != nil {
 		return nil, err
 	}
+	tools = h.servableTools(ctx, tools)
 	return gate(h, tools, id, func(t *Tool) gates { return gates{t.MinRole, t.Scopes} }), nil
 }
 
 // findTool returns the caller's tool called name, or false when it does not
-// exist for this caller (whatever the reason).
+// exist for this caller (whatever the reason: a definition the handler
+// cannot serve does not exist).
 func (h *Handler) findTool(ctx context.Context, id Identity, name string) (Tool, bool, error) {
 	tools, err := h.cfg.ListTools(ctx)
 	if err != nil {
 		return Tool{}, false, err
 	}
-	for i := range tools {
-		if tools[i].Name == name {
-			return tools[i], h.visible(gates{tools[i].MinRole, tools[i].Scopes}, id), nil
-		}
-	}
-	return Tool{}, false, nil
+	t, ok := h.servableTool(ctx, tools, name)
+	return t, ok && h.visible(gates{t.MinRole, t.Scopes}, id), nil
 }
 
 type listParams struct {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"slices"
 	"strconv"
 	"strings"
 
@@ -285,7 +286,8 @@ func (h *Handler) listResources(rq *request, m *jsonrpc.Message) {
 		h.hookFailed(rq, m, "ListSkills", err)
 		return
 	}
-	rs = append(rq.offeredResources(rs), sk...)
+	// Clipped: the skills never go into spare room of the host's slice.
+	rs = append(slices.Clip(rq.offeredResources(rs)), sk...)
 	listPage(rq, m, "resources", rs)
 }
 

@@ -133,8 +133,9 @@ func authParams(t *testing.T, challenge string) map[string]string {
 func TestAttackScopeNameInChallenge(t *testing.T) {
 	evil := []string{`docs:"write"`, `a\b`, `x", error="invalid_token`}
 	cfg := mcphandler.Config{
+		Authenticate: mcphandler.InsecureAnonymous,
 		ListTools: func(context.Context) ([]mcphandler.Tool, error) {
-			return []mcphandler.Tool{{Name: "wipe", Scopes: evil}}, nil
+			return []mcphandler.Tool{{Name: "wipe", Scopes: evil, Handler: echoTool.Handler}}, nil
 		},
 	}
 	c := connect(t, mcphandler.New(cfg), "")

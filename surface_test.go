@@ -328,7 +328,7 @@ func TestCancelStopsHandler(t *testing.T) {
 			return mcphandler.TextResult("finished"), nil
 		}
 	}}
-	h := mcphandler.New(mcphandler.Config{ListTools: func(context.Context) ([]mcphandler.Tool, error) { return []mcphandler.Tool{tool}, nil }})
+	h := mcphandler.New(mcphandler.Config{Authenticate: mcphandler.InsecureAnonymous, ListTools: func(context.Context) ([]mcphandler.Tool, error) { return []mcphandler.Tool{tool}, nil }})
 	c := connect(t, h, "")
 	ctx := context.Background()
 	done := make(chan string, 1)
@@ -383,7 +383,7 @@ func TestContentTypes(t *testing.T) {
 			mcphandler.EmbeddedResourceContent(mcphandler.ResourceContents{URI: "docs://a1", MimeType: "text/plain", Text: "hi"}),
 		}, StructuredContent: map[string]int{"n": 5}}, nil
 	}}
-	h := mcphandler.New(mcphandler.Config{ListTools: func(context.Context) ([]mcphandler.Tool, error) { return []mcphandler.Tool{tool}, nil }})
+	h := mcphandler.New(mcphandler.Config{Authenticate: mcphandler.InsecureAnonymous, ListTools: func(context.Context) ([]mcphandler.Tool, error) { return []mcphandler.Tool{tool}, nil }})
 	raw, err := connect(t, h, "").Call(context.Background(), "tools/call", map[string]any{"name": "all"})
 	if err != nil {
 		t.Fatal(err)

@@ -11,33 +11,55 @@ import (
 
 // Tool is one callable tool as a caller sees it.
 //
+// A definition the handler cannot serve (a Name that breaks the rules
+// below or that two tools of a list share, a nil Handler, a MinRole not
+// in Config.Roles, a TaskSupport it does not know, a schema that is not a
+// compilable JSON Schema object) is left out: not listed, unknown to
+// tools/call, logged once. [CheckTools] reports them all.
+//
 // See https://modelcontextprotocol.io/specification/2025-11-25/server/tools.
 type Tool struct {
-	// Name is unique within the caller's list: 1–128 characters of
-	// A-Z a-z 0-9 _ - . (the spec's guidance).
+	// Name is unique within the caller's list: 1–128 bytes of
+	// A-Z a-z 0-9 _ - . (the spec's guidance, 2025-11-25).
 	Name string
 	// Title is a display name.
 	Title string
 	// Description tells a model what the tool returns and when to use it.
 	Description string
-	// InputSchema is the JSON Schema of the arguments, sent verbatim. If
-	// nil, {"type":"object"} is sent and any object is accepted.
+	// InputSchema is the JSON Schema of the arguments, sent verbatim and
+	// enforced: every call's arguments are validated against it before
+	// Config.BeforeCall, whether it was written by hand or derived by
+	// [NewTool], and a call whose arguments do not conform gets a bad_args
+	// tool error naming the field, without BeforeCall or the Handler running.
+	// It must be a JSON object without repeated keys, nested at most 128 deep,
+	// that github.com/google/jsonschema-go compiles (draft 2020-12, or
+	// draft-07 when $schema says so; "format" is not checked), whose
+	// references are "#", "#/$defs/<name>" or "#/definitions/<name>" and
+	// neither loop (a recursive schema) nor reach one subschema along more
+	// than 1024 paths: the validator has no guard against either, and a loop
+	// would crash the process. A schema of plain properties is checked on the
+	// raw arguments, without decoding them (schema_flat.go). Each distinct
+	// schema is compiled once and cached (at most 4096 schemas and 1 MiB of
+	// schema text). If nil, {"type":"object"} is sent and any object is
+	// accepted.
 	InputSchema json.RawMessage
 	// OutputSchema, if set, is the JSON Schema that StructuredContent of
-	// every successful result conforms to. It is sent verbatim.
+	// every successful result conforms to. It is sent verbatim; it must be
+	// a JSON object that compiles, like InputSchema. Results are not
+	// validated against it.
 	OutputSchema json.RawMessage
 	// Annotations are hints about the tool's behaviour.
 	Annotations *ToolAnnotations
 	// Icons are shown by clients that support them (2025-11-25).
 	Icons []Icon
 	// MinRole is the least role that may see and call the tool (see
-	// [Config.Roles]). Empty means every caller.
+	// [Config.Roles]). Empty means every caller; a role not in
+	// Config.Roles leaves the tool out.
 	MinRole string
 	// Scopes are the OAuth scopes a caller's token needs to call the tool
 	// (see [Config.HideOutOfScope] for whether it is listed without them).
 	Scopes []string
-	// Handler runs the tool. A tool without a Handler is listed but every
-	// call to it fails with an internal tool error.
+	// Handler runs the tool. A tool without one is left out.
 	Handler ToolHandler
 	// TaskSupport says whether a call may run as a durable task (the
 	// extension io.modelcontextprotocol/tasks): TaskNone (the default),
@@ -49,8 +71,9 @@ type Tool struct {
 	// such a tool always answers with a text block.
 	UI *ToolUI
 
-	// validate, set by NewTool, checks the arguments before BeforeCall.
-	validate func(args json.RawMessage) error
+	// input is what the handler made of InputSchema (schema_cache.go),
+	// set on the tool a call resolves to; nil without an InputSchema.
+	input *schemaInfo
 }
 
 // ToolHandler runs one call of a tool. A non-nil error is sent as an
@@ -58,8 +81,11 @@ type Tool struct {
 // non-[ToolError] error stays on the server.
 type ToolHandler func(ctx context.Context, call *ToolCall) (*ToolResult, error)
 
-// ToolAnnotations are hints to clients; they are not enforced. Nil pointer
-// fields take the spec's defaults (destructive: true, open world: true).
+// ToolAnnotations are hints to clients; they are not enforced. Fields
+// left unset take the spec's defaults: readOnlyHint false,
+// destructiveHint true (meaningful only when readOnlyHint is false),
+// idempotentHint false, openWorldHint true. So a tool without annotations
+// counts as destructive: mark a tool that only reads with ReadOnlyHint.
 type ToolAnnotations struct {
 	Title           string `json:"title,omitempty"`
 	ReadOnlyHint    bool   `json:"readOnlyHint,omitempty"`
@@ -68,8 +94,11 @@ type ToolAnnotations struct {
 	OpenWorldHint   *bool  `json:"openWorldHint,omitempty"`
 }
 
-// Destructive reports whether t may destroy data by the spec's defaults: a
-// tool that is not read-only is destructive unless it says otherwise.
+// Destructive reports whether t may destroy data by the spec's defaults
+// (server/tools, ToolAnnotations): true unless Annotations has
+// ReadOnlyHint set, or has DestructiveHint set to false. So a tool with
+// no Annotations, or with Annotations that set neither (a Title only),
+// is destructive.
 func (t *Tool) Destructive() bool {
 	a := t.Annotations
 	if a == nil {

@@ -685,11 +685,11 @@ func parseLastEventID(last string) (streamID string, after uint64, ok bool) {
 // a session or in stateless mode.
 type sessionsEra struct{}
 
-func (sessionsEra) methods() map[string]method                                 { return sessionsMethods }
-func (sessionsEra) decorate(_ *request, dst []byte) []byte                     { return dst }
-func (sessionsEra) errorStatus(*request, Code)                                 {}
-func (sessionsEra) checkCall(*request, json.RawMessage, []byte) *jsonrpc.Error { return nil }
-func (sessionsEra) codeResourceNotFound() Code                                 { return CodeResourceNotFound }
+func (sessionsEra) methods() map[string]method                       { return sessionsMethods }
+func (sessionsEra) decorate(_ *request, dst []byte) []byte           { return dst }
+func (sessionsEra) errorStatus(*request, Code)                       {}
+func (sessionsEra) checkCall(*request, *Tool, []byte) *jsonrpc.Error { return nil }
+func (sessionsEra) codeResourceNotFound() Code                       { return CodeResourceNotFound }
 
 func (sessionsEra) rounds(*request, *Exchange, *jsonrpc.Message, string, []byte) bool { return true }
 

@@ -1,7 +1,6 @@
 package mcphandler
 
 import (
-	"bytes"
 	"encoding/json"
 	"net/http"
 	"strconv"
@@ -355,8 +354,11 @@ func (statelessEra) exchange(rq *request, x *Exchange, _ json.RawMessage) {
 	x.progressToken = rq.meta.ProgressToken
 }
 
-func (statelessEra) checkCall(rq *request, inputSchema json.RawMessage, args []byte) *jsonrpc.Error {
-	if he := checkParamHeaders(rq, inputSchema, args); he != nil {
+func (statelessEra) checkCall(rq *request, t *Tool, args []byte) *jsonrpc.Error {
+	if t.input == nil {
+		return nil
+	}
+	if he := mcpheaders.CheckParamHeaders(rq.r.Header, t.input.headers, args); he != nil {
 		return headerMismatch(he.Message)
 	}
 	return nil
@@ -371,22 +373,4 @@ func (statelessEra) rounds(rq *request, x *Exchange, m *jsonrpc.Message, name st
 func (statelessEra) confirm(rq *request, m *jsonrpc.Message, call *ToolCall, d Decision, ev *CallEvent) (bool, *confirmRun) {
 	rq.h.confirmModern(rq, m, call, d, ev)
 	return false, nil
-}
-
-// checkParamHeaders checks the Mcp-Param-* headers of a 2026-07-28
-// tools/call against the arguments, for the parameters the tool's input
-// schema annotates with x-mcp-header.
-func checkParamHeaders(rq *request, inputSchema json.RawMessage, args []byte) *mcpheaders.HeaderError {
-	if !bytes.Contains(inputSchema, []byte("x-mcp-header")) {
-		return nil
-	}
-	params, err := mcpheaders.ParamHeaders(inputSchema)
-	if err != nil {
-		// An invalid annotation cannot be checked: fail closed.
-		return &mcpheaders.HeaderError{Header: "Mcp-Param", Message: "Header mismatch: the tool's x-mcp-header annotations are invalid"}
-	}
-	if len(params) == 0 {
-		return nil
-	}
-	return mcpheaders.CheckParamHeaders(rq.r.Header, params, args)
 }

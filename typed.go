@@ -24,42 +24,26 @@ type TypedHandler[In, Out any] func(ctx context.Context, call *ToolCall, in In) 
 // The schemas follow github.com/google/jsonschema-go: exported fields by
 // their json names, fields without omitempty/omitzero required, unknown
 // properties refused, a `jsonschema:"…"` tag as the description. Schemas
-// already set on t are kept, and arguments are validated against the input
-// schema in use before [Config.BeforeCall] runs: a call with invalid
-// arguments does not run and gets a bad_args tool error naming the field.
-// A schema of plain properties (strings, booleans, numbers, null: what a
-// struct of plain fields gives) is checked on the raw arguments without
-// decoding them when they are valid; any doubt goes to the full validator.
+// already set on t are kept. The handler validates the arguments of every
+// call against the input schema in use before [Config.BeforeCall] runs,
+// as it does for a hand-written one (see [Tool.InputSchema]): a call with
+// invalid arguments does not run and gets a bad_args tool error naming
+// the field.
 //
-// NewTool panics if In or Out cannot be described by a JSON Schema (a
-// programming error, like [regexp.MustCompile]).
+// NewTool panics if In or Out cannot be described by a JSON Schema, or if
+// a schema set on t cannot be compiled (a programming error, like
+// [regexp.MustCompile]).
 func NewTool[In, Out any](t Tool, fn TypedHandler[In, Out]) Tool {
 	if len(t.InputSchema) == 0 {
 		t.InputSchema = mustSchema[In](t.Name, "input")
 	}
-	in, err := resolveSchema(t.InputSchema)
-	if err != nil {
-		panic(fmt.Sprintf("mcphandler: tool %q: input schema: %v", t.Name, err))
+	if p := compileSchema(t.InputSchema).inputProblem(); p != "" {
+		panic(fmt.Sprintf("mcphandler: tool %q: %s", t.Name, p))
 	}
 	if len(t.OutputSchema) == 0 && isObjectType(reflect.TypeFor[Out]()) {
 		t.OutputSchema = mustSchema[Out](t.Name, "output")
 	}
-	structured := len(t.OutputSchema) > 0
-	flat := compileFlat(t.InputSchema)
-	t.validate = func(args json.RawMessage) error {
-		if flat != nil && flat.accept(args) {
-			return nil // surely valid: the full validator would agree
-		}
-		var v any
-		if err := json.Unmarshal(args, &v); err != nil {
-			return BadArgs("arguments are not valid JSON")
-		}
-		if err := in.Validate(v); err != nil {
-			return BadArgs("%s", schemaError(err))
-		}
-		return nil
-	}
-	t.Handler = typedHandler(fn, structured)
+	t.Handler = typedHandler(fn, len(t.OutputSchema) > 0)
 	return t
 }
 

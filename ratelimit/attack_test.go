@@ -57,7 +57,10 @@ func TestAttackCannotResetLimit(t *testing.T) {
 // every key the limiter writes in Redis is short (at most 130 bytes past
 // its prefix), one hash tag wide, and expires. A value someone else wrote
 // at a limiter key is not trusted: the call fails closed, nothing panics,
-// and other buckets are unaffected.
+// and other buckets are unaffected. A tool name the handler does not
+// serve (outside the spec's characters, or over 128 bytes) is refused by
+// the handler as an unknown tool, and given to the policy directly, as a
+// host that calls it itself would.
 func TestAttackKeys(t *testing.T) {
 	huge := strings.Repeat("x", 64<<10)
 	ids := []struct{ tenant, subject, tool string }{
@@ -85,19 +88,30 @@ func TestAttackKeys(t *testing.T) {
 		}
 	}
 	h := newHost(more...)
+	ctx := context.Background()
 	rs := replicas(t, 1, h, nil, ratelimit.Limit{Name: "call", By: ratelimit.BySubject | ratelimit.ByTool, Rate: 1, Period: time.Hour, Burst: 1})
+	policy := rs[0].lim.Policy(nil)
 	for _, id := range ids {
 		c := mcptest.NewModern(t, rs[0].h, mcptest.WithToken(token(id.tenant, id.subject)))
-		if ok, r, _ := call(t, c, id.tool); !ok {
-			t.Fatalf("%.40q/%.40q/%.40q: first call refused (its bucket is someone else's): %+v", id.tenant, id.subject, id.tool, r)
+		admit := func() bool { ok, _, _ := call(t, c, id.tool); return ok }
+		if mcphandler.CheckTools(mcphandler.Config{}, []mcphandler.Tool{{Name: id.tool, Handler: h.tools[0].Handler}}) != nil {
+			if _, err := c.CallTool(ctx, id.tool, nil); err == nil || !strings.Contains(err.Error(), `"code":-32602,"message":"Unknown tool: `) {
+				t.Fatalf("%.40q: a tool name the handler does not serve: %v, want unknown tool", id.tool, err)
+			}
+			admit = func() bool {
+				d, err := policy(ctx, &mcphandler.ToolCall{Tool: mcphandler.Tool{Name: id.tool}, Identity: mcphandler.Identity{Tenant: id.tenant, Subject: id.subject}})
+				return err == nil && d.Kind == mcphandler.DecisionAllow
+			}
 		}
-		if ok, _, _ := call(t, c, id.tool); ok {
+		if !admit() {
+			t.Fatalf("%.40q/%.40q/%.40q: first call refused (its bucket is someone else's)", id.tenant, id.subject, id.tool)
+		}
+		if admit() {
 			t.Fatalf("%.40q/%.40q/%.40q: second call admitted by a limit of burst 1", id.tenant, id.subject, id.tool)
 		}
 	}
 
 	c := redistest.Client(t)
-	ctx := context.Background()
 	prefix := "rate:" + rs[0].prefix
 	keys := redistest.Keys(t, c, prefix)
 	if len(keys) != len(ids) {

@@ -45,16 +45,22 @@ func main() {
 	}
 }
 
-// newHandler returns the MCP handler with every conformance fixture.
-func newHandler() *mcphandler.Handler {
-	n := &notifier{}
+// fixtureTools returns every fixture tool; n delivers their notifications.
+func fixtureTools(n *notifier) []mcphandler.Tool {
 	tools := conformanceTools()
 	tools = append(tools, statelessTools(n)...)
 	tools = append(tools, inputRequiredTools()...)
-	tools = append(tools, taskTools()...)
+	return append(tools, taskTools()...)
+}
+
+// newHandler returns the MCP handler with every conformance fixture.
+func newHandler() *mcphandler.Handler {
+	n := &notifier{}
+	tools := fixtureTools(n)
 	h := mcphandler.New(mcphandler.Config{
-		Name:    "mcphandler-conformance",
-		Version: "0.1.0",
+		Name:         "mcphandler-conformance",
+		Version:      "0.1.0",
+		Authenticate: mcphandler.InsecureAnonymous, // the conformance suites call without credentials
 		ListTools: func(context.Context) ([]mcphandler.Tool, error) {
 			return tools, nil
 		},

@@ -36,7 +36,7 @@ func Example() {
 	prefix := "example:" + rand.Text() + ":"
 	newReplica := func() (*httptest.Server, func()) {
 		store := redisstore.New(redis.NewClient(opts), redisstore.Options{Prefix: prefix})
-		h := mcphandler.New(mcphandler.Config{Store: store, StateKeys: [][]byte{secret},
+		h := mcphandler.New(mcphandler.Config{Store: store, StateKeys: [][]byte{secret}, Authenticate: mcphandler.InsecureAnonymous,
 			ListTools: func(context.Context) ([]mcphandler.Tool, error) { return []mcphandler.Tool{echo}, nil }})
 		srv := httptest.NewServer(h)
 		return srv, func() { srv.Close(); h.Close(); store.Close() }

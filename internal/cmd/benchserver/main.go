@@ -69,9 +69,10 @@ func main() {
 			func(context.Context, *mcphandler.ToolCall, dummyIn) (string, error) { return "ok", nil }))
 	}
 	cfg := mcphandler.Config{
-		Name:      "benchserver",
-		PageSize:  len(tools),
-		ListTools: func(context.Context) ([]mcphandler.Tool, error) { return tools, nil },
+		Name:         "benchserver",
+		Authenticate: mcphandler.InsecureAnonymous, // the load generator calls without credentials
+		PageSize:     len(tools),
+		ListTools:    func(context.Context) ([]mcphandler.Tool, error) { return tools, nil },
 	}
 	if topo.Kind != redisflag.None {
 		c, err := redisflag.NewClient(topo, 64)
