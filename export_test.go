@@ -32,13 +32,13 @@ func SkillDigestCacheLen(h *Handler) int {
 const RaceEnabled = raceEnabled
 
 // BadToolLogSize bounds the bad tool definitions a Handler logs.
-const BadToolLogSize = badToolLogSize
+const BadToolLogSize = badDefLogSize
 
 // BadToolLogLen is how many bad tool definitions h remembers as logged.
 func BadToolLogLen(h *Handler) int {
-	h.badTools.mu.Lock()
-	defer h.badTools.mu.Unlock()
-	return len(h.badTools.seen)
+	h.badDefs.mu.Lock()
+	defer h.badDefs.mu.Unlock()
+	return len(h.badDefs.seen)
 }
 
 // SchemaCacheEntries and SchemaCacheBytes bound the schema cache.

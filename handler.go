@@ -48,7 +48,7 @@ type Handler struct {
 
 	skillDigests digestCache // skill manifest digests (skills_digest.go)
 	schemas      schemaCache // what tools' schemas are made of (schema_cache.go)
-	badTools     badToolLog  // the bad tool definitions logged (tooldefs.go)
+	badDefs      badDefLog   // the bad tool and skill definitions logged (tooldefs.go)
 
 	bufPool sync.Pool // *bytes.Buffer for request bodies
 }

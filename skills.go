@@ -3,10 +3,11 @@ package mcphandler
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"regexp"
+	"slices"
 	"sort"
+	"strconv"
 	"strings"
 	"unicode/utf8"
 
@@ -33,9 +34,9 @@ import (
 const SkillsExtensionID = "io.modelcontextprotocol/skills"
 
 // Limits of the skills extension. A skill past MaxSkillFiles or
-// MaxSkillBytes, or with an invalid name or file path, makes the request
-// fail with -32603 (the host's hook is at fault); a URI longer than
-// MaxSkillURIBytes answers like an unknown one.
+// MaxSkillBytes, or with an invalid name or file path, is left out of the
+// caller's skills and logged once (the host's hook is at fault); a URI
+// longer than MaxSkillURIBytes answers like an unknown one.
 const (
 	MaxSkillFiles    = 512      // files of one skill, SKILL.md included
 	MaxSkillBytes    = 16 << 20 // bytes of one skill's files, SKILL.md included
@@ -165,10 +166,10 @@ func (ss *servedSkill) entry(dc *digestCache, tenant string) skillEntry {
 	return e
 }
 
-// errSkillHook is a hook that returned an invalid skill.
-var errSkillHook = errors.New("mcphandler: ListSkills")
-
-// visibleSkills returns the caller's skills, checked and rendered.
+// visibleSkills returns the caller's skills, checked and rendered. A
+// skill the handler cannot serve (see serveSkill), and every skill of a
+// name the hook lists more than once, is left out and logged once
+// (badDefinition): one bad definition never fails the caller's list.
 func (h *Handler) visibleSkills(ctx context.Context, id Identity) ([]*servedSkill, error) {
 	list, err := h.cfg.ListSkills(ctx)
 	if err != nil {
@@ -176,19 +177,31 @@ func (h *Handler) visibleSkills(ctx context.Context, id Identity) ([]*servedSkil
 	}
 	list = gate(h, list, id, func(s *Skill) gates { return gates{s.MinRole, s.Scopes} })
 	out := make([]*servedSkill, 0, len(list))
-	names := map[string]bool{}
+	var names map[string]int // of the skills served, when a name may repeat
+	if len(list) > 1 {
+		names = make(map[string]int, len(list))
+	}
 	for i := range list {
 		ss, err := serveSkill(&list[i])
 		if err != nil {
-			return nil, fmt.Errorf("%w: %v", errSkillHook, err)
+			h.badDefinition(ctx, skillDef, list[i].Name, err.Error())
+			continue
 		}
-		if names[ss.name] {
-			return nil, fmt.Errorf("%w: skill %q listed twice", errSkillHook, ss.name)
+		if names != nil {
+			names[ss.name]++
 		}
-		names[ss.name] = true
 		out = append(out, ss)
 	}
-	return out, nil
+	if len(names) == len(out) {
+		return out, nil
+	}
+	return slices.DeleteFunc(out, func(ss *servedSkill) bool { // out is ours
+		if n := names[ss.name]; n > 1 {
+			h.badDefinition(ctx, skillDef, ss.name, "the name of "+strconv.Itoa(n)+" skills")
+			return true
+		}
+		return false
+	}), nil
 }
 
 // skillOf returns the visible skill that uri is in, if any.

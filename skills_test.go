@@ -179,31 +179,40 @@ func TestSkillsBounds(t *testing.T) {
 			}
 		}
 	}
-	bad := map[string]mcphandler.Skill{
-		"name":      {Name: "Bad_Name", Description: "d"},
-		"hyphens":   {Name: "a--b", Description: "d"},
-		"no desc":   {Name: "a"},
-		"traversal": {Name: "a", Description: "d", Files: []mcphandler.SkillFile{{Path: "../x"}}},
-		"absolute":  {Name: "a", Description: "d", Files: []mcphandler.SkillFile{{Path: "/x"}}},
-		"skill.md":  {Name: "a", Description: "d", Files: []mcphandler.SkillFile{{Path: "SKILL.md"}}},
-		"repeated":  {Name: "a", Description: "d", Files: []mcphandler.SkillFile{{Path: "x"}, {Path: "x"}}},
-		"files":     {Name: "a", Description: "d", Files: make([]mcphandler.SkillFile, mcphandler.MaxSkillFiles)},
-		"bytes":     {Name: "a", Description: "d", Files: []mcphandler.SkillFile{{Path: "x", Content: make([]byte, mcphandler.MaxSkillBytes)}}},
-	}
-	for i := range bad["files"].Files {
-		bad["files"].Files[i].Path = "f" + strconv.Itoa(i)
-	}
+	bad := badSkills()
+	// A definition the handler cannot serve is left out (and logged once:
+	// TestAttackBadSkillDefinitions); the list stays an answer.
 	for why, s := range bad {
 		srv := skillsServer(t, func(context.Context) ([]mcphandler.Skill, error) { return []mcphandler.Skill{s}, nil })
-		_, e, raw := skillCall(t, srv, "acme-viewer", "skills/list", "")
-		if e == nil || e["code"].(float64) != -32603 {
+		res, e, raw := skillCall(t, srv, "acme-viewer", "skills/list", "")
+		if e != nil || len(res["skills"].([]any)) != 0 {
 			t.Errorf("%s: %s", why, raw)
 		}
 	}
 	dup := skillsServer(t, func(context.Context) ([]mcphandler.Skill, error) {
 		return []mcphandler.Skill{{Name: "a", Description: "d"}, {Name: "a", Description: "e"}}, nil
 	})
-	if _, e, raw := skillCall(t, dup, "acme-viewer", "skills/list", ""); e == nil {
+	if res, e, raw := skillCall(t, dup, "acme-viewer", "skills/list", ""); e != nil || len(res["skills"].([]any)) != 0 {
 		t.Errorf("a name listed twice: %s", raw)
+	}
+}
+
+// badSkills are skill definitions the handler cannot serve, by what is
+// wrong with each; their names differ.
+func badSkills() map[string]mcphandler.Skill {
+	many := make([]mcphandler.SkillFile, mcphandler.MaxSkillFiles)
+	for i := range many {
+		many[i].Path = "f" + strconv.Itoa(i)
+	}
+	return map[string]mcphandler.Skill{
+		"name":      {Name: "Bad_Name", Description: "d"},
+		"hyphens":   {Name: "a--b", Description: "d"},
+		"no desc":   {Name: "no-desc"},
+		"traversal": {Name: "traversal", Description: "d", Files: []mcphandler.SkillFile{{Path: "../x"}}},
+		"absolute":  {Name: "absolute", Description: "d", Files: []mcphandler.SkillFile{{Path: "/x"}}},
+		"skill.md":  {Name: "skill-md", Description: "d", Files: []mcphandler.SkillFile{{Path: "SKILL.md"}}},
+		"repeated":  {Name: "repeated", Description: "d", Files: []mcphandler.SkillFile{{Path: "x"}, {Path: "x"}}},
+		"files":     {Name: "files", Description: "d", Files: many},
+		"bytes":     {Name: "bytes", Description: "d", Files: []mcphandler.SkillFile{{Path: "x", Content: make([]byte, mcphandler.MaxSkillBytes)}}},
 	}
 }

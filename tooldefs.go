@@ -244,14 +244,15 @@ func (h *Handler) servableTool(ctx context.Context, tools []Tool, name string) (
 	return t, true
 }
 
-// badToolLog remembers which bad definitions (name and reason) were
+// badDefLog remembers which bad definitions (kind, name and reason) were
 // logged, so that each is logged once however many requests see it. It
 // keeps a keyed 64-bit hash of each (hash/maphash, seeded at random), at
-// most badToolLogSize of them: past that, one more line says so and
+// most badDefLogSize of them: past that, one more line says so and
 // further bad definitions are left out without a line each, so neither
-// memory nor the log grows with names a host makes up per request.
-type badToolLog struct {
-	once sync.Once // sets seed and seen: the zero badToolLog is ready
+// memory nor the log grows with names a host makes up per request. Tools
+// and skills share it.
+type badDefLog struct {
+	once sync.Once // sets seed and seen: the zero badDefLog is ready
 	seed maphash.Seed
 
 	mu   sync.Mutex // guards seen and full
@@ -259,21 +260,38 @@ type badToolLog struct {
 	full bool
 }
 
-// badToolLogSize bounds the bad definitions logged by one Handler, and
+// badDefLogSize bounds the bad definitions logged by one Handler, and
 // maxReasonBytes the reason in each line (a schema's compile error may
 // quote the schema).
 const (
-	badToolLogSize = 1024
+	badDefLogSize  = 1024
 	maxReasonBytes = 512
 )
 
-// badTool logs, once, that the definition called name is left out for
-// reason.
+// A kind of definition a host's hook returns: its name in log lines, and
+// what a client gets for a left-out one.
+type defKind struct{ name, answer string }
+
+var (
+	toolDef  = defKind{"tool", "not listed, and called it answers as an unknown tool"}
+	skillDef = defKind{"skill", "not listed, and read it answers as an unknown skill"}
+)
+
+// badTool logs, once, that the tool definition called name is left out
+// for reason.
 func (h *Handler) badTool(ctx context.Context, name, reason string) {
-	l := &h.badTools
+	h.badDefinition(ctx, toolDef, name, reason)
+}
+
+// badDefinition logs, once, that the definition of kind called name is
+// left out for reason.
+func (h *Handler) badDefinition(ctx context.Context, kind defKind, name, reason string) {
+	l := &h.badDefs
 	l.once.Do(func() { l.seed, l.seen = maphash.MakeSeed(), make(map[uint64]struct{}) })
 	var mh maphash.Hash
 	mh.SetSeed(l.seed)
+	mh.WriteString(kind.name)
+	mh.WriteByte(0)
 	mh.WriteString(reason)
 	mh.WriteByte(0)
 	mh.WriteString(name)
@@ -283,7 +301,7 @@ func (h *Handler) badTool(ctx context.Context, name, reason string) {
 	fills := false
 	switch {
 	case seen:
-	case len(l.seen) < badToolLogSize:
+	case len(l.seen) < badDefLogSize:
 		l.seen[k] = struct{}{}
 	default:
 		seen, fills, l.full = true, !l.full, true
@@ -291,11 +309,11 @@ func (h *Handler) badTool(ctx context.Context, name, reason string) {
 	l.mu.Unlock()
 	switch {
 	case fills:
-		h.loggerFor(ctx).Error("mcphandler: more than " + strconv.Itoa(badToolLogSize) +
-			" tool definitions were left out; further ones are left out without a log line each (CheckTools lists them)")
+		h.loggerFor(ctx).Error("mcphandler: more than " + strconv.Itoa(badDefLogSize) +
+			" tool or skill definitions were left out; further ones are left out without a log line each (CheckTools lists a tool set's)")
 	case !seen:
-		h.loggerFor(ctx).Error("mcphandler: tool definition left out: not listed, and called it answers as an unknown tool",
-			"tool", logToolName(name), "reason", clip(reason, maxReasonBytes))
+		h.loggerFor(ctx).Error("mcphandler: "+kind.name+" definition left out: "+kind.answer,
+			kind.name, logToolName(name), "reason", clip(reason, maxReasonBytes))
 	}
 }
 
