@@ -55,6 +55,10 @@ func (h *Handler) approvePush(rq *request, m *jsonrpc.Message, call *ToolCall, d
 		Args: call.Arguments, Approval: a.ID, Task: taskRequest(call)}
 	c.rec.Form, _ = json.Marshal(elicitation.Confirm(confirmField, "Confirm")) // never asked; records carry a form
 	ctx := context.WithoutCancel(rq.ctx)
+	if err := h.admitConfirm(ctx, call.Identity, c.id); err != nil {
+		h.confirmRefused(rq, m, err, ev)
+		return false, nil
+	}
 	if err := c.record(ctx); err != nil {
 		h.logger().Error("mcphandler: storing an approval's confirm", "err", err)
 		ev.Outcome, ev.IsError = OutcomeError, true

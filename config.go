@@ -231,6 +231,16 @@ type Config struct {
 	// (no Authenticate hook, or one that names no tenant and subject) is
 	// not limited: its callers cannot be told apart. If zero, 100.
 	MaxSessionsPerIdentity int
+	// MaxConfirmsPerIdentity bounds the confirm records one identity
+	// (tenant and subject; the zero Identity is one) makes the store keep,
+	// across every replica sharing it: one per confirm asked on a 2025
+	// session and per first round of a 2026-07-28 confirm (an Approve's
+	// too), each counting from its creation for twice ConfirmTimeout plus
+	// a minute, answered or not: a decision frees no place, since the
+	// record outlives it. A confirm past the bound is refused before it
+	// is asked, with -32000 saying how many are held and until when
+	// (data.retryAfterMs). If zero, 100; at most 1024.
+	MaxConfirmsPerIdentity int
 	// ReadBodyTimeout bounds the time spent reading a POST body, from the
 	// moment the handler starts reading it, so that a client that sends
 	// its headers and then trickles the body cannot hold a connection and
@@ -281,6 +291,7 @@ const (
 	defaultMaxSubscriptionURIBytes = 512
 	defaultMaxIDBytes              = 256
 	defaultMaxSessionsPerIdentity  = 100
+	defaultMaxConfirmsPerIdentity  = 100
 	defaultReadBodyTimeout         = 30 * time.Second
 )
 
@@ -337,6 +348,9 @@ func (c *Config) applyLimitDefaults() {
 	}
 	if c.MaxSessionsPerIdentity <= 0 {
 		c.MaxSessionsPerIdentity = defaultMaxSessionsPerIdentity
+	}
+	if c.MaxConfirmsPerIdentity <= 0 {
+		c.MaxConfirmsPerIdentity = defaultMaxConfirmsPerIdentity
 	}
 	if c.ReadBodyTimeout <= 0 {
 		c.ReadBodyTimeout = defaultReadBodyTimeout

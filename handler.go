@@ -20,6 +20,7 @@ import (
 
 	"github.com/mcphandler/mcphandler/internal/canon"
 	"github.com/mcphandler/mcphandler/internal/jsonrpc"
+	"github.com/mcphandler/mcphandler/internal/ownerindex"
 	"github.com/mcphandler/mcphandler/internal/seal"
 	"github.com/mcphandler/mcphandler/session"
 )
@@ -45,6 +46,9 @@ type Handler struct {
 	changes changeHub          // change notifications for the streams held here
 
 	detached detachedStreams // GET streams that took their connection over (detach.go)
+
+	// confirmOwners bounds the confirm records of each identity (confirm_owner.go).
+	confirmOwners *ownerindex.Index
 
 	skillDigests digestCache // skill manifest digests (skills_digest.go)
 
@@ -89,6 +93,9 @@ func New(cfg Config) *Handler {
 		panic("mcphandler: Config.StateKeys: " + err.Error())
 	}
 	if h.macs, err = newMACs(secrets); err != nil {
+		panic("mcphandler: Config.StateKeys: " + err.Error())
+	}
+	if h.confirmOwners, err = newConfirmOwners(&h.cfg, secrets); err != nil {
 		panic("mcphandler: Config.StateKeys: " + err.Error())
 	}
 	h.tasks = newTaskRunner(&h.cfg, secrets)
