@@ -276,3 +276,190 @@ func TestConfirmsPerIdentityCounted(t *testing.T) {
 		})
 	}
 }
+
+// holdHost serves one tool, "hold", which counts its runs in progress and
+// waits until released (or its context ends), and one, "report", which
+// reports progress once and answers.
+type holdHost struct {
+	started, running atomic.Int64
+	release          chan struct{}
+}
+
+func newHoldHost(t *testing.T) *holdHost {
+	b := &holdHost{release: make(chan struct{})}
+	t.Cleanup(b.free)
+	return b
+}
+
+func (b *holdHost) free() {
+	select {
+	case <-b.release:
+	default:
+		close(b.release)
+	}
+}
+
+func (b *holdHost) config(store session.Store) mcphandler.Config {
+	return mcphandler.Config{
+		Authenticate: bearer,
+		Store:        store,
+		StateKeys:    testStateKeys,
+		Logger:       slog.New(slog.DiscardHandler),
+		ListTools: func(context.Context) ([]mcphandler.Tool, error) {
+			return []mcphandler.Tool{
+				{Name: "hold", Handler: func(ctx context.Context, _ *mcphandler.ToolCall) (*mcphandler.ToolResult, error) {
+					b.started.Add(1)
+					b.running.Add(1)
+					defer b.running.Add(-1)
+					select {
+					case <-b.release:
+					case <-ctx.Done():
+					}
+					return mcphandler.TextResult("held"), nil
+				}},
+				{Name: "report", Handler: func(_ context.Context, call *mcphandler.ToolCall) (*mcphandler.ToolResult, error) {
+					call.Exchange.Progress(1, 2, "half")
+					return mcphandler.TextResult("reported"), nil
+				}},
+			}, nil
+		},
+	}
+}
+
+// hangUp posts tools/call hold through c and hangs up once the tool runs;
+// it returns the JSON-RPC error of an answer that came first instead.
+func (b *holdHost) hangUp(t *testing.T, c *mcptest.Client, id int) *mcptest.Message {
+	t.Helper()
+	before := b.started.Load()
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	answer := make(chan *mcptest.Message, 1)
+	go func() {
+		defer close(answer)
+		resp, err := c.Post(ctx, fmt.Appendf(nil, `{"jsonrpc":"2.0","id":%d,"method":"tools/call","params":{"name":"hold"}}`, id), nil)
+		if err != nil {
+			return
+		}
+		defer resp.Body.Close()
+		var m mcptest.Message
+		if json.NewDecoder(resp.Body).Decode(&m) == nil {
+			answer <- &m
+		}
+	}()
+	for deadline := time.Now().Add(5 * time.Second); time.Now().Before(deadline); time.Sleep(time.Millisecond) {
+		if b.started.Load() > before {
+			return nil // it runs: hang up
+		}
+		select {
+		case m := <-answer:
+			if m == nil {
+				t.Fatalf("call %d: no answer", id)
+			}
+			return m
+		default:
+		}
+	}
+	t.Fatalf("call %d neither ran nor was answered", id)
+	return nil
+}
+
+// defaultMaxRunning is the default of Config.MaxRunningPerSession.
+const defaultMaxRunning = 32
+
+// tooManyRunning reports whether e is the refusal of a request past the
+// bound of its session.
+func tooManyRunning(code mcphandler.Code, msg string) bool {
+	return code == mcphandler.CodeRateLimited && strings.Contains(msg, fmt.Sprintf("%d requests of this session are running", defaultMaxRunning))
+}
+
+// TestAttackRunningPerSession: a client hangs up on tools/call after
+// call, in one session. A session's requests go on when their client
+// leaves (a hang-up is not a cancellation), so each kept a goroutine, its
+// request and whatever its tool holds, with no connection left to bound
+// them: on main 150 hang-ups left 150 tools running. Now a session runs
+// at most Config.MaxRunningPerSession requests at once on a replica:
+// past it a request is refused with -32000 saying so, before its tool
+// runs; another session is not affected; once they end, the session runs
+// requests again. The 2024-11-05 transport, whose every request goes on
+// after its 202, is bounded the same way.
+func TestAttackRunningPerSession(t *testing.T) {
+	t.Run("2025-11-25 hang-ups", func(t *testing.T) {
+		b := newHoldHost(t)
+		h := mcphandler.New(b.config(nil))
+		srv := httptest.NewServer(h)
+		t.Cleanup(func() { b.free(); srv.Close(); h.Close() })
+		c := mcptest.Dial(srv.URL, mcptest.WithToken("acme-viewer"))
+		t.Cleanup(c.Close)
+		if _, err := c.Initialize(context.Background()); err != nil {
+			t.Fatal(err)
+		}
+		refused := 0
+		for i := range 150 {
+			if m := b.hangUp(t, c, i); m != nil {
+				if m.Error == nil || !tooManyRunning(m.Error.Code, m.Error.Message) {
+					t.Fatalf("call %d answered %+v", i, m)
+				}
+				refused++
+			}
+		}
+		if n := b.running.Load(); n != defaultMaxRunning || refused != 150-defaultMaxRunning {
+			t.Fatalf("%d tools running after 150 hang-ups, %d refused; want %d, %d", n, refused, defaultMaxRunning, 150-defaultMaxRunning)
+		}
+		other := connect(t, h, "acme-viewer")
+		go other.CallTool(context.Background(), "hold", nil)
+		for deadline := time.Now().Add(5 * time.Second); b.running.Load() == defaultMaxRunning; time.Sleep(time.Millisecond) {
+			if time.Now().After(deadline) {
+				t.Fatal("another session of the identity cannot run its call")
+			}
+		}
+		b.free()
+		for deadline := time.Now().Add(5 * time.Second); b.running.Load() > 0; time.Sleep(time.Millisecond) {
+			if time.Now().After(deadline) {
+				t.Fatalf("%d still running once released", b.running.Load())
+			}
+		}
+		if res, err := c.CallTool(context.Background(), "hold", nil); err != nil || res.Text() != "held" {
+			t.Fatalf("after they ended: %+v %v", res, err)
+		}
+	})
+	t.Run("2024-11-05", func(t *testing.T) {
+		b := newHoldHost(t)
+		h := mcphandler.New(b.config(nil))
+		srv := httptest.NewServer(legacyMux(h))
+		t.Cleanup(func() { b.free(); srv.Close(); h.Close() })
+		c := mcptest.Dial(srv.URL+"/sse", mcptest.WithEra(mcptest.SSE), mcptest.WithToken("acme-viewer"))
+		t.Cleanup(c.Close)
+		if _, err := c.Initialize(context.Background()); err != nil {
+			t.Fatal(err)
+		}
+		const calls = 60
+		errs := make(chan error, calls)
+		for range calls {
+			go func() {
+				_, err := c.CallTool(context.Background(), "hold", nil)
+				errs <- err
+			}()
+		}
+		for i := range calls - defaultMaxRunning {
+			var err error
+			select {
+			case err = <-errs:
+			case <-time.After(5 * time.Second):
+				t.Fatalf("%d refused, %d running", i, b.running.Load())
+			}
+			var re *mcptest.RPCError
+			if !errors.As(err, &re) || !tooManyRunning(re.Code, re.Message) {
+				t.Fatalf("refusal %d: %v (%d running)", i, err, b.running.Load())
+			}
+		}
+		if n := b.running.Load(); n != defaultMaxRunning {
+			t.Fatalf("%d running, want %d", n, defaultMaxRunning)
+		}
+		b.free()
+		for range defaultMaxRunning {
+			if err := <-errs; err != nil {
+				t.Fatal(err)
+			}
+		}
+	})
+}

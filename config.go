@@ -241,6 +241,14 @@ type Config struct {
 	// is asked, with -32000 saying how many are held and until when
 	// (data.retryAfterMs). If zero, 100; at most 1024.
 	MaxConfirmsPerIdentity int
+	// MaxRunningPerSession bounds the requests one session runs at once
+	// on one replica: tools/call, resources/read, prompts/get and
+	// completion/complete, which go on when their client hangs up (only
+	// notifications/cancelled ends them), so that no connection bounds
+	// them; and every request of the 2024-11-05 transport, answered 202
+	// before it runs. A request past it is refused with -32000 saying so,
+	// before anything runs. If zero, 32.
+	MaxRunningPerSession int
 	// ReadBodyTimeout bounds the time spent reading a POST body, from the
 	// moment the handler starts reading it, so that a client that sends
 	// its headers and then trickles the body cannot hold a connection and
@@ -292,6 +300,7 @@ const (
 	defaultMaxIDBytes              = 256
 	defaultMaxSessionsPerIdentity  = 100
 	defaultMaxConfirmsPerIdentity  = 100
+	defaultMaxRunningPerSession    = 32
 	defaultReadBodyTimeout         = 30 * time.Second
 )
 
@@ -351,6 +360,9 @@ func (c *Config) applyLimitDefaults() {
 	}
 	if c.MaxConfirmsPerIdentity <= 0 {
 		c.MaxConfirmsPerIdentity = defaultMaxConfirmsPerIdentity
+	}
+	if c.MaxRunningPerSession <= 0 {
+		c.MaxRunningPerSession = defaultMaxRunningPerSession
 	}
 	if c.ReadBodyTimeout <= 0 {
 		c.ReadBodyTimeout = defaultReadBodyTimeout

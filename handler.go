@@ -39,11 +39,12 @@ type Handler struct {
 	macs       *macs        // authenticate what replicas exchange through the store
 	ct         confirmTimes // the confirm machinery's periods
 
-	runMu   sync.Mutex         // guards running
-	running map[string]running // in-flight requests by session and id
-	cancels canceller          // cancellations from other replicas
-	tasks   *taskRunner        // durable tasks (tasks.go)
-	changes changeHub          // change notifications for the streams held here
+	runMu     sync.Mutex         // guards running and runningIn
+	running   map[string]running // in-flight requests by session and id
+	runningIn map[string]int     // how many of them each session runs
+	cancels   canceller          // cancellations from other replicas
+	tasks     *taskRunner        // durable tasks (tasks.go)
+	changes   changeHub          // change notifications for the streams held here
 
 	detached detachedStreams // GET streams that took their connection over (detach.go)
 
@@ -68,6 +69,7 @@ func New(cfg Config) *Handler {
 		running:  make(map[string]running),
 		ct:       defaultConfirmTimes,
 	}
+	h.runningIn = make(map[string]int)
 	for i, r := range cfg.Roles {
 		h.roleRank[r] = i
 	}
