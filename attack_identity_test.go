@@ -16,6 +16,7 @@ import (
 	"log/slog"
 	"net/http/httptest"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -95,24 +96,14 @@ func TestAttackConfirmsPerIdentity(t *testing.T) {
 		eachStore(t, func(t *testing.T, stores func(int) session.Store) {
 			l := newLab(t, labOptions{replicas: 2, store: stores})
 			clients := func(token string) []*mcptest.Client {
-				var cs []*mcptest.Client
+				var urls []string
 				for _, r := range l.reps {
-					c := mcptest.Dial(r.srv.URL, mcptest.WithToken(token), mcptest.WithAutoResume(false),
-						mcptest.WithElicitationHandler(func(context.Context, mcptest.ElicitParams) (mcptest.ElicitResult, error) {
-							return mcptest.ElicitResult{Action: "decline"}, nil
-						}))
-					t.Cleanup(c.Close)
-					if len(cs) == 0 {
-						if _, err := c.Initialize(context.Background()); err != nil {
-							t.Fatal(err)
-						}
-					} else {
-						c.SetSessionID(cs[0].SessionID())
-						c.SetProtocolVersion(cs[0].ProtocolVersion())
-					}
-					cs = append(cs, c)
+					urls = append(urls, r.srv.URL)
 				}
-				return cs
+				return oneSession(t, urls, mcptest.WithToken(token),
+					mcptest.WithElicitationHandler(func(context.Context, mcptest.ElicitParams) (mcptest.ElicitResult, error) {
+						return mcptest.ElicitResult{Action: "decline"}, nil
+					}))
 			}
 			alice := clients("acme-viewer")
 			call := func(cs []*mcptest.Client, i int) (*mcptest.ToolResult, error) {
@@ -142,6 +133,28 @@ func TestAttackConfirmsPerIdentity(t *testing.T) {
 			}
 		})
 	})
+}
+
+// oneSession opens one session through the first of urls (replicas
+// sharing a store) and returns a client of it for each, none resuming on
+// its own.
+func oneSession(t *testing.T, urls []string, opts ...mcptest.Option) []*mcptest.Client {
+	t.Helper()
+	var cs []*mcptest.Client
+	for _, u := range urls {
+		c := mcptest.Dial(u, append(opts, mcptest.WithAutoResume(false))...)
+		t.Cleanup(c.Close)
+		if len(cs) == 0 {
+			if _, err := c.Initialize(context.Background()); err != nil {
+				t.Fatal(err)
+			}
+		} else {
+			c.SetSessionID(cs[0].SessionID())
+			c.SetProtocolVersion(cs[0].ProtocolVersion())
+		}
+		cs = append(cs, c)
+	}
+	return cs
 }
 
 // modernRefusal returns the code and message of a 2026-07-28 answer's
@@ -460,6 +473,136 @@ func TestAttackRunningPerSession(t *testing.T) {
 			if err := <-errs; err != nil {
 				t.Fatal(err)
 			}
+		}
+	})
+}
+
+// logCounter is a store that remembers the event logs appended to.
+type logCounter struct {
+	session.Store
+	mu   sync.Mutex
+	logs map[string]bool
+}
+
+func (s *logCounter) AppendEvent(ctx context.Context, stream string, data []byte, ttl time.Duration) (uint64, error) {
+	s.mu.Lock()
+	if s.logs == nil {
+		s.logs = map[string]bool{}
+	}
+	s.logs[stream] = true
+	s.mu.Unlock()
+	return s.Store.AppendEvent(ctx, stream, data, ttl)
+}
+
+func (s *logCounter) count() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return len(s.logs)
+}
+
+// defaultMaxResumable is the default of Config.MaxResumableStreamsPerSession.
+const defaultMaxResumable = 64
+
+// streamedCall posts tools/call report with a progress token through c
+// and reads its SSE stream to the end: the ids of its events (the
+// priming event's included) and its response.
+func streamedCall(t *testing.T, c *mcptest.Client, id int) ([]string, *mcptest.Message) {
+	t.Helper()
+	body := fmt.Appendf(nil, `{"jsonrpc":"2.0","id":%d,"method":"tools/call","params":{"name":"report","_meta":{"progressToken":%d}}}`, id, id)
+	resp, err := c.Post(context.Background(), body, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	rd := mcptest.NewSSEReader(resp.Body)
+	var ids []string
+	sawProgress := false
+	for {
+		ev, err := rd.Next()
+		if err != nil {
+			t.Fatalf("call %d: %v", id, err)
+		}
+		if ev.HasID {
+			ids = append(ids, ev.ID)
+		}
+		if m := ev.Message; m != nil && m.Method == "notifications/progress" {
+			sawProgress = true
+		}
+		if m := ev.Message; m != nil && m.IsResponse() {
+			if !sawProgress {
+				t.Fatalf("call %d: no progress before its response", id)
+			}
+			return ids, m
+		}
+	}
+}
+
+// TestAttackEventLogsPerSession: one session calls a tool that reports
+// progress, call after call: each call's POST stream turns to SSE, and
+// its events were kept in the store for ResumeWindow for a resume, on
+// main one log per call without end (150 calls, 150 logs). Now a session
+// keeps at most Config.MaxResumableStreamsPerSession logs across
+// replicas, each counting for ResumeWindow from its first event: a call
+// past it is served whole, live, without a log (no priming event, no
+// event ids: nothing to resume from), and a stream within the bound is
+// still resumed on the other replica.
+func TestAttackEventLogsPerSession(t *testing.T) {
+	eachStore(t, func(t *testing.T, stores func(int) session.Store) {
+		b := newHoldHost(t)
+		var reps []*logCounter
+		var srvs []*httptest.Server
+		for i := range 2 {
+			st := &logCounter{Store: stores(i)}
+			h := mcphandler.New(b.config(st))
+			srv := httptest.NewServer(h)
+			t.Cleanup(func() { srv.Close(); h.Close() })
+			reps, srvs = append(reps, st), append(srvs, srv)
+		}
+		cs := oneSession(t, []string{srvs[0].URL, srvs[1].URL}, mcptest.WithToken("acme-viewer"))
+		var firstIDs, pastIDs []string
+		for i := range 150 {
+			ids, m := streamedCall(t, cs[i%2], i)
+			if m.Error != nil || !strings.Contains(string(m.Result), "reported") {
+				t.Fatalf("call %d: %+v", i, m)
+			}
+			if i == 0 {
+				firstIDs = ids
+			} else if i >= defaultMaxResumable {
+				pastIDs = append(pastIDs, ids...)
+			}
+		}
+		if n := reps[0].count() + reps[1].count(); n != defaultMaxResumable {
+			t.Fatalf("150 calls: %d event logs kept for one session, want %d", n, defaultMaxResumable)
+		}
+		if len(pastIDs) != 0 {
+			t.Fatalf("the streams past the bound have event ids %v", pastIDs)
+		}
+		if len(firstIDs) < 2 {
+			t.Fatalf("the first call's stream has ids %v", firstIDs)
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		s, err := cs[1].Resume(ctx, firstIDs[0])
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer s.Close()
+		for {
+			ev, err := s.Next(ctx)
+			if err != nil {
+				t.Fatalf("resuming the first stream: %v", err)
+			}
+			if m := ev.Message; m != nil && m.IsResponse() {
+				break
+			}
+		}
+		other := mcptest.Dial(srvs[0].URL, mcptest.WithToken("acme-viewer"))
+		t.Cleanup(other.Close)
+		if _, err := other.Initialize(context.Background()); err != nil {
+			t.Fatal(err)
+		}
+		if ids, _ := streamedCall(t, other, 1); len(ids) == 0 {
+			t.Fatal("another session's stream has no log")
 		}
 	})
 }

@@ -241,6 +241,14 @@ type Config struct {
 	// is asked, with -32000 saying how many are held and until when
 	// (data.retryAfterMs). If zero, 100; at most 1024.
 	MaxConfirmsPerIdentity int
+	// MaxResumableStreamsPerSession bounds the POST streams of one session
+	// whose events are kept for a resume (see ResumeWindow), across every
+	// replica sharing the Store: each counts for ResumeWindow from its
+	// first event. A stream past it is served whole and live, but not
+	// kept: it has no priming event and its events no ids, so its client
+	// cannot resume it, and Exchange.CloseStream fails on it. A JSON
+	// answer is no such stream. If zero, 64; at most 1024.
+	MaxResumableStreamsPerSession int
 	// MaxRunningPerSession bounds the requests one session runs at once
 	// on one replica: tools/call, resources/read, prompts/get and
 	// completion/complete, which go on when their client hangs up (only
@@ -301,6 +309,7 @@ const (
 	defaultMaxSessionsPerIdentity  = 100
 	defaultMaxConfirmsPerIdentity  = 100
 	defaultMaxRunningPerSession    = 32
+	defaultMaxResumableStreams     = 64
 	defaultReadBodyTimeout         = 30 * time.Second
 )
 
@@ -360,6 +369,9 @@ func (c *Config) applyLimitDefaults() {
 	}
 	if c.MaxConfirmsPerIdentity <= 0 {
 		c.MaxConfirmsPerIdentity = defaultMaxConfirmsPerIdentity
+	}
+	if c.MaxResumableStreamsPerSession <= 0 {
+		c.MaxResumableStreamsPerSession = defaultMaxResumableStreams
 	}
 	if c.MaxRunningPerSession <= 0 {
 		c.MaxRunningPerSession = defaultMaxRunningPerSession

@@ -48,8 +48,10 @@ type Handler struct {
 
 	detached detachedStreams // GET streams that took their connection over (detach.go)
 
-	// confirmOwners bounds the confirm records of each identity (confirm_owner.go).
-	confirmOwners *ownerindex.Index
+	// confirmOwners bounds the confirm records of each identity
+	// (confirm_owner.go), streamLogs the event logs of each session
+	// (stream_bound.go).
+	confirmOwners, streamLogs *ownerindex.Index
 
 	skillDigests digestCache // skill manifest digests (skills_digest.go)
 
@@ -98,6 +100,9 @@ func New(cfg Config) *Handler {
 		panic("mcphandler: Config.StateKeys: " + err.Error())
 	}
 	if h.confirmOwners, err = newConfirmOwners(&h.cfg, secrets); err != nil {
+		panic("mcphandler: Config.StateKeys: " + err.Error())
+	}
+	if h.streamLogs, err = newStreamLogs(&h.cfg, secrets); err != nil {
 		panic("mcphandler: Config.StateKeys: " + err.Error())
 	}
 	h.tasks = newTaskRunner(&h.cfg, secrets)
