@@ -606,3 +606,50 @@ func TestAttackEventLogsPerSession(t *testing.T) {
 		}
 	})
 }
+
+// TestAttackConfirmRecordSize: a 2025 confirm's record holds what another
+// replica needs to finish the call, the arguments among them, and the
+// client's answer once it came. The attacker calls with 3 MiB of
+// arguments (the message shown elides them) and answers with 3 MiB: on
+// main the record held both, some 6 MiB per confirm, kept a minute past
+// the timeout, a hundred per identity. Now a record keeps arguments up to
+// 64 KiB (larger, the call is confirmed and run by its asker only, as on
+// a stream that is not logged) and an answer up to 64 KiB (a larger one
+// is a failed answer: not run), so it stays under 80 KiB; a call with
+// small arguments still keeps them.
+func TestAttackConfirmRecordSize(t *testing.T) {
+	eachStore(t, func(t *testing.T, stores func(int) session.Store) {
+		l := newLab(t, labOptions{replicas: 1, store: stores})
+		st := l.reps[0].st
+		largest := func() int {
+			n := 0
+			for _, k := range st.keys("confirm/") {
+				if b, err := st.Load(context.Background(), k); err == nil {
+					n = max(n, len(b))
+				}
+			}
+			return n
+		}
+		var pending atomic.Int64
+		huge := strings.Repeat("x", 3<<20)
+		c := mcptest.Dial(l.reps[0].srv.URL, mcptest.WithToken("acme-viewer"),
+			mcptest.WithElicitationHandler(func(context.Context, mcptest.ElicitParams) (mcptest.ElicitResult, error) {
+				pending.Store(int64(largest()))
+				return mcptest.ElicitResult{Action: "accept", Content: map[string]any{"confirm": true, "note": huge}}, nil
+			}))
+		t.Cleanup(c.Close)
+		if _, err := c.Initialize(context.Background()); err != nil {
+			t.Fatal(err)
+		}
+		res, err := c.CallTool(context.Background(), "delete_thing", map[string]any{"i": 1, "blob": huge})
+		if err != nil || !res.IsError {
+			t.Fatalf("the call: %+v %v", res, err)
+		}
+		if p, n := pending.Load(), largest(); p > 80<<10 || n > 80<<10 {
+			t.Fatalf("a confirm record of %d bytes while pending, %d once answered", p, n)
+		}
+		if n := l.count(1); n != 0 {
+			t.Fatalf("ran %d times on a 3 MiB answer", n)
+		}
+	})
+}

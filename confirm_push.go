@@ -94,7 +94,8 @@ func (h *Handler) confirm(ctx context.Context, call *ToolCall, d Decision, ev *C
 	c := &confirmCall{h: h, id: id, tool: call.Tool.Name, ident: call.Identity, form: form, expect: expect, found: call.Tool}
 	c.rec = confirmRecord{State: statePending, Session: x.sess.ID, Owner: call.Identity.key(), Tool: call.Tool.Name,
 		Digest: argsDigest(call.Arguments), Deadline: time.Now().Add(h.cfg.ConfirmTimeout).UnixMilli(),
-		Stream: x.st.streamID(), ReqID: x.reqID, Args: call.Arguments, Expect: expect, Task: taskRequest(call)}
+		Expect: expect, Task: taskRequest(call)}
+	c.rec.keepCall(x, call.Arguments)
 	c.rec.Form, _ = json.Marshal(form)
 	if err := h.admitConfirm(ctx, call.Identity, id); err != nil {
 		return OutcomeDenied, nil, nil, err
@@ -435,8 +436,10 @@ func (h *Handler) answerConfirm(rq *request, id string, m *jsonrpc.Message) erro
 	if ok {
 		next := rec
 		next.State, next.Role, next.Failed, next.Answer = stateAnswered, rq.id.Role, m.Error != nil, nil
-		if m.Error == nil {
+		if m.Error == nil && len(m.Result) <= maxKeptAnswer {
 			next.Answer = m.Result
+		} else {
+			next.Failed = true // an error, or an answer too large to keep: not run
 		}
 		if raw, ok, err = h.moveConfirm(ctx, id, raw, statePending, &next); err != nil {
 			return err // the client may try again: a retry finds it answered, or pending
