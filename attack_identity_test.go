@@ -653,3 +653,48 @@ func TestAttackConfirmRecordSize(t *testing.T) {
 		}
 	})
 }
+
+// TestStreamsEndWithTheirConnection: what a long-lived stream holds on a
+// replica (its registration for changes, its subscription, its
+// goroutines) is bounded by no count but by its open connection, and by
+// the caller's credentials (TestAttackExpiredTokenKeepsStream,
+// TestAttackRevokedTokenKeepsStream). One identity opens 40 listen
+// streams (2026-07-28) and the GET stream of each of 10 sessions, then
+// hangs up: the replica holds none of them a moment later.
+func TestStreamsEndWithTheirConnection(t *testing.T) {
+	h := mcphandler.New(newHoldHost(t).config(nil))
+	srv := httptest.NewServer(h)
+	t.Cleanup(func() { srv.Close(); h.Close() })
+	ctx, hangUp := context.WithCancel(context.Background())
+	defer hangUp()
+	m := mcptest.DialModern(srv.URL, mcptest.WithToken("acme-viewer"))
+	t.Cleanup(m.Close)
+	for range 40 {
+		if _, err := m.Listen(ctx, map[string]any{"toolsListChanged": true}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for range 10 {
+		c := mcptest.Dial(srv.URL, mcptest.WithToken("acme-viewer"))
+		t.Cleanup(c.Close)
+		if _, err := c.Initialize(context.Background()); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := c.OpenStream(ctx); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if n, _ := mcphandler.HeldStreams(h); n != 50 {
+		t.Fatalf("%d streams held, want 50", n)
+	}
+	hangUp()
+	for deadline := time.Now().Add(5 * time.Second); ; time.Sleep(5 * time.Millisecond) {
+		n, running := mcphandler.HeldStreams(h)
+		if n == 0 && running == 0 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%d streams and %d requests held after the client hung up", n, running)
+		}
+	}
+}
