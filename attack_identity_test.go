@@ -24,6 +24,8 @@ import (
 	"github.com/mcphandler/mcphandler"
 	"github.com/mcphandler/mcphandler/mcptest"
 	"github.com/mcphandler/mcphandler/session"
+	"github.com/mcphandler/mcphandler/session/redisstore"
+	"github.com/mcphandler/mcphandler/session/redisstore/redistest"
 )
 
 // defaultMaxConfirms is the default of Config.MaxConfirmsPerIdentity.
@@ -697,4 +699,59 @@ func TestStreamsEndWithTheirConnection(t *testing.T) {
 			t.Fatalf("%d streams and %d requests held after the client hung up", n, running)
 		}
 	}
+}
+
+// TestIndexRoundTrips: the indexes that bound what an identity keeps cost
+// Redis round trips only where a record is made. A tools/call answered as
+// JSON reads its session (2025) or nothing (2026-07-28), as before the
+// bounds; a 2026-07-28 confirm's first round reads and writes the
+// identity's index and writes its nonce record: three round trips.
+func TestIndexRoundTrips(t *testing.T) {
+	c := redistest.Client(t)
+	hook := new(redistest.CountingHook)
+	c.AddHook(hook)
+	st := redisstore.New(c, redisstore.Options{Prefix: redistest.Prefix(t, c)})
+	t.Cleanup(func() { st.Close() })
+	b := newHoldHost(t)
+	cfg := b.config(st)
+	cfg.BeforeCall = func(_ context.Context, call *mcphandler.ToolCall) (mcphandler.Decision, error) {
+		if call.Tool.Name == "hold" {
+			return mcphandler.Confirm("Really hold?"), nil
+		}
+		return mcphandler.Allow(), nil
+	}
+	h := mcphandler.New(cfg)
+	srv := httptest.NewServer(h)
+	t.Cleanup(func() { srv.Close(); h.Close() })
+	session := oneSession(t, []string{srv.URL}, mcptest.WithToken("acme-viewer"))[0]
+	measure := func(name string, want map[string]int64, call func()) {
+		t.Helper()
+		call() // warm: connections, scripts
+		hook.Reset()
+		call()
+		got := hook.Counts()
+		var trips int64
+		for _, n := range want {
+			trips += n
+		}
+		if got.RoundTrips != trips || fmt.Sprint(got.ByName) != fmt.Sprint(want) {
+			t.Errorf("%s: %d round trips, %v; want %v", name, got.RoundTrips, got.ByName, want)
+		}
+	}
+	measure("2025 tools/call", map[string]int64{"getex": 1}, func() {
+		if _, err := session.CallTool(context.Background(), "report", nil); err != nil {
+			t.Fatal(err)
+		}
+	})
+	measure("2026-07-28 tools/call", map[string]int64{}, func() {
+		modernPost(t, srv, "acme-viewer", modernBody(1, "tools/call", `"name":"report"`, `{}`), nil)
+	})
+	i := 0
+	measure("2026-07-28 confirm, first round", map[string]int64{"get": 1, "evalsha": 1, "set": 1}, func() {
+		i++
+		_, _, body := modernPost(t, srv, "acme-viewer", modernBody(i, "tools/call", `"name":"hold","arguments":{"i":`+itoa(i)+`}`, `{"elicitation":{}}`), nil)
+		if !strings.Contains(string(body), "input_required") {
+			t.Fatalf("not a question: %s", body)
+		}
+	})
 }
