@@ -14,6 +14,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"net/http"
 	"net/http/httptest"
 	"strings"
 	"sync"
@@ -754,4 +755,97 @@ func TestIndexRoundTrips(t *testing.T) {
 			t.Fatalf("not a question: %s", body)
 		}
 	})
+}
+
+// TestConfirmsPerIdentityRace: 150 first rounds of one identity's
+// confirms at once, through two replicas sharing Redis: exactly the
+// bound are asked and written, the rest refused; none is lost to the
+// race (each admission is a CompareAndSwap of the identity's index).
+func TestConfirmsPerIdentityRace(t *testing.T) {
+	l := newLab(t, labOptions{replicas: 2, store: redisStores(t)})
+	const calls = 150
+	var asked, refused atomic.Int64
+	var wg sync.WaitGroup
+	for i := range calls {
+		wg.Go(func() {
+			_, _, b := modernPost(t, l.reps[i%2].srv, "acme-viewer",
+				modernBody(i, "tools/call", fmt.Sprintf(`"name":"delete_thing","arguments":{"i":%d}`, i), `{"elicitation":{}}`), nil)
+			var m map[string]any
+			json.Unmarshal(b, &m)
+			if keys, _ := inputRound(m); len(keys) == 1 {
+				asked.Add(1)
+			} else if code, msg := modernRefusal(m); tooManyConfirms(code, msg, defaultMaxConfirms) {
+				refused.Add(1)
+			} else {
+				t.Errorf("call %d: %s", i, b)
+			}
+		})
+	}
+	wg.Wait()
+	written := len(l.reps[0].st.keys("nonce/")) + len(l.reps[1].st.keys("nonce/"))
+	if asked.Load() != defaultMaxConfirms || refused.Load() != calls-defaultMaxConfirms || written != defaultMaxConfirms {
+		t.Fatalf("%d asked, %d refused, %d written; want %d, %d, %d", asked.Load(), refused.Load(), written,
+			defaultMaxConfirms, calls-defaultMaxConfirms, defaultMaxConfirms)
+	}
+}
+
+// TestBoundsWhenTheStoreFails: the index of a bound cannot be reached
+// (its keys fail as a Redis that is down would). A confirm is then not
+// asked (503, -32010, nothing written), as for any store failure; a
+// streamed call is served whole, live, without a log.
+func TestBoundsWhenTheStoreFails(t *testing.T) {
+	t.Run("confirm", func(t *testing.T) {
+		l := newLab(t, labOptions{replicas: 1, store: memoryStores()})
+		prefix := "confirm-owner/"
+		l.reps[0].st.failKeys.Store(&prefix)
+		status, _, b := modernPost(t, l.reps[0].srv, "acme-viewer",
+			modernBody(1, "tools/call", `"name":"delete_thing","arguments":{"i":1}`, `{"elicitation":{}}`), nil)
+		if code, _ := rpcError(t, b); status != http.StatusServiceUnavailable || code != -32010 {
+			t.Fatalf("%d %s", status, b)
+		}
+		if n := len(l.reps[0].st.keys("nonce/")); n != 0 {
+			t.Fatalf("%d nonce records written", n)
+		}
+	})
+	t.Run("event log", func(t *testing.T) {
+		st := &faultStore{Store: session.NewMemory()}
+		counted := &logCounter{Store: st}
+		h := mcphandler.New(newHoldHost(t).config(counted))
+		srv := httptest.NewServer(h)
+		t.Cleanup(func() { srv.Close(); h.Close() })
+		c := oneSession(t, []string{srv.URL}, mcptest.WithToken("acme-viewer"))[0]
+		prefix := "event-logs/"
+		st.failKeys.Store(&prefix)
+		ids, m := streamedCall(t, c, 1)
+		if m.Error != nil || len(ids) != 0 || counted.count() != 0 {
+			t.Fatalf("ids %v, %d logs, %+v", ids, counted.count(), m)
+		}
+	})
+}
+
+// TestEventLogsCounted: with MaxResumableStreamsPerSession 2 and a short
+// ResumeWindow, a third streamed call is not logged; once the first two
+// stop counting (ResumeWindow after their first event), calls are logged
+// again.
+func TestEventLogsCounted(t *testing.T) {
+	counted := &logCounter{Store: session.NewMemory()}
+	cfg := newHoldHost(t).config(counted)
+	cfg.MaxResumableStreamsPerSession, cfg.ResumeWindow = 2, 300*time.Millisecond
+	h := mcphandler.New(cfg)
+	srv := httptest.NewServer(h)
+	t.Cleanup(func() { srv.Close(); h.Close() })
+	c := oneSession(t, []string{srv.URL}, mcptest.WithToken("acme-viewer"))[0]
+	start := time.Now()
+	for i := range 3 {
+		if ids, _ := streamedCall(t, c, i); (len(ids) == 0) != (i == 2) {
+			t.Fatalf("call %d: ids %v", i, ids)
+		}
+	}
+	if time.Since(start) > 250*time.Millisecond {
+		t.Skip("too slow to see the count before it ends")
+	}
+	time.Sleep(time.Until(start.Add(350 * time.Millisecond)))
+	if ids, _ := streamedCall(t, c, 3); len(ids) == 0 {
+		t.Fatal("not logged once the first stopped counting")
+	}
 }
