@@ -396,8 +396,8 @@ func tooManyRunning(code mcphandler.Code, msg string) bool {
 // at most Config.MaxRunningPerSession requests at once on a replica:
 // past it a request is refused with -32000 saying so, before its tool
 // runs; another session is not affected; once they end, the session runs
-// requests again. The 2024-11-05 transport, whose every request goes on
-// after its 202, is bounded the same way.
+// requests again. The 2024-11-05 transport, whose requests go on after
+// their 202, is bounded the same way.
 func TestAttackRunningPerSession(t *testing.T) {
 	t.Run("2025-11-25 hang-ups", func(t *testing.T) {
 		b := newHoldHost(t)

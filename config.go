@@ -250,12 +250,12 @@ type Config struct {
 	// answer is no such stream. If zero, 64; at most 1024.
 	MaxResumableStreamsPerSession int
 	// MaxRunningPerSession bounds the requests one session runs at once
-	// on one replica: tools/call, resources/read, prompts/get and
-	// completion/complete, which go on when their client hangs up (only
-	// notifications/cancelled ends them), so that no connection bounds
-	// them; and every request of the 2024-11-05 transport, answered 202
-	// before it runs. A request past it is refused with -32000 saying so,
-	// before anything runs. If zero, 32.
+	// on one replica: tools/call, resources/read, prompts/get,
+	// completion/complete and tasks/result, which go on when their client
+	// hangs up (only notifications/cancelled ends them), so that no
+	// connection bounds them; and every such request of the 2024-11-05
+	// transport, answered 202 before it runs. A request past it is refused
+	// with -32000 saying so, before anything runs. If zero, 32.
 	MaxRunningPerSession int
 	// ReadBodyTimeout bounds the time spent reading a POST body, from the
 	// moment the handler starts reading it, so that a client that sends
