@@ -50,11 +50,17 @@ func (sessionsEra) approve(rq *request, m *jsonrpc.Message, call *ToolCall, d De
 func (h *Handler) approvePush(rq *request, m *jsonrpc.Message, call *ToolCall, d Decision, ev *CallEvent, a *approval.Approval) (bool, *confirmRun) {
 	x := call.Exchange
 	c := &confirmCall{h: h, id: confirmPrefix + rand.Text(), tool: call.Tool.Name, ident: call.Identity, found: call.Tool, x: x}
+	// The arguments are kept whatever their size: the approval bounds
+	// them (approval.Config.MaxArgumentBytes), and its use checks them.
 	c.rec = confirmRecord{State: statePending, Session: x.sess.ID, Owner: call.Identity.key(), Tool: call.Tool.Name,
 		Digest: argsDigest(call.Arguments), Deadline: a.Expires.UnixMilli(), Stream: x.st.streamID(), ReqID: x.reqID,
 		Args: call.Arguments, Approval: a.ID, Task: taskRequest(call)}
 	c.rec.Form, _ = json.Marshal(elicitation.Confirm(confirmField, "Confirm")) // never asked; records carry a form
 	ctx := context.WithoutCancel(rq.ctx)
+	if err := h.admitConfirm(ctx, call.Identity, c.id); err != nil {
+		h.confirmRefused(rq, m, err, ev)
+		return false, nil
+	}
 	if err := c.record(ctx); err != nil {
 		h.logger().Error("mcphandler: storing an approval's confirm", "err", err)
 		ev.Outcome, ev.IsError = OutcomeError, true

@@ -76,6 +76,10 @@ func (h *Handler) openApprovalRound(rq *request, m *jsonrpc.Message, call *ToolC
 		return
 	}
 	n := rand.Text()
+	if err := h.admitConfirm(rq.ctx, call.Identity, n); err != nil {
+		h.confirmRefused(rq, m, err, ev)
+		return
+	}
 	rec := nonceRecord{State: statePending, Round: 1, Approval: a.ID}
 	ok, err := h.cfg.Store.PutIfAbsent(rq.ctx, nonceKey(n), h.encodeNonce(n, &rec), h.confirmTTL())
 	if err != nil || !ok {

@@ -234,6 +234,32 @@ type Config struct {
 	// (no Authenticate hook, or one that names no tenant and subject) is
 	// not limited: its callers cannot be told apart. If zero, 100.
 	MaxSessionsPerIdentity int
+	// MaxConfirmsPerIdentity bounds the confirm records one identity
+	// (tenant and subject; the zero Identity is one) makes the store keep,
+	// across every replica sharing it: one per confirm asked on a 2025
+	// session and per first round of a 2026-07-28 confirm (an Approve's
+	// too), each counting from its creation for twice ConfirmTimeout plus
+	// a minute, answered or not: a decision frees no place, since the
+	// record outlives it. A confirm past the bound is refused before it
+	// is asked, with -32000 saying how many are held and until when
+	// (data.retryAfterMs). If zero, 100; at most 1024.
+	MaxConfirmsPerIdentity int
+	// MaxResumableStreamsPerSession bounds the POST streams of one session
+	// whose events are kept for a resume (see ResumeWindow), across every
+	// replica sharing the Store: each counts for ResumeWindow from its
+	// first event. A stream past it is served whole and live, but not
+	// kept: it has no priming event and its events no ids, so its client
+	// cannot resume it, and Exchange.CloseStream fails on it. A JSON
+	// answer is no such stream. If zero, 64; at most 1024.
+	MaxResumableStreamsPerSession int
+	// MaxRunningPerSession bounds the requests one session runs at once
+	// on one replica: tools/call, resources/read, prompts/get,
+	// completion/complete and tasks/result, which go on when their client
+	// hangs up (only notifications/cancelled ends them), so that no
+	// connection bounds them; and every such request of the 2024-11-05
+	// transport, answered 202 before it runs. A request past it is refused
+	// with -32000 saying so, before anything runs. If zero, 32.
+	MaxRunningPerSession int
 	// ReadBodyTimeout bounds the time spent reading a POST body, from the
 	// moment the handler starts reading it, so that a client that sends
 	// its headers and then trickles the body cannot hold a connection and
@@ -284,6 +310,9 @@ const (
 	defaultMaxSubscriptionURIBytes = 512
 	defaultMaxIDBytes              = 256
 	defaultMaxSessionsPerIdentity  = 100
+	defaultMaxConfirmsPerIdentity  = 100
+	defaultMaxRunningPerSession    = 32
+	defaultMaxResumableStreams     = 64
 	defaultReadBodyTimeout         = 30 * time.Second
 )
 
@@ -340,6 +369,15 @@ func (c *Config) applyLimitDefaults() {
 	}
 	if c.MaxSessionsPerIdentity <= 0 {
 		c.MaxSessionsPerIdentity = defaultMaxSessionsPerIdentity
+	}
+	if c.MaxConfirmsPerIdentity <= 0 {
+		c.MaxConfirmsPerIdentity = defaultMaxConfirmsPerIdentity
+	}
+	if c.MaxResumableStreamsPerSession <= 0 {
+		c.MaxResumableStreamsPerSession = defaultMaxResumableStreams
+	}
+	if c.MaxRunningPerSession <= 0 {
+		c.MaxRunningPerSession = defaultMaxRunningPerSession
 	}
 	if c.ReadBodyTimeout <= 0 {
 		c.ReadBodyTimeout = defaultReadBodyTimeout

@@ -25,9 +25,12 @@ import (
 // answers the request itself and returns false, or returns true and the
 // run under whose lease the tool runs.
 func (h *Handler) confirmPush(rq *request, m *jsonrpc.Message, call *ToolCall, d Decision, ev *CallEvent) (bool, *confirmRun) {
-	outcome, result, run := h.confirm(rq.ctx, call, d, ev)
+	outcome, result, run, refused := h.confirm(rq.ctx, call, d, ev)
 	ev.Outcome = outcome
 	switch {
+	case refused != nil:
+		h.confirmRefused(rq, m, refused, ev)
+		return false, nil
 	case outcome == outcomeHandedOver:
 		return false, nil // the replica that finished the confirm answers
 	case outcome == OutcomeRevoked:
@@ -58,7 +61,8 @@ const outcomeHandedOver Outcome = "handed_over"
 
 // confirm asks the human to confirm call on a 2025 session. It returns the
 // outcome, the result to send when the tool must not run, and when it may
-// run, the run whose finish records its end.
+// run, the run whose finish records its end; or, when the confirm could
+// not be counted against its caller's bound (confirm_owner.go), why.
 //
 // The question is an elicitation with an unguessable id. Its record in the
 // store binds the answer to this session, identity, tool and arguments,
@@ -70,33 +74,38 @@ const outcomeHandedOver Outcome = "handed_over"
 // it, and it also reads the record every confirmPoll and at its timeout.
 // An answer stored just before the timeout is acted on, never reported
 // as timed out.
-func (h *Handler) confirm(ctx context.Context, call *ToolCall, d Decision, ev *CallEvent) (Outcome, *ToolResult, *confirmRun) {
+func (h *Handler) confirm(ctx context.Context, call *ToolCall, d Decision, ev *CallEvent) (Outcome, *ToolResult, *confirmRun, error) {
 	x := call.Exchange
 	canAsk := x.sess != nil && !x.st.noSSE && x.caps.Has(session.CapElicitationForm)
 	if !canAsk {
-		return OutcomeFallback, fallbackResult(call, d), nil
+		return OutcomeFallback, fallbackResult(call, d), nil, nil
 	}
 	id := confirmPrefix + rand.Text()
 	ev.ConfirmID = id
 	form, expect, msg, err := confirmQuestion(call, d)
 	if err != nil {
-		return OutcomeError, errTooLongToConfirm(call), nil
+		return OutcomeError, errTooLongToConfirm(call), nil, nil
 	}
 	params, err := x.elicitParams(ElicitRequest{Message: msg, Schema: form})
 	if err != nil {
 		h.logger().Error("mcphandler: confirm form", "tool", call.Tool.Name, "err", err)
-		return OutcomeError, ErrorResult("Not run: the confirmation could not be asked."), nil
+		return OutcomeError, ErrorResult("Not run: the confirmation could not be asked."), nil, nil
 	}
 	c := &confirmCall{h: h, id: id, tool: call.Tool.Name, ident: call.Identity, form: form, expect: expect, found: call.Tool}
 	c.rec = confirmRecord{State: statePending, Session: x.sess.ID, Owner: call.Identity.key(), Tool: call.Tool.Name,
 		Digest: argsDigest(call.Arguments), Deadline: time.Now().Add(h.cfg.ConfirmTimeout).UnixMilli(),
-		Stream: x.st.streamID(), ReqID: x.reqID, Args: call.Arguments, Expect: expect, Task: taskRequest(call)}
+		Expect: expect, Task: taskRequest(call)}
+	c.rec.keepCall(x, call.Arguments)
 	c.rec.Form, _ = json.Marshal(form)
+	if err := h.admitConfirm(ctx, call.Identity, id); err != nil {
+		return OutcomeDenied, nil, nil, err
+	}
 	if err := c.record(context.WithoutCancel(ctx)); err != nil {
 		h.logger().Error("mcphandler: storing a confirm", "err", err)
-		return OutcomeError, ErrorResult("Not run: the confirmation could not be recorded."), nil
+		return OutcomeError, ErrorResult("Not run: the confirmation could not be recorded."), nil, nil
 	}
-	return c.wait(ctx, x, params)
+	outcome, result, run := c.wait(ctx, x, params)
+	return outcome, result, run, nil
 }
 
 // record takes the confirm's lease and stores its pending record. The
@@ -427,8 +436,10 @@ func (h *Handler) answerConfirm(rq *request, id string, m *jsonrpc.Message) erro
 	if ok {
 		next := rec
 		next.State, next.Role, next.Failed, next.Answer = stateAnswered, rq.id.Role, m.Error != nil, nil
-		if m.Error == nil {
+		if m.Error == nil && len(m.Result) <= maxKeptAnswer {
 			next.Answer = m.Result
+		} else {
+			next.Failed = true // an error, or an answer too large to keep: not run
 		}
 		if raw, ok, err = h.moveConfirm(ctx, id, raw, statePending, &next); err != nil {
 			return err // the client may try again: a retry finds it answered, or pending

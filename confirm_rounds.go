@@ -78,11 +78,16 @@ func (h *Handler) resumeRound(rq *request, m *jsonrpc.Message, call *ToolCall, e
 	h.runConfirmedRound(rq, m, call, ev, n, rec, b)
 }
 
-// openConfirmRound records a new confirm (its nonce, pending) and asks
-// the client in round 1.
+// openConfirmRound records a new confirm (its nonce, pending, counted
+// against the caller's bound first: confirm_owner.go) and asks the client
+// in round 1.
 func (h *Handler) openConfirmRound(rq *request, m *jsonrpc.Message, x *Exchange, q confirmAsk, ev *CallEvent) {
 	n := rand.Text()
 	ev.ConfirmID = n
+	if err := h.admitConfirm(rq.ctx, rq.id, n); err != nil {
+		h.confirmRefused(rq, m, err, ev)
+		return
+	}
 	if err := h.createNonce(rq.ctx, n); err != nil {
 		ev.Outcome = OutcomeError
 		h.storeFailed(rq, m, err)

@@ -187,6 +187,28 @@ func (rec *confirmRecord) slot(tool Tool) *taskSlot {
 
 func (r *confirmRecord) deadline() time.Time { return time.UnixMilli(r.Deadline) }
 
+// What a 2025 confirm's record keeps of what the client sent, so that a
+// record stays under about 80 KiB whatever the client sends (a request
+// body may be 4 MiB): the call's arguments for another replica to finish
+// it, and the client's answer.
+const (
+	maxKeptArgs   = 64 << 10
+	maxKeptAnswer = 64 << 10
+)
+
+// keepCall sets what another replica needs to finish the call of x with
+// args (adopt, confirm_push.go): its stream, request id and arguments.
+// Arguments over maxKeptArgs, or a stream that is not logged, are not
+// kept: then only the asker can finish the call.
+func (r *confirmRecord) keepCall(x *Exchange, args json.RawMessage) {
+	if len(args) > maxKeptArgs {
+		return
+	}
+	if r.Stream = x.st.streamID(); r.Stream != "" {
+		r.ReqID, r.Args = x.reqID, args
+	}
+}
+
 // Errors of a genuine record that must not be acted on; they read as
 // errBadRecord (absent) and are logged like a forgery.
 var (

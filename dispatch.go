@@ -93,8 +93,12 @@ func (h *Handler) serveRequest(rq *request, m *jsonrpc.Message) {
 	}
 	rq.ctx = context.WithValue(rq.context(), ctxKey{}, rq.info)
 	if md.cancellable && rq.sess != nil {
-		key, cancel := h.track(rq, m.ID)
-		defer h.untrack(key, cancel)
+		key, cancel, ok := h.track(rq, m.ID)
+		if !ok {
+			rq.fail(m.ID, h.tooManyRunning())
+			return
+		}
+		defer h.untrack(rq.sess.ID, key, cancel)
 	}
 	md.serve(h, rq, m)
 }
@@ -109,23 +113,44 @@ func (rq *request) lookup(method string) (method, bool) {
 
 // track makes rq's work cancellable by notifications/cancelled, on any
 // replica, and detaches it from the client's connection. untrack, with
-// what it returns, ends the tracking.
-func (h *Handler) track(rq *request, id []byte) (string, context.CancelFunc) {
-	var cancel context.CancelFunc
-	rq.ctx, cancel = context.WithCancel(context.WithoutCancel(rq.ctx))
-	key := runKey(rq.sess.ID, id)
-	h.listenCancels(rq.ctx)
+// what it returns, ends the tracking. It reports false, and tracks
+// nothing, when rq's session already runs Config.MaxRunningPerSession
+// requests on this replica: a detached request is bounded by no
+// connection, so the session's count bounds them.
+func (h *Handler) track(rq *request, id []byte) (string, context.CancelFunc, bool) {
+	sid := rq.sess.ID
+	ctx, cancel := context.WithCancel(context.WithoutCancel(rq.ctx))
+	key := runKey(sid, id)
+	h.listenCancels(ctx)
 	h.runMu.Lock()
+	if h.runningIn[sid] >= h.cfg.MaxRunningPerSession {
+		h.runMu.Unlock()
+		cancel()
+		return "", nil, false
+	}
+	h.runningIn[sid]++
 	h.running[key] = running{cancel, rq.st}
 	h.runMu.Unlock()
-	return key, cancel
+	rq.ctx = ctx
+	return key, cancel, true
 }
 
-func (h *Handler) untrack(key string, cancel context.CancelFunc) {
+func (h *Handler) untrack(sid, key string, cancel context.CancelFunc) {
 	h.runMu.Lock()
 	delete(h.running, key)
+	if h.runningIn[sid]--; h.runningIn[sid] <= 0 {
+		delete(h.runningIn, sid)
+	}
 	h.runMu.Unlock()
 	cancel()
+}
+
+// tooManyRunning refuses a request of a session that runs
+// Config.MaxRunningPerSession requests on this replica.
+func (h *Handler) tooManyRunning() *jsonrpc.Error {
+	return rpcError(CodeRateLimited, "Too many requests running: "+strconv.Itoa(h.cfg.MaxRunningPerSession)+
+		" requests of this session are running, at most "+strconv.Itoa(h.cfg.MaxRunningPerSession)+
+		" at once (a client that hangs up does not end its request: cancel it with notifications/cancelled)")
 }
 
 // checkProgressToken refuses a request whose progressToken is longer than

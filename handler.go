@@ -20,6 +20,7 @@ import (
 
 	"github.com/mcphandler/mcphandler/internal/canon"
 	"github.com/mcphandler/mcphandler/internal/jsonrpc"
+	"github.com/mcphandler/mcphandler/internal/ownerindex"
 	"github.com/mcphandler/mcphandler/internal/seal"
 	"github.com/mcphandler/mcphandler/session"
 )
@@ -38,13 +39,19 @@ type Handler struct {
 	macs       *macs        // authenticate what replicas exchange through the store
 	ct         confirmTimes // the confirm machinery's periods
 
-	runMu   sync.Mutex         // guards running
-	running map[string]running // in-flight requests by session and id
-	cancels canceller          // cancellations from other replicas
-	tasks   *taskRunner        // durable tasks (tasks.go)
-	changes changeHub          // change notifications for the streams held here
+	runMu     sync.Mutex         // guards running and runningIn
+	running   map[string]running // in-flight requests by session and id
+	runningIn map[string]int     // how many of them each session runs
+	cancels   canceller          // cancellations from other replicas
+	tasks     *taskRunner        // durable tasks (tasks.go)
+	changes   changeHub          // change notifications for the streams held here
 
 	detached detachedStreams // GET streams that took their connection over (detach.go)
+
+	// confirmOwners bounds the confirm records of each identity
+	// (confirm_owner.go), streamLogs the event logs of each session
+	// (stream_bound.go).
+	confirmOwners, streamLogs *ownerindex.Index
 
 	skillDigests digestCache // skill manifest digests (skills_digest.go)
 	schemas      schemaCache // what tools' schemas are made of (schema_cache.go)
@@ -72,6 +79,7 @@ func New(cfg Config) *Handler {
 		running:  make(map[string]running),
 		ct:       defaultConfirmTimes,
 	}
+	h.runningIn = make(map[string]int)
 	for i, r := range cfg.Roles {
 		h.roleRank[r] = i
 	}
@@ -97,6 +105,12 @@ func New(cfg Config) *Handler {
 		panic("mcphandler: Config.StateKeys: " + err.Error())
 	}
 	if h.macs, err = newMACs(secrets); err != nil {
+		panic("mcphandler: Config.StateKeys: " + err.Error())
+	}
+	if h.confirmOwners, err = newConfirmOwners(&h.cfg, secrets); err != nil {
+		panic("mcphandler: Config.StateKeys: " + err.Error())
+	}
+	if h.streamLogs, err = newStreamLogs(&h.cfg, secrets); err != nil {
 		panic("mcphandler: Config.StateKeys: " + err.Error())
 	}
 	h.tasks = newTaskRunner(&h.cfg, secrets)

@@ -32,6 +32,14 @@ func nonceKey(nonce string) string { return "nonce/" + nonce }
 // Config.ResumeWindow after its last event.
 func eventKey(sid, streamID string) string { return "events/" + sid + "/" + streamID }
 
+// eventLogsKey names the index of a session's logged POST streams
+// (stream_bound.go), kept until its last entry stops counting: ResumeWindow.
+func eventLogsKey(sid string) string { return "event-logs/" + sid }
+
+// confirmOwnerKey (confirm_owner.go) names the index of an identity's
+// confirm records, confirm-owner/<digest>, kept until its last entry stops
+// counting: confirmCount.
+
 // getStreamKey names the claim of a session's standalone GET stream,
 // 2 × Config.KeepAlive, renewed by the stream.
 func getStreamKey(sid string) string { return "getstream/" + sid }

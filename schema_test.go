@@ -38,6 +38,8 @@ func TestStoreSchema(t *testing.T) {
 		{"`getstream/<session>`", getStreamKey("<session>"), "2 × `KeepAlive`", h.getStreamTTL(), 2 * h.cfg.KeepAlive},
 		{"`nonce/<n>`", nonceKey("<n>"), "`ConfirmTimeout` + 1 min", h.confirmTTL(), h.cfg.ConfirmTimeout + time.Minute},
 		{"`events/<session>/<stream>`", eventKey("<session>", "<stream>"), "`ResumeWindow` (5 min)", h.cfg.ResumeWindow, 5 * time.Minute},
+		{"`event-logs/<session>`", eventLogsKey("<session>"), "`ResumeWindow` after its first event", h.cfg.ResumeWindow, h.cfg.ResumeWindow},
+		{"`confirm-owner/<digest>`", digestOf(confirmOwnerKey(Identity{})), "2 × `ConfirmTimeout` + 1 min", h.confirmCount(), 2*h.cfg.ConfirmTimeout + time.Minute},
 	} {
 		life, ok := rows[c.key]
 		switch {
@@ -72,4 +74,10 @@ func TestStoreSchema(t *testing.T) {
 	if channels == "" {
 		t.Error("SPEC.md's storage table has no pub/sub row")
 	}
+}
+
+// digestOf is key with what follows its last slash (a digest) written
+// <digest>.
+func digestOf(key string) string {
+	return key[:strings.LastIndexByte(key, '/')+1] + "<digest>"
 }

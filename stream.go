@@ -13,6 +13,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/mcphandler/mcphandler/internal/ownerindex"
 	"github.com/mcphandler/mcphandler/internal/sign"
 	"github.com/mcphandler/mcphandler/session"
 )
@@ -74,6 +75,9 @@ type stream struct {
 	caller *request
 	watch  atomic.Pointer[callerWatch] // armed by the first wait (or a failure); nil until then
 	mark   writerMark                  // of the entries this stream writes (sequence.go)
+	// noIDs: a session's POST stream past its bound of logged streams
+	// (stream_bound.go): its events carry no id, since none can be resumed.
+	noIDs bool
 }
 
 // eventLog is where a session's POST streams keep their events. Each
@@ -83,15 +87,16 @@ type stream struct {
 // event a resumed stream would deliver, and a genuine one copied or moved
 // is not delivered twice or out of order.
 type eventLog struct {
-	store session.Store
-	sid   string
-	ttl   time.Duration
-	mac   *sign.Signer
+	store   session.Store
+	sid     string
+	ttl     time.Duration
+	mac     *sign.Signer
+	streams *ownerindex.Index // bounds the session's logs (stream_bound.go)
 }
 
 // eventLog returns the event log of session sid's POST streams.
 func (h *Handler) eventLog(sid string) *eventLog {
-	return &eventLog{store: h.cfg.Store, sid: sid, ttl: h.cfg.ResumeWindow, mac: h.macs.event}
+	return &eventLog{store: h.cfg.Store, sid: sid, ttl: h.cfg.ResumeWindow, mac: h.macs.event, streams: h.streamLogs}
 }
 
 // suppress drops the final message: the client cancelled the request.
@@ -113,36 +118,46 @@ func newStream(w http.ResponseWriter, prime bool, retry time.Duration) *stream {
 // itself: a request answered as JSON allocates nothing for a log it does
 // not use.
 func (s *stream) setLog(h *Handler, sid string) {
-	s.logv = eventLog{store: h.cfg.Store, sid: sid, ttl: h.cfg.ResumeWindow, mac: h.macs.event}
+	s.logv = eventLog{store: h.cfg.Store, sid: sid, ttl: h.cfg.ResumeWindow, mac: h.macs.event, streams: h.streamLogs}
 	s.log = &s.logv
 }
 
 // streamID returns the stream's id (the prefix of its event ids), choosing
 // it now if the stream has not started yet; "" for an unlogged stream.
 func (s *stream) streamID() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
 	if s.log == nil {
 		return ""
 	}
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if s.id == "" {
-		var r [8]byte
-		rand.Read(r[:])
-		s.id = "p" + hex.EncodeToString(r[:])
+	s.idLocked()
+	if s.log == nil {
+		return ""
 	}
 	return s.id
+}
+
+// idLocked chooses the stream's id if it has none. A logged stream is
+// then counted against its session's bound (stream_bound.go): past it,
+// it is not logged, and its events carry no id.
+func (s *stream) idLocked() {
+	if s.id != "" {
+		return
+	}
+	var r [8]byte
+	rand.Read(r[:])
+	s.id = "p" + hex.EncodeToString(r[:])
+	if s.log != nil && !s.log.admit(s.id) {
+		s.log, s.prime, s.noIDs = nil, false, true
+	}
 }
 
 // startSSELocked writes the event-stream header and, for clients that
 // support polling, a priming event carrying an id and the retry delay.
 func (s *stream) startSSELocked() error {
+	s.idLocked() // before the header: it may take the priming event away
 	setSSEHeaders(s.w)
 	s.sse = true
-	if s.id == "" {
-		var r [8]byte
-		rand.Read(r[:])
-		s.id = "p" + hex.EncodeToString(r[:])
-	}
 	if s.prime {
 		b := make([]byte, 0, 64)
 		b = append(b, "id: "...)
@@ -220,7 +235,10 @@ func (s *stream) writeEventLocked(kind byte, msg []byte) error {
 		}
 		return errStreamClosed
 	}
-	id := s.appendID(make([]byte, 0, 32), seq)
+	var id []byte
+	if !s.noIDs {
+		id = s.appendID(make([]byte, 0, 32), seq)
+	}
 	if err := s.outLocked(appendEvent(make([]byte, 0, len(msg)+48), id, msg)); err != nil {
 		return s.lostLocked(err)
 	}
@@ -345,6 +363,9 @@ func (s *stream) finishLocked(msg []byte, f *callerFailure) error {
 func (s *stream) closeConn() error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	if s.log != nil && s.sink == nil && !s.noSSE && !s.done {
+		s.idLocked() // a stream past its session's bound is not logged
+	}
 	if s.log == nil || s.sink != nil || s.noSSE || s.done {
 		return errors.New("mcphandler: this stream cannot be resumed")
 	}

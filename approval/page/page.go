@@ -19,6 +19,7 @@ import (
 	"golang.org/x/oauth2"
 
 	"github.com/mcphandler/mcphandler/approval"
+	"github.com/mcphandler/mcphandler/internal/ownerindex"
 	"github.com/mcphandler/mcphandler/internal/sign"
 	"github.com/mcphandler/mcphandler/session"
 )
@@ -27,6 +28,9 @@ import (
 const (
 	DefaultSessionTTL = 10 * time.Minute
 	DefaultLoginTTL   = 10 * time.Minute
+	// DefaultMaxSignInsPerApproval is the default of
+	// Config.MaxSignInsPerApproval.
+	DefaultMaxSignInsPerApproval = 20
 	// MaxFormBytes bounds the body of a decision POST; a larger one is
 	// refused with 400.
 	MaxFormBytes = 4 << 10
@@ -80,6 +84,13 @@ type Config struct {
 	// LoginTTL is how long a sign-in may take, from the redirect to the
 	// provider to the callback. If zero, DefaultLoginTTL (10 minutes).
 	LoginTTL time.Duration
+	// MaxSignInsPerApproval bounds the sign-in callbacks the page accepts
+	// for one approval within LoginTTL, across every replica sharing
+	// Store: each uses up its state with a mark kept for LoginTTL, and
+	// anyone holding the approval's URL can start one, without signing
+	// in. A callback past it is refused (429) before anything is written.
+	// If zero, DefaultMaxSignInsPerApproval (20); at most 1024.
+	MaxSignInsPerApproval int
 	// Templates replaces the pages: it must define "page", which is
 	// executed with a *View. If nil, the built-in page is used.
 	Templates *template.Template
@@ -103,6 +114,7 @@ type Handler struct {
 	verifier *oidc.IDTokenVerifier
 	mac      *sign.Signer
 	csrf     *sign.Signer
+	logins   *ownerindex.Index // the sign-ins of each approval (session.go)
 	cop      *http.CrossOriginProtection
 	tmpl     *template.Template
 	base     string // path of the mount, ending in "/"
@@ -133,12 +145,15 @@ func New(ctx context.Context, cfg Config) (*Handler, error) {
 		return nil, fmt.Errorf("page: Keys: %w", err)
 	}
 	h.csrf, _ = sign.NewSigner("approval-page-csrf", cfg.Keys...)
+	logins, _ := sign.NewSigner("approval-page-logins", cfg.Keys...)
 	if h.tmpl == nil {
 		h.tmpl = defaultTemplates
 	} else if h.tmpl.Lookup("page") == nil {
 		return nil, errors.New(`page: Templates must define "page"`)
 	}
 	h.setDefaults()
+	h.logins = ownerindex.New(ownerindex.Config{Store: cfg.Store, Signer: logins, Max: h.cfg.MaxSignInsPerApproval,
+		ValidID: validMark, MaxIDLen: markLen})
 	p, err := oidc.NewProvider(h.clientContext(ctx), cfg.Issuer)
 	if err != nil {
 		return nil, fmt.Errorf("page: discovery: %w", err)
@@ -166,6 +181,9 @@ func (h *Handler) setDefaults() {
 	}
 	if c.SessionTTL <= 0 {
 		c.SessionTTL = DefaultSessionTTL
+	}
+	if c.MaxSignInsPerApproval <= 0 {
+		c.MaxSignInsPerApproval = DefaultMaxSignInsPerApproval
 	}
 	if c.LoginTTL <= 0 {
 		c.LoginTTL = DefaultLoginTTL

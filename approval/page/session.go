@@ -10,11 +10,13 @@ import (
 	"encoding/json"
 	"errors"
 	"net/http"
+	"strings"
 	"time"
 
 	"golang.org/x/oauth2"
 
 	"github.com/mcphandler/mcphandler/approval"
+	"github.com/mcphandler/mcphandler/internal/ownerindex"
 )
 
 // sessionCookie is the signed-in approver for one approval.
@@ -126,7 +128,7 @@ func (h *Handler) callback(w http.ResponseWriter, r *http.Request) {
 		h.fail(w, http.StatusBadRequest, "Sign-in not recognised", "This sign-in was not started in this browser, or it took too long: open the approval link again. Nothing was decided.")
 		return
 	}
-	if !h.useState(w, r.Context(), state) {
+	if !h.useState(w, r.Context(), lc.Approval, state) {
 		return
 	}
 	who, err := h.redeem(r.Context(), code, &lc)
@@ -142,11 +144,26 @@ func (h *Handler) callback(w http.ResponseWriter, r *http.Request) {
 	http.Redirect(w, r, h.base+lc.Approval, http.StatusSeeOther)
 }
 
-// useState marks state used, once for every replica; false (with the
-// page written) if it was used before or the store failed.
-func (h *Handler) useState(w http.ResponseWriter, ctx context.Context, state string) bool {
+// useState marks state, of a sign-in to approval id, used, once for every
+// replica; false (with the page written) if it was used before, the
+// approval had Config.MaxSignInsPerApproval sign-ins within LoginTTL, or
+// the store failed. Each mark first counts against its approval, in the
+// index approval-logins/<id> (signed, purpose "approval-page-logins",
+// package internal/ownerindex) for LoginTTL, as long as the mark lives:
+// a mark costs two requests and the approval's URL, not a sign-in.
+func (h *Handler) useState(w http.ResponseWriter, ctx context.Context, id, state string) bool {
 	sum := sha256.Sum256([]byte(state))
-	ok, err := h.cfg.Store.PutIfAbsent(ctx, "approval-login/"+hex.EncodeToString(sum[:]), []byte{1}, h.cfg.LoginTTL)
+	mark := hex.EncodeToString(sum[:])
+	err := h.logins.Admit(ctx, "approval-logins/"+id, mark, time.Now().Add(h.cfg.LoginTTL).UnixMilli(), nil)
+	if _, full := errors.AsType[*ownerindex.FullError](err); full {
+		h.fail(w, http.StatusTooManyRequests, "Too many sign-ins", "Too many sign-ins to this approval were started in the last "+
+			h.cfg.LoginTTL.String()+": try again later. Nothing was decided.")
+		return false
+	}
+	ok := false
+	if err == nil {
+		ok, err = h.cfg.Store.PutIfAbsent(ctx, "approval-login/"+mark, []byte{1}, h.cfg.LoginTTL)
+	}
 	switch {
 	case err != nil:
 		h.cfg.Logger.Error("page: session store", "err", err)
@@ -191,4 +208,16 @@ func clip(s string, n int) string {
 		return s[:n]
 	}
 	return s
+}
+
+// markLen is the length of a sign-in mark: the hex SHA-256 of its state.
+const markLen = 2 * sha256.Size
+
+// validMark reports whether id has the shape of a sign-in mark.
+func validMark(id string) bool {
+	if len(id) != markLen {
+		return false
+	}
+	_, err := hex.DecodeString(id)
+	return err == nil && strings.ToLower(id) == id
 }

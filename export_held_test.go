@@ -1,0 +1,13 @@
+package mcphandler
+
+// HeldStreams is how many long-lived streams h holds on this replica (each
+// registered for the published changes), and how many requests it runs
+// that a client's hang-up does not end.
+func HeldStreams(h *Handler) (streams, running int) {
+	h.changes.mu.Lock()
+	streams = h.changes.n
+	h.changes.mu.Unlock()
+	h.runMu.Lock()
+	defer h.runMu.Unlock()
+	return streams, len(h.running)
+}
