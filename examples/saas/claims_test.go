@@ -9,6 +9,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"regexp"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -110,9 +111,10 @@ func (e *approvalsEnv) pageWho(t *testing.T, claims map[string]any, u string) wh
 	return who{html.UnescapeString(m[1]), html.UnescapeString(m[2]), html.UnescapeString(m[3])}
 }
 
-// pendingURL makes an editor of acme ask for delete_note without URL
-// elicitation and returns the approval page's URL from the result.
-func (e *approvalsEnv) pendingURL(t *testing.T) string {
+// pendingURL makes an editor of acme ask for delete_note of note id
+// without URL elicitation and returns the approval page's URL from the
+// result: one approval per id.
+func (e *approvalsEnv) pendingURL(t *testing.T, id string) string {
 	c, err := e.dial(t, map[string]any{"sub": "ed", "org_id": "acme", "role": "editor"})
 	if err != nil {
 		t.Fatal(err)
@@ -120,7 +122,7 @@ func (e *approvalsEnv) pendingURL(t *testing.T) string {
 	if res, err := c.CallTool(t.Context(), "add_note", map[string]any{"text": "to delete"}); err != nil || res.IsError {
 		t.Fatalf("add_note: %v %v", res, err)
 	}
-	res, err := c.CallTool(t.Context(), "delete_note", map[string]any{"id": "1"})
+	res, err := c.CallTool(t.Context(), "delete_note", map[string]any{"id": id})
 	if err != nil || !res.IsError {
 		t.Fatalf("delete_note without URL mode: %v %v", res, err)
 	}
@@ -148,9 +150,9 @@ func manyRoles(n int, extra ...any) []any {
 // -default-role applies when none is named.
 func TestOneIdentityForCallsAndApprovals(t *testing.T) {
 	e := startApprovals(t, options{})
-	u := e.pendingURL(t)
+	var u string
 	admin := who{"ada", "acme", "admin"}
-	for _, c := range []struct {
+	for i, c := range []struct {
 		name   string
 		claims map[string]any
 		want   who
@@ -178,6 +180,11 @@ func TestOneIdentityForCallsAndApprovals(t *testing.T) {
 		{"tenant an object", map[string]any{"org_id": map[string]any{"id": "acme"}, "role": "admin"}, refusedWho},
 		{"tenant too long", map[string]any{"org_id": strings.Repeat("a", 600), "role": "admin"}, refusedWho},
 	} {
+		// The page takes a bounded number of sign-ins per approval
+		// (page.Config.MaxSignInsPerApproval): a fresh one every ten.
+		if i%10 == 0 {
+			u = e.pendingURL(t, strconv.Itoa(i+1))
+		}
 		t.Run(c.name, func(t *testing.T) {
 			claims := map[string]any{"sub": "ada", "org_id": "acme"}
 			maps.Copy(claims, c.claims)
@@ -234,7 +241,7 @@ func TestRolesArrayAdminApproves(t *testing.T) {
 // alike, and the top-level "role" is no longer read.
 func TestRoleClaimsFlag(t *testing.T) {
 	e := startApprovals(t, options{roleClaims: []string{"/realm_access/roles"}})
-	u := e.pendingURL(t)
+	u := e.pendingURL(t, "1")
 	for _, c := range []struct {
 		claims map[string]any
 		want   who
