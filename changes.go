@@ -205,7 +205,7 @@ func (h *Handler) dispatchChanges(ctx context.Context, sub session.Subscription)
 			if !ok {
 				return true
 			}
-			if c, ok := h.openChange(b); ok {
+			if c, ok := h.bus.openChange(b); ok {
 				h.changes.deliver(&c)
 			}
 		case <-ctx.Done():

@@ -202,7 +202,7 @@ func (c *confirmCall) await(ctx context.Context, hints <-chan []byte, channel st
 				hints = nil // the poll still reads the record
 				continue
 			}
-			if _, ok := h.openMessage(h.macs.reply, channel, b); !ok {
+			if _, ok := h.bus.openMessage(h.macs.reply, channel, b); !ok {
 				continue
 			}
 		case <-poll.C:
@@ -454,7 +454,7 @@ func (h *Handler) answerConfirm(rq *request, id string, m *jsonrpc.Message) erro
 		return errNotWaiting
 	}
 	hint, _ := json.Marshal(reply{Role: rq.id.Role})
-	h.publish(ctx, h.macs.reply, replyChannel(rq.sess.ID, id), hint)
+	h.bus.publish(ctx, h.macs.reply, replyChannel(rq.sess.ID, id), hint)
 	if rec.Stream == "" {
 		return nil // not resumable: only its asker can finish it
 	}

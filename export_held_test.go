@@ -7,7 +7,7 @@ func HeldStreams(h *Handler) (streams, running int) {
 	h.changes.mu.Lock()
 	streams = h.changes.n
 	h.changes.mu.Unlock()
-	h.runMu.Lock()
-	defer h.runMu.Unlock()
-	return streams, len(h.running)
+	h.bus.runMu.Lock()
+	defer h.bus.runMu.Unlock()
+	return streams, len(h.bus.running)
 }
