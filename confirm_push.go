@@ -522,7 +522,7 @@ func (h *Handler) answerAdopted(rq *request, id json.RawMessage, call *ToolCall,
 // logOnly is a stream whose client is not connected here: what is sent
 // goes to the event log of stream, for the client's resume.
 func (h *Handler) logOnly(sid, streamID string) *stream {
-	return &stream{id: streamID, sse: true, gone: true, log: h.eventLog(sid)}
+	return &stream{id: streamID, sse: true, gone: true, log: h.streams.eventLog(sid)}
 }
 
 // closeLapsedPending closes as timed out a pending confirm past its

@@ -40,8 +40,8 @@ type Handler struct {
 	ct         confirmTimes // the confirm machinery's periods
 
 	bus     *replicaBus // what replicas tell each other, and the requests running here (replica_bus.go)
+	streams *streams    // what every long-lived stream shares (streams.go)
 	tasks   *taskRunner // durable tasks (tasks.go)
-	changes changeHub   // change notifications for the streams held here
 
 	detached detachedStreams // GET streams that took their connection over (detach.go)
 
@@ -109,6 +109,7 @@ func New(cfg Config) *Handler {
 	if h.streamLogs, err = newStreamLogs(&h.cfg, secrets); err != nil {
 		panic("mcphandler: Config.StateKeys: " + err.Error())
 	}
+	h.streams = newStreams(&h.cfg, h.bus, h.streamLogs)
 	h.tasks = newTaskRunner(&h.cfg, secrets)
 	return h
 }
@@ -251,7 +252,7 @@ func (h *Handler) authenticate(w http.ResponseWriter, r *http.Request) (Identity
 	if err == nil {
 		return id, true
 	}
-	f := h.authFailure(r, err) // reauth.go
+	f := h.streams.authFailure(r, err) // reauth.go
 	f.setHeader(w.Header())
 	writeHTTPError(w, f.status, f.code, f.msg)
 	return Identity{}, false

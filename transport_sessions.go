@@ -333,7 +333,7 @@ func (h *Handler) serveGET(w http.ResponseWriter, r *http.Request) {
 		}
 	}
 	defer offStack(func() bool { end(); over(); return true })
-	h.runStream(r.Context(), loop)
+	h.streams.runStream(r.Context(), loop)
 }
 
 // openGET checks a GET (mode, caller, Accept, version, session) and
@@ -400,10 +400,10 @@ func (h *Handler) openGETStream(w http.ResponseWriter, rq *request) (*streamLoop
 		end()
 		return nil, nil, nil
 	}
-	subscribed := h.subscribedFn(ctx, sid)
+	subscribed := h.streams.subscribedFn(ctx, sid)
 	var order msgOrder
 	return &streamLoop{
-		caller:    h.checkCaller(rq.r, rq.id),
+		caller:    h.streams.checkCaller(rq.r, rq.id),
 		keepAlive: h.renewGETStream(ctx, st, sid, claim, claimTTL),
 		msgs:      sub.C(),
 		onMsg: func(b []byte) bool {
@@ -473,7 +473,7 @@ func (h *Handler) subscribeStream(w http.ResponseWriter, ctx context.Context, si
 		h.storeUnavailable(w, err)
 		return nil, nil, false
 	}
-	if changes, err = h.watchChanges(ctx, id); err != nil {
+	if changes, err = h.streams.watchChanges(ctx, id); err != nil {
 		sub.Close()
 		h.storeUnavailable(w, err)
 		return nil, nil, false
@@ -483,7 +483,7 @@ func (h *Handler) subscribeStream(w http.ResponseWriter, ctx context.Context, si
 
 // closeStream ends what subscribeStream started.
 func (h *Handler) closeStream(sub session.Subscription, changes *changeWatch) {
-	h.unwatchChanges(changes)
+	h.streams.unwatchChanges(changes)
 	sub.Close()
 }
 
@@ -543,8 +543,8 @@ func (h *Handler) resume(w http.ResponseWriter, rq *request, last string) bool {
 	if rs.writeAll(evs) {
 		return true
 	}
-	h.runStream(ctx, &streamLoop{
-		caller:    h.checkCaller(rq.r, rq.id),
+	h.streams.runStream(ctx, &streamLoop{
+		caller:    h.streams.checkCaller(rq.r, rq.id),
 		keepAlive: func() bool { return rs.sw.comment() == nil },
 		poll:      h.ct.poll,
 		onPoll: func() bool {

@@ -59,10 +59,10 @@ func (h *Handler) serveLegacyStream(w http.ResponseWriter, r *http.Request, mess
 	if sw.event("endpoint", nil, []byte(endpoint)) != nil {
 		return
 	}
-	subscribed := h.subscribedFn(ctx, s.ID)
+	subscribed := h.streams.subscribedFn(ctx, s.ID)
 	var order msgOrder
-	h.runStream(ctx, &streamLoop{
-		caller: h.checkCaller(r, id), // the stream lives while its caller stays who it was
+	h.streams.runStream(ctx, &streamLoop{
+		caller: h.streams.checkCaller(r, id), // the stream lives while its caller stays who it was
 		keepAlive: func() bool {
 			// Keep the connection and the session alive while the client listens.
 			h.cfg.Store.Get(ctx, s.ID)
