@@ -145,7 +145,7 @@ func (c *confirmCall) awaitDecision(ctx context.Context, a *approval.Approval, h
 		case b, ok := <-hints:
 			if !ok {
 				hints = nil
-			} else if p, ok := h.openMessage(h.macs.reply, channel, b); ok && refusedToOpen(p) {
+			} else if p, ok := h.bus.openMessage(h.macs.reply, channel, b); ok && refusedToOpen(p) {
 				h.cfg.Approvals.Withdraw(context.WithoutCancel(ctx), a.ID, approvalAsker(c.ident))
 			}
 		case <-done: // cancelled: withdraw; the decided read follows

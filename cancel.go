@@ -32,10 +32,10 @@ const (
 
 // cancelLocal cancels the request key if it runs here, and reports whether
 // it did.
-func (h *Handler) cancelLocal(key string) bool {
-	h.runMu.Lock()
-	run, ok := h.running[key]
-	h.runMu.Unlock()
+func (rb *replicaBus) cancelLocal(key string) bool {
+	rb.runMu.Lock()
+	run, ok := rb.running[key]
+	rb.runMu.Unlock()
 	if ok {
 		run.st.suppress()
 		run.cancel()
@@ -46,15 +46,17 @@ func (h *Handler) cancelLocal(key string) bool {
 // cancel cancels request key of a session wherever it runs. The message
 // other replicas receive is the key, signed for the cancel channel: one
 // that does not verify, or is older than messageWindow, cancels nothing.
-func (h *Handler) cancel(ctx context.Context, key string) {
-	if h.cancelLocal(key) || !h.sharedStore() {
+func (rb *replicaBus) cancel(ctx context.Context, key string) {
+	if rb.cancelLocal(key) || !sharedStore(rb.cfg.Store) {
 		return
 	}
-	h.publish(ctx, h.macs.cancel, cancelChannel, []byte(key))
+	rb.publish(ctx, rb.macs.cancel, cancelChannel, []byte(key))
 }
 
-func (h *Handler) sharedStore() bool {
-	_, local := h.cfg.Store.(*session.Memory)
+// sharedStore reports whether st is shared by replicas: any store but the
+// in-memory one.
+func sharedStore(st session.Store) bool {
+	_, local := st.(*session.Memory)
 	return !local
 }
 
@@ -63,17 +65,17 @@ func (h *Handler) sharedStore() bool {
 // subscribe ended (or ctx is done), so that with a healthy store a
 // cancellation published after the call started reaches it. ctx only
 // bounds that wait: the listener does not depend on the request.
-func (h *Handler) listenCancels(ctx context.Context) {
-	if !h.sharedStore() {
+func (rb *replicaBus) listenCancels(ctx context.Context) {
+	if !sharedStore(rb.cfg.Store) {
 		return
 	}
-	c := &h.cancels
+	c := &rb.cancels
 	c.mu.Lock()
 	if c.stop == nil && !c.closed {
 		var lctx context.Context
 		lctx, c.stop = context.WithCancel(context.Background())
 		c.ready, c.done = make(chan struct{}), make(chan struct{})
-		go h.relayCancels(lctx, c.ready, c.done)
+		go rb.relayCancels(lctx, c.ready, c.done)
 	}
 	ready := c.ready
 	c.mu.Unlock()
@@ -96,7 +98,7 @@ func (h *Handler) listenCancels(ctx context.Context) {
 // subscribing fails, or the subscription ends (the store was closed), it
 // tries again after a backoff that doubles up to cancelMaxBackoff. It logs
 // the first failure in a row, then one in 60.
-func (h *Handler) relayCancels(ctx context.Context, ready, done chan<- struct{}) {
+func (rb *replicaBus) relayCancels(ctx context.Context, ready, done chan<- struct{}) {
 	defer close(done)
 	first := true
 	failures := 0
@@ -104,18 +106,18 @@ func (h *Handler) relayCancels(ctx context.Context, ready, done chan<- struct{})
 	t := time.NewTimer(d)
 	defer t.Stop()
 	for {
-		sub, err := h.cfg.Store.Subscribe(ctx, cancelChannel)
+		sub, err := rb.cfg.Store.Subscribe(ctx, cancelChannel)
 		if first {
 			first = false
 			close(ready)
 		}
 		if err == nil {
 			if failures > 0 {
-				h.logger().Info("mcphandler: cancellations from other replicas: subscribed again",
+				rb.cfg.Logger.Info("mcphandler: cancellations from other replicas: subscribed again",
 					"failures", failures)
 			}
 			d, failures = cancelMinBackoff, 0
-			if !h.applyCancels(ctx, sub) {
+			if !rb.applyCancels(ctx, sub) {
 				return
 			}
 			err = errors.New("the subscription ended")
@@ -124,7 +126,7 @@ func (h *Handler) relayCancels(ctx context.Context, ready, done chan<- struct{})
 			return
 		}
 		if failures%60 == 0 {
-			h.logger().Error("mcphandler: cancellations from other replicas: session store",
+			rb.cfg.Logger.Error("mcphandler: cancellations from other replicas: session store",
 				"err", err, "failures", failures+1, "retry_in", d)
 		}
 		failures++
@@ -148,15 +150,15 @@ func sleep(ctx context.Context, t *time.Timer, d time.Duration) bool {
 
 // applyCancels cancels the requests named on sub until ctx ends (it then
 // closes sub and reports false) or sub's channel closes (true).
-func (h *Handler) applyCancels(ctx context.Context, sub session.Subscription) bool {
+func (rb *replicaBus) applyCancels(ctx context.Context, sub session.Subscription) bool {
 	for {
 		select {
 		case b, ok := <-sub.C():
 			if !ok {
 				return true
 			}
-			if key, ok := h.openMessage(h.macs.cancel, cancelChannel, b); ok {
-				h.cancelLocal(string(key))
+			if key, ok := rb.openMessage(rb.macs.cancel, cancelChannel, b); ok {
+				rb.cancelLocal(string(key))
 			}
 		case <-ctx.Done():
 			sub.Close()
@@ -180,7 +182,14 @@ func (h *Handler) applyCancels(ctx context.Context, sub session.Subscription) bo
 func (h *Handler) Close() error {
 	h.tasks.close()
 	h.detached.close()
-	c := &h.cancels
+	h.bus.close()
+	return nil
+}
+
+// close stops the listener of cancellations from other replicas, if it
+// started, and waits for it to end; none starts afterwards.
+func (rb *replicaBus) close() {
+	c := &rb.cancels
 	c.mu.Lock()
 	c.closed = true
 	stop, done := c.stop, c.done
@@ -189,5 +198,12 @@ func (h *Handler) Close() error {
 		stop()
 		<-done
 	}
-	return nil
+}
+
+// closed reports whether close was called.
+func (rb *replicaBus) closed() bool {
+	c := &rb.cancels
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.closed
 }

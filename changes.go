@@ -57,9 +57,9 @@ type changeWatch struct {
 // afterwards, on any replica, reaches the stream; it fails when the store
 // cannot subscribe (or ctx ends first). The stream must call
 // unwatchChanges when it ends.
-func (h *Handler) watchChanges(ctx context.Context, id Identity) (*changeWatch, error) {
+func (ss *streams) watchChanges(ctx context.Context, id Identity) (*changeWatch, error) {
 	w := &changeWatch{id: id, c: make(chan *change, changeBuffer)}
-	hub := &h.changes
+	hub := &ss.changes
 	hub.mu.Lock()
 	if hub.byTenant == nil {
 		hub.byTenant = make(map[string]map[*changeWatch]struct{})
@@ -72,7 +72,7 @@ func (h *Handler) watchChanges(ctx context.Context, id Identity) (*changeWatch, 
 	set[w] = struct{}{}
 	hub.n++
 	if hub.run == nil {
-		hub.startLocked(h)
+		hub.startLocked(ss)
 	}
 	live, attempt, kick := hub.live, hub.attempt, hub.run.kick
 	hub.mu.Unlock()
@@ -91,7 +91,7 @@ func (h *Handler) watchChanges(ctx context.Context, id Identity) (*changeWatch, 
 	live, err := hub.live, hub.err
 	hub.mu.Unlock()
 	if !live {
-		h.unwatchChanges(w)
+		ss.unwatchChanges(w)
 		return nil, cmpErr(err, ctx.Err())
 	}
 	return w, nil
@@ -109,8 +109,8 @@ func cmpErr(a, b error) error {
 }
 
 // unwatchChanges ends w's registration; the last one stops the hub.
-func (h *Handler) unwatchChanges(w *changeWatch) {
-	hub := &h.changes
+func (ss *streams) unwatchChanges(w *changeWatch) {
+	hub := &ss.changes
 	hub.mu.Lock()
 	defer hub.mu.Unlock()
 	set := hub.byTenant[w.id.Tenant]
@@ -129,29 +129,29 @@ func (h *Handler) unwatchChanges(w *changeWatch) {
 }
 
 // startLocked starts the hub's goroutine. hub.mu is held.
-func (hub *changeHub) startLocked(h *Handler) {
+func (hub *changeHub) startLocked(ss *streams) {
 	ctx, stop := context.WithCancel(context.Background())
 	r := &hubRun{stop: stop, kick: make(chan struct{}, 1)}
 	hub.run, hub.live, hub.err = r, false, nil
 	hub.attempt = make(chan struct{})
-	go h.relayChanges(ctx, r)
+	go ss.relayChanges(ctx, r)
 }
 
 // relayChanges is the hub's goroutine: it subscribes to notifyChannel and
 // dispatches what arrives, subscribing again when the subscription ends or
 // could not be made, until ctx ends. It logs the first failure in a row,
 // then one in 60.
-func (h *Handler) relayChanges(ctx context.Context, r *hubRun) {
-	hub := &h.changes
+func (ss *streams) relayChanges(ctx context.Context, r *hubRun) {
+	hub := &ss.changes
 	d, failures := cancelMinBackoff, 0
 	t := time.NewTimer(d)
 	defer t.Stop()
 	for {
-		sub, err := h.cfg.Store.Subscribe(ctx, notifyChannel)
+		sub, err := ss.cfg.Store.Subscribe(ctx, notifyChannel)
 		hub.attempted(r, err)
 		if err == nil {
 			d, failures = cancelMinBackoff, 0
-			if !h.dispatchChanges(ctx, sub) {
+			if !ss.dispatchChanges(ctx, sub) {
 				return
 			}
 			hub.attempted(r, errors.New("mcphandler: change notifications: the subscription ended"))
@@ -160,7 +160,7 @@ func (h *Handler) relayChanges(ctx context.Context, r *hubRun) {
 			return
 		}
 		if failures%60 == 0 {
-			h.logger().Error("mcphandler: change notifications: session store",
+			ss.cfg.Logger.Error("mcphandler: change notifications: session store",
 				"err", hub.lastErr(), "failures", failures+1, "retry_in", d)
 		}
 		failures++
@@ -198,15 +198,15 @@ func (hub *changeHub) lastErr() error {
 // targets, until ctx ends (it then closes sub and reports false) or sub's
 // channel closes (true). A message that does not verify or decode is
 // dropped (openChange).
-func (h *Handler) dispatchChanges(ctx context.Context, sub session.Subscription) bool {
+func (ss *streams) dispatchChanges(ctx context.Context, sub session.Subscription) bool {
 	for {
 		select {
 		case b, ok := <-sub.C():
 			if !ok {
 				return true
 			}
-			if c, ok := h.openChange(b); ok {
-				h.changes.deliver(&c)
+			if c, ok := ss.bus.openChange(b); ok {
+				ss.changes.deliver(&c)
 			}
 		case <-ctx.Done():
 			sub.Close()

@@ -61,7 +61,7 @@ func TestChangeHubVerifiesOnce(t *testing.T) {
 	ctx := context.Background()
 	var ws []*changeWatch
 	for range 50 {
-		w, err := h.watchChanges(ctx, Identity{Tenant: "acme", Subject: "alice"})
+		w, err := h.streams.watchChanges(ctx, Identity{Tenant: "acme", Subject: "alice"})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -94,7 +94,7 @@ func TestChangeHubVerifiesOnce(t *testing.T) {
 		t.Fatalf("the second forged notification was dropped %d times, want once", dropped)
 	}
 	for _, w := range ws {
-		h.unwatchChanges(w)
+		h.streams.unwatchChanges(w)
 	}
 	for deadline := time.Now().Add(5 * time.Second); ; time.Sleep(10 * time.Millisecond) {
 		n, _ := st.Memory.Publish(ctx, notifyChannel, []byte("x"))
@@ -114,11 +114,11 @@ func TestChangeHubResubscribes(t *testing.T) {
 	st := &endingStore{Memory: session.NewMemory()}
 	h := hubHandler(st)
 	ctx := context.Background()
-	w, err := h.watchChanges(ctx, Identity{Tenant: "acme"})
+	w, err := h.streams.watchChanges(ctx, Identity{Tenant: "acme"})
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer h.unwatchChanges(w)
+	defer h.streams.unwatchChanges(w)
 	st.failing.Store(true)
 	st.end()
 	for deadline := time.Now().Add(5 * time.Second); st.calls.Load() < 3; {
@@ -127,7 +127,7 @@ func TestChangeHubResubscribes(t *testing.T) {
 		}
 		time.Sleep(10 * time.Millisecond)
 	}
-	if _, err := h.watchChanges(ctx, Identity{Tenant: "acme"}); !errors.Is(err, session.ErrUnavailable) {
+	if _, err := h.streams.watchChanges(ctx, Identity{Tenant: "acme"}); !errors.Is(err, session.ErrUnavailable) {
 		t.Fatalf("a stream registered while the store fails: %v, want ErrUnavailable", err)
 	}
 	st.failing.Store(false)

@@ -202,7 +202,7 @@ func (c *confirmCall) await(ctx context.Context, hints <-chan []byte, channel st
 				hints = nil // the poll still reads the record
 				continue
 			}
-			if _, ok := h.openMessage(h.macs.reply, channel, b); !ok {
+			if _, ok := h.bus.openMessage(h.macs.reply, channel, b); !ok {
 				continue
 			}
 		case <-poll.C:
@@ -454,7 +454,7 @@ func (h *Handler) answerConfirm(rq *request, id string, m *jsonrpc.Message) erro
 		return errNotWaiting
 	}
 	hint, _ := json.Marshal(reply{Role: rq.id.Role})
-	h.publish(ctx, h.macs.reply, replyChannel(rq.sess.ID, id), hint)
+	h.bus.publish(ctx, h.macs.reply, replyChannel(rq.sess.ID, id), hint)
 	if rec.Stream == "" {
 		return nil // not resumable: only its asker can finish it
 	}
@@ -522,7 +522,7 @@ func (h *Handler) answerAdopted(rq *request, id json.RawMessage, call *ToolCall,
 // logOnly is a stream whose client is not connected here: what is sent
 // goes to the event log of stream, for the client's resume.
 func (h *Handler) logOnly(sid, streamID string) *stream {
-	return &stream{id: streamID, sse: true, gone: true, log: h.eventLog(sid)}
+	return &stream{id: streamID, sse: true, gone: true, log: h.streams.eventLog(sid)}
 }
 
 // closeLapsedPending closes as timed out a pending confirm past its

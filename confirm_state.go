@@ -228,10 +228,10 @@ func (h *Handler) live(key string, l recordLife, implied int64, since uint64) bo
 	}
 	switch {
 	case end != 0 && now >= end:
-		h.dropped(key, errRecordEnd)
+		h.bus.dropped(key, errRecordEnd)
 		return false
 	case !h.macs.revs.See(key, l.Rev, cmp.Or(end, now+h.confirmTTL().Milliseconds()), now, since):
-		h.dropped(key, errRolledBack)
+		h.bus.dropped(key, errRolledBack)
 		return false
 	}
 	return true
@@ -302,7 +302,7 @@ func (h *Handler) loadConfirm(ctx context.Context, id string) (confirmRecord, []
 	if err != nil {
 		return rec, nil, err
 	}
-	p, ok := h.openRecord(h.macs.confirm, confirmKey(id), raw)
+	p, ok := h.bus.openRecord(h.macs.confirm, confirmKey(id), raw)
 	if !ok || json.Unmarshal(p, &rec) != nil || !rec.valid() ||
 		!h.live(confirmKey(id), rec.recordLife, rec.Deadline+h.confirmTTL().Milliseconds(), since) {
 		return confirmRecord{}, nil, errBadRecord
@@ -396,7 +396,7 @@ func (h *Handler) loadNonce(ctx context.Context, nonce string) (nonceRecord, []b
 	if err != nil {
 		return rec, nil, err
 	}
-	p, ok := h.openRecord(h.macs.nonce, nonceKey(nonce), raw)
+	p, ok := h.bus.openRecord(h.macs.nonce, nonceKey(nonce), raw)
 	// A record of an earlier release has no end of life: the sealed
 	// expiry of the requestState that names it bounds it.
 	if !ok || json.Unmarshal(p, &rec) != nil || !rec.valid() || !h.live(nonceKey(nonce), rec.recordLife, 0, since) {

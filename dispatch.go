@@ -93,12 +93,12 @@ func (h *Handler) serveRequest(rq *request, m *jsonrpc.Message) {
 	}
 	rq.ctx = context.WithValue(rq.context(), ctxKey{}, rq.info)
 	if md.cancellable && rq.sess != nil {
-		key, cancel, ok := h.track(rq, m.ID)
+		key, cancel, ok := h.bus.track(rq, m.ID)
 		if !ok {
-			rq.fail(m.ID, h.tooManyRunning())
+			rq.fail(m.ID, h.bus.tooManyRunning())
 			return
 		}
-		defer h.untrack(rq.sess.ID, key, cancel)
+		defer h.bus.untrack(rq.sess.ID, key, cancel)
 	}
 	md.serve(h, rq, m)
 }
@@ -117,39 +117,39 @@ func (rq *request) lookup(method string) (method, bool) {
 // nothing, when rq's session already runs Config.MaxRunningPerSession
 // requests on this replica: a detached request is bounded by no
 // connection, so the session's count bounds them.
-func (h *Handler) track(rq *request, id []byte) (string, context.CancelFunc, bool) {
+func (rb *replicaBus) track(rq *request, id []byte) (string, context.CancelFunc, bool) {
 	sid := rq.sess.ID
 	ctx, cancel := context.WithCancel(context.WithoutCancel(rq.ctx))
 	key := runKey(sid, id)
-	h.listenCancels(ctx)
-	h.runMu.Lock()
-	if h.runningIn[sid] >= h.cfg.MaxRunningPerSession {
-		h.runMu.Unlock()
+	rb.listenCancels(ctx)
+	rb.runMu.Lock()
+	if rb.runningIn[sid] >= rb.cfg.MaxRunningPerSession {
+		rb.runMu.Unlock()
 		cancel()
 		return "", nil, false
 	}
-	h.runningIn[sid]++
-	h.running[key] = running{cancel, rq.st}
-	h.runMu.Unlock()
+	rb.runningIn[sid]++
+	rb.running[key] = running{cancel, rq.st}
+	rb.runMu.Unlock()
 	rq.ctx = ctx
 	return key, cancel, true
 }
 
-func (h *Handler) untrack(sid, key string, cancel context.CancelFunc) {
-	h.runMu.Lock()
-	delete(h.running, key)
-	if h.runningIn[sid]--; h.runningIn[sid] <= 0 {
-		delete(h.runningIn, sid)
+func (rb *replicaBus) untrack(sid, key string, cancel context.CancelFunc) {
+	rb.runMu.Lock()
+	delete(rb.running, key)
+	if rb.runningIn[sid]--; rb.runningIn[sid] <= 0 {
+		delete(rb.runningIn, sid)
 	}
-	h.runMu.Unlock()
+	rb.runMu.Unlock()
 	cancel()
 }
 
 // tooManyRunning refuses a request of a session that runs
 // Config.MaxRunningPerSession requests on this replica.
-func (h *Handler) tooManyRunning() *jsonrpc.Error {
-	return rpcError(CodeRateLimited, "Too many requests running: "+strconv.Itoa(h.cfg.MaxRunningPerSession)+
-		" requests of this session are running, at most "+strconv.Itoa(h.cfg.MaxRunningPerSession)+
+func (rb *replicaBus) tooManyRunning() *jsonrpc.Error {
+	return rpcError(CodeRateLimited, "Too many requests running: "+strconv.Itoa(rb.cfg.MaxRunningPerSession)+
+		" requests of this session are running, at most "+strconv.Itoa(rb.cfg.MaxRunningPerSession)+
 		" at once (a client that hangs up does not end its request: cancel it with notifications/cancelled)")
 }
 

@@ -365,7 +365,7 @@ func (x *Exchange) request(ctx context.Context, id, method string, params []byte
 			if !ok {
 				return nil, errStreamClosed
 			}
-			p, ok := x.h.openMessage(x.h.macs.reply, channel, b)
+			p, ok := x.h.bus.openMessage(x.h.macs.reply, channel, b)
 			if !ok {
 				continue
 			}

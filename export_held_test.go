@@ -4,10 +4,10 @@ package mcphandler
 // registered for the published changes), and how many requests it runs
 // that a client's hang-up does not end.
 func HeldStreams(h *Handler) (streams, running int) {
-	h.changes.mu.Lock()
-	streams = h.changes.n
-	h.changes.mu.Unlock()
-	h.runMu.Lock()
-	defer h.runMu.Unlock()
-	return streams, len(h.running)
+	h.streams.changes.mu.Lock()
+	streams = h.streams.changes.n
+	h.streams.changes.mu.Unlock()
+	h.bus.runMu.Lock()
+	defer h.bus.runMu.Unlock()
+	return streams, len(h.bus.running)
 }

@@ -39,12 +39,9 @@ type Handler struct {
 	macs       *macs        // authenticate what replicas exchange through the store
 	ct         confirmTimes // the confirm machinery's periods
 
-	runMu     sync.Mutex         // guards running and runningIn
-	running   map[string]running // in-flight requests by session and id
-	runningIn map[string]int     // how many of them each session runs
-	cancels   canceller          // cancellations from other replicas
-	tasks     *taskRunner        // durable tasks (tasks.go)
-	changes   changeHub          // change notifications for the streams held here
+	bus     *replicaBus // what replicas tell each other, and the requests running here (replica_bus.go)
+	streams *streams    // what every long-lived stream shares (streams.go)
+	tasks   *taskRunner // durable tasks (tasks.go)
 
 	detached detachedStreams // GET streams that took their connection over (detach.go)
 
@@ -76,10 +73,8 @@ func New(cfg Config) *Handler {
 		cfg:      cfg,
 		roleRank: make(map[string]int, len(cfg.Roles)),
 		origins:  make(map[string]bool, len(cfg.AllowedOrigins)),
-		running:  make(map[string]running),
 		ct:       defaultConfirmTimes,
 	}
-	h.runningIn = make(map[string]int)
 	for i, r := range cfg.Roles {
 		h.roleRank[r] = i
 	}
@@ -93,7 +88,7 @@ func New(cfg Config) *Handler {
 	h.staticInfo, _ = json.Marshal(ServerInfo{Name: cfg.Name, Version: cmp.Or(cfg.Version, "0.0.0")})
 	secrets := cfg.StateKeys
 	if len(secrets) == 0 {
-		if h.sharedStore() {
+		if sharedStore(cfg.Store) {
 			panic("mcphandler: Config.StateKeys is empty, but Config.Store is shared by replicas: every replica must be given the same StateKeys, which seal request states and authenticate the records and messages replicas exchange through the store")
 		}
 		k := make([]byte, 32)
@@ -107,12 +102,14 @@ func New(cfg Config) *Handler {
 	if h.macs, err = newMACs(secrets); err != nil {
 		panic("mcphandler: Config.StateKeys: " + err.Error())
 	}
+	h.bus = newReplicaBus(&h.cfg, h.macs)
 	if h.confirmOwners, err = newConfirmOwners(&h.cfg, secrets); err != nil {
 		panic("mcphandler: Config.StateKeys: " + err.Error())
 	}
 	if h.streamLogs, err = newStreamLogs(&h.cfg, secrets); err != nil {
 		panic("mcphandler: Config.StateKeys: " + err.Error())
 	}
+	h.streams = newStreams(&h.cfg, h.bus, h.streamLogs)
 	h.tasks = newTaskRunner(&h.cfg, secrets)
 	return h
 }
@@ -255,7 +252,7 @@ func (h *Handler) authenticate(w http.ResponseWriter, r *http.Request) (Identity
 	if err == nil {
 		return id, true
 	}
-	f := h.authFailure(r, err) // reauth.go
+	f := h.streams.authFailure(r, err) // reauth.go
 	f.setHeader(w.Header())
 	writeHTTPError(w, f.status, f.code, f.msg)
 	return Identity{}, false

@@ -26,18 +26,19 @@ type listenFilter struct {
 // request's id). It ends when the client closes it.
 //
 // See https://modelcontextprotocol.io/specification/2026-07-28/basic/patterns/subscriptions.
-func (h *Handler) listen(rq *request, m *jsonrpc.Message) {
-	agreed, e := h.listenFilter(rq, m.Params)
+func (ss *streams) listen(rq *request, m *jsonrpc.Message) {
+	h := rq.h // the tasks' feed, and how a store failure is answered
+	agreed, e := ss.listenFilter(rq, m.Params)
 	if e != nil {
 		rq.fail(m.ID, e)
 		return
 	}
-	w, err := h.watchChanges(rq.ctx, rq.id)
+	w, err := ss.watchChanges(rq.ctx, rq.id)
 	if err != nil {
 		h.storeFailed(rq, m, err)
 		return
 	}
-	defer h.unwatchChanges(w)
+	defer ss.unwatchChanges(w)
 	feed, err := h.taskFeed(rq, agreed.TaskIDs, m.ID)
 	if err != nil {
 		h.storeFailed(rq, m, err)
@@ -56,8 +57,8 @@ func (h *Handler) listen(rq *request, m *jsonrpc.Message) {
 		return
 	}
 	// The stream lives while its caller stays who it was (see callerCheck).
-	h.runStream(rq.context(), &streamLoop{
-		caller:    h.checkCaller(rq.r, rq.id),
+	ss.runStream(rq.context(), &streamLoop{
+		caller:    ss.checkCaller(rq.r, rq.id),
 		keepAlive: func() bool { return rq.st.comment() == nil },
 		msgs:      feed.c,
 		onMsg:     func(b []byte) bool { return rq.st.send(b) == nil },
@@ -73,7 +74,8 @@ func (h *Handler) listen(rq *request, m *jsonrpc.Message) {
 // returns what the server agrees to deliver: the lists it serves, and the
 // resources among those named that the caller can read. One call of each
 // list hook resolves the whole filter.
-func (h *Handler) listenFilter(rq *request, params json.RawMessage) (listenFilter, *jsonrpc.Error) {
+func (ss *streams) listenFilter(rq *request, params json.RawMessage) (listenFilter, *jsonrpc.Error) {
+	h := rq.h // the catalog and the tasks, which agree to what the filter names
 	var p struct {
 		Notifications *listenFilter `json:"notifications"`
 	}

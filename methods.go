@@ -107,7 +107,7 @@ func (h *Handler) admit(ctx context.Context, id Identity, s *session.Session) er
 	}
 	ended, err := h.cfg.Store.Admit(ctx, s, h.cfg.MaxSessionsPerIdentity)
 	for _, sid := range ended {
-		h.publishSession(ctx, sid, nil, sessionEnded)
+		h.bus.publishSession(ctx, sid, nil, sessionEnded)
 	}
 	if err != nil {
 		h.cfg.Store.Delete(context.WithoutCancel(ctx), s.ID)
@@ -174,7 +174,7 @@ func (h *Handler) notification(rq *request, m *jsonrpc.Message) {
 		if rq.sess == nil || json.Unmarshal(m.Params, &p) != nil || len(p.RequestID) == 0 {
 			return
 		}
-		h.cancel(rq.context(), runKey(rq.sess.ID, p.RequestID))
+		h.bus.cancel(rq.context(), runKey(rq.sess.ID, p.RequestID))
 	case "notifications/initialized":
 		if rq.sess != nil && !rq.sess.Initialized {
 			rq.sess.Initialized = true

@@ -38,44 +38,44 @@ type change struct {
 // every replica that shares the store. Sessions without an open stream miss
 // it, as the spec allows.
 func (h *Handler) NotifyToolsChanged(ctx context.Context, t Target) error {
-	return h.publishChange(ctx, change{Method: "notifications/tools/list_changed", Target: t})
+	return h.bus.publishChange(ctx, change{Method: "notifications/tools/list_changed", Target: t})
 }
 
 // NotifyResourcesChanged tells the targeted sessions that their resource
 // list changed (notifications/resources/list_changed).
 func (h *Handler) NotifyResourcesChanged(ctx context.Context, t Target) error {
-	return h.publishChange(ctx, change{Method: "notifications/resources/list_changed", Target: t})
+	return h.bus.publishChange(ctx, change{Method: "notifications/resources/list_changed", Target: t})
 }
 
 // NotifyPromptsChanged tells the targeted sessions that their prompt list
 // changed (notifications/prompts/list_changed).
 func (h *Handler) NotifyPromptsChanged(ctx context.Context, t Target) error {
-	return h.publishChange(ctx, change{Method: "notifications/prompts/list_changed", Target: t})
+	return h.bus.publishChange(ctx, change{Method: "notifications/prompts/list_changed", Target: t})
 }
 
 // NotifyResourceUpdated tells the targeted sessions that subscribed to uri
 // (resources/subscribe) that it changed (notifications/resources/updated).
 func (h *Handler) NotifyResourceUpdated(ctx context.Context, uri string, t Target) error {
-	return h.publishChange(ctx, change{Method: "notifications/resources/updated", URI: uri, Target: t})
+	return h.bus.publishChange(ctx, change{Method: "notifications/resources/updated", URI: uri, Target: t})
 }
 
 // publishChange publishes c, signed for the notify channel, to every
 // replica's streams.
-func (h *Handler) publishChange(ctx context.Context, c change) error {
+func (rb *replicaBus) publishChange(ctx context.Context, c change) error {
 	b, err := json.Marshal(c)
 	if err != nil {
 		return err
 	}
-	_, err = h.publish(ctx, h.macs.notify, notifyChannel, b)
+	_, err = rb.publish(ctx, rb.macs.notify, notifyChannel, b)
 	return err
 }
 
 // openChange verifies and decodes a message of the notify channel. One that
 // does not verify, is older than messageWindow or does not decode is
 // dropped: nothing outside the replicas can notify a session.
-func (h *Handler) openChange(b []byte) (change, bool) {
+func (rb *replicaBus) openChange(b []byte) (change, bool) {
 	var c change
-	p, ok := h.openMessage(h.macs.notify, notifyChannel, b)
+	p, ok := rb.openMessage(rb.macs.notify, notifyChannel, b)
 	if !ok || json.Unmarshal(p, &c) != nil {
 		return change{}, false
 	}

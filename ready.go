@@ -42,10 +42,7 @@ func (h *Handler) serveReady(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	w.Header().Set("Cache-Control", "no-store")
-	c := &h.cancels
-	c.mu.Lock()
-	closed := c.closed
-	c.mu.Unlock()
+	closed := h.bus.closed()
 	var err error
 	if rs, ok := h.cfg.Store.(readyStore); ok && !closed {
 		err = rs.Ready(r.Context())

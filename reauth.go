@@ -70,25 +70,25 @@ var errAuthPanicked = fmt.Errorf("mcphandler: Config.Authenticate panicked: %w",
 // recheckWait is recheck for a waiting request, whose check may run on a
 // timer's goroutine, where a panic would end the process: a panic of
 // Authenticate is logged and fails the check.
-func (h *Handler) recheckWait(r *http.Request, id Identity) (got Identity, err error) {
+func (ss *streams) recheckWait(r *http.Request, id Identity) (got Identity, err error) {
 	defer func() {
 		if v := recover(); v != nil {
-			h.logger().Error("mcphandler: Config.Authenticate panicked re-checking a waiting request", "panic", fmt.Sprint(v), "stack", string(debug.Stack()))
+			ss.cfg.Logger.Error("mcphandler: Config.Authenticate panicked re-checking a waiting request", "panic", fmt.Sprint(v), "stack", string(debug.Stack()))
 			got, err = Identity{}, errAuthPanicked
 		}
 	}()
-	return h.recheck(r, id)
+	return ss.recheck(r, id)
 }
 
 // recheck runs Authenticate again on r, whose caller was id, and returns
 // the identity it answers now, or why it no longer answers id.
-func (h *Handler) recheck(r *http.Request, id Identity) (Identity, error) {
+func (ss *streams) recheck(r *http.Request, id Identity) (Identity, error) {
 	if r.Context().Err() != nil {
 		// The client left (a 2025 POST's work goes on): the check is
 		// about the credentials, not the connection.
 		r = r.WithContext(context.WithoutCancel(r.Context()))
 	}
-	got, err := h.cfg.Authenticate(r)
+	got, err := ss.cfg.Authenticate(r)
 	if err == nil && !sameCaller(got, id) {
 		err = errCallerChanged
 	}
@@ -109,7 +109,7 @@ type callerFailure struct {
 // authFailure maps the error of Authenticate on r (or of a re-check) to
 // its answer: 503 with Retry-After for ErrAuthUnavailable, 403 for
 // ErrForbidden, else 401 with Config.Challenge's challenge.
-func (h *Handler) authFailure(r *http.Request, err error) *callerFailure {
+func (ss *streams) authFailure(r *http.Request, err error) *callerFailure {
 	if errors.Is(err, ErrAuthUnavailable) {
 		return &callerFailure{status: http.StatusServiceUnavailable, code: CodeStoreUnavailable,
 			msg: "Service Unavailable: credentials cannot be checked now", retryAfter: true}
@@ -118,8 +118,8 @@ func (h *Handler) authFailure(r *http.Request, err error) *callerFailure {
 	if errors.Is(err, ErrForbidden) {
 		f.status, f.msg = http.StatusForbidden, "Forbidden"
 	}
-	if h.cfg.Challenge != nil {
-		f.challenge = h.cfg.Challenge(r, err)
+	if ss.cfg.Challenge != nil {
+		f.challenge = ss.cfg.Challenge(r, err)
 	}
 	return f
 }
@@ -144,7 +144,7 @@ func (f *callerFailure) setHeader(hdr http.Header) {
 // Authenticate runs, the stream sends nothing: it must not block for long.
 // A nil *callerCheck checks nothing.
 type callerCheck struct {
-	h   *Handler
+	ss  *streams
 	r   *http.Request
 	id  Identity
 	exp expiry
@@ -152,11 +152,11 @@ type callerCheck struct {
 
 // checkCaller returns the check of a stream opened by r for id, or nil if
 // nothing can end it: no Authenticate hook and no expiry.
-func (h *Handler) checkCaller(r *http.Request, id Identity) *callerCheck {
-	if h.cfg.Authenticate == nil && id.Expires.IsZero() {
+func (ss *streams) checkCaller(r *http.Request, id Identity) *callerCheck {
+	if ss.cfg.Authenticate == nil && id.Expires.IsZero() {
 		return nil
 	}
-	c := &callerCheck{h: h, r: r, id: id}
+	c := &callerCheck{ss: ss, r: r, id: id}
 	c.exp.set(id.Expires)
 	return c
 }
@@ -172,10 +172,10 @@ func (c *callerCheck) expired() <-chan time.Time {
 // recheck runs Authenticate again and reports whether it still answers the
 // stream's caller, moving the expiry earlier if it says so.
 func (c *callerCheck) recheck() bool {
-	if c == nil || c.h.cfg.Authenticate == nil {
+	if c == nil || c.ss.cfg.Authenticate == nil {
 		return true
 	}
-	got, err := c.h.recheck(c.r, c.id)
+	got, err := c.ss.recheck(c.r, c.id)
 	if err != nil {
 		return false
 	}

@@ -85,7 +85,7 @@ func (s *stream) watchContext(ctx context.Context) (context.Context, func()) {
 // check is due.
 func (s *stream) tickCaller() {
 	rq := s.caller
-	got, err := rq.h.recheckWait(rq.r, rq.id)
+	got, err := rq.h.streams.recheckWait(rq.r, rq.id)
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	w := s.watch.Load()
@@ -93,7 +93,7 @@ func (s *stream) tickCaller() {
 		return
 	}
 	if err != nil {
-		s.loseLocked(rq.h.authFailure(rq.r, err))
+		s.loseLocked(rq.h.streams.authFailure(rq.r, err))
 		return
 	}
 	w.expire(s, got.Expires)
@@ -122,7 +122,7 @@ func (s *stream) expireCaller() {
 	if w := s.watch.Load(); w.stopped || s.done {
 		return
 	}
-	s.loseLocked(s.caller.h.authFailure(s.caller.r, errCredentialsExpired))
+	s.loseLocked(s.caller.h.streams.authFailure(s.caller.r, errCredentialsExpired))
 }
 
 // stopLocked ends the watch's checks.
@@ -216,17 +216,17 @@ func (s *stream) callerFailure(always bool) *callerFailure {
 	}
 	h, now := rq.h, time.Now()
 	if exp := rq.id.Expires; !exp.IsZero() && !now.Before(exp) {
-		return h.authFailure(rq.r, errCredentialsExpired)
+		return h.streams.authFailure(rq.r, errCredentialsExpired)
 	}
 	if h.cfg.Authenticate == nil || !always && s.watch.Load() == nil && now.Sub(rq.start) < h.cfg.KeepAlive {
 		return nil
 	}
-	got, err := h.recheckWait(rq.r, rq.id)
+	got, err := h.streams.recheckWait(rq.r, rq.id)
 	if err == nil && !got.Expires.IsZero() && !now.Before(got.Expires) {
 		err = errCredentialsExpired
 	}
 	if err != nil {
-		return h.authFailure(rq.r, err)
+		return h.streams.authFailure(rq.r, err)
 	}
 	return nil
 }

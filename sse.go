@@ -78,8 +78,8 @@ type streamLoop struct {
 // stream, a resumed POST stream, subscriptions/listen and the 2024-11-05
 // stream). It returns when ctx ends, a channel closes, a callback returns
 // false or the caller check fails (see callerCheck).
-func (h *Handler) runStream(ctx context.Context, l *streamLoop) {
-	tick := time.NewTicker(h.cfg.KeepAlive)
+func (ss *streams) runStream(ctx context.Context, l *streamLoop) {
+	tick := time.NewTicker(ss.cfg.KeepAlive)
 	defer tick.Stop()
 	defer l.caller.stop()
 	var poll <-chan time.Time
@@ -117,9 +117,9 @@ func (h *Handler) runStream(ctx context.Context, l *streamLoop) {
 // subscribedFn reports, for changeMessage, whether session sid subscribed
 // to a resource URI (read from the store each time: the subscription may
 // have been made on another replica).
-func (h *Handler) subscribedFn(ctx context.Context, sid string) func(uri string) bool {
+func (ss *streams) subscribedFn(ctx context.Context, sid string) func(uri string) bool {
 	return func(uri string) bool {
-		s, err := h.cfg.Store.Get(ctx, sid)
+		s, err := ss.cfg.Store.Get(ctx, sid)
 		return err == nil && indexOf(s.Subscriptions, uri) >= 0
 	}
 }

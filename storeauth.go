@@ -79,16 +79,16 @@ func newMACs(secrets [][]byte) (*macs, error) {
 }
 
 // publish signs payload for channel and publishes it.
-func (h *Handler) publish(ctx context.Context, s *sign.Signer, channel string, payload []byte) (int, error) {
-	return h.cfg.Store.Publish(ctx, channel, s.SignMessage(channel, time.Now(), payload))
+func (rb *replicaBus) publish(ctx context.Context, s *sign.Signer, channel string, payload []byte) (int, error) {
+	return rb.cfg.Store.Publish(ctx, channel, s.SignMessage(channel, time.Now(), payload))
 }
 
 // openMessage verifies a message received on channel and returns its
 // payload; a message that does not verify is dropped.
-func (h *Handler) openMessage(s *sign.Signer, channel string, b []byte) ([]byte, bool) {
+func (rb *replicaBus) openMessage(s *sign.Signer, channel string, b []byte) ([]byte, bool) {
 	p, err := s.OpenMessage(channel, time.Now(), messageWindow, b)
 	if err != nil {
-		h.dropped(channel, err)
+		rb.dropped(channel, err)
 		return nil, false
 	}
 	return p, true
@@ -96,18 +96,18 @@ func (h *Handler) openMessage(s *sign.Signer, channel string, b []byte) ([]byte,
 
 // openRecord verifies a record loaded from key and returns its payload; a
 // record that does not verify is dropped.
-func (h *Handler) openRecord(s *sign.Signer, key string, b []byte) ([]byte, bool) {
+func (rb *replicaBus) openRecord(s *sign.Signer, key string, b []byte) ([]byte, bool) {
 	p, err := s.Open(key, b)
 	if err != nil {
-		h.dropped(key, err)
+		rb.dropped(key, err)
 		return nil, false
 	}
 	return p, true
 }
 
 // dropped logs, rate-limited, a value from the store that was refused.
-func (h *Handler) dropped(where string, err error) {
-	m := h.macs
+func (rb *replicaBus) dropped(where string, err error) {
+	m := rb.macs
 	m.mu.Lock()
 	m.dropped++
 	now := time.Now()
@@ -118,7 +118,7 @@ func (h *Handler) dropped(where string, err error) {
 	n := m.dropped
 	m.dropped, m.lastLog = 0, now
 	m.mu.Unlock()
-	h.logger().Warn("mcphandler: dropped values from the session store that failed verification (forged, altered or replayed)",
+	rb.cfg.Logger.Warn("mcphandler: dropped values from the session store that failed verification (forged, altered or replayed)",
 		"count", n, "last", clipEcho(where), "err", err)
 }
 
@@ -127,18 +127,18 @@ func (h *Handler) dropped(where string, err error) {
 // (the requests of a legacy session) marks each with w (see sequence.go);
 // nil sends it unmarked (sessionEnded, which may arrive any number of
 // times).
-func (h *Handler) publishSession(ctx context.Context, sid string, w *writerMark, msg []byte) (int, error) {
+func (rb *replicaBus) publishSession(ctx context.Context, sid string, w *writerMark, msg []byte) (int, error) {
 	if w != nil {
 		msg = append(w.appendNext(make([]byte, 0, markLen+len(msg)), time.Now()), msg...)
 	}
-	return h.publish(ctx, h.macs.session, sessionChannel(sid), msg)
+	return rb.publish(ctx, rb.macs.session, sessionChannel(sid), msg)
 }
 
 // openSession verifies a message received on the session's channel and
 // returns it unless order took a message of the same writer at or after
 // its count (a copy published again within messageWindow).
-func (h *Handler) openSession(sid string, order *msgOrder, b []byte) ([]byte, bool) {
-	p, ok := h.openMessage(h.macs.session, sessionChannel(sid), b)
+func (rb *replicaBus) openSession(sid string, order *msgOrder, b []byte) ([]byte, bool) {
+	p, ok := rb.openMessage(rb.macs.session, sessionChannel(sid), b)
 	if !ok {
 		return nil, false
 	}

@@ -95,8 +95,8 @@ type eventLog struct {
 }
 
 // eventLog returns the event log of session sid's POST streams.
-func (h *Handler) eventLog(sid string) *eventLog {
-	return &eventLog{store: h.cfg.Store, sid: sid, ttl: h.cfg.ResumeWindow, mac: h.macs.event, streams: h.streamLogs}
+func (ss *streams) eventLog(sid string) *eventLog {
+	return &eventLog{store: ss.cfg.Store, sid: sid, ttl: ss.cfg.ResumeWindow, mac: ss.bus.macs.event, streams: ss.streamLogs}
 }
 
 // suppress drops the final message: the client cancelled the request.

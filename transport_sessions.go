@@ -263,7 +263,7 @@ func (h *Handler) deliverResponse(rq *request, m *jsonrpc.Message) error {
 		resp = jsonrpc.AppendError(nil, m.ID, m.Error)
 	}
 	b, _ := json.Marshal(reply{Role: rq.id.Role, Msg: resp})
-	n, err := h.publish(rq.context(), h.macs.reply, replyChannel(rq.sess.ID, id), b)
+	n, err := h.bus.publish(rq.context(), h.macs.reply, replyChannel(rq.sess.ID, id), b)
 	if err != nil {
 		return err
 	}
@@ -333,7 +333,7 @@ func (h *Handler) serveGET(w http.ResponseWriter, r *http.Request) {
 		}
 	}
 	defer offStack(func() bool { end(); over(); return true })
-	h.runStream(r.Context(), loop)
+	h.streams.runStream(r.Context(), loop)
 }
 
 // openGET checks a GET (mode, caller, Accept, version, session) and
@@ -400,14 +400,14 @@ func (h *Handler) openGETStream(w http.ResponseWriter, rq *request) (*streamLoop
 		end()
 		return nil, nil, nil
 	}
-	subscribed := h.subscribedFn(ctx, sid)
+	subscribed := h.streams.subscribedFn(ctx, sid)
 	var order msgOrder
 	return &streamLoop{
-		caller:    h.checkCaller(rq.r, rq.id),
+		caller:    h.streams.checkCaller(rq.r, rq.id),
 		keepAlive: h.renewGETStream(ctx, st, sid, claim, claimTTL),
 		msgs:      sub.C(),
 		onMsg: func(b []byte) bool {
-			msg, ok := h.openSession(sid, &order, b)
+			msg, ok := h.bus.openSession(sid, &order, b)
 			return !ok || !bytes.Equal(msg, sessionEnded) && st.send(msg) == nil
 		},
 		changes: changes.c,
@@ -473,7 +473,7 @@ func (h *Handler) subscribeStream(w http.ResponseWriter, ctx context.Context, si
 		h.storeUnavailable(w, err)
 		return nil, nil, false
 	}
-	if changes, err = h.watchChanges(ctx, id); err != nil {
+	if changes, err = h.streams.watchChanges(ctx, id); err != nil {
 		sub.Close()
 		h.storeUnavailable(w, err)
 		return nil, nil, false
@@ -483,7 +483,7 @@ func (h *Handler) subscribeStream(w http.ResponseWriter, ctx context.Context, si
 
 // closeStream ends what subscribeStream started.
 func (h *Handler) closeStream(sub session.Subscription, changes *changeWatch) {
-	h.unwatchChanges(changes)
+	h.streams.unwatchChanges(changes)
 	sub.Close()
 }
 
@@ -506,7 +506,7 @@ func (h *Handler) serveDELETE(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	interceptionFrom(r.Context()).sessionEnded(rq.sess) // for Config.Interceptors (intercept.go)
-	h.publishSession(r.Context(), rq.sess.ID, nil, sessionEnded)
+	h.bus.publishSession(r.Context(), rq.sess.ID, nil, sessionEnded)
 	w.WriteHeader(http.StatusNoContent)
 }
 
@@ -543,8 +543,8 @@ func (h *Handler) resume(w http.ResponseWriter, rq *request, last string) bool {
 	if rs.writeAll(evs) {
 		return true
 	}
-	h.runStream(ctx, &streamLoop{
-		caller:    h.checkCaller(rq.r, rq.id),
+	h.streams.runStream(ctx, &streamLoop{
+		caller:    h.streams.checkCaller(rq.r, rq.id),
 		keepAlive: func() bool { return rs.sw.comment() == nil },
 		poll:      h.ct.poll,
 		onPoll: func() bool {
@@ -621,7 +621,7 @@ func (rs *resumed) writeAll(evs []session.Event) bool {
 // when an earlier event's copy was lost. It reports false when the stream
 // is over.
 func (rs *resumed) live(ctx context.Context, b []byte) bool {
-	p, ok := rs.h.openMessage(rs.h.macs.event, rs.channel, b)
+	p, ok := rs.h.bus.openMessage(rs.h.macs.event, rs.channel, b)
 	if !ok {
 		return true
 	}
@@ -647,7 +647,7 @@ func (h *Handler) events(ctx context.Context, key string, after uint64) ([]sessi
 	}
 	out := evs[:0]
 	for _, ev := range evs {
-		if p, ok := h.openRecord(h.macs.event, key, ev.Data); ok {
+		if p, ok := h.bus.openRecord(h.macs.event, key, ev.Data); ok {
 			out = append(out, session.Event{Seq: ev.Seq, Data: p})
 		}
 	}

@@ -59,10 +59,10 @@ func (h *Handler) serveLegacyStream(w http.ResponseWriter, r *http.Request, mess
 	if sw.event("endpoint", nil, []byte(endpoint)) != nil {
 		return
 	}
-	subscribed := h.subscribedFn(ctx, s.ID)
+	subscribed := h.streams.subscribedFn(ctx, s.ID)
 	var order msgOrder
-	h.runStream(ctx, &streamLoop{
-		caller: h.checkCaller(r, id), // the stream lives while its caller stays who it was
+	h.streams.runStream(ctx, &streamLoop{
+		caller: h.streams.checkCaller(r, id), // the stream lives while its caller stays who it was
 		keepAlive: func() bool {
 			// Keep the connection and the session alive while the client listens.
 			h.cfg.Store.Get(ctx, s.ID)
@@ -70,7 +70,7 @@ func (h *Handler) serveLegacyStream(w http.ResponseWriter, r *http.Request, mess
 		},
 		msgs: sub.C(),
 		onMsg: func(b []byte) bool {
-			msg, ok := h.openSession(s.ID, &order, b)
+			msg, ok := h.bus.openSession(s.ID, &order, b)
 			return !ok || !bytes.Equal(msg, sessionEnded) && sw.event("message", nil, msg) == nil
 		},
 		changes: changes.c,
@@ -169,7 +169,7 @@ func (h *Handler) serveLegacyRequest(rq *request, m *jsonrpc.Message, kind jsonr
 	ctx, sid := rq.context(), rq.sess.ID
 	var w writerMark // the sink runs under its stream's lock
 	rq.st = &stream{sink: func(msg []byte) error {
-		_, err := h.publishSession(ctx, sid, &w, msg)
+		_, err := h.bus.publishSession(ctx, sid, &w, msg)
 		return err
 	}}
 	if m.Method == "initialize" {

@@ -327,7 +327,7 @@ type statelessEra struct{}
 // (its removed methods are refused before dispatch, see serveModern).
 var statelessMethods = withMethods(withMethods(sharedMethods, map[string]method{
 	"server/discover":      {serve: (*Handler).discover},
-	"subscriptions/listen": {serve: (*Handler).listen},
+	"subscriptions/listen": {serve: func(h *Handler, rq *request, m *jsonrpc.Message) { h.streams.listen(rq, m) }},
 }), taskMethods)
 
 func (statelessEra) methods() map[string]method { return statelessMethods }
