@@ -541,7 +541,7 @@ func (h *Handler) servePOST(w http.ResponseWriter, r *http.Request) {
 	}
 	defer h.releaseBody(buf)
 	body := buf.Bytes()
-	rq := &request{h: h, r: r, start: start, id: id, version: hv, era: sessions}
+	rq := &request{h: h, r: r, start: start, id: id, version: hv, era: eraSessions}
 	if jsonrpc.IsBatch(body) {
 		h.serveBatch(w, rq, body)
 		return

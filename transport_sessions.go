@@ -356,7 +356,7 @@ func (h *Handler) openGET(w http.ResponseWriter, r *http.Request) (*request, boo
 		writeHTTPError(w, http.StatusBadRequest, jsonrpc.CodeInvalidRequest, "Bad Request: unsupported MCP-Protocol-Version "+clipEcho(hv))
 		return nil, false
 	}
-	rq := &request{h: h, r: r, id: id, version: hv, era: sessions}
+	rq := &request{h: h, r: r, id: id, version: hv, era: eraSessions}
 	if !h.resolveSession(w, rq) {
 		return nil, false
 	}
@@ -497,7 +497,7 @@ func (h *Handler) serveDELETE(w http.ResponseWriter, r *http.Request) {
 	if !ok {
 		return
 	}
-	rq := &request{h: h, r: r, id: id, version: strings.TrimSpace(headerValue(r, hdrProtocolVersion)), era: sessions}
+	rq := &request{h: h, r: r, id: id, version: strings.TrimSpace(headerValue(r, hdrProtocolVersion)), era: eraSessions}
 	if !h.resolveSession(w, rq) {
 		return
 	}

@@ -143,7 +143,7 @@ func (h *Handler) serveLegacyMessage(w http.ResponseWriter, r *http.Request) {
 	if !ok {
 		return
 	}
-	rq := &request{h: h, r: r, start: start, id: id, sess: s, version: s.ProtocolVersion, era: sse}
+	rq := &request{h: h, r: r, start: start, id: id, sess: s, version: s.ProtocolVersion, era: eraSSE}
 	if kind == jsonrpc.KindResponse {
 		if err := h.deliverResponse(rq, &m); err != nil {
 			h.refuseResponse(w, err)
