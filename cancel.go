@@ -179,7 +179,7 @@ func (h *Handler) applyCancels(ctx context.Context, sub session.Subscription) bo
 // them.
 func (h *Handler) Close() error {
 	h.tasks.close()
-	h.detached.close()
+	h.sessions.detached.close()
 	c := &h.cancels
 	c.mu.Lock()
 	c.closed = true
