@@ -287,7 +287,7 @@ func (h *Handler) runAdopted(out *request, c *confirmCall, run *confirmRun, ev *
 // for a call finished by a replica other than its asker, in the
 // operation's context ctx.
 func (h *Handler) adoptRequest(ctx context.Context, r *http.Request, ident Identity, sess *session.Session, streamID string) *request {
-	rq := &request{h: h, r: r, start: time.Now(), id: ident, sess: sess, version: sess.ProtocolVersion, era: sessions}
+	rq := &request{h: h, r: r, start: time.Now(), id: ident, sess: sess, version: sess.ProtocolVersion, era: eraSessions}
 	rq.info = &reqInfo{identity: ident, request: r, version: sess.ProtocolVersion, sessionID: sess.ID}
 	rq.base = context.WithoutCancel(ctx)
 	rq.ctx = context.WithValue(rq.base, ctxKey{}, rq.info)

@@ -181,7 +181,7 @@ func (rb *replicaBus) applyCancels(ctx context.Context, sub session.Subscription
 // them.
 func (h *Handler) Close() error {
 	h.tasks.close()
-	h.detached.close()
+	h.sessions.detached.close()
 	h.bus.close()
 	return nil
 }

@@ -474,7 +474,7 @@ func (h *Handler) answerConfirm(rq *request, id string, m *jsonrpc.Message) erro
 // receives it. ident is the identity of the request that led here; the
 // call is reported to OnCall; ctx is the operation's context.
 func (h *Handler) adopt(ctx context.Context, r *http.Request, start time.Time, ident Identity, sess *session.Session, id string, ls *lease, rec confirmRecord, raw []byte) {
-	rq := &request{h: h, r: r, start: start, id: ident, sess: sess, version: sess.ProtocolVersion, era: sessions}
+	rq := &request{h: h, r: r, start: start, id: ident, sess: sess, version: sess.ProtocolVersion, era: eraSessions}
 	rq.info = &reqInfo{identity: ident, request: r, version: sess.ProtocolVersion, sessionID: sess.ID}
 	rq.base = context.WithoutCancel(ctx)
 	rq.ctx = context.WithValue(rq.base, ctxKey{}, rq.info)
@@ -597,7 +597,7 @@ func (h *Handler) watchConfirm(rq *request, streamID string) {
 	if msg == nil {
 		return
 	}
-	out := &request{h: h, r: rq.r, st: h.logOnly(sid, streamID), era: sessions}
+	out := &request{h: h, r: rq.r, st: h.logOnly(sid, streamID), era: eraSessions}
 	out.sendResult(rec.ReqID, msg)
 	if h.cfg.OnCall != nil {
 		h.emit(ev)

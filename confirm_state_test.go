@@ -55,7 +55,7 @@ func FuzzStoredRecords(f *testing.F) {
 		if rec, _, err := h.loadNonce(ctx, "n"); err == nil {
 			for _, round := range []int{0, 1, rec.Round - 1, rec.Round} {
 				w := httptest.NewRecorder()
-				rq := &request{h: h, r: httptest.NewRequest("POST", "/", nil), st: newStream(w, false, 0), era: stateless, method: "tools/call"}
+				rq := &request{h: h, r: httptest.NewRequest("POST", "/", nil), st: newStream(w, false, 0), era: eraStateless, method: "tools/call"}
 				rq.ctx = ctx
 				h.replayNonce(rq, &jsonrpc.Message{ID: json.RawMessage("1")}, rec, round, &CallEvent{})
 				var m jsonrpc.Message

@@ -58,16 +58,16 @@ func (d *handoff) release() { d.once.Do(func() { close(d.released) }) }
 
 // serveGETRequest serves a GET: on its own goroutine when its connection
 // can be taken over (HTTP/1.x), else on the request's.
-func (h *Handler) serveGETRequest(w http.ResponseWriter, r *http.Request) {
-	if h.cfg.KeepStreamRequests || r.ProtoMajor != 1 {
-		h.interceptHTTP(w, r, KindStream, h.serveGET) // Config.Interceptors (intercept.go)
+func (ss *sessions) serveGETRequest(w http.ResponseWriter, r *http.Request) {
+	if ss.cfg.KeepStreamRequests || r.ProtoMajor != 1 {
+		ss.h.interceptHTTP(w, r, KindStream, ss.serveGET) // Config.Interceptors (intercept.go)
 		return
 	}
 	// Watch the server's Shutdown before the stream's header goes out: a
 	// Shutdown that begins once the client may have seen it must end the
 	// stream, whenever it takes its connection over.
 	srv, _ := r.Context().Value(http.ServerContextKey).(*http.Server)
-	h.detached.watch(srv)
+	ss.detached.watch(srv)
 	d := &handoff{w: w, released: make(chan struct{})}
 	go func() {
 		defer d.release()
@@ -77,10 +77,10 @@ func (h *Handler) serveGETRequest(w http.ResponseWriter, r *http.Request) {
 					d.panicked = p // raised again on the request's goroutine
 					return
 				}
-				h.cfg.Logger.Error("mcphandler: panic on a GET stream", "panic", fmt.Sprint(p), "stack", string(debug.Stack()))
+				ss.cfg.Logger.Error("mcphandler: panic on a GET stream", "panic", fmt.Sprint(p), "stack", string(debug.Stack()))
 			}
 		}()
-		h.interceptHTTP(d, r, KindStream, h.serveGET)
+		ss.h.interceptHTTP(d, r, KindStream, ss.serveGET)
 	}()
 	<-d.released
 	if d.panicked != nil {
@@ -150,10 +150,10 @@ func (d *handoff) detachable(r *http.Request) *http.Request {
 // connection once the stream is over, or nil if net/http keeps the
 // connection (HTTP/2, a ResponseWriter that cannot be hijacked): the
 // stream then stays on its request.
-func (h *Handler) takeOver(d *handoff, r *http.Request, st *stream) func() {
+func (ss *sessions) takeOver(d *handoff, r *http.Request, st *stream) func() {
 	st.mu.Lock()
 	defer st.mu.Unlock()
-	c, buffered, err := st.hijackLocked(h.cfg.KeepAlive)
+	c, buffered, err := st.hijackLocked(ss.cfg.KeepAlive)
 	if err != nil {
 		return nil
 	}
@@ -162,7 +162,7 @@ func (h *Handler) takeOver(d *handoff, r *http.Request, st *stream) func() {
 	st.w, st.rc = nil, http.ResponseController{} // let the response and its buffers go
 	d.unlink()                                   // the request's end no longer ends the stream
 	srv, _ := r.Context().Value(http.ServerContextKey).(*http.Server)
-	reg := h.detached.add(srv, cancel)
+	reg := ss.detached.add(srv, cancel)
 	if buffered.Buffered() > 0 {
 		cancel()
 	}
@@ -178,7 +178,7 @@ func (h *Handler) takeOver(d *handoff, r *http.Request, st *stream) func() {
 		st.gone = true
 		st.conn.end()
 		st.mu.Unlock()
-		h.detached.remove(reg)
+		ss.detached.remove(reg)
 	}
 }
 

@@ -146,7 +146,7 @@ var errNoEra = "mcphandler: a request without an era"
 
 // The eras, stateless values.
 var (
-	sessions  era = sessionsEra{}
-	stateless era = statelessEra{}
-	sse       era = sseEra{}
+	eraSessions  era = sessionsEra{}
+	eraStateless era = statelessEra{}
+	eraSSE       era = sseEra{}
 )

@@ -43,7 +43,7 @@ type Handler struct {
 	streams *streams    // what every long-lived stream shares (streams.go)
 	tasks   *taskRunner // durable tasks (tasks.go)
 
-	detached detachedStreams // GET streams that took their connection over (detach.go)
+	sessions *sessions // the transports with sessions: 2025 Streamable HTTP, 2024-11-05 HTTP+SSE (sessions.go)
 
 	// confirmOwners bounds the confirm records of each identity
 	// (confirm_owner.go), streamLogs the event logs of each session
@@ -111,6 +111,7 @@ func New(cfg Config) *Handler {
 	}
 	h.streams = newStreams(&h.cfg, h.bus, h.streamLogs)
 	h.tasks = newTaskRunner(&h.cfg, secrets)
+	h.sessions = newSessions(h)
 	return h
 }
 
@@ -190,9 +191,9 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	case http.MethodPost:
 		h.servePOST(w, r)
 	case http.MethodGet:
-		h.serveGETRequest(w, r) // detach.go
+		h.sessions.serveGETRequest(w, r) // detach.go
 	case http.MethodDelete:
-		h.interceptHTTP(w, r, KindSessionEnd, h.serveDELETE) // Config.Interceptors (intercept.go)
+		h.interceptHTTP(w, r, KindSessionEnd, h.sessions.serveDELETE) // Config.Interceptors (intercept.go)
 	default:
 		w.Header().Set("Allow", "GET, POST, DELETE")
 		writeHTTPError(w, http.StatusMethodNotAllowed, jsonrpc.CodeInvalidRequest, "Method not allowed")
@@ -538,9 +539,9 @@ func (h *Handler) servePOST(w http.ResponseWriter, r *http.Request) {
 	}
 	defer h.releaseBody(buf)
 	body := buf.Bytes()
-	rq := &request{h: h, r: r, start: start, id: id, version: hv, era: sessions}
+	rq := &request{h: h, r: r, start: start, id: id, version: hv, era: eraSessions}
 	if jsonrpc.IsBatch(body) {
-		h.serveBatch(w, rq, body)
+		h.sessions.serveBatch(w, rq, body)
 		return
 	}
 	var m jsonrpc.Message
@@ -552,7 +553,7 @@ func (h *Handler) servePOST(w http.ResponseWriter, r *http.Request) {
 		h.serveModern(w, rq, &m, kind, rawMeta, meta)
 		return
 	}
-	h.serveSession(w, rq, &m, kind)
+	h.sessions.serveSession(w, rq, &m, kind)
 }
 
 // checkPOSTHeaders answers 415 or 406 to a POST whose Content-Type or

@@ -28,12 +28,12 @@ const (
 var tagEncoding = base32.StdEncoding.WithPadding(base32.NoPadding)
 
 // newSessionID mints the id of a new session of id.
-func (h *Handler) newSessionID(id Identity) string { return h.sessionID(rand.Text(), id) }
+func (ss *sessions) newSessionID(id Identity) string { return ss.sessionID(rand.Text(), id) }
 
 // sessionID is the session id of id with random part r.
-func (h *Handler) sessionID(r string, id Identity) string {
+func (ss *sessions) sessionID(r string, id Identity) string {
 	var buf [320]byte
-	tag := h.macs.sid.Tag(ownerMsg(buf[:0], r, id))
+	tag := ss.macs.sid.Tag(ownerMsg(buf[:0], r, id))
 	var enc [16]byte
 	tagEncoding.Encode(enc[:], tag[:])
 	return r + string(enc[:])
@@ -41,7 +41,7 @@ func (h *Handler) sessionID(r string, id Identity) string {
 
 // sessionOf reports whether session id sid was minted for id. It
 // allocates nothing (for an owner key of up to about 290 bytes).
-func (h *Handler) sessionOf(sid string, id Identity) bool {
+func (ss *sessions) sessionOf(sid string, id Identity) bool {
 	if len(sid) != sessionIDLen {
 		return false
 	}
@@ -50,7 +50,7 @@ func (h *Handler) sessionOf(sid string, id Identity) bool {
 		return false
 	}
 	var buf [320]byte
-	return h.macs.sid.Verify(tag[:], ownerMsg(buf[:0], sid[:sessionRandLen], id))
+	return ss.macs.sid.Verify(tag[:], ownerMsg(buf[:0], sid[:sessionRandLen], id))
 }
 
 // ownerMsg appends what a session id's tag covers: its random part and

@@ -12,12 +12,12 @@ import (
 func TestSessionIDNamesItsOwner(t *testing.T) {
 	h := New(Config{})
 	alice := Identity{Tenant: "acme", Subject: "alice"}
-	sid := h.newSessionID(alice)
-	if len(sid) != sessionIDLen || !h.sessionOf(sid, alice) {
+	sid := h.sessions.newSessionID(alice)
+	if len(sid) != sessionIDLen || !h.sessions.sessionOf(sid, alice) {
 		t.Fatalf("%q does not verify for its owner", sid)
 	}
 	for _, other := range []Identity{{Tenant: "acme", Subject: "bob"}, {Tenant: "evil", Subject: "alice"}, {Tenant: "acme/alice"}, {}} {
-		if h.sessionOf(sid, other) {
+		if h.sessions.sessionOf(sid, other) {
 			t.Errorf("%q verifies for %+v", sid, other)
 		}
 	}
@@ -28,16 +28,16 @@ func TestSessionIDNamesItsOwner(t *testing.T) {
 		} else {
 			b[i] = 'A'
 		}
-		if h.sessionOf(string(b), alice) {
+		if h.sessions.sessionOf(string(b), alice) {
 			t.Errorf("changed at %d: verifies", i)
 		}
 	}
 	for _, bad := range []string{sid[:len(sid)-1], sid + "A", sid[:sessionRandLen], "", strings.ToLower(sid)} {
-		if h.sessionOf(bad, alice) {
+		if h.sessions.sessionOf(bad, alice) {
 			t.Errorf("%q verifies", bad)
 		}
 	}
-	if New(Config{}).sessionOf(sid, alice) {
+	if New(Config{}).sessions.sessionOf(sid, alice) {
 		t.Error("verifies under another handler's keys")
 	}
 }
@@ -47,13 +47,13 @@ func TestSessionIDNamesItsOwner(t *testing.T) {
 func FuzzSessionID(f *testing.F) {
 	h := New(Config{StateKeys: [][]byte{[]byte("0123456789abcdef0123456789abcdef")}})
 	alice := Identity{Tenant: "acme", Subject: "alice"}
-	minted := h.sessionID("ABCDEFGHIJKLMNOPQRSTUVWXYZ", alice)
+	minted := h.sessions.sessionID("ABCDEFGHIJKLMNOPQRSTUVWXYZ", alice)
 	f.Add(minted, "acme", "alice")
 	f.Add(strings.Repeat("A", sessionIDLen), "", "")
 	f.Add(strings.Repeat("=", sessionIDLen), "acme", "alice")
 	f.Fuzz(func(t *testing.T, sid, tenant, subject string) {
 		id := Identity{Tenant: tenant, Subject: subject}
-		if h.sessionOf(sid, id) && (sid != minted || tenant != "acme" || subject != "alice") {
+		if h.sessions.sessionOf(sid, id) && (sid != minted || tenant != "acme" || subject != "alice") {
 			t.Fatalf("%q verifies for %+v", sid, id)
 		}
 	})
@@ -65,8 +65,8 @@ func TestSessionOfAllocs(t *testing.T) {
 	}
 	h := New(Config{})
 	alice := Identity{Tenant: "acme", Subject: "alice"}
-	sid := h.newSessionID(alice)
-	if n := testing.AllocsPerRun(100, func() { h.sessionOf(sid, alice) }); n != 0 {
+	sid := h.sessions.newSessionID(alice)
+	if n := testing.AllocsPerRun(100, func() { h.sessions.sessionOf(sid, alice) }); n != 0 {
 		t.Fatalf("sessionOf allocates %v times", n)
 	}
 }

@@ -218,7 +218,7 @@ func (x *Exchange) askTask(ctx context.Context, key, kind, method string, params
 // tasksDeclared reports whether rq declared the tasks extension: only a
 // 2026-07-28 request can, in its own _meta.
 func (rq *request) tasksDeclared() bool {
-	if rq.era != stateless || rq.meta == nil {
+	if rq.era != eraStateless || rq.meta == nil {
 		return false
 	}
 	var c struct {
@@ -246,7 +246,7 @@ func (rq *request) checkTask(m *jsonrpc.Message, call *ToolCall, ev *CallEvent) 
 	if ts == TaskNone {
 		return nil, true
 	}
-	if rq.era != stateless {
+	if rq.era != eraStateless {
 		return rq.checkTaskV1(m, call, ev)
 	}
 	if !rq.tasksDeclared() {

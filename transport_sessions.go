@@ -38,43 +38,43 @@ func isSupported(v string) bool { return slices.Contains(supportedVersions, v) }
 // opens a session; anything else needs one (or stateless mode). A
 // request's answer is a JSON body or, once something precedes it, an SSE
 // stream logged for resumption.
-func (h *Handler) serveSession(w http.ResponseWriter, rq *request, m *jsonrpc.Message, kind jsonrpc.Kind) {
+func (ss *sessions) serveSession(w http.ResponseWriter, rq *request, m *jsonrpc.Message, kind jsonrpc.Kind) {
 	if hv := rq.version; hv != "" && !isSupported(hv) {
 		writeHTTPError(w, http.StatusBadRequest, jsonrpc.CodeInvalidRequest, "Bad Request: unsupported MCP-Protocol-Version "+clipEcho(hv))
 		return
 	}
 	if kind == jsonrpc.KindRequest && m.Method == "initialize" {
 		rq.st = newStream(w, false, 0)
-		h.initialize(rq, m)
+		ss.initialize(rq, m)
 		return
 	}
-	if !h.resolveSession(w, rq) {
+	if !ss.resolveSession(w, rq) {
 		return
 	}
 	switch kind {
 	case jsonrpc.KindNotification:
-		h.notification(rq, m)
+		ss.h.notification(rq, m)
 		w.WriteHeader(http.StatusAccepted)
 	case jsonrpc.KindResponse:
-		if err := h.deliverResponse(rq, m); err != nil {
-			h.refuseResponse(w, err)
+		if err := ss.deliverResponse(rq, m); err != nil {
+			ss.refuseResponse(w, err)
 			return
 		}
 		w.WriteHeader(http.StatusAccepted)
 	default:
-		rq.st = newStream(w, h.primes(rq), h.cfg.SSERetry)
+		rq.st = newStream(w, ss.primes(rq), ss.cfg.SSERetry)
 		rq.st.chunk, rq.st.h1 = chunked(rq.r), rq.r.ProtoMajor == 1
 		if rq.sess != nil {
-			rq.st.setLog(h, rq.sess.ID)
+			rq.st.setLog(ss.h, rq.sess.ID)
 		}
-		h.serveRequest(rq, m)
+		ss.h.serveRequest(rq, m)
 	}
 }
 
 // primes reports whether SSE responses to rq start with a priming event:
 // for sessions that negotiated 2025-11-25 (whatever version header a
 // request carries), and for stateless requests that claim it.
-func (h *Handler) primes(rq *request) bool {
+func (ss *sessions) primes(rq *request) bool {
 	if rq.sess != nil {
 		return rq.sess.ProtocolVersion >= Version20251125
 	}
@@ -85,8 +85,8 @@ func (h *Handler) primes(rq *request) bool {
 // settles the protocol version) and sets rq.version to the session's. It
 // writes 400 (a version header that contradicts the session), 404 or 503
 // and returns false when the request cannot go on.
-func (h *Handler) resolveSession(w http.ResponseWriter, rq *request) bool {
-	if h.cfg.Stateless {
+func (ss *sessions) resolveSession(w http.ResponseWriter, rq *request) bool {
+	if ss.cfg.Stateless {
 		if rq.version == "" {
 			rq.version = Version20250326
 		}
@@ -98,8 +98,8 @@ func (h *Handler) resolveSession(w http.ResponseWriter, rq *request) bool {
 		return false
 	}
 	s, err := (*session.Session)(nil), session.ErrNotFound
-	if h.sessionOf(sid, rq.id) {
-		s, err = h.cfg.Store.Get(rq.context(), sid)
+	if ss.sessionOf(sid, rq.id) {
+		s, err = ss.store.Get(rq.context(), sid)
 	}
 	if err == nil && !rq.id.hasKey(s.Owner) {
 		err = session.ErrNotFound
@@ -109,7 +109,7 @@ func (h *Handler) resolveSession(w http.ResponseWriter, rq *request) bool {
 		writeHTTPError(w, http.StatusNotFound, jsonrpc.CodeInvalidRequest, "Not Found: unknown or expired session")
 		return false
 	case err != nil:
-		h.storeUnavailable(w, err)
+		ss.h.storeUnavailable(w, err)
 		return false
 	}
 	// The version negotiated at initialize decides everything a revision
@@ -129,15 +129,15 @@ func (h *Handler) resolveSession(w http.ResponseWriter, rq *request) bool {
 // serveBatch answers a JSON-RPC batch, which only 2025-03-26 allows. Each
 // member is served in turn and the responses are sent as one JSON array;
 // members cannot ask the client anything.
-func (h *Handler) serveBatch(w http.ResponseWriter, rq *request, body []byte) {
-	elems, ok := h.openBatch(w, rq, body)
+func (ss *sessions) serveBatch(w http.ResponseWriter, rq *request, body []byte) {
+	elems, ok := ss.openBatch(w, rq, body)
 	if !ok {
 		return
 	}
 	out := []byte{'['}
 	n := 0
 	for _, e := range elems {
-		if resp := h.serveBatchMember(rq, e); len(resp) > 0 {
+		if resp := ss.serveBatchMember(rq, e); len(resp) > 0 {
 			if n > 0 {
 				out = append(out, ',')
 			}
@@ -158,7 +158,7 @@ func (h *Handler) serveBatch(w http.ResponseWriter, rq *request, body []byte) {
 // version without batches, not JSON, no session, not 2025-03-26, empty or
 // malformed), 404 or 503 and
 // returns false when the batch cannot be served.
-func (h *Handler) openBatch(w http.ResponseWriter, rq *request, body []byte) ([]json.RawMessage, bool) {
+func (ss *sessions) openBatch(w http.ResponseWriter, rq *request, body []byte) ([]json.RawMessage, bool) {
 	if hv := rq.version; isModernVersion(hv) {
 		writeHTTPError(w, http.StatusBadRequest, jsonrpc.CodeInvalidRequest, "Invalid Request: batches are not accepted in protocol version "+Version20260728)
 		return nil, false
@@ -172,11 +172,11 @@ func (h *Handler) openBatch(w http.ResponseWriter, rq *request, body []byte) ([]
 		writeHTTPError(w, http.StatusBadRequest, jsonrpc.CodeParseError, "Parse error")
 		return nil, false
 	}
-	if headerValue(rq.r, hdrSessionID) == "" && !h.cfg.Stateless {
+	if headerValue(rq.r, hdrSessionID) == "" && !ss.cfg.Stateless {
 		writeHTTPError(w, http.StatusBadRequest, jsonrpc.CodeInvalidRequest, "Invalid Request: batches are not supported")
 		return nil, false
 	}
-	if !h.resolveSession(w, rq) {
+	if !ss.resolveSession(w, rq) {
 		return nil, false
 	}
 	if rq.version != Version20250326 {
@@ -192,7 +192,7 @@ func (h *Handler) openBatch(w http.ResponseWriter, rq *request, body []byte) ([]
 
 // serveBatchMember serves one member e of a batch and returns its
 // response, nil for a notification or a response.
-func (h *Handler) serveBatchMember(rq *request, e []byte) []byte {
+func (ss *sessions) serveBatchMember(rq *request, e []byte) []byte {
 	var m jsonrpc.Message
 	if err := jsonrpc.Decode(e, &m); err != nil {
 		return jsonrpc.AppendError(nil, nil, rpcError(CodeInvalidRequest, "Invalid Request"))
@@ -201,7 +201,7 @@ func (h *Handler) serveBatchMember(rq *request, e []byte) []byte {
 	if verr != nil {
 		return jsonrpc.AppendError(nil, readableID(m.ID), verr)
 	}
-	if verr := h.checkID(&m); verr != nil {
+	if verr := ss.h.checkID(&m); verr != nil {
 		return jsonrpc.AppendError(nil, nil, verr)
 	}
 	if verr := strictMessage(e, &m); verr != nil {
@@ -209,10 +209,10 @@ func (h *Handler) serveBatchMember(rq *request, e []byte) []byte {
 	}
 	switch kind {
 	case jsonrpc.KindNotification:
-		h.notification(rq, &m)
+		ss.h.notification(rq, &m)
 		return nil
 	case jsonrpc.KindResponse:
-		h.deliverResponse(rq, &m)
+		ss.deliverResponse(rq, &m)
 		return nil
 	}
 	if m.Method == "initialize" {
@@ -222,7 +222,7 @@ func (h *Handler) serveBatchMember(rq *request, e []byte) []byte {
 	sub := *rq
 	sub.st = newStream(rec, false, 0)
 	sub.st.noSSE = true
-	h.serveRequest(&sub, &m)
+	ss.h.serveRequest(&sub, &m)
 	return rec.body.Bytes()
 }
 
@@ -247,7 +247,7 @@ var errNotWaiting = errors.New("mcphandler: no request is waiting for this respo
 // store's error when the store cannot be reached. An answer to a confirm
 // is accepted once only, from the identity and session it was asked of
 // (see answerConfirm).
-func (h *Handler) deliverResponse(rq *request, m *jsonrpc.Message) error {
+func (ss *sessions) deliverResponse(rq *request, m *jsonrpc.Message) error {
 	if rq.sess == nil {
 		return errNotWaiting
 	}
@@ -256,14 +256,14 @@ func (h *Handler) deliverResponse(rq *request, m *jsonrpc.Message) error {
 		return errNotWaiting
 	}
 	if isConfirmID(id) {
-		return h.interceptAnswer(rq, id, m, h.answerConfirm) // Config.Interceptors (intercept.go)
+		return ss.h.interceptAnswer(rq, id, m, ss.h.answerConfirm) // Config.Interceptors (intercept.go)
 	}
 	resp := jsonrpc.AppendResult(nil, m.ID, m.Result)
 	if m.Error != nil {
 		resp = jsonrpc.AppendError(nil, m.ID, m.Error)
 	}
 	b, _ := json.Marshal(reply{Role: rq.id.Role, Msg: resp})
-	n, err := h.bus.publish(rq.context(), h.macs.reply, replyChannel(rq.sess.ID, id), b)
+	n, err := ss.h.bus.publish(rq.context(), ss.macs.reply, replyChannel(rq.sess.ID, id), b)
 	if err != nil {
 		return err
 	}
@@ -287,12 +287,12 @@ func isApprovalAnswer(id string) bool {
 
 // refuseResponse answers a client's response that was not delivered: 400
 // when nobody waits for it, 503 when the store cannot tell.
-func (h *Handler) refuseResponse(w http.ResponseWriter, err error) {
+func (ss *sessions) refuseResponse(w http.ResponseWriter, err error) {
 	if errors.Is(err, errNotWaiting) {
 		writeHTTPError(w, http.StatusBadRequest, jsonrpc.CodeInvalidRequest, "Bad Request: no request is waiting for this response")
 		return
 	}
-	h.storeUnavailable(w, err)
+	ss.h.storeUnavailable(w, err)
 }
 
 // serveGET opens the session's server-to-client SSE stream, or resumes a
@@ -304,7 +304,7 @@ func (h *Handler) refuseResponse(w http.ResponseWriter, err error) {
 //
 // Served with a handoff (detach.go), the stream takes its connection over
 // from net/http once its header is out.
-func (h *Handler) serveGET(w http.ResponseWriter, r *http.Request) {
+func (ss *sessions) serveGET(w http.ResponseWriter, r *http.Request) {
 	d, _ := w.(*handoff)
 	if d != nil {
 		r = d.detachable(r)
@@ -314,36 +314,36 @@ func (h *Handler) serveGET(w http.ResponseWriter, r *http.Request) {
 	var st *stream
 	var end func()
 	if !offStack(func() bool {
-		rq, ok := h.openGET(w, r)
+		rq, ok := ss.openGET(w, r)
 		if !ok {
 			return false
 		}
-		if last := rq.r.Header.Get("Last-Event-ID"); last != "" && h.resume(w, rq, last) {
+		if last := rq.r.Header.Get("Last-Event-ID"); last != "" && ss.resume(w, rq, last) {
 			return false
 		}
-		loop, st, end = h.openGETStream(w, rq)
+		loop, st, end = ss.openGETStream(w, rq)
 		return loop != nil
 	}) {
 		return
 	}
 	over := func() {}
 	if d != nil {
-		if f := h.takeOver(d, r, st); f != nil {
+		if f := ss.takeOver(d, r, st); f != nil {
 			over = f
 		}
 	}
 	defer offStack(func() bool { end(); over(); return true })
-	h.streams.runStream(r.Context(), loop)
+	ss.h.streams.runStream(r.Context(), loop)
 }
 
 // openGET checks a GET (mode, caller, Accept, version, session) and
 // answers the error when one fails. The stream it opens lives while its
 // caller stays who it was (see callerCheck).
-func (h *Handler) openGET(w http.ResponseWriter, r *http.Request) (*request, bool) {
-	if !h.sessionMethodAllowed(w, r) {
+func (ss *sessions) openGET(w http.ResponseWriter, r *http.Request) (*request, bool) {
+	if !ss.sessionMethodAllowed(w, r) {
 		return nil, false
 	}
-	id, ok := h.authenticate(w, r)
+	id, ok := ss.h.authenticate(w, r)
 	if !ok {
 		return nil, false
 	}
@@ -356,8 +356,8 @@ func (h *Handler) openGET(w http.ResponseWriter, r *http.Request) (*request, boo
 		writeHTTPError(w, http.StatusBadRequest, jsonrpc.CodeInvalidRequest, "Bad Request: unsupported MCP-Protocol-Version "+clipEcho(hv))
 		return nil, false
 	}
-	rq := &request{h: h, r: r, id: id, version: hv, era: sessions}
-	if !h.resolveSession(w, rq) {
+	rq := &request{h: ss.h, r: r, id: id, version: hv, era: eraSessions}
+	if !ss.resolveSession(w, rq) {
 		return nil, false
 	}
 	return rq, true
@@ -365,8 +365,8 @@ func (h *Handler) openGET(w http.ResponseWriter, r *http.Request) (*request, boo
 
 // sessionMethodAllowed answers 405 to a GET or DELETE that has no session
 // to address: the server is stateless, or the request is 2026-07-28's.
-func (h *Handler) sessionMethodAllowed(w http.ResponseWriter, r *http.Request) bool {
-	if h.cfg.Stateless || isModernVersion(strings.TrimSpace(headerValue(r, hdrProtocolVersion))) {
+func (ss *sessions) sessionMethodAllowed(w http.ResponseWriter, r *http.Request) bool {
+	if ss.cfg.Stateless || isModernVersion(strings.TrimSpace(headerValue(r, hdrProtocolVersion))) {
 		w.Header().Set("Allow", "POST")
 		writeHTTPError(w, http.StatusMethodNotAllowed, jsonrpc.CodeInvalidRequest, "Method not allowed: the server is stateless")
 		return false
@@ -380,34 +380,34 @@ func (h *Handler) sessionMethodAllowed(w http.ResponseWriter, r *http.Request) b
 // message must go on exactly one stream, so the stream claims the session
 // in the store; the claim is renewed with every keep-alive, and a dead
 // holder's lapses after two.
-func (h *Handler) openGETStream(w http.ResponseWriter, rq *request) (*streamLoop, *stream, func()) {
+func (ss *sessions) openGETStream(w http.ResponseWriter, rq *request) (*streamLoop, *stream, func()) {
 	ctx, sid := rq.context(), rq.sess.ID
-	claim, claimTTL := []byte(randText()), h.getStreamTTL()
-	if !h.claimGETStream(w, ctx, sid, claim, claimTTL) {
+	claim, claimTTL := []byte(randText()), ss.h.getStreamTTL()
+	if !ss.claimGETStream(w, ctx, sid, claim, claimTTL) {
 		return nil, nil, nil
 	}
 	release := func() {
-		h.cfg.Store.CompareAndSwap(context.WithoutCancel(ctx), getStreamKey(sid), claim, nil, time.Millisecond)
+		ss.store.CompareAndSwap(context.WithoutCancel(ctx), getStreamKey(sid), claim, nil, time.Millisecond)
 	}
-	sub, changes, ok := h.subscribeStream(w, ctx, sid, rq.id)
+	sub, changes, ok := ss.subscribeStream(w, ctx, sid, rq.id)
 	if !ok {
 		release()
 		return nil, nil, nil
 	}
-	end := func() { h.closeStream(sub, changes); release() }
-	st, err := h.startGETStream(w, rq)
+	end := func() { ss.closeStream(sub, changes); release() }
+	st, err := ss.startGETStream(w, rq)
 	if err != nil {
 		end()
 		return nil, nil, nil
 	}
-	subscribed := h.streams.subscribedFn(ctx, sid)
+	subscribed := ss.h.streams.subscribedFn(ctx, sid)
 	var order msgOrder
 	return &streamLoop{
-		caller:    h.streams.checkCaller(rq.r, rq.id),
-		keepAlive: h.renewGETStream(ctx, st, sid, claim, claimTTL),
+		caller:    ss.h.streams.checkCaller(rq.r, rq.id),
+		keepAlive: ss.renewGETStream(ctx, st, sid, claim, claimTTL),
 		msgs:      sub.C(),
 		onMsg: func(b []byte) bool {
-			msg, ok := h.bus.openSession(sid, &order, b)
+			msg, ok := ss.h.bus.openSession(sid, &order, b)
 			return !ok || !bytes.Equal(msg, sessionEnded) && st.send(msg) == nil
 		},
 		changes: changes.c,
@@ -422,12 +422,12 @@ func (h *Handler) openGETStream(w http.ResponseWriter, rq *request) (*streamLoop
 // a comment, then the claim's renewal; it reports false when either fails
 // (the claim lapsed and another stream took over). A store error keeps
 // the stream.
-func (h *Handler) renewGETStream(ctx context.Context, st *stream, sid string, claim []byte, ttl time.Duration) func() bool {
+func (ss *sessions) renewGETStream(ctx context.Context, st *stream, sid string, claim []byte, ttl time.Duration) func() bool {
 	return func() bool {
 		if st.comment() != nil {
 			return false
 		}
-		ok, err := h.cfg.Store.CompareAndSwap(ctx, getStreamKey(sid), claim, claim, ttl)
+		ok, err := ss.store.CompareAndSwap(ctx, getStreamKey(sid), claim, claim, ttl)
 		return err != nil || ok
 	}
 }
@@ -436,8 +436,8 @@ func (h *Handler) renewGETStream(ctx context.Context, st *stream, sid string, cl
 // stream; its event ids start with "g", never taken for a POST stream's.
 // A stream that may take its connection over (served with a handoff,
 // HTTP/1.x) closes the connection when it ends, and says so in its header.
-func (h *Handler) startGETStream(w http.ResponseWriter, rq *request) (*stream, error) {
-	st := newStream(w, h.primes(rq), h.cfg.SSERetry)
+func (ss *sessions) startGETStream(w http.ResponseWriter, rq *request) (*stream, error) {
+	st := newStream(w, ss.primes(rq), ss.cfg.SSERetry)
 	st.chunk = chunked(rq.r)
 	st.id = "g" + randText()
 	st.mu.Lock()
@@ -450,11 +450,11 @@ func (h *Handler) startGETStream(w http.ResponseWriter, rq *request) (*stream, e
 
 // claimGETStream claims session sid's standalone stream for claim; it
 // answers 409 when another stream holds it, 503 when the store fails.
-func (h *Handler) claimGETStream(w http.ResponseWriter, ctx context.Context, sid string, claim []byte, ttl time.Duration) bool {
-	ok, err := h.cfg.Store.PutIfAbsent(ctx, getStreamKey(sid), claim, ttl)
+func (ss *sessions) claimGETStream(w http.ResponseWriter, ctx context.Context, sid string, claim []byte, ttl time.Duration) bool {
+	ok, err := ss.store.PutIfAbsent(ctx, getStreamKey(sid), claim, ttl)
 	switch {
 	case err != nil:
-		h.storeUnavailable(w, err)
+		ss.h.storeUnavailable(w, err)
 		return false
 	case !ok:
 		writeHTTPError(w, http.StatusConflict, jsonrpc.CodeInvalidRequest, "Conflict: only one GET stream per session is allowed")
@@ -467,46 +467,46 @@ func (h *Handler) claimGETStream(w http.ResponseWriter, ctx context.Context, sid
 // session's channel and registers it for the published changes (see
 // watchChanges), answering 503 when the store fails. The stream ends both
 // with closeStream.
-func (h *Handler) subscribeStream(w http.ResponseWriter, ctx context.Context, sid string, id Identity) (sub session.Subscription, changes *changeWatch, ok bool) {
-	sub, err := h.cfg.Store.Subscribe(ctx, sessionChannel(sid))
+func (ss *sessions) subscribeStream(w http.ResponseWriter, ctx context.Context, sid string, id Identity) (sub session.Subscription, changes *changeWatch, ok bool) {
+	sub, err := ss.store.Subscribe(ctx, sessionChannel(sid))
 	if err != nil {
-		h.storeUnavailable(w, err)
+		ss.h.storeUnavailable(w, err)
 		return nil, nil, false
 	}
-	if changes, err = h.streams.watchChanges(ctx, id); err != nil {
+	if changes, err = ss.h.streams.watchChanges(ctx, id); err != nil {
 		sub.Close()
-		h.storeUnavailable(w, err)
+		ss.h.storeUnavailable(w, err)
 		return nil, nil, false
 	}
 	return sub, changes, true
 }
 
 // closeStream ends what subscribeStream started.
-func (h *Handler) closeStream(sub session.Subscription, changes *changeWatch) {
-	h.streams.unwatchChanges(changes)
+func (ss *sessions) closeStream(sub session.Subscription, changes *changeWatch) {
+	ss.h.streams.unwatchChanges(changes)
 	sub.Close()
 }
 
 // serveDELETE ends the session: later requests with its id get 404 on every
 // replica, and its open GET streams end.
-func (h *Handler) serveDELETE(w http.ResponseWriter, r *http.Request) {
-	if !h.sessionMethodAllowed(w, r) {
+func (ss *sessions) serveDELETE(w http.ResponseWriter, r *http.Request) {
+	if !ss.sessionMethodAllowed(w, r) {
 		return
 	}
-	id, ok := h.authenticate(w, r)
+	id, ok := ss.h.authenticate(w, r)
 	if !ok {
 		return
 	}
-	rq := &request{h: h, r: r, id: id, version: strings.TrimSpace(headerValue(r, hdrProtocolVersion)), era: sessions}
-	if !h.resolveSession(w, rq) {
+	rq := &request{h: ss.h, r: r, id: id, version: strings.TrimSpace(headerValue(r, hdrProtocolVersion)), era: eraSessions}
+	if !ss.resolveSession(w, rq) {
 		return
 	}
-	if err := h.cfg.Store.Delete(r.Context(), rq.sess.ID); err != nil {
-		h.storeUnavailable(w, err)
+	if err := ss.store.Delete(r.Context(), rq.sess.ID); err != nil {
+		ss.h.storeUnavailable(w, err)
 		return
 	}
 	interceptionFrom(r.Context()).sessionEnded(rq.sess) // for Config.Interceptors (intercept.go)
-	h.bus.publishSession(r.Context(), rq.sess.ID, nil, sessionEnded)
+	ss.h.bus.publishSession(r.Context(), rq.sess.ID, nil, sessionEnded)
 	w.WriteHeader(http.StatusNoContent)
 }
 
@@ -522,20 +522,20 @@ func (h *Handler) serveDELETE(w http.ResponseWriter, r *http.Request) {
 // a call whose asker or runner is gone is finished or reported here.
 //
 // See https://modelcontextprotocol.io/specification/2025-11-25/basic/transports#resumability-and-redelivery.
-func (h *Handler) resume(w http.ResponseWriter, rq *request, last string) bool {
+func (ss *sessions) resume(w http.ResponseWriter, rq *request, last string) bool {
 	streamID, after, ok := parseLastEventID(last)
 	if !ok {
 		return false
 	}
 	ctx, sid := rq.context(), rq.sess.ID
-	rs := &resumed{h: h, channel: eventChannel(sid, streamID), key: eventKey(sid, streamID), streamID: streamID, seen: after}
-	live, err := h.cfg.Store.Subscribe(ctx, rs.channel)
+	rs := &resumed{ss: ss, channel: eventChannel(sid, streamID), key: eventKey(sid, streamID), streamID: streamID, seen: after}
+	live, err := ss.store.Subscribe(ctx, rs.channel)
 	if err != nil {
 		return false
 	}
 	defer live.Close()
-	evs, err := h.events(ctx, rs.key, 0)
-	if err != nil || len(evs) == 0 || h.logEnded(evs) {
+	evs, err := ss.events(ctx, rs.key, 0)
+	if err != nil || len(evs) == 0 || ss.logEnded(evs) {
 		return false // unknown or expired: not ours to resume
 	}
 	rs.sw = startSSE(w)
@@ -543,13 +543,13 @@ func (h *Handler) resume(w http.ResponseWriter, rq *request, last string) bool {
 	if rs.writeAll(evs) {
 		return true
 	}
-	h.streams.runStream(ctx, &streamLoop{
-		caller:    h.streams.checkCaller(rq.r, rq.id),
+	ss.h.streams.runStream(ctx, &streamLoop{
+		caller:    ss.h.streams.checkCaller(rq.r, rq.id),
 		keepAlive: func() bool { return rs.sw.comment() == nil },
-		poll:      h.ct.poll,
+		poll:      ss.ct.poll,
 		onPoll: func() bool {
-			h.watchConfirm(rq, streamID)
-			evs, err := h.events(ctx, rs.key, rs.seen)
+			ss.h.watchConfirm(rq, streamID)
+			evs, err := ss.events(ctx, rs.key, rs.seen)
 			return err != nil || !rs.writeAll(evs)
 		},
 		msgs:  live.C(),
@@ -560,7 +560,7 @@ func (h *Handler) resume(w http.ResponseWriter, rq *request, last string) bool {
 
 // resumed is the state of a resumed POST stream.
 type resumed struct {
-	h        *Handler
+	ss       *sessions
 	sw       *sseWriter
 	channel  string // the live copies' channel
 	key      string // the event log
@@ -595,7 +595,7 @@ func (rs *resumed) write(seq uint64, entry []byte) (final, ok bool) {
 // ResumeWindow after its last entry, as the store would have dropped it:
 // kept longer (its TTL rewritten), it is not resumed. Entries without a
 // mark (earlier releases) carry no time and count as new.
-func (h *Handler) logEnded(evs []session.Event) bool {
+func (ss *sessions) logEnded(evs []session.Event) bool {
 	var last int64
 	for _, ev := range evs {
 		m, _ := readMark(ev.Data)
@@ -604,7 +604,7 @@ func (h *Handler) logEnded(evs []session.Event) bool {
 		}
 		last = max(last, m.at)
 	}
-	return time.Since(time.UnixMilli(last)) > h.cfg.ResumeWindow
+	return time.Since(time.UnixMilli(last)) > ss.cfg.ResumeWindow
 }
 
 // writeAll sends the entries evs; it reports true when the stream is over.
@@ -621,7 +621,7 @@ func (rs *resumed) writeAll(evs []session.Event) bool {
 // when an earlier event's copy was lost. It reports false when the stream
 // is over.
 func (rs *resumed) live(ctx context.Context, b []byte) bool {
-	p, ok := rs.h.bus.openMessage(rs.h.macs.event, rs.channel, b)
+	p, ok := rs.ss.h.bus.openMessage(rs.ss.macs.event, rs.channel, b)
 	if !ok {
 		return true
 	}
@@ -631,7 +631,7 @@ func (rs *resumed) live(ctx context.Context, b []byte) bool {
 		return true
 	}
 	if seq > rs.seen+1 {
-		evs, err := rs.h.events(ctx, rs.key, rs.seen)
+		evs, err := rs.ss.events(ctx, rs.key, rs.seen)
 		return err != nil || !rs.writeAll(evs)
 	}
 	final, ok := rs.write(seq, p[sp+1:])
@@ -640,14 +640,14 @@ func (rs *resumed) live(ctx context.Context, b []byte) bool {
 
 // events returns the verified entries of the event log key after seq
 // after; entries that do not verify are dropped.
-func (h *Handler) events(ctx context.Context, key string, after uint64) ([]session.Event, error) {
-	evs, err := h.cfg.Store.EventsAfter(ctx, key, after)
+func (ss *sessions) events(ctx context.Context, key string, after uint64) ([]session.Event, error) {
+	evs, err := ss.store.EventsAfter(ctx, key, after)
 	if err != nil {
 		return nil, err
 	}
 	out := evs[:0]
 	for _, ev := range evs {
-		if p, ok := h.bus.openRecord(h.macs.event, key, ev.Data); ok {
+		if p, ok := ss.h.bus.openRecord(ss.macs.event, key, ev.Data); ok {
 			out = append(out, session.Event{Seq: ev.Seq, Data: p})
 		}
 	}
@@ -750,8 +750,8 @@ func negotiate(requested string) string {
 // session bound to the caller and returns its id in Mcp-Session-Id.
 //
 // See https://modelcontextprotocol.io/specification/2025-11-25/basic/lifecycle.
-func (h *Handler) initialize(rq *request, m *jsonrpc.Message) {
-	if h.intercept(rq, m, true, (*Handler).initialize) { // Config.Interceptors (intercept.go) call back in
+func (ss *sessions) initialize(rq *request, m *jsonrpc.Message) {
+	if ss.h.intercept(rq, m, true, serveInitialize) { // Config.Interceptors (intercept.go) call back in
 		return
 	}
 	var p initializeParams
@@ -769,33 +769,38 @@ func (h *Handler) initialize(rq *request, m *jsonrpc.Message) {
 	rq.version = version
 	rq.info = &reqInfo{identity: rq.id, request: rq.r, version: version}
 	rq.ctx = context.WithValue(rq.context(), ctxKey{}, rq.info)
-	if !h.cfg.Stateless {
-		s, err := h.createSession(rq, &p, version)
+	if !ss.cfg.Stateless {
+		s, err := ss.createSession(rq, &p, version)
 		if err != nil {
-			h.storeFailed(rq, m, err)
+			ss.h.storeFailed(rq, m, err)
 			return
 		}
 		rq.st.w.Header().Set("Mcp-Session-Id", s.ID)
 	}
-	h.initializeResult(rq, m, version)
+	ss.h.initializeResult(rq, m, version)
 }
+
+// serveInitialize is initialize as Config.Interceptors call it back
+// (intercept takes a function of the Handler; a func without captures
+// allocates nothing).
+func serveInitialize(h *Handler, rq *request, m *jsonrpc.Message) { h.sessions.initialize(rq, m) }
 
 // createSession stores the new session of an initialize (p) that settled
 // on version, and admits it under Config.MaxSessionsPerIdentity.
-func (h *Handler) createSession(rq *request, p *initializeParams, version string) (*session.Session, error) {
+func (ss *sessions) createSession(rq *request, p *initializeParams, version string) (*session.Session, error) {
 	s := &session.Session{
-		ID:              h.newSessionID(rq.id),
+		ID:              ss.newSessionID(rq.id),
 		Owner:           rq.id.key(),
 		ProtocolVersion: version,
-		ClientName:      clip(p.ClientInfo.Name, h.cfg.MaxClientInfoBytes),
-		ClientVersion:   clip(p.ClientInfo.Version, h.cfg.MaxClientInfoBytes),
+		ClientName:      clip(p.ClientInfo.Name, ss.cfg.MaxClientInfoBytes),
+		ClientVersion:   clip(p.ClientInfo.Version, ss.cfg.MaxClientInfoBytes),
 		Capabilities:    p.Capabilities.flags(),
-		TTL:             h.cfg.SessionTTL,
+		TTL:             ss.cfg.SessionTTL,
 		Created:         time.Now(),
 	}
-	err := h.cfg.Store.Create(rq.ctx, s)
+	err := ss.store.Create(rq.ctx, s)
 	if err == nil {
-		err = h.admit(rq.ctx, rq.id, s)
+		err = ss.h.admit(rq.ctx, rq.id, s)
 	}
 	return s, err
 }

@@ -37,40 +37,45 @@ const Version20241105 = "2024-11-05"
 //
 // See https://modelcontextprotocol.io/specification/2024-11-05/basic/transports.
 func (h *Handler) LegacySSE(messagePath string) (stream, messages http.Handler) {
-	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { h.serveLegacyStream(w, r, messagePath) }),
-		http.HandlerFunc(h.serveLegacyMessage)
+	return h.sessions.legacySSE(messagePath)
 }
 
-func (h *Handler) serveLegacyStream(w http.ResponseWriter, r *http.Request, messagePath string) {
-	id, ok := h.legacyPrecheck(w, r, http.MethodGet)
+// legacySSE returns the handlers of LegacySSE.
+func (ss *sessions) legacySSE(messagePath string) (stream, messages http.Handler) {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { ss.serveLegacyStream(w, r, messagePath) }),
+		http.HandlerFunc(ss.serveLegacyMessage)
+}
+
+func (ss *sessions) serveLegacyStream(w http.ResponseWriter, r *http.Request, messagePath string) {
+	id, ok := ss.legacyPrecheck(w, r, http.MethodGet)
 	if !ok {
 		return
 	}
 	ctx := r.Context()
-	s, sub, changes, ok := h.createLegacySession(w, ctx, id)
+	s, sub, changes, ok := ss.createLegacySession(w, ctx, id)
 	if !ok {
 		return
 	}
-	defer h.closeStream(sub, changes)
+	defer ss.closeStream(sub, changes)
 	// The old transport's session is the stream: it ends with it.
-	defer h.cfg.Store.Delete(context.WithoutCancel(ctx), s.ID)
+	defer ss.store.Delete(context.WithoutCancel(ctx), s.ID)
 	sw := startSSE(w)
 	endpoint := messagePath + "?sessionId=" + url.QueryEscape(s.ID)
 	if sw.event("endpoint", nil, []byte(endpoint)) != nil {
 		return
 	}
-	subscribed := h.streams.subscribedFn(ctx, s.ID)
+	subscribed := ss.h.streams.subscribedFn(ctx, s.ID)
 	var order msgOrder
-	h.streams.runStream(ctx, &streamLoop{
-		caller: h.streams.checkCaller(r, id), // the stream lives while its caller stays who it was
+	ss.h.streams.runStream(ctx, &streamLoop{
+		caller: ss.h.streams.checkCaller(r, id), // the stream lives while its caller stays who it was
 		keepAlive: func() bool {
 			// Keep the connection and the session alive while the client listens.
-			h.cfg.Store.Get(ctx, s.ID)
+			ss.store.Get(ctx, s.ID)
 			return sw.comment() == nil
 		},
 		msgs: sub.C(),
 		onMsg: func(b []byte) bool {
-			msg, ok := h.bus.openSession(s.ID, &order, b)
+			msg, ok := ss.h.bus.openSession(s.ID, &order, b)
 			return !ok || !bytes.Equal(msg, sessionEnded) && sw.event("message", nil, msg) == nil
 		},
 		changes: changes.c,
@@ -83,18 +88,18 @@ func (h *Handler) serveLegacyStream(w http.ResponseWriter, r *http.Request, mess
 
 // createLegacySession opens a session for id's stream: it subscribes the
 // stream, then stores the session, answering 503 when the store fails.
-func (h *Handler) createLegacySession(w http.ResponseWriter, ctx context.Context, id Identity) (s *session.Session, sub session.Subscription, changes *changeWatch, ok bool) {
-	s = &session.Session{ID: h.newSessionID(id), Owner: id.key(), ProtocolVersion: Version20241105, TTL: h.cfg.SessionTTL}
-	if sub, changes, ok = h.subscribeStream(w, ctx, s.ID, id); !ok {
+func (ss *sessions) createLegacySession(w http.ResponseWriter, ctx context.Context, id Identity) (s *session.Session, sub session.Subscription, changes *changeWatch, ok bool) {
+	s = &session.Session{ID: ss.newSessionID(id), Owner: id.key(), ProtocolVersion: Version20241105, TTL: ss.cfg.SessionTTL}
+	if sub, changes, ok = ss.subscribeStream(w, ctx, s.ID, id); !ok {
 		return nil, nil, nil, false
 	}
-	err := h.cfg.Store.Create(ctx, s)
+	err := ss.store.Create(ctx, s)
 	if err == nil {
-		err = h.admit(ctx, id, s)
+		err = ss.h.admit(ctx, id, s)
 	}
 	if err != nil {
-		h.closeStream(sub, changes)
-		h.storeUnavailable(w, err)
+		ss.closeStream(sub, changes)
+		ss.h.storeUnavailable(w, err)
 		return nil, nil, nil, false
 	}
 	return s, sub, changes, true
@@ -102,8 +107,8 @@ func (h *Handler) createLegacySession(w http.ResponseWriter, ctx context.Context
 
 // legacyPrecheck checks the origin, the HTTP method and the caller of a
 // legacy transport request, answering the error when one fails.
-func (h *Handler) legacyPrecheck(w http.ResponseWriter, r *http.Request, method string) (Identity, bool) {
-	if status, msg := h.checkOrigin(r); status != 0 {
+func (ss *sessions) legacyPrecheck(w http.ResponseWriter, r *http.Request, method string) (Identity, bool) {
+	if status, msg := ss.h.checkOrigin(r); status != 0 {
 		writeHTTPError(w, status, jsonrpc.CodeInvalidRequest, msg)
 		return Identity{}, false
 	}
@@ -112,19 +117,19 @@ func (h *Handler) legacyPrecheck(w http.ResponseWriter, r *http.Request, method 
 		writeHTTPError(w, http.StatusMethodNotAllowed, jsonrpc.CodeInvalidRequest, "Method not allowed")
 		return Identity{}, false
 	}
-	return h.authenticate(w, r)
+	return ss.h.authenticate(w, r)
 }
 
 // serveLegacyMessage takes one POSTed message of the HTTP+SSE transport:
 // 202 at once, then the message is served and everything it produces is
 // published to the session's stream.
-func (h *Handler) serveLegacyMessage(w http.ResponseWriter, r *http.Request) {
+func (ss *sessions) serveLegacyMessage(w http.ResponseWriter, r *http.Request) {
 	start := time.Now()
-	id, ok := h.legacyPrecheck(w, r, http.MethodPost)
+	id, ok := ss.legacyPrecheck(w, r, http.MethodPost)
 	if !ok {
 		return
 	}
-	s, ok := h.legacySession(w, r, id)
+	s, ok := ss.legacySession(w, r, id)
 	if !ok {
 		return
 	}
@@ -132,51 +137,51 @@ func (h *Handler) serveLegacyMessage(w http.ResponseWriter, r *http.Request) {
 		writeHTTPError(w, http.StatusUnsupportedMediaType, jsonrpc.CodeInvalidRequest, "Unsupported Media Type: Content-Type must be application/json")
 		return
 	}
-	buf, status := h.readBody(w, r)
+	buf, status := ss.h.readBody(w, r)
 	if status != 0 {
 		bodyError(w, status)
 		return
 	}
-	defer h.releaseBody(buf)
+	defer ss.h.releaseBody(buf)
 	var m jsonrpc.Message
-	kind, ok := h.decodeMessage(w, buf.Bytes(), &m)
+	kind, ok := ss.h.decodeMessage(w, buf.Bytes(), &m)
 	if !ok {
 		return
 	}
-	rq := &request{h: h, r: r, start: start, id: id, sess: s, version: s.ProtocolVersion, era: sse}
+	rq := &request{h: ss.h, r: r, start: start, id: id, sess: s, version: s.ProtocolVersion, era: eraSSE}
 	if kind == jsonrpc.KindResponse {
-		if err := h.deliverResponse(rq, &m); err != nil {
-			h.refuseResponse(w, err)
+		if err := ss.deliverResponse(rq, &m); err != nil {
+			ss.refuseResponse(w, err)
 			return
 		}
 		w.WriteHeader(http.StatusAccepted)
 		return
 	}
 	acceptNow(w)
-	h.serveLegacyRequest(rq, &m, kind)
+	ss.serveLegacyRequest(rq, &m, kind)
 }
 
 // serveLegacyRequest serves a message of the HTTP+SSE transport once its
 // POST was answered 202: everything it produces is published to the
 // session's stream.
-func (h *Handler) serveLegacyRequest(rq *request, m *jsonrpc.Message, kind jsonrpc.Kind) {
+func (ss *sessions) serveLegacyRequest(rq *request, m *jsonrpc.Message, kind jsonrpc.Kind) {
 	// The client may hang up now; that cancels nothing it asked for.
 	rq.r = rq.r.WithContext(context.WithoutCancel(rq.r.Context()))
 	if kind == jsonrpc.KindNotification {
-		h.notification(rq, m)
+		ss.h.notification(rq, m)
 		return
 	}
 	ctx, sid := rq.context(), rq.sess.ID
 	var w writerMark // the sink runs under its stream's lock
 	rq.st = &stream{sink: func(msg []byte) error {
-		_, err := h.bus.publishSession(ctx, sid, &w, msg)
+		_, err := ss.h.bus.publishSession(ctx, sid, &w, msg)
 		return err
 	}}
 	if m.Method == "initialize" {
-		h.initializeLegacy(rq, m)
+		ss.initializeLegacy(rq, m)
 		return
 	}
-	h.serveRequest(rq, m)
+	ss.h.serveRequest(rq, m)
 }
 
 // acceptNow answers 202 at once: the response travels on the stream. The
@@ -192,15 +197,15 @@ func acceptNow(w http.ResponseWriter) {
 
 // legacySession finds the session a POST's sessionId names, bound to its
 // caller; it writes 400, 404 or 503 and returns false when there is none.
-func (h *Handler) legacySession(w http.ResponseWriter, r *http.Request, id Identity) (*session.Session, bool) {
+func (ss *sessions) legacySession(w http.ResponseWriter, r *http.Request, id Identity) (*session.Session, bool) {
 	sid := r.URL.Query().Get("sessionId")
 	if sid == "" {
 		writeHTTPError(w, http.StatusBadRequest, jsonrpc.CodeInvalidRequest, "Bad Request: sessionId is required")
 		return nil, false
 	}
 	s, err := (*session.Session)(nil), session.ErrNotFound
-	if h.sessionOf(sid, id) {
-		s, err = h.cfg.Store.Get(r.Context(), sid)
+	if ss.sessionOf(sid, id) {
+		s, err = ss.store.Get(r.Context(), sid)
 	}
 	if err == nil && !id.hasKey(s.Owner) {
 		err = session.ErrNotFound
@@ -210,7 +215,7 @@ func (h *Handler) legacySession(w http.ResponseWriter, r *http.Request, id Ident
 		writeHTTPError(w, http.StatusNotFound, jsonrpc.CodeInvalidRequest, "Not Found: unknown or expired session")
 		return nil, false
 	case err != nil:
-		h.storeUnavailable(w, err)
+		ss.h.storeUnavailable(w, err)
 		return nil, false
 	}
 	return s, true
@@ -218,8 +223,8 @@ func (h *Handler) legacySession(w http.ResponseWriter, r *http.Request, id Ident
 
 // initializeLegacy negotiates the version and records the client's
 // capabilities in the session the stream opened.
-func (h *Handler) initializeLegacy(rq *request, m *jsonrpc.Message) {
-	if h.intercept(rq, m, true, (*Handler).initializeLegacy) { // Config.Interceptors (intercept.go) call back in
+func (ss *sessions) initializeLegacy(rq *request, m *jsonrpc.Message) {
+	if ss.h.intercept(rq, m, true, serveInitializeLegacy) { // Config.Interceptors (intercept.go) call back in
 		return
 	}
 	var p initializeParams
@@ -235,16 +240,22 @@ func (h *Handler) initializeLegacy(rq *request, m *jsonrpc.Message) {
 	}
 	rq.sess.ProtocolVersion = version
 	rq.sess.Capabilities = p.Capabilities.flags()
-	rq.sess.ClientName = clip(p.ClientInfo.Name, h.cfg.MaxClientInfoBytes)
-	rq.sess.ClientVersion = clip(p.ClientInfo.Version, h.cfg.MaxClientInfoBytes)
+	rq.sess.ClientName = clip(p.ClientInfo.Name, ss.cfg.MaxClientInfoBytes)
+	rq.sess.ClientVersion = clip(p.ClientInfo.Version, ss.cfg.MaxClientInfoBytes)
 	rq.version = version
 	rq.info = &reqInfo{identity: rq.id, request: rq.r, version: version, sessionID: rq.sess.ID}
 	rq.ctx = context.WithValue(rq.context(), ctxKey{}, rq.info)
-	if err := h.cfg.Store.Update(rq.ctx, rq.sess); err != nil {
-		h.storeFailed(rq, m, err)
+	if err := ss.store.Update(rq.ctx, rq.sess); err != nil {
+		ss.h.storeFailed(rq, m, err)
 		return
 	}
-	h.initializeResult(rq, m, version)
+	ss.h.initializeResult(rq, m, version)
+}
+
+// serveInitializeLegacy is initializeLegacy as Config.Interceptors call
+// it back (see serveInitialize).
+func serveInitializeLegacy(h *Handler, rq *request, m *jsonrpc.Message) {
+	h.sessions.initializeLegacy(rq, m)
 }
 
 // sseEra is the era seam for the 2024-11-05 HTTP+SSE transport: as the

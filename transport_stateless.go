@@ -159,7 +159,7 @@ func (h *Handler) serveModern(w http.ResponseWriter, rq *request, m *jsonrpc.Mes
 		writeRPCError(w, status, m.ID, e)
 		return
 	}
-	rq.era = stateless
+	rq.era = eraStateless
 	rq.version = Version20260728
 	rq.meta = meta
 	rq.caps = parseCaps(meta.ClientCapabilities)
