@@ -300,30 +300,6 @@ func (h *Handler) listTemplates(rq *request, m *jsonrpc.Message) {
 	listPage(rq, m, "resourceTemplates", ts)
 }
 
-// listPage answers a list method with one page of entries, marshalled with
-// encoding/json.
-func listPage[T any](rq *request, m *jsonrpc.Message, key string, entries []T) {
-	lo, hi, next, perr := rq.h.page(m.Params, len(entries))
-	if perr != nil {
-		rq.fail(m.ID, perr)
-		return
-	}
-	page := entries[lo:hi]
-	if page == nil {
-		page = []T{}
-	}
-	res := map[string]any{key: page}
-	if next != "" {
-		res["nextCursor"] = next
-	}
-	b, err := json.Marshal(res)
-	if err != nil {
-		rq.h.hookFailed(rq, m, "encoding "+key, err)
-		return
-	}
-	rq.reply(m.ID, b)
-}
-
 func (h *Handler) readResource(rq *request, m *jsonrpc.Message) {
 	p, ok := rq.uriParams(m)
 	if !ok || h.readSkillFile(rq, m, p.URI) {
