@@ -14,7 +14,7 @@ type listParams struct {
 
 // page decodes params' cursor and returns the bounds of the page of a list
 // of n entries, and the cursor of the next page ("" for the last).
-func (h *Handler) page(params json.RawMessage, n int) (lo, hi int, next string, e *jsonrpc.Error) {
+func (c *catalog) page(params json.RawMessage, n int) (lo, hi int, next string, e *jsonrpc.Error) {
 	var p listParams
 	if len(params) > 0 {
 		if err := json.Unmarshal(params, &p); err != nil {
@@ -28,7 +28,7 @@ func (h *Handler) page(params json.RawMessage, n int) (lo, hi int, next string, 
 		}
 		lo = off
 	}
-	hi = min(lo+h.cfg.PageSize, n)
+	hi = min(lo+c.cfg.PageSize, n)
 	if hi < n {
 		next = encodeCursor(hi)
 	}
@@ -62,8 +62,8 @@ func decodeCursor(cursor string, n int) (int, bool) {
 
 // listPage answers a list method with one page of entries, marshalled with
 // encoding/json.
-func listPage[T any](rq *request, m *jsonrpc.Message, key string, entries []T) {
-	lo, hi, next, perr := rq.h.page(m.Params, len(entries))
+func listPage[T any](c *catalog, rq *request, m *jsonrpc.Message, key string, entries []T) {
+	lo, hi, next, perr := c.page(m.Params, len(entries))
 	if perr != nil {
 		rq.fail(m.ID, perr)
 		return

@@ -9,36 +9,36 @@ import (
 // visibleTools returns the caller's tools that the handler can serve
 // (tooldefs.go) with role gates applied. The host's slice is never
 // modified.
-func (h *Handler) visibleTools(ctx context.Context, id Identity) ([]Tool, error) {
-	tools, err := h.cfg.ListTools(ctx)
+func (c *catalog) visibleTools(ctx context.Context, id Identity) ([]Tool, error) {
+	tools, err := c.cfg.ListTools(ctx)
 	if err != nil {
 		return nil, err
 	}
-	tools = h.servableTools(ctx, tools)
-	return gate(h, tools, id, func(t *Tool) gates { return gates{t.MinRole, t.Scopes} }), nil
+	tools = c.servableTools(ctx, tools)
+	return gate(c, tools, id, func(t *Tool) gates { return gates{t.MinRole, t.Scopes} }), nil
 }
 
 // findTool returns the caller's tool called name, or false when it does not
 // exist for this caller (whatever the reason: a definition the handler
 // cannot serve does not exist).
-func (h *Handler) findTool(ctx context.Context, id Identity, name string) (Tool, bool, error) {
-	tools, err := h.cfg.ListTools(ctx)
+func (c *catalog) findTool(ctx context.Context, id Identity, name string) (Tool, bool, error) {
+	tools, err := c.cfg.ListTools(ctx)
 	if err != nil {
 		return Tool{}, false, err
 	}
-	t, ok := h.servableTool(ctx, tools, name)
-	return t, ok && h.visible(gates{t.MinRole, t.Scopes}, id), nil
+	t, ok := c.servableTool(ctx, tools, name)
+	return t, ok && c.visible(gates{t.MinRole, t.Scopes}, id), nil
 }
 
-func (h *Handler) listTools(rq *request, m *jsonrpc.Message) {
-	tools, err := h.visibleTools(rq.ctx, rq.id)
+func (c *catalog) listTools(rq *request, m *jsonrpc.Message) {
+	tools, err := c.visibleTools(rq.ctx, rq.id)
 	if err != nil {
-		h.logger().Error("mcphandler: ListTools", "err", err)
+		c.cfg.Logger.Error("mcphandler: ListTools", "err", err)
 		rq.fail(m.ID, wireError(err))
 		return
 	}
 	tools = rq.offeredTools(tools)
-	lo, hi, next, perr := h.page(m.Params, len(tools))
+	lo, hi, next, perr := c.page(m.Params, len(tools))
 	if perr != nil {
 		rq.fail(m.ID, perr)
 		return
@@ -50,7 +50,7 @@ func (h *Handler) listTools(rq *request, m *jsonrpc.Message) {
 			b = append(b, ',')
 		}
 		if b, err = tools[i].appendJSON(b); err != nil {
-			h.logger().Error("mcphandler: encoding tool", "tool", tools[i].Name, "err", err)
+			c.cfg.Logger.Error("mcphandler: encoding tool", "tool", tools[i].Name, "err", err)
 			rq.fail(m.ID, errInternal())
 			return
 		}
