@@ -272,7 +272,7 @@ func (h *Handler) adoptApproval(rq *request, id string, rec confirmRecord, raw [
 // the tool, and logs its result.
 func (h *Handler) runAdopted(out *request, c *confirmCall, run *confirmRun, ev *CallEvent) {
 	defer run.finish(out.ctx)
-	tool, ok, err := h.findTool(out.ctx, c.ident, c.tool)
+	tool, ok, err := h.catalog.findTool(out.ctx, c.ident, c.tool)
 	if err != nil || !ok {
 		ev.Outcome = OutcomeRevoked
 		out.fail(c.rec.ReqID, errUnknownTool(c.tool))

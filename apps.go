@@ -83,13 +83,13 @@ const appsCapability = `"` + AppsExtensionID + `":{"mimeTypes":["` + AppMimeType
 // resource no tool names is no reason to declare it, and no resource hook
 // is called for it. A failing ListTools is logged and leaves the
 // declaration out; the answer still goes.
-func (h *Handler) offersApps(rq *request) bool {
-	if h.cfg.ListTools == nil {
+func (c *catalog) offersApps(rq *request) bool {
+	if c.cfg.ListTools == nil {
 		return false
 	}
-	tools, err := h.visibleTools(rq.ctx, rq.id)
+	tools, err := c.visibleTools(rq.ctx, rq.id)
 	if err != nil {
-		h.loggerFor(rq.ctx).Error("mcphandler: ListTools, for the capabilities", "err", err)
+		c.log(rq.ctx).Error("mcphandler: ListTools, for the capabilities", "err", err)
 		return false
 	}
 	for i := range tools {

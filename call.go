@@ -107,7 +107,7 @@ func (h *Handler) lookupCall(rq *request, m *jsonrpc.Message, ev *CallEvent) (*T
 		rq.fail(m.ID, e)
 		return nil, false
 	}
-	tool, ok, err := h.findTool(rq.ctx, rq.id, p.Name)
+	tool, ok, err := h.catalog.findTool(rq.ctx, rq.id, p.Name)
 	switch {
 	case err != nil:
 		h.loggerFor(rq.ctx).Error("mcphandler: ListTools", "err", err)
@@ -121,7 +121,7 @@ func (h *Handler) lookupCall(rq *request, m *jsonrpc.Message, ev *CallEvent) (*T
 	}
 	ev.Tool = tool.Name
 	rq.ic.found() // for Config.Interceptors (intercept.go)
-	if h.stepUp(rq, m, tool.Scopes) {
+	if h.catalog.stepUp(rq, m, tool.Scopes) {
 		ev.Outcome = OutcomeDenied
 		return nil, false
 	}

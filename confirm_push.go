@@ -409,7 +409,7 @@ func (c *confirmCall) judge(ctx context.Context, rec *confirmRecord) (Outcome, *
 	}
 	now := c.ident
 	now.Role = rec.Role
-	tool, ok, err := c.h.findTool(c.h.toolCtx(ctx, now), now, c.tool)
+	tool, ok, err := c.h.catalog.findTool(c.h.toolCtx(ctx, now), now, c.tool)
 	if err != nil || !ok {
 		return OutcomeRevoked, nil
 	}

@@ -31,28 +31,40 @@ func hasPrompts(h *Handler) bool { return h.cfg.ListPrompts != nil }
 func hasComplete(h *Handler) bool {
 	return h.cfg.Complete != nil
 }
+func hasResources(h *Handler) bool { return h.catalog.hasResources() }
+func hasSkills(h *Handler) bool    { return h.catalog.hasSkills() }
 
 // sharedMethods is the dispatch table of every era: the methods of the
 // 2025 revisions (and 2024-11-05). An era's table adds to it (see
 // era.methods).
 var sharedMethods = map[string]method{
-	"ping":                     {serve: func(_ *Handler, rq *request, m *jsonrpc.Message) { rq.reply(m.ID, emptyResult) }},
-	"logging/setLevel":         {serve: (*Handler).setLevel},
-	"tools/list":               {serve: (*Handler).listTools, needs: hasTools},
-	"tools/call":               {serve: (*Handler).callTool, needs: hasTools, cancellable: true},
-	"skills/list":              {serve: (*Handler).listSkills, needs: (*Handler).hasSkills},
-	"skills/get":               {serve: (*Handler).getSkill, needs: (*Handler).hasSkills},
-	"resources/directory/read": {serve: (*Handler).readDirectory, needs: (*Handler).hasSkills},
-	"resources/list":           {serve: (*Handler).listResources, needs: (*Handler).hasResources},
-	"resources/templates/list": {serve: (*Handler).listTemplates, needs: (*Handler).hasResources},
-	"resources/read":           {serve: (*Handler).readResource, needs: (*Handler).hasResources, cancellable: true},
-	"resources/subscribe": {needs: (*Handler).hasResources,
-		serve: func(h *Handler, rq *request, m *jsonrpc.Message) { h.subscribe(rq, m, true) }},
-	"resources/unsubscribe": {needs: (*Handler).hasResources,
-		serve: func(h *Handler, rq *request, m *jsonrpc.Message) { h.subscribe(rq, m, false) }},
-	"prompts/list":        {serve: (*Handler).listPrompts, needs: hasPrompts},
-	"prompts/get":         {serve: (*Handler).getPrompt, needs: hasPrompts, cancellable: true},
-	"completion/complete": {serve: (*Handler).complete, needs: hasComplete, cancellable: true},
+	"ping":             {serve: func(_ *Handler, rq *request, m *jsonrpc.Message) { rq.reply(m.ID, emptyResult) }},
+	"logging/setLevel": {serve: (*Handler).setLevel},
+	"tools/list": {needs: hasTools,
+		serve: func(h *Handler, rq *request, m *jsonrpc.Message) { h.catalog.listTools(rq, m) }},
+	"tools/call": {serve: (*Handler).callTool, needs: hasTools, cancellable: true},
+	"skills/list": {needs: hasSkills,
+		serve: func(h *Handler, rq *request, m *jsonrpc.Message) { h.catalog.listSkills(rq, m) }},
+	"skills/get": {needs: hasSkills,
+		serve: func(h *Handler, rq *request, m *jsonrpc.Message) { h.catalog.getSkill(rq, m) }},
+	"resources/directory/read": {needs: hasSkills,
+		serve: func(h *Handler, rq *request, m *jsonrpc.Message) { h.catalog.readDirectory(rq, m) }},
+	"resources/list": {needs: hasResources,
+		serve: func(h *Handler, rq *request, m *jsonrpc.Message) { h.catalog.listResources(rq, m) }},
+	"resources/templates/list": {needs: hasResources,
+		serve: func(h *Handler, rq *request, m *jsonrpc.Message) { h.catalog.listTemplates(rq, m) }},
+	"resources/read": {needs: hasResources, cancellable: true,
+		serve: func(h *Handler, rq *request, m *jsonrpc.Message) { h.catalog.readResource(rq, m) }},
+	"resources/subscribe": {needs: hasResources,
+		serve: func(h *Handler, rq *request, m *jsonrpc.Message) { h.catalog.subscribe(rq, m, true) }},
+	"resources/unsubscribe": {needs: hasResources,
+		serve: func(h *Handler, rq *request, m *jsonrpc.Message) { h.catalog.subscribe(rq, m, false) }},
+	"prompts/list": {needs: hasPrompts,
+		serve: func(h *Handler, rq *request, m *jsonrpc.Message) { h.catalog.listPrompts(rq, m) }},
+	"prompts/get": {needs: hasPrompts, cancellable: true,
+		serve: func(h *Handler, rq *request, m *jsonrpc.Message) { h.catalog.getPrompt(rq, m) }},
+	"completion/complete": {needs: hasComplete, cancellable: true,
+		serve: func(h *Handler, rq *request, m *jsonrpc.Message) { h.catalog.complete(rq, m) }},
 }
 
 // withMethods returns table with more entries.

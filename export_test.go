@@ -23,9 +23,9 @@ const SkillDigestCacheSize = skillDigestCacheSize
 
 // SkillDigestCacheLen is how many digests h's skill digest cache holds.
 func SkillDigestCacheLen(h *Handler) int {
-	h.skillDigests.mu.Lock()
-	defer h.skillDigests.mu.Unlock()
-	return len(h.skillDigests.m)
+	h.catalog.skillDigests.mu.Lock()
+	defer h.catalog.skillDigests.mu.Unlock()
+	return len(h.catalog.skillDigests.m)
 }
 
 // RaceEnabled: allocation counts hold only without the race detector.
@@ -36,9 +36,9 @@ const BadToolLogSize = badDefLogSize
 
 // BadToolLogLen is how many bad tool definitions h remembers as logged.
 func BadToolLogLen(h *Handler) int {
-	h.badDefs.mu.Lock()
-	defer h.badDefs.mu.Unlock()
-	return len(h.badDefs.seen)
+	h.catalog.badDefs.mu.Lock()
+	defer h.catalog.badDefs.mu.Unlock()
+	return len(h.catalog.badDefs.seen)
 }
 
 // SchemaCacheEntries and SchemaCacheBytes bound the schema cache.
@@ -50,7 +50,7 @@ const (
 // SchemaCacheLen is how many schemas h's schema cache holds, and their
 // summed length.
 func SchemaCacheLen(h *Handler) (n, bytes int) {
-	h.schemas.mu.Lock()
-	defer h.schemas.mu.Unlock()
-	return len(h.schemas.m), h.schemas.bytes
+	h.catalog.schemas.mu.Lock()
+	defer h.catalog.schemas.mu.Unlock()
+	return len(h.catalog.schemas.m), h.catalog.schemas.bytes
 }

@@ -17,28 +17,28 @@ type gates struct {
 }
 
 // admits reports whether role passes the gate minRole.
-func (h *Handler) admits(minRole, role string) bool {
+func (c *catalog) admits(minRole, role string) bool {
 	if minRole == "" {
 		return true
 	}
-	need, ok := h.roleRank[minRole]
+	need, ok := c.roleRank[minRole]
 	if !ok {
 		return false
 	}
-	have, ok := h.roleRank[role]
+	have, ok := c.roleRank[role]
 	return ok && have >= need
 }
 
 // visible reports whether an entry with gates g exists for id: its role
 // admits id and, when out-of-scope entries are hidden, id has its scopes.
-func (h *Handler) visible(g gates, id Identity) bool {
-	return h.admits(g.minRole, id.Role) && (!h.cfg.HideOutOfScope || len(missingScopes(id.Scopes, g.scopes)) == 0)
+func (c *catalog) visible(g gates, id Identity) bool {
+	return c.admits(g.minRole, id.Role) && (!c.cfg.HideOutOfScope || len(missingScopes(id.Scopes, g.scopes)) == 0)
 }
 
 // gate returns the entries of list visible to id, without modifying the
 // host's slice.
-func gate[T any](h *Handler, list []T, id Identity, of func(*T) gates) []T {
-	return keep(list, func(x *T) bool { return h.visible(of(x), id) })
+func gate[T any](c *catalog, list []T, id Identity, of func(*T) gates) []T {
+	return keep(list, func(x *T) bool { return c.visible(of(x), id) })
 }
 
 // keep returns the entries of list for which ok reports true, in order:
@@ -73,16 +73,16 @@ func missingScopes(have, need []string) []string {
 
 // stepUp answers HTTP 403 with an insufficient_scope challenge when the
 // caller's token lacks one of need, and reports whether it did.
-func (h *Handler) stepUp(rq *request, m *jsonrpc.Message, need []string) bool {
+func (c *catalog) stepUp(rq *request, m *jsonrpc.Message, need []string) bool {
 	missing := missingScopes(rq.id.Scopes, need)
 	if len(missing) == 0 {
 		return false
 	}
 	challenge := `Bearer error="insufficient_scope", scope=` + quotedString(strings.Join(need, " "))
-	if h.cfg.ScopeChallenge != nil {
+	if c.cfg.ScopeChallenge != nil {
 		// The request carries the caller in its context (IdentityFrom),
 		// so the challenge can name the scopes already granted too.
-		challenge = h.cfg.ScopeChallenge(rq.r.WithContext(rq.ctx), need)
+		challenge = c.cfg.ScopeChallenge(rq.r.WithContext(rq.ctx), need)
 	}
 	rq.st.w.Header().Set("WWW-Authenticate", challenge)
 	rq.st.status = http.StatusForbidden

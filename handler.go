@@ -30,7 +30,7 @@ import (
 // when done with it.
 type Handler struct {
 	cfg        Config
-	roleRank   map[string]int
+	catalog    *catalog // what a caller sees (catalog.go)
 	origins    map[string]bool
 	anyOrig    bool
 	caps       []byte // the initialize result's capabilities object
@@ -50,10 +50,6 @@ type Handler struct {
 	// (stream_bound.go).
 	confirmOwners, streamLogs *ownerindex.Index
 
-	skillDigests digestCache // skill manifest digests (skills_digest.go)
-	schemas      schemaCache // what tools' schemas are made of (schema_cache.go)
-	badDefs      badDefLog   // the bad tool and skill definitions logged (tooldefs.go)
-
 	bufPool sync.Pool // *bytes.Buffer for request bodies
 }
 
@@ -70,14 +66,11 @@ func New(cfg Config) *Handler {
 	}
 	checkApprovals(&cfg)
 	h := &Handler{
-		cfg:      cfg,
-		roleRank: make(map[string]int, len(cfg.Roles)),
-		origins:  make(map[string]bool, len(cfg.AllowedOrigins)),
-		ct:       defaultConfirmTimes,
+		cfg:     cfg,
+		origins: make(map[string]bool, len(cfg.AllowedOrigins)),
+		ct:      defaultConfirmTimes,
 	}
-	for i, r := range cfg.Roles {
-		h.roleRank[r] = i
-	}
+	h.catalog = newCatalog(&h.cfg, h.loggerFor)
 	for _, o := range cfg.AllowedOrigins {
 		if o == "*" {
 			h.anyOrig = true
@@ -125,7 +118,7 @@ func (h *Handler) capabilities() []byte {
 	if h.cfg.ListTools != nil {
 		caps["tools"] = listChanged{true}
 	}
-	if h.hasResources() {
+	if h.catalog.hasResources() {
 		caps["resources"] = struct {
 			Subscribe   bool `json:"subscribe"`
 			ListChanged bool `json:"listChanged"`
@@ -137,7 +130,7 @@ func (h *Handler) capabilities() []byte {
 	if h.cfg.Complete != nil {
 		caps["completions"] = struct{}{}
 	}
-	if h.hasSkills() {
+	if h.catalog.hasSkills() {
 		caps["extensions"] = json.RawMessage("{" + skillsCapability + "}")
 	}
 	b, _ := json.Marshal(caps)

@@ -87,18 +87,18 @@ func (ss *streams) listenFilter(rq *request, params json.RawMessage) (listenFilt
 		return listenFilter{}, invalidParams("Invalid params: a listen filter names at most " + strconv.Itoa(h.cfg.MaxSubscriptions) + " resourceSubscriptions")
 	}
 	for _, uri := range want.ResourceSubscriptions {
-		if e := h.checkSubscriptionURI(uri); e != nil {
+		if e := h.catalog.checkSubscriptionURI(uri); e != nil {
 			return listenFilter{}, e
 		}
 	}
 	agreed.ToolsListChanged = want.ToolsListChanged && h.cfg.ListTools != nil
 	agreed.PromptsListChanged = want.PromptsListChanged && h.cfg.ListPrompts != nil
-	agreed.ResourcesListChanged = want.ResourcesListChanged && h.hasResources()
+	agreed.ResourcesListChanged = want.ResourcesListChanged && h.catalog.hasResources()
 	var e *jsonrpc.Error
 	if agreed.TaskIDs, e = h.agreeTasks(rq, want.TaskIDs); e != nil {
 		return listenFilter{}, e
 	}
-	rr := resourceResolver{h: h, ctx: rq.ctx, id: rq.id}
+	rr := resourceResolver{c: h.catalog, ctx: rq.ctx, id: rq.id}
 	for _, uri := range want.ResourceSubscriptions {
 		if h.cfg.ReadResource == nil {
 			break

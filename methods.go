@@ -3,11 +3,9 @@ package mcphandler
 import (
 	"context"
 	"crypto/rand"
-	"encoding/base64"
 	"encoding/json"
 	"errors"
 	"net/http"
-	"strconv"
 	"strings"
 	"unicode/utf8"
 
@@ -206,117 +204,6 @@ func (h *Handler) setLevel(rq *request, m *jsonrpc.Message) {
 		}
 	}
 	rq.reply(m.ID, emptyResult)
-}
-
-// visibleTools returns the caller's tools that the handler can serve
-// (tooldefs.go) with role gates applied. The host's slice is never
-// modified.
-func (h *Handler) visibleTools(ctx context.Context, id Identity) ([]Tool, error) {
-	tools, err := h.cfg.ListTools(ctx)
-	if err != nil {
-		return nil, err
-	}
-	tools = h.servableTools(ctx, tools)
-	return gate(h, tools, id, func(t *Tool) gates { return gates{t.MinRole, t.Scopes} }), nil
-}
-
-// findTool returns the caller's tool called name, or false when it does not
-// exist for this caller (whatever the reason: a definition the handler
-// cannot serve does not exist).
-func (h *Handler) findTool(ctx context.Context, id Identity, name string) (Tool, bool, error) {
-	tools, err := h.cfg.ListTools(ctx)
-	if err != nil {
-		return Tool{}, false, err
-	}
-	t, ok := h.servableTool(ctx, tools, name)
-	return t, ok && h.visible(gates{t.MinRole, t.Scopes}, id), nil
-}
-
-type listParams struct {
-	Cursor string `json:"cursor"`
-}
-
-// page decodes params' cursor and returns the bounds of the page of a list
-// of n entries, and the cursor of the next page ("" for the last).
-func (h *Handler) page(params json.RawMessage, n int) (lo, hi int, next string, e *jsonrpc.Error) {
-	var p listParams
-	if len(params) > 0 {
-		if err := json.Unmarshal(params, &p); err != nil {
-			return 0, 0, "", invalidParams("Invalid params: " + jsonError(err))
-		}
-	}
-	if p.Cursor != "" {
-		off, ok := decodeCursor(p.Cursor, n)
-		if !ok {
-			return 0, 0, "", invalidParams("Invalid params: invalid cursor")
-		}
-		lo = off
-	}
-	hi = min(lo+h.cfg.PageSize, n)
-	if hi < n {
-		next = encodeCursor(hi)
-	}
-	return lo, hi, next, nil
-}
-
-// encodeCursor returns the opaque cursor of the page that starts at off:
-// the offset in decimal, base64url without padding.
-func encodeCursor(off int) string {
-	return base64.RawURLEncoding.EncodeToString(strconv.AppendInt(nil, int64(off), 10))
-}
-
-// decodeCursor returns the offset of cursor into a list of n entries. Only
-// the cursors encodeCursor makes for 0..n are valid: anything else (another
-// spelling of an offset, an offset past n, a cursor of any length that is
-// not one) reports false, at a cost linear in len(cursor).
-func decodeCursor(cursor string, n int) (int, bool) {
-	if len(cursor) == 0 || len(cursor) > 27 { // 20 digits of base64
-		return 0, false
-	}
-	b, err := base64.RawURLEncoding.DecodeString(cursor)
-	if err != nil || len(b) == 0 || b[0] < '0' || b[0] > '9' {
-		return 0, false
-	}
-	off, err := strconv.Atoi(string(b))
-	if err != nil || off < 0 || off > n || encodeCursor(off) != cursor {
-		return 0, false
-	}
-	return off, true
-}
-
-func (h *Handler) listTools(rq *request, m *jsonrpc.Message) {
-	tools, err := h.visibleTools(rq.ctx, rq.id)
-	if err != nil {
-		h.logger().Error("mcphandler: ListTools", "err", err)
-		rq.fail(m.ID, wireError(err))
-		return
-	}
-	tools = rq.offeredTools(tools)
-	lo, hi, next, perr := h.page(m.Params, len(tools))
-	if perr != nil {
-		rq.fail(m.ID, perr)
-		return
-	}
-	b := rq.openResult(make([]byte, 0, 64+len(m.ID)+256*(hi-lo)), m.ID)
-	b = append(b, `"tools":[`...)
-	for i := lo; i < hi; i++ {
-		if i > lo {
-			b = append(b, ',')
-		}
-		if b, err = tools[i].appendJSON(b); err != nil {
-			h.logger().Error("mcphandler: encoding tool", "tool", tools[i].Name, "err", err)
-			rq.fail(m.ID, errInternal())
-			return
-		}
-		b = appendExecution(rq, &tools[i], b)
-		b = appendToolUI(rq, &tools[i], b)
-	}
-	b = append(b, ']')
-	if next != "" {
-		b = append(b, `,"nextCursor":`...)
-		b = jsonrpc.AppendString(b, next)
-	}
-	rq.st.finish(closeResult(b))
 }
 
 // jsonError describes a params decoding error without echoing input.

@@ -85,16 +85,16 @@ func (r *PromptResult) appendJSON(dst []byte) ([]byte, error) {
 	return append(dst, "]}"...), nil
 }
 
-func (h *Handler) visiblePrompts(ctx context.Context, id Identity) ([]Prompt, error) {
-	ps, err := h.cfg.ListPrompts(ctx)
+func (c *catalog) visiblePrompts(ctx context.Context, id Identity) ([]Prompt, error) {
+	ps, err := c.cfg.ListPrompts(ctx)
 	if err != nil {
 		return nil, err
 	}
-	return gate(h, ps, id, func(p *Prompt) gates { return gates{p.MinRole, p.Scopes} }), nil
+	return gate(c, ps, id, func(p *Prompt) gates { return gates{p.MinRole, p.Scopes} }), nil
 }
 
-func (h *Handler) findPrompt(ctx context.Context, id Identity, name string) (*Prompt, error) {
-	ps, err := h.visiblePrompts(ctx, id)
+func (c *catalog) findPrompt(ctx context.Context, id Identity, name string) (*Prompt, error) {
+	ps, err := c.visiblePrompts(ctx, id)
 	if err != nil {
 		return nil, err
 	}
@@ -112,17 +112,17 @@ func errUnknownPrompt(name string) *jsonrpc.Error {
 	return rpcError(CodeInvalidParams, "Unknown prompt: "+quoteEcho(name))
 }
 
-func (h *Handler) listPrompts(rq *request, m *jsonrpc.Message) {
-	ps, err := h.visiblePrompts(rq.ctx, rq.id)
+func (c *catalog) listPrompts(rq *request, m *jsonrpc.Message) {
+	ps, err := c.visiblePrompts(rq.ctx, rq.id)
 	if err != nil {
-		h.hookFailed(rq, m, "ListPrompts", err)
+		rq.h.hookFailed(rq, m, "ListPrompts", err)
 		return
 	}
-	listPage(rq, m, "prompts", ps)
+	listPage(c, rq, m, "prompts", ps)
 }
 
-func (h *Handler) getPrompt(rq *request, m *jsonrpc.Message) {
-	prompt, p, ok := h.promptToGet(rq, m)
+func (c *catalog) getPrompt(rq *request, m *jsonrpc.Message) {
+	prompt, p, ok := c.promptToGet(rq, m)
 	if !ok {
 		return
 	}
@@ -131,12 +131,12 @@ func (h *Handler) getPrompt(rq *request, m *jsonrpc.Message) {
 	if !rq.prepareRounds(x, m, p.Name, args) {
 		return
 	}
-	res, err := h.cfg.GetPrompt(rq.ctx, &PromptRequest{Prompt: *prompt, Arguments: p.Arguments, Identity: rq.id, Exchange: x})
+	res, err := c.cfg.GetPrompt(rq.ctx, &PromptRequest{Prompt: *prompt, Arguments: p.Arguments, Identity: rq.id, Exchange: x})
 	if rq.finishRounds(x, m, err) {
 		return
 	}
 	if err != nil {
-		h.hookFailed(rq, m, "GetPrompt", err)
+		rq.h.hookFailed(rq, m, "GetPrompt", err)
 		return
 	}
 	if res == nil {
@@ -144,7 +144,7 @@ func (h *Handler) getPrompt(rq *request, m *jsonrpc.Message) {
 	}
 	b, err := res.appendJSON(make([]byte, 0, 256))
 	if err != nil {
-		h.hookFailed(rq, m, "encoding prompt", err)
+		rq.h.hookFailed(rq, m, "encoding prompt", err)
 		return
 	}
 	rq.reply(m.ID, b)
@@ -153,7 +153,7 @@ func (h *Handler) getPrompt(rq *request, m *jsonrpc.Message) {
 // promptToGet decodes the params of prompts/get and finds the caller's
 // prompt; it answers the request and returns false when the prompt is
 // unknown, needs a scope the token lacks, or misses a required argument.
-func (h *Handler) promptToGet(rq *request, m *jsonrpc.Message) (*Prompt, getPromptParams, bool) {
+func (c *catalog) promptToGet(rq *request, m *jsonrpc.Message) (*Prompt, getPromptParams, bool) {
 	var p getPromptParams
 	err := json.Unmarshal(m.Params, &p)
 	rq.ic.target(p.Name) // for Config.Interceptors (intercept.go)
@@ -165,17 +165,17 @@ func (h *Handler) promptToGet(rq *request, m *jsonrpc.Message) (*Prompt, getProm
 		rq.fail(m.ID, invalidParams(msg))
 		return nil, p, false
 	}
-	prompt, err := h.findPrompt(rq.ctx, rq.id, p.Name)
+	prompt, err := c.findPrompt(rq.ctx, rq.id, p.Name)
 	if err != nil {
-		h.hookFailed(rq, m, "ListPrompts", err)
+		rq.h.hookFailed(rq, m, "ListPrompts", err)
 		return nil, p, false
 	}
-	if prompt == nil || h.cfg.GetPrompt == nil {
+	if prompt == nil || c.cfg.GetPrompt == nil {
 		rq.fail(m.ID, errUnknownPrompt(p.Name))
 		return nil, p, false
 	}
 	rq.ic.found() // for Config.Interceptors (intercept.go)
-	if h.stepUp(rq, m, prompt.Scopes) {
+	if c.stepUp(rq, m, prompt.Scopes) {
 		return nil, p, false
 	}
 	for _, a := range prompt.Arguments {
@@ -237,14 +237,14 @@ type completeParams struct {
 	} `json:"context"`
 }
 
-func (h *Handler) complete(rq *request, m *jsonrpc.Message) {
+func (c *catalog) complete(rq *request, m *jsonrpc.Message) {
 	var p completeParams
 	if err := json.Unmarshal(m.Params, &p); err != nil || p.Argument.Name == "" {
 		rq.fail(m.ID, invalidParams("Invalid params: ref and argument are required"))
 		return
 	}
 	req := &CompleteRequest{Argument: p.Argument.Name, Value: p.Argument.Value, Context: p.Context.Arguments, Identity: rq.id}
-	if !h.completeRef(rq, m, &p, req) {
+	if !c.completeRef(rq, m, &p, req) {
 		return
 	}
 	// Completing an argument uses the prompt or template: it needs the
@@ -255,12 +255,12 @@ func (h *Handler) complete(rq *request, m *jsonrpc.Message) {
 	} else {
 		need = req.Template.Scopes
 	}
-	if h.stepUp(rq, m, need) {
+	if c.stepUp(rq, m, need) {
 		return
 	}
-	res, err := h.cfg.Complete(rq.ctx, req)
+	res, err := c.cfg.Complete(rq.ctx, req)
 	if err != nil {
-		h.hookFailed(rq, m, "Complete", err)
+		rq.h.hookFailed(rq, m, "Complete", err)
 		return
 	}
 	rq.reply(m.ID, completionJSON(res))
@@ -269,16 +269,16 @@ func (h *Handler) complete(rq *request, m *jsonrpc.Message) {
 // completeRef resolves the prompt or resource template p refers to, among
 // the caller's, into req. It answers the request and returns false when
 // there is none.
-func (h *Handler) completeRef(rq *request, m *jsonrpc.Message, p *completeParams, req *CompleteRequest) bool {
+func (c *catalog) completeRef(rq *request, m *jsonrpc.Message, p *completeParams, req *CompleteRequest) bool {
 	switch p.Ref.Type {
 	case "ref/prompt":
-		if h.cfg.ListPrompts == nil {
+		if c.cfg.ListPrompts == nil {
 			rq.fail(m.ID, errUnknownPrompt(p.Ref.Name))
 			return false
 		}
-		prompt, err := h.findPrompt(rq.ctx, rq.id, p.Ref.Name)
+		prompt, err := c.findPrompt(rq.ctx, rq.id, p.Ref.Name)
 		if err != nil {
-			h.hookFailed(rq, m, "ListPrompts", err)
+			rq.h.hookFailed(rq, m, "ListPrompts", err)
 			return false
 		}
 		if prompt == nil {
@@ -287,9 +287,9 @@ func (h *Handler) completeRef(rq *request, m *jsonrpc.Message, p *completeParams
 		}
 		req.Prompt = prompt
 	case "ref/resource":
-		ts, err := h.visibleTemplates(rq.ctx, rq.id)
+		ts, err := c.visibleTemplates(rq.ctx, rq.id)
 		if err != nil {
-			h.hookFailed(rq, m, "ListResourceTemplates", err)
+			rq.h.hookFailed(rq, m, "ListResourceTemplates", err)
 			return false
 		}
 		for i := range ts {

@@ -149,36 +149,36 @@ func matchValue(tmpl, uri string) (val, rest string, ok bool) {
 	return val, rest, true
 }
 
-func (h *Handler) hasResources() bool {
-	return h.cfg.ListResources != nil || h.cfg.ListResourceTemplates != nil || h.cfg.ListSkills != nil
+func (c *catalog) hasResources() bool {
+	return c.cfg.ListResources != nil || c.cfg.ListResourceTemplates != nil || c.cfg.ListSkills != nil
 }
 
-func (h *Handler) visibleResources(ctx context.Context, id Identity) ([]Resource, error) {
-	if h.cfg.ListResources == nil {
+func (c *catalog) visibleResources(ctx context.Context, id Identity) ([]Resource, error) {
+	if c.cfg.ListResources == nil {
 		return nil, nil
 	}
-	rs, err := h.cfg.ListResources(ctx)
+	rs, err := c.cfg.ListResources(ctx)
 	if err != nil {
 		return nil, err
 	}
-	return gate(h, rs, id, func(r *Resource) gates { return gates{r.MinRole, r.Scopes} }), nil
+	return gate(c, rs, id, func(r *Resource) gates { return gates{r.MinRole, r.Scopes} }), nil
 }
 
-func (h *Handler) visibleTemplates(ctx context.Context, id Identity) ([]ResourceTemplate, error) {
-	if h.cfg.ListResourceTemplates == nil {
+func (c *catalog) visibleTemplates(ctx context.Context, id Identity) ([]ResourceTemplate, error) {
+	if c.cfg.ListResourceTemplates == nil {
 		return nil, nil
 	}
-	ts, err := h.cfg.ListResourceTemplates(ctx)
+	ts, err := c.cfg.ListResourceTemplates(ctx)
 	if err != nil {
 		return nil, err
 	}
-	return gate(h, ts, id, func(t *ResourceTemplate) gates { return gates{t.MinRole, t.Scopes} }), nil
+	return gate(c, ts, id, func(t *ResourceTemplate) gates { return gates{t.MinRole, t.Scopes} }), nil
 }
 
 // findResource resolves uri among what the caller may see; see
 // resourceResolver.
-func (h *Handler) findResource(ctx context.Context, id Identity, uri string) (*ResourceRequest, bool, error) {
-	rr := resourceResolver{h: h, ctx: ctx, id: id}
+func (c *catalog) findResource(ctx context.Context, id Identity, uri string) (*ResourceRequest, bool, error) {
+	rr := resourceResolver{c: c, ctx: ctx, id: id}
 	return rr.find(uri)
 }
 
@@ -191,7 +191,7 @@ func (h *Handler) findResource(ctx context.Context, id Identity, uri string) (*R
 // its URI matches. Only a URI that no concrete resource claims is matched
 // against the templates the caller may see, the first match winning.
 type resourceResolver struct {
-	h   *Handler
+	c   *catalog
 	ctx context.Context
 	id  Identity
 
@@ -203,11 +203,11 @@ type resourceResolver struct {
 }
 
 func (rr *resourceResolver) find(uri string) (*ResourceRequest, bool, error) {
-	h := rr.h
+	c := rr.c
 	if !rr.rs {
 		rr.rs = true
-		if h.cfg.ListResources != nil {
-			rr.resources, rr.resourcesErr = h.cfg.ListResources(rr.ctx)
+		if c.cfg.ListResources != nil {
+			rr.resources, rr.resourcesErr = c.cfg.ListResources(rr.ctx)
 		}
 	}
 	if rr.resourcesErr != nil {
@@ -219,7 +219,7 @@ func (rr *resourceResolver) find(uri string) (*ResourceRequest, bool, error) {
 		if r.URI != uri {
 			continue
 		}
-		if h.visible(gates{r.MinRole, r.Scopes}, rr.id) {
+		if c.visible(gates{r.MinRole, r.Scopes}, rr.id) {
 			return &ResourceRequest{URI: uri, Resource: r, Identity: rr.id}, true, nil
 		}
 		shadowed = true
@@ -229,7 +229,7 @@ func (rr *resourceResolver) find(uri string) (*ResourceRequest, bool, error) {
 	}
 	if !rr.ts {
 		rr.ts = true
-		rr.templates, rr.templatesErr = h.visibleTemplates(rr.ctx, rr.id)
+		rr.templates, rr.templatesErr = c.visibleTemplates(rr.ctx, rr.id)
 	}
 	if rr.templatesErr != nil {
 		return nil, false, rr.templatesErr
@@ -275,78 +275,54 @@ type uriParams struct {
 	URI string `json:"uri"`
 }
 
-func (h *Handler) listResources(rq *request, m *jsonrpc.Message) {
-	rs, err := h.visibleResources(rq.ctx, rq.id)
+func (c *catalog) listResources(rq *request, m *jsonrpc.Message) {
+	rs, err := c.visibleResources(rq.ctx, rq.id)
 	if err != nil {
-		h.hookFailed(rq, m, "ListResources", err)
+		rq.h.hookFailed(rq, m, "ListResources", err)
 		return
 	}
-	sk, err := h.skillResources(rq.ctx, rq.id)
+	sk, err := c.skillResources(rq.ctx, rq.id)
 	if err != nil {
-		h.hookFailed(rq, m, "ListSkills", err)
+		rq.h.hookFailed(rq, m, "ListSkills", err)
 		return
 	}
 	// Clipped: the skills never go into spare room of the host's slice.
 	rs = append(slices.Clip(rq.offeredResources(rs)), sk...)
-	listPage(rq, m, "resources", rs)
+	listPage(c, rq, m, "resources", rs)
 }
 
-func (h *Handler) listTemplates(rq *request, m *jsonrpc.Message) {
-	ts, err := h.visibleTemplates(rq.ctx, rq.id)
+func (c *catalog) listTemplates(rq *request, m *jsonrpc.Message) {
+	ts, err := c.visibleTemplates(rq.ctx, rq.id)
 	if err != nil {
-		h.hookFailed(rq, m, "ListResourceTemplates", err)
+		rq.h.hookFailed(rq, m, "ListResourceTemplates", err)
 		return
 	}
-	listPage(rq, m, "resourceTemplates", ts)
+	listPage(c, rq, m, "resourceTemplates", ts)
 }
 
-// listPage answers a list method with one page of entries, marshalled with
-// encoding/json.
-func listPage[T any](rq *request, m *jsonrpc.Message, key string, entries []T) {
-	lo, hi, next, perr := rq.h.page(m.Params, len(entries))
-	if perr != nil {
-		rq.fail(m.ID, perr)
-		return
-	}
-	page := entries[lo:hi]
-	if page == nil {
-		page = []T{}
-	}
-	res := map[string]any{key: page}
-	if next != "" {
-		res["nextCursor"] = next
-	}
-	b, err := json.Marshal(res)
-	if err != nil {
-		rq.h.hookFailed(rq, m, "encoding "+key, err)
-		return
-	}
-	rq.reply(m.ID, b)
-}
-
-func (h *Handler) readResource(rq *request, m *jsonrpc.Message) {
+func (c *catalog) readResource(rq *request, m *jsonrpc.Message) {
 	p, ok := rq.uriParams(m)
-	if !ok || h.readSkillFile(rq, m, p.URI) {
+	if !ok || c.readSkillFile(rq, m, p.URI) {
 		return
 	}
-	req, ok, err := h.findResource(rq.ctx, rq.id, p.URI)
+	req, ok, err := c.findResource(rq.ctx, rq.id, p.URI)
 	if err != nil {
-		h.hookFailed(rq, m, "ListResources", err)
+		rq.h.hookFailed(rq, m, "ListResources", err)
 		return
 	}
-	if !ok || h.cfg.ReadResource == nil {
+	if !ok || c.cfg.ReadResource == nil {
 		rq.fail(m.ID, rq.resourceNotFound(p.URI))
 		return
 	}
 	need := req.scopes()
-	if h.stepUp(rq, m, need) {
+	if c.stepUp(rq, m, need) {
 		return
 	}
 	req.Exchange = rq.exchange(m)
 	if !rq.prepareRounds(req.Exchange, m, p.URI, nil) {
 		return
 	}
-	contents, err := h.cfg.ReadResource(rq.ctx, req)
+	contents, err := c.cfg.ReadResource(rq.ctx, req)
 	switch {
 	case rq.finishRounds(req.Exchange, m, err):
 		return
@@ -354,21 +330,21 @@ func (h *Handler) readResource(rq *request, m *jsonrpc.Message) {
 		rq.fail(m.ID, rq.resourceNotFound(p.URI))
 		return
 	case err != nil:
-		h.hookFailed(rq, m, "ReadResource", err)
+		rq.h.hookFailed(rq, m, "ReadResource", err)
 		return
 	}
-	h.replyContents(rq, m, contents)
+	rq.replyContents(m, contents)
 }
 
 // replyContents answers resources/read with contents.
-func (h *Handler) replyContents(rq *request, m *jsonrpc.Message, contents []ResourceContents) {
+func (rq *request) replyContents(m *jsonrpc.Message, contents []ResourceContents) {
 	if contents == nil {
 		contents = []ResourceContents{}
 	}
 	appContents(contents)
 	b, err := json.Marshal(map[string]any{"contents": contents})
 	if err != nil {
-		h.hookFailed(rq, m, "encoding resource", err)
+		rq.h.hookFailed(rq, m, "encoding resource", err)
 		return
 	}
 	rq.reply(m.ID, b)
@@ -378,12 +354,12 @@ func (h *Handler) replyContents(rq *request, m *jsonrpc.Message, contents []Reso
 // Only a resource the caller may read can be subscribed to, with a URI of
 // at most Config.MaxSubscriptionURIBytes, and a session holds at most
 // Config.MaxSubscriptions.
-func (h *Handler) subscribe(rq *request, m *jsonrpc.Message, on bool) {
+func (c *catalog) subscribe(rq *request, m *jsonrpc.Message, on bool) {
 	p, ok := rq.uriParams(m)
 	if !ok {
 		return
 	}
-	if on && !h.mayWatch(rq, m, p.URI) {
+	if on && !c.mayWatch(rq, m, p.URI) {
 		return
 	}
 	if rq.sess != nil {
@@ -398,8 +374,8 @@ func (h *Handler) subscribe(rq *request, m *jsonrpc.Message, on bool) {
 			rq.reply(m.ID, emptyResult)
 			return
 		}
-		if err := h.cfg.Store.Update(rq.ctx, rq.sess); err != nil {
-			h.storeFailed(rq, m, err)
+		if err := c.cfg.Store.Update(rq.ctx, rq.sess); err != nil {
+			rq.h.storeFailed(rq, m, err)
 			return
 		}
 	}
@@ -409,17 +385,17 @@ func (h *Handler) subscribe(rq *request, m *jsonrpc.Message, on bool) {
 // mayWatch checks a resources/subscribe of uri: bounded, within the
 // session's limit, and a resource the caller sees (a hidden one answers
 // like an unknown one). It answers the request and returns false if not.
-func (h *Handler) mayWatch(rq *request, m *jsonrpc.Message, uri string) bool {
-	if e := h.checkSubscriptionURI(uri); e != nil {
+func (c *catalog) mayWatch(rq *request, m *jsonrpc.Message, uri string) bool {
+	if e := c.checkSubscriptionURI(uri); e != nil {
 		rq.fail(m.ID, e)
 		return false
 	}
-	if rq.sess != nil && len(rq.sess.Subscriptions) >= h.cfg.MaxSubscriptions && indexOf(rq.sess.Subscriptions, uri) < 0 {
-		rq.fail(m.ID, invalidParams("Invalid params: a session holds at most "+strconv.Itoa(h.cfg.MaxSubscriptions)+" resource subscriptions"))
+	if rq.sess != nil && len(rq.sess.Subscriptions) >= c.cfg.MaxSubscriptions && indexOf(rq.sess.Subscriptions, uri) < 0 {
+		rq.fail(m.ID, invalidParams("Invalid params: a session holds at most "+strconv.Itoa(c.cfg.MaxSubscriptions)+" resource subscriptions"))
 		return false
 	}
-	if _, ok, err := h.findResource(rq.ctx, rq.id, uri); err != nil {
-		h.hookFailed(rq, m, "ListResources", err)
+	if _, ok, err := c.findResource(rq.ctx, rq.id, uri); err != nil {
+		rq.h.hookFailed(rq, m, "ListResources", err)
 		return false
 	} else if !ok {
 		rq.fail(m.ID, rq.resourceNotFound(uri))
@@ -430,9 +406,9 @@ func (h *Handler) mayWatch(rq *request, m *jsonrpc.Message, uri string) bool {
 
 // checkSubscriptionURI refuses a URI to subscribe to that is longer than
 // Config.MaxSubscriptionURIBytes.
-func (h *Handler) checkSubscriptionURI(uri string) *jsonrpc.Error {
-	if len(uri) > h.cfg.MaxSubscriptionURIBytes {
-		return invalidParams("Invalid params: a subscribed uri has at most " + strconv.Itoa(h.cfg.MaxSubscriptionURIBytes) + " bytes")
+func (c *catalog) checkSubscriptionURI(uri string) *jsonrpc.Error {
+	if len(uri) > c.cfg.MaxSubscriptionURIBytes {
+		return invalidParams("Invalid params: a subscribed uri has at most " + strconv.Itoa(c.cfg.MaxSubscriptionURIBytes) + " bytes")
 	}
 	return nil
 }

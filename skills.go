@@ -170,12 +170,12 @@ func (ss *servedSkill) entry(dc *digestCache, tenant string) skillEntry {
 // skill the handler cannot serve (see serveSkill), and every skill of a
 // name the hook lists more than once, is left out and logged once
 // (badDefinition): one bad definition never fails the caller's list.
-func (h *Handler) visibleSkills(ctx context.Context, id Identity) ([]*servedSkill, error) {
-	list, err := h.cfg.ListSkills(ctx)
+func (c *catalog) visibleSkills(ctx context.Context, id Identity) ([]*servedSkill, error) {
+	list, err := c.cfg.ListSkills(ctx)
 	if err != nil {
 		return nil, err
 	}
-	list = gate(h, list, id, func(s *Skill) gates { return gates{s.MinRole, s.Scopes} })
+	list = gate(c, list, id, func(s *Skill) gates { return gates{s.MinRole, s.Scopes} })
 	out := make([]*servedSkill, 0, len(list))
 	var names map[string]int // of the skills served, when a name may repeat
 	if len(list) > 1 {
@@ -184,7 +184,7 @@ func (h *Handler) visibleSkills(ctx context.Context, id Identity) ([]*servedSkil
 	for i := range list {
 		ss, err := serveSkill(&list[i])
 		if err != nil {
-			h.badDefinition(ctx, skillDef, list[i].Name, err.Error())
+			c.badDefinition(ctx, skillDef, list[i].Name, err.Error())
 			continue
 		}
 		if names != nil {
@@ -197,7 +197,7 @@ func (h *Handler) visibleSkills(ctx context.Context, id Identity) ([]*servedSkil
 	}
 	return slices.DeleteFunc(out, func(ss *servedSkill) bool { // out is ours
 		if n := names[ss.name]; n > 1 {
-			h.badDefinition(ctx, skillDef, ss.name, "the name of "+strconv.Itoa(n)+" skills")
+			c.badDefinition(ctx, skillDef, ss.name, "the name of "+strconv.Itoa(n)+" skills")
 			return true
 		}
 		return false
@@ -218,19 +218,19 @@ func skillOf(skills []*servedSkill, uri string) *servedSkill {
 	return nil
 }
 
-func (h *Handler) hasSkills() bool { return h.cfg.ListSkills != nil }
+func (c *catalog) hasSkills() bool { return c.cfg.ListSkills != nil }
 
-func (h *Handler) listSkills(rq *request, m *jsonrpc.Message) {
-	skills, err := h.visibleSkills(rq.ctx, rq.id)
+func (c *catalog) listSkills(rq *request, m *jsonrpc.Message) {
+	skills, err := c.visibleSkills(rq.ctx, rq.id)
 	if err != nil {
-		h.hookFailed(rq, m, "ListSkills", err)
+		rq.h.hookFailed(rq, m, "ListSkills", err)
 		return
 	}
 	entries := make([]skillEntry, len(skills))
 	for i, ss := range skills {
-		entries[i] = ss.entry(&h.skillDigests, rq.id.Tenant)
+		entries[i] = ss.entry(&c.skillDigests, rq.id.Tenant)
 	}
-	listPage(rq, m, "skills", entries)
+	listPage(c, rq, m, "skills", entries)
 }
 
 // errUnknownSkill is the one answer of skills/get for a skill that does not
@@ -240,14 +240,14 @@ func errUnknownSkill(uri string) *jsonrpc.Error {
 	return rpcErrorData(CodeInvalidParams, "Invalid params: unknown skill", data)
 }
 
-func (h *Handler) getSkill(rq *request, m *jsonrpc.Message) {
+func (c *catalog) getSkill(rq *request, m *jsonrpc.Message) {
 	p, ok := rq.uriParams(m)
 	if !ok {
 		return
 	}
-	skills, err := h.visibleSkills(rq.ctx, rq.id)
+	skills, err := c.visibleSkills(rq.ctx, rq.id)
 	if err != nil {
-		h.hookFailed(rq, m, "ListSkills", err)
+		rq.h.hookFailed(rq, m, "ListSkills", err)
 		return
 	}
 	ss := skillOf(skills, p.URI)
@@ -255,19 +255,19 @@ func (h *Handler) getSkill(rq *request, m *jsonrpc.Message) {
 		rq.fail(m.ID, errUnknownSkill(p.URI))
 		return
 	}
-	b, _ := json.Marshal(map[string]any{"skill": ss.entry(&h.skillDigests, rq.id.Tenant)})
+	b, _ := json.Marshal(map[string]any{"skill": ss.entry(&c.skillDigests, rq.id.Tenant)})
 	rq.reply(m.ID, b)
 }
 
 // readSkillFile answers a resources/read of a skill:// URI; it reports
 // whether uri was one.
-func (h *Handler) readSkillFile(rq *request, m *jsonrpc.Message, uri string) bool {
-	if !h.hasSkills() || !strings.HasPrefix(uri, skillScheme) {
+func (c *catalog) readSkillFile(rq *request, m *jsonrpc.Message, uri string) bool {
+	if !c.hasSkills() || !strings.HasPrefix(uri, skillScheme) {
 		return false
 	}
-	skills, err := h.visibleSkills(rq.ctx, rq.id)
+	skills, err := c.visibleSkills(rq.ctx, rq.id)
 	if err != nil {
-		h.hookFailed(rq, m, "ListSkills", err)
+		rq.h.hookFailed(rq, m, "ListSkills", err)
 		return true
 	}
 	if ss := skillOf(skills, uri); ss != nil {
@@ -275,13 +275,13 @@ func (h *Handler) readSkillFile(rq *request, m *jsonrpc.Message, uri string) boo
 			if f.uri != uri {
 				continue
 			}
-			c := ResourceContents{URI: uri, MimeType: f.mime}
+			rc := ResourceContents{URI: uri, MimeType: f.mime}
 			if utf8.Valid(f.content) && !strings.HasPrefix(f.mime, "application/octet-stream") {
-				c.Text = string(f.content)
+				rc.Text = string(f.content)
 			} else {
-				c.Blob = f.content
+				rc.Blob = f.content
 			}
-			h.replyContents(rq, m, []ResourceContents{c})
+			rq.replyContents(m, []ResourceContents{rc})
 			return true
 		}
 	}
@@ -290,11 +290,11 @@ func (h *Handler) readSkillFile(rq *request, m *jsonrpc.Message, uri string) boo
 }
 
 // skillResources are the SKILL.md resources of resources/list.
-func (h *Handler) skillResources(ctx context.Context, id Identity) ([]Resource, error) {
-	if !h.hasSkills() {
+func (c *catalog) skillResources(ctx context.Context, id Identity) ([]Resource, error) {
+	if !c.hasSkills() {
 		return nil, nil
 	}
-	skills, err := h.visibleSkills(ctx, id)
+	skills, err := c.visibleSkills(ctx, id)
 	if err != nil {
 		return nil, err
 	}
@@ -324,14 +324,14 @@ func errNotDirectory(uri string) *jsonrpc.Error {
 	return rpcErrorData(CodeInvalidParams, "Invalid params: not a directory", data)
 }
 
-func (h *Handler) readDirectory(rq *request, m *jsonrpc.Message) {
+func (c *catalog) readDirectory(rq *request, m *jsonrpc.Message) {
 	p, ok := rq.uriParams(m)
 	if !ok {
 		return
 	}
-	skills, err := h.visibleSkills(rq.ctx, rq.id)
+	skills, err := c.visibleSkills(rq.ctx, rq.id)
 	if err != nil {
-		h.hookFailed(rq, m, "ListSkills", err)
+		rq.h.hookFailed(rq, m, "ListSkills", err)
 		return
 	}
 	ss := skillOf(skills, p.URI)
@@ -343,7 +343,7 @@ func (h *Handler) readDirectory(rq *request, m *jsonrpc.Message) {
 		rq.fail(m.ID, errNotDirectory(p.URI))
 		return
 	}
-	listPage(rq, m, "resources", kids)
+	listPage(c, rq, m, "resources", kids)
 }
 
 // children lists the direct children of dir (a URI without a trailing

@@ -417,7 +417,7 @@ func (h *Handler) appendModernCaps(rq *request, dst []byte) []byte {
 		return append(dst, h.caps...)
 	}
 	caps := addExtension(h.caps, `"`+task.ExtensionID+`":{}`)
-	if h.offersApps(rq) {
+	if h.catalog.offersApps(rq) {
 		caps = addExtension(caps, appsCapability)
 	}
 	return append(dst, caps...)

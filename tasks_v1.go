@@ -49,7 +49,7 @@ func (h *Handler) appendInitCaps(rq *request, dst []byte, version string) []byte
 	if version == Version20251125 && h.cfg.ListTools != nil {
 		caps = append(caps[:len(caps)-1:len(caps)-1], ","+tasksCapsV1+"}"...)
 	}
-	if h.offersApps(rq) {
+	if h.catalog.offersApps(rq) {
 		caps = addExtension(caps, appsCapability)
 	}
 	return append(dst, caps...)

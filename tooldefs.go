@@ -203,11 +203,11 @@ func countNames(tools []Tool) map[string]int {
 
 // servableTools returns tools without the definitions the handler cannot
 // serve, each logged once. It never modifies the host's slice.
-func (h *Handler) servableTools(ctx context.Context, tools []Tool) []Tool {
+func (c *catalog) servableTools(ctx context.Context, tools []Tool) []Tool {
 	dups := duplicateNames(tools)
 	return keep(tools, func(t *Tool) bool {
-		if p := listProblem(t, dups, h.roleRank, &h.schemas); p != "" {
-			h.badTool(ctx, t.Name, p)
+		if p := listProblem(t, dups, c.roleRank, &c.schemas); p != "" {
+			c.badTool(ctx, t.Name, p)
 			return false
 		}
 		return true
@@ -217,7 +217,7 @@ func (h *Handler) servableTools(ctx context.Context, tools []Tool) []Tool {
 // servableTool returns the tool called name among tools, with what the
 // handler made of its input schema, or false when there is none the
 // handler can serve (a bad definition is logged once).
-func (h *Handler) servableTool(ctx context.Context, tools []Tool, name string) (Tool, bool) {
+func (c *catalog) servableTool(ctx context.Context, tools []Tool, name string) (Tool, bool) {
 	at, n := -1, 0
 	for i := range tools {
 		if tools[i].Name == name {
@@ -231,13 +231,13 @@ func (h *Handler) servableTool(ctx context.Context, tools []Tool, name string) (
 		return Tool{}, false
 	}
 	if n > 1 {
-		h.badTool(ctx, name, duplicateProblem(n))
+		c.badTool(ctx, name, duplicateProblem(n))
 		return Tool{}, false
 	}
 	t := tools[at]
-	in, p := toolProblem(&t, h.roleRank, &h.schemas)
+	in, p := toolProblem(&t, c.roleRank, &c.schemas)
 	if p != "" {
-		h.badTool(ctx, name, p)
+		c.badTool(ctx, name, p)
 		return Tool{}, false
 	}
 	t.input = in
@@ -279,14 +279,14 @@ var (
 
 // badTool logs, once, that the tool definition called name is left out
 // for reason.
-func (h *Handler) badTool(ctx context.Context, name, reason string) {
-	h.badDefinition(ctx, toolDef, name, reason)
+func (c *catalog) badTool(ctx context.Context, name, reason string) {
+	c.badDefinition(ctx, toolDef, name, reason)
 }
 
 // badDefinition logs, once, that the definition of kind called name is
 // left out for reason.
-func (h *Handler) badDefinition(ctx context.Context, kind defKind, name, reason string) {
-	l := &h.badDefs
+func (c *catalog) badDefinition(ctx context.Context, kind defKind, name, reason string) {
+	l := &c.badDefs
 	l.once.Do(func() { l.seed, l.seen = maphash.MakeSeed(), make(map[uint64]struct{}) })
 	var mh maphash.Hash
 	mh.SetSeed(l.seed)
@@ -309,10 +309,10 @@ func (h *Handler) badDefinition(ctx context.Context, kind defKind, name, reason 
 	l.mu.Unlock()
 	switch {
 	case fills:
-		h.loggerFor(ctx).Error("mcphandler: more than " + strconv.Itoa(badDefLogSize) +
+		c.log(ctx).Error("mcphandler: more than " + strconv.Itoa(badDefLogSize) +
 			" tool or skill definitions were left out; further ones are left out without a log line each (CheckTools lists a tool set's)")
 	case !seen:
-		h.loggerFor(ctx).Error("mcphandler: "+kind.name+" definition left out: "+kind.answer,
+		c.log(ctx).Error("mcphandler: "+kind.name+" definition left out: "+kind.answer,
 			kind.name, logToolName(name), "reason", clip(reason, maxReasonBytes))
 	}
 }
