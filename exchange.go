@@ -54,7 +54,7 @@ type Exchange struct {
 	reqID         json.RawMessage // the JSON-RPC id of the request
 	mr            *rounds         // 2026-07-28: questions go in input_required rounds
 	tk            *taskAsk        // in a task: questions go in the task's inputRequests
-	// answer, set by NewTestExchange, answers questions in place of the
+	// answer, set by newDetachedExchange, answers questions in place of the
 	// client.
 	answer func(ctx context.Context, method string, params json.RawMessage) (json.RawMessage, error)
 }

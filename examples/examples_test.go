@@ -15,18 +15,16 @@ import (
 )
 
 // large are the examples that show a whole service rather than one
-// concept. The quickstart shares its Redis flags with the benchmark
-// server (internal/redisflag), which is why it alone may import an
-// internal package; the conformance server is driven by the official
-// suites (scripts/conformance.sh) rather than a test of its own.
+// concept. The conformance server is driven by the official suites
+// (scripts/conformance.sh) rather than a test of its own.
 var large = map[string]bool{"quickstart": true, "saas": true, "conformance": true}
 
 // maxLines bounds the Go source of a small example, tests aside.
 const maxLines = 120
 
-// TestExamples: no example but the quickstart imports a package of the
-// module's internal tree, in any of its files but tests; each small
-// example is at most maxLines lines of Go and has a test.
+// TestExamples: no example imports a package of the module's internal
+// tree, in any of its files but tests; each small example is at most
+// maxLines lines of Go and has a test.
 func TestExamples(t *testing.T) {
 	dirs, err := os.ReadDir(".")
 	if err != nil {
@@ -58,7 +56,7 @@ func TestExamples(t *testing.T) {
 			}
 			for _, imp := range f.Imports {
 				p, _ := strconv.Unquote(imp.Path.Value)
-				if strings.HasPrefix(p, "github.com/mcphandler/mcphandler/internal/") && name != "quickstart" {
+				if strings.HasPrefix(p, "github.com/mcphandler/mcphandler/internal/") {
 					t.Errorf("%s imports %s: examples use the public API only", path, p)
 				}
 			}

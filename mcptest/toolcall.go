@@ -6,6 +6,7 @@ import (
 	"sync"
 
 	"github.com/mcphandler/mcphandler"
+	"github.com/mcphandler/mcphandler/internal/detached"
 	"github.com/mcphandler/mcphandler/session"
 )
 
@@ -75,7 +76,7 @@ func NewToolCall(tool mcphandler.Tool, args any, id mcphandler.Identity, opts ..
 		}
 		return h(ctx, params)
 	}
-	x := mcphandler.NewTestExchange(handlerCaps(cfg.handlers), send, ask)
+	x := detached.NewExchange(handlerCaps(cfg.handlers), send, ask).(*mcphandler.Exchange)
 	return &mcphandler.ToolCall{Tool: tool, Arguments: raw, Identity: id, Exchange: x}, rec
 }
 

@@ -92,7 +92,6 @@ import (
 	"unicode/utf8"
 
 	"github.com/mcphandler/mcphandler"
-	"github.com/mcphandler/mcphandler/internal/jsonrpc"
 	"go.opentelemetry.io/otel"
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/codes"
@@ -466,7 +465,7 @@ var carrierKeys = [...]string{"traceparent", "tracestate", "baggage"}
 // two.
 func walkCarrier(meta []byte) propagation.MapCarrier {
 	var last [len(carrierKeys)][]byte
-	if !jsonrpc.Members(meta, func(k, v []byte) bool {
+	if !members(meta, func(k, v []byte) bool {
 		for i, name := range carrierKeys {
 			if exactKey(k, name) {
 				last[i] = v
@@ -478,7 +477,7 @@ func walkCarrier(meta []byte) propagation.MapCarrier {
 	}
 	var c propagation.MapCarrier
 	for i, v := range last {
-		s, ok := jsonrpc.String(v)
+		s, ok := jsonString(v)
 		if string(v) == "null" {
 			s, ok = "", true
 		}

@@ -46,7 +46,7 @@ import (
 
 	"github.com/mcphandler/mcphandler"
 	"github.com/mcphandler/mcphandler/elicitation"
-	"github.com/mcphandler/mcphandler/internal/redisflag"
+	"github.com/mcphandler/mcphandler/examples/quickstart/internal/redisflag"
 	"github.com/mcphandler/mcphandler/ratelimit"
 	"github.com/mcphandler/mcphandler/session/redisstore"
 )

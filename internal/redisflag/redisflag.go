@@ -6,6 +6,10 @@
 // REDIS_CLUSTER and REDIS_SENTINEL as fallbacks. It builds the go-redis
 // client with the settings package redisstore asks for (see "Client
 // settings" there).
+//
+// examples/quickstart, a module of its own, keeps a copy in its own
+// internal tree (a module may not rely on another's internal packages):
+// the two take the same flags; change them together.
 package redisflag
 
 import (

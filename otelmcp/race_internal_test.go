@@ -1,0 +1,5 @@
+//go:build race
+
+package otelmcp
+
+const raceBuild = true
