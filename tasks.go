@@ -121,7 +121,7 @@ func ownerOf(id Identity) task.Owner { return task.Owner{Tenant: id.Tenant, Subj
 // call's Exchange (Elicit, CreateMessage, ListRoots) put the task in
 // input_required with inputRequests, answered by tasks/update (on
 // 2025-11-25, sent to the client on the stream of its tasks/result, see
-// tasks_v1.go); progress and log messages are dropped. Otherwise RunAsTask runs work inline and returns what it
+// tasks_sessions.go); progress and log messages are dropped. Otherwise RunAsTask runs work inline and returns what it
 // returns.
 //
 // A call that BeforeCall sent through a confirm or an approval becomes a
