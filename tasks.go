@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"log/slog"
 	"strconv"
 	"sync"
 	"sync/atomic"
@@ -50,17 +51,29 @@ const (
 	TaskRequired TaskSupport = "required"
 )
 
-// taskRunner holds the Handler's task Manager and the goroutines running
-// this replica's tasks, which Close stops and waits for.
-type taskRunner struct {
-	m  *task.Manager
-	wg sync.WaitGroup
+// tasks owns the tasks of both revisions that have them: the extension
+// of 2026-07-28 (tasks/get, tasks/update, tasks/cancel, the
+// notifications/tasks of listen streams, tasks_listen.go) and the tasks of
+// 2025-11-25 (params.task, tasks_sessions.go). It holds the task Manager,
+// whose records live in Config.Store signed with the Handler's keys, and
+// the goroutines running this replica's tasks, which close stops and
+// waits for. It depends on the Handler's Config (ListTools,
+// MaxSubscriptions), its capabilities object and its logger, all fixed at
+// New; it is safe for concurrent use.
+type tasks struct {
+	cfg    *Config
+	caps   []byte // the initialize result's capabilities (Handler.capabilities)
+	logger *slog.Logger
+	m      *task.Manager
+	wg     sync.WaitGroup
 
 	mu     sync.Mutex // guards closed, and wg.Add against close's Wait
 	closed bool
 }
 
-func newTaskRunner(cfg *Config, secrets [][]byte) *taskRunner {
+// newTasks makes the tasks of a Handler with cfg, whose records are
+// signed with secrets; caps is the Handler's capabilities object.
+func newTasks(cfg *Config, secrets [][]byte, caps []byte) *tasks {
 	m, err := task.New(task.Config{
 		Store: cfg.Store, Keys: secrets, TTL: cfg.TaskTTL, ResultRetention: cfg.TaskResultRetention,
 		MaxTasks: cfg.MaxTasksPerIdentity, MaxResultBytes: cfg.MaxTaskResultBytes, Logger: cfg.Logger,
@@ -68,11 +81,11 @@ func newTaskRunner(cfg *Config, secrets [][]byte) *taskRunner {
 	if err != nil {
 		panic("mcphandler: tasks: " + err.Error())
 	}
-	return &taskRunner{m: m}
+	return &tasks{cfg: cfg, caps: caps, logger: cfg.Logger, m: m}
 }
 
 // close fails the tasks still running here and waits for their work.
-func (t *taskRunner) close() {
+func (t *tasks) close() {
 	t.mu.Lock()
 	t.closed = true
 	t.mu.Unlock()
@@ -80,8 +93,8 @@ func (t *taskRunner) close() {
 	t.wg.Wait()
 }
 
-// start counts one more task goroutine, unless the runner closed.
-func (t *taskRunner) start() bool {
+// start counts one more task goroutine, unless the tasks closed.
+func (t *tasks) start() bool {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	if t.closed {
@@ -168,19 +181,19 @@ func (c *ToolCall) RunAsTask(ctx context.Context, work ToolHandler) (*ToolResult
 		run.Fail(context.WithoutCancel(ctx), rpcError(CodeInternalError, "the server shut down before the task started"))
 		return nil, nil
 	}
-	go h.runTask(run, &tc, work)
+	go h.tasks.run(run, &tc, work)
 	return nil, nil
 }
 
-// runTask runs a task's work to its end.
-func (h *Handler) runTask(run *task.Run, call *ToolCall, work ToolHandler) {
-	defer h.tasks.wg.Done()
+// run runs a task's work to its end.
+func (t *tasks) run(run *task.Run, call *ToolCall, work ToolHandler) {
+	defer t.wg.Done()
 	err := run.Do(func(ctx context.Context) (json.RawMessage, error) {
 		res, err := work(ctx, call)
 		if err != nil {
 			class, detail := classify(err)
 			if class == ClassInternal && ctx.Err() == nil {
-				h.logger().Warn("mcphandler: task's tool failed", "tool", call.Tool.Name, "task", run.ID(), "err", err)
+				t.logger.Warn("mcphandler: task's tool failed", "tool", call.Tool.Name, "task", run.ID(), "err", err)
 			}
 			res = toolErrorResult(class, detail)
 		}
@@ -190,7 +203,7 @@ func (h *Handler) runTask(run *task.Run, call *ToolCall, work ToolHandler) {
 		return res.appendJSON(nil)
 	})
 	if err != nil && !errors.Is(err, task.ErrTerminal) {
-		h.logger().Warn("mcphandler: ending a task", "task", run.ID(), "err", err)
+		t.logger.Warn("mcphandler: ending a task", "task", run.ID(), "err", err)
 	}
 }
 
@@ -263,12 +276,12 @@ func (rq *request) checkTask(m *jsonrpc.Message, call *ToolCall, ev *CallEvent) 
 // answerTask answers a call whose Handler called RunAsTask as a task: its
 // CreateTaskResult, or the error that kept the task from being stored. It
 // reports whether it answered.
-func (h *Handler) answerTask(rq *request, m *jsonrpc.Message, s *taskSlot) bool {
+func (rq *request) answerTask(m *jsonrpc.Message, s *taskSlot) bool {
 	switch {
 	case s == nil:
 		return false
 	case s.err != nil:
-		h.taskFailed(rq, m, s.err)
+		rq.taskFailed(m, s.err)
 		return true
 	case s.created == nil:
 		return false
@@ -299,15 +312,15 @@ func (rq *request) sendCreateTask(id json.RawMessage, task []byte) {
 // taskFailed answers a tasks method (or a call) whose task operation
 // failed: 503 when the store is unavailable; otherwise the code of
 // task.Code. An unknown task, and another identity's, are one message.
-func (h *Handler) taskFailed(rq *request, m *jsonrpc.Message, err error) {
+func (rq *request) taskFailed(m *jsonrpc.Message, err error) {
 	code := task.Code(err)
 	switch {
 	case errors.Is(err, session.ErrUnavailable):
-		h.storeFailed(rq, m, err)
+		rq.h.storeFailed(rq, m, err)
 	case errors.Is(err, task.ErrNotFound):
 		rq.fail(m.ID, invalidParams("Invalid params: task not found"))
 	case code == jsonrpc.CodeInternalError:
-		h.logger().Error("mcphandler: tasks", "method", m.Method, "err", err)
+		rq.h.logger().Error("mcphandler: tasks", "method", m.Method, "err", err)
 		rq.fail(m.ID, errInternal())
 	default:
 		rq.fail(m.ID, rpcError(Code(code), err.Error()))
@@ -316,9 +329,9 @@ func (h *Handler) taskFailed(rq *request, m *jsonrpc.Message, err error) {
 
 // taskMethods are the tasks methods of 2026-07-28.
 var taskMethods = map[string]method{
-	task.MethodGet:    {serve: (*Handler).tasksGet, needs: hasTools},
-	task.MethodUpdate: {serve: (*Handler).tasksUpdate, needs: hasTools},
-	task.MethodCancel: {serve: (*Handler).tasksCancel, needs: hasTools},
+	task.MethodGet:    {serve: func(h *Handler, rq *request, m *jsonrpc.Message) { h.tasks.tasksGet(rq, m) }, needs: hasTools},
+	task.MethodUpdate: {serve: func(h *Handler, rq *request, m *jsonrpc.Message) { h.tasks.tasksUpdate(rq, m) }, needs: hasTools},
+	task.MethodCancel: {serve: func(h *Handler, rq *request, m *jsonrpc.Message) { h.tasks.tasksCancel(rq, m) }, needs: hasTools},
 }
 
 // taskRequest checks a tasks method: the extension declared (else
@@ -356,14 +369,14 @@ func trimTaskErr(err error) string {
 }
 
 // tasksGet serves tasks/get: the caller's task, as a DetailedTask.
-func (h *Handler) tasksGet(rq *request, m *jsonrpc.Message) {
+func (t *tasks) tasksGet(rq *request, m *jsonrpc.Message) {
 	id, ok := rq.taskRequest(m)
 	if !ok {
 		return
 	}
-	d, err := h.tasks.m.Get(rq.ctx, ownerOf(rq.id), id)
+	d, err := t.m.Get(rq.ctx, ownerOf(rq.id), id)
 	if err != nil {
-		h.taskFailed(rq, m, err)
+		rq.taskFailed(m, err)
 		return
 	}
 	b, err := json.Marshal(d)
@@ -377,7 +390,7 @@ func (h *Handler) tasksGet(rq *request, m *jsonrpc.Message) {
 // tasksUpdate serves tasks/update: the answers to pending input requests
 // of the caller's task; answers under keys not pending are ignored. It
 // acks with an empty result.
-func (h *Handler) tasksUpdate(rq *request, m *jsonrpc.Message) {
+func (t *tasks) tasksUpdate(rq *request, m *jsonrpc.Message) {
 	if _, ok := rq.taskRequest(m); !ok {
 		return
 	}
@@ -386,8 +399,8 @@ func (h *Handler) tasksUpdate(rq *request, m *jsonrpc.Message) {
 		rq.fail(m.ID, invalidParams("Invalid params: "+trimTaskErr(err)))
 		return
 	}
-	if err := h.tasks.m.Update(rq.ctx, ownerOf(rq.id), id, responses); err != nil {
-		h.taskFailed(rq, m, err)
+	if err := t.m.Update(rq.ctx, ownerOf(rq.id), id, responses); err != nil {
+		rq.taskFailed(m, err)
 		return
 	}
 	rq.reply(m.ID, emptyResult)
@@ -396,28 +409,28 @@ func (h *Handler) tasksUpdate(rq *request, m *jsonrpc.Message) {
 // tasksCancel serves tasks/cancel: the caller's task is cancelled, and its
 // work, on whichever replica runs it, is asked to stop. Cancelling a task
 // that already ended is acked too.
-func (h *Handler) tasksCancel(rq *request, m *jsonrpc.Message) {
+func (t *tasks) tasksCancel(rq *request, m *jsonrpc.Message) {
 	id, ok := rq.taskRequest(m)
 	if !ok {
 		return
 	}
-	if _, err := h.tasks.m.Cancel(rq.ctx, ownerOf(rq.id), id); err != nil && !errors.Is(err, task.ErrTerminal) {
-		h.taskFailed(rq, m, err)
+	if _, err := t.m.Cancel(rq.ctx, ownerOf(rq.id), id); err != nil && !errors.Is(err, task.ErrTerminal) {
+		rq.taskFailed(m, err)
 		return
 	}
 	rq.reply(m.ID, emptyResult)
 }
 
-// appendModernCaps appends the server/discover capabilities for the caller
-// of rq: those of initialize (with the skills extension when the server
-// has skills), the tasks extension when the server has tools, and MCP
-// Apps when the caller is offered apps (see offersApps).
-func (h *Handler) appendModernCaps(rq *request, dst []byte) []byte {
-	if h.cfg.ListTools == nil {
-		return append(dst, h.caps...)
+// appendModernCaps appends the server/discover capabilities for a caller:
+// those of initialize (with the skills extension when the server has
+// skills), the tasks extension when the server has tools, and MCP Apps
+// when apps (the caller is offered apps, see offersApps).
+func (t *tasks) appendModernCaps(dst []byte, apps bool) []byte {
+	if t.cfg.ListTools == nil {
+		return append(dst, t.caps...)
 	}
-	caps := addExtension(h.caps, `"`+task.ExtensionID+`":{}`)
-	if h.catalog.offersApps(rq) {
+	caps := addExtension(t.caps, `"`+task.ExtensionID+`":{}`)
+	if apps {
 		caps = addExtension(caps, appsCapability)
 	}
 	return append(dst, caps...)

@@ -41,15 +41,15 @@ import (
 // tasksCapsV1 is the capabilities.tasks member of 2025-11-25.
 const tasksCapsV1 = `"tasks":{"list":{},"cancel":{},"requests":{"tools":{"call":{}}}}`
 
-// appendInitCaps appends the initialize capabilities for version and the
-// caller of rq: the Handler's, with capabilities.tasks on 2025-11-25 and
-// MCP Apps when the caller is offered apps (see offersApps).
-func (h *Handler) appendInitCaps(rq *request, dst []byte, version string) []byte {
-	caps := h.caps
-	if version == Version20251125 && h.cfg.ListTools != nil {
+// appendInitCaps appends the initialize capabilities for version and a
+// caller: the Handler's, with capabilities.tasks on 2025-11-25 and MCP
+// Apps when apps (the caller is offered apps, see offersApps).
+func (t *tasks) appendInitCaps(dst []byte, version string, apps bool) []byte {
+	caps := t.caps
+	if version == Version20251125 && t.cfg.ListTools != nil {
 		caps = append(caps[:len(caps)-1:len(caps)-1], ","+tasksCapsV1+"}"...)
 	}
-	if h.catalog.offersApps(rq) {
+	if apps {
 		caps = addExtension(caps, appsCapability)
 	}
 	return append(dst, caps...)
@@ -106,10 +106,10 @@ func (rq *request) checkTaskV1(m *jsonrpc.Message, call *ToolCall, ev *CallEvent
 
 // taskMethodsV1 are the tasks methods of 2025-11-25.
 var taskMethodsV1 = map[string]method{
-	task.MethodGet:    {serve: (*Handler).tasksGetV1, needs: hasTools, revision: Version20251125},
-	task.MethodCancel: {serve: (*Handler).tasksCancelV1, needs: hasTools, revision: Version20251125},
-	task.MethodList:   {serve: (*Handler).tasksListV1, needs: hasTools, revision: Version20251125},
-	task.MethodResult: {serve: (*Handler).tasksResultV1, needs: hasTools, revision: Version20251125, cancellable: true},
+	task.MethodGet:    {serve: func(h *Handler, rq *request, m *jsonrpc.Message) { h.tasks.tasksGetV1(rq, m) }, needs: hasTools, revision: Version20251125},
+	task.MethodCancel: {serve: func(h *Handler, rq *request, m *jsonrpc.Message) { h.tasks.tasksCancelV1(rq, m) }, needs: hasTools, revision: Version20251125},
+	task.MethodList:   {serve: func(h *Handler, rq *request, m *jsonrpc.Message) { h.tasks.tasksListV1(rq, m) }, needs: hasTools, revision: Version20251125},
+	task.MethodResult: {serve: func(h *Handler, rq *request, m *jsonrpc.Message) { h.tasks.tasksResultV1(rq, m) }, needs: hasTools, revision: Version20251125, cancellable: true},
 }
 
 // sessionsMethods is the dispatch table of the 2025 revisions.
@@ -136,14 +136,14 @@ func (rq *request) replyJSON(id json.RawMessage, v any) {
 	rq.reply(id, b)
 }
 
-func (h *Handler) tasksGetV1(rq *request, m *jsonrpc.Message) {
+func (t *tasks) tasksGetV1(rq *request, m *jsonrpc.Message) {
 	id, ok := rq.taskRequestV1(m)
 	if !ok {
 		return
 	}
-	d, err := h.tasks.m.Get(rq.ctx, ownerOf(rq.id), id)
+	d, err := t.m.Get(rq.ctx, ownerOf(rq.id), id)
 	if err != nil {
-		h.taskFailed(rq, m, err)
+		rq.taskFailed(m, err)
 		return
 	}
 	rq.replyJSON(m.ID, d.V1())
@@ -151,18 +151,18 @@ func (h *Handler) tasksGetV1(rq *request, m *jsonrpc.Message) {
 
 // tasksCancelV1 answers the cancelled task; a task that already ended is
 // -32602, as 2025-11-25 asks.
-func (h *Handler) tasksCancelV1(rq *request, m *jsonrpc.Message) {
+func (t *tasks) tasksCancelV1(rq *request, m *jsonrpc.Message) {
 	id, ok := rq.taskRequestV1(m)
 	if !ok {
 		return
 	}
-	d, err := h.tasks.m.Cancel(rq.ctx, ownerOf(rq.id), id)
+	d, err := t.m.Cancel(rq.ctx, ownerOf(rq.id), id)
 	if errors.Is(err, task.ErrTerminal) {
 		rq.fail(m.ID, invalidParams("Invalid params: the task already ended ("+string(d.Status)+")"))
 		return
 	}
 	if err != nil {
-		h.taskFailed(rq, m, err)
+		rq.taskFailed(m, err)
 		return
 	}
 	rq.replyJSON(m.ID, d.V1())
@@ -170,7 +170,7 @@ func (h *Handler) tasksCancelV1(rq *request, m *jsonrpc.Message) {
 
 // tasksListV1 lists the caller's tasks, newest first, task.MaxListPage a
 // page; the cursor is the last task id of the page before.
-func (h *Handler) tasksListV1(rq *request, m *jsonrpc.Message) {
+func (t *tasks) tasksListV1(rq *request, m *jsonrpc.Message) {
 	var p struct {
 		Cursor string `json:"cursor"`
 	}
@@ -178,9 +178,9 @@ func (h *Handler) tasksListV1(rq *request, m *jsonrpc.Message) {
 		rq.fail(m.ID, invalidParams("Invalid params: cursor must be a string given by tasks/list"))
 		return
 	}
-	ds, next, err := h.tasks.m.List(rq.ctx, ownerOf(rq.id), p.Cursor)
+	ds, next, err := t.m.List(rq.ctx, ownerOf(rq.id), p.Cursor)
 	if err != nil {
-		h.taskFailed(rq, m, err)
+		rq.taskFailed(m, err)
 		return
 	}
 	out := task.ListResultV1{Tasks: make([]task.TaskV1, 0, len(ds)), NextCursor: next}
@@ -193,12 +193,12 @@ func (h *Handler) tasksListV1(rq *request, m *jsonrpc.Message) {
 // tasksResultV1 waits for the caller's task to end and answers what the
 // call would have: its result, with _meta[related-task]; the error of a
 // failed task; -32603 for a cancelled one.
-func (h *Handler) tasksResultV1(rq *request, m *jsonrpc.Message) {
+func (t *tasks) tasksResultV1(rq *request, m *jsonrpc.Message) {
 	id, ok := rq.taskRequestV1(m)
 	if !ok {
 		return
 	}
-	d, err := h.awaitResultV1(rq, id)
+	d, err := t.awaitResultV1(rq, id)
 	var ce *ClientError
 	switch {
 	case err != nil && rq.st.callerLost():
@@ -210,7 +210,7 @@ func (h *Handler) tasksResultV1(rq *request, m *jsonrpc.Message) {
 	case err != nil && rq.ctx.Err() != nil:
 		rq.fail(m.ID, rpcError(CodeInternalError, "the wait for the task's result was cancelled"))
 	case err != nil:
-		h.taskFailed(rq, m, err)
+		rq.taskFailed(m, err)
 	case d.Status == task.Failed && d.Error != nil:
 		rq.fail(m.ID, d.Error)
 	case d.Status != task.Completed:
@@ -229,7 +229,7 @@ func (h *Handler) tasksResultV1(rq *request, m *jsonrpc.Message) {
 // stays input_required, and the next tasks/result asks again. A caller
 // whose credentials fail a re-check ends the wait (see callerWatch); the
 // task runs on, its owner's, for a tasks/result with valid ones.
-func (h *Handler) awaitResultV1(rq *request, id string) (task.DetailedTask, error) {
+func (t *tasks) awaitResultV1(rq *request, id string) (task.DetailedTask, error) {
 	ctx, release := rq.st.watchContext(rq.ctx)
 	defer release()
 	owner, x := ownerOf(rq.id), rq.newExchange(nil)
@@ -243,7 +243,7 @@ func (h *Handler) awaitResultV1(rq *request, id string) (task.DetailedTask, erro
 		return false
 	}
 	for {
-		d, err := h.tasks.m.WaitUntil(ctx, owner, id, pending)
+		d, err := t.m.WaitUntil(ctx, owner, id, pending)
 		if err != nil || d.Status.Terminal() {
 			return d, err
 		}
@@ -264,7 +264,7 @@ func (h *Handler) awaitResultV1(rq *request, id string) (task.DetailedTask, erro
 				return d, err
 			}
 			// A task that ended meanwhile is read by the next wait.
-			if err := h.tasks.m.Update(ctx, owner, id, map[string]json.RawMessage{k: got}); err != nil && !errors.Is(err, task.ErrTerminal) {
+			if err := t.m.Update(ctx, owner, id, map[string]json.RawMessage{k: got}); err != nil && !errors.Is(err, task.ErrTerminal) {
 				return d, err
 			}
 		}

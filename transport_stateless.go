@@ -310,7 +310,7 @@ func (h *Handler) discover(rq *request, m *jsonrpc.Message) {
 	b = append(b, `,"capabilities":`...)
 	// The same capabilities as for 2025: subscribe and listChanged announce
 	// what subscriptions/listen delivers.
-	b = h.appendModernCaps(rq, b)
+	b = h.tasks.appendModernCaps(b, h.catalog.offersApps(rq))
 	if info.Instructions != "" {
 		b = append(b, `,"instructions":`...)
 		b = jsonrpc.AppendString(b, info.Instructions)
