@@ -60,6 +60,10 @@ const (
 // waits for. It depends on the Handler's Config (ListTools,
 // MaxSubscriptions), its capabilities object and its logger, all fixed at
 // New; it is safe for concurrent use.
+//
+// What only one revision has is named for the era that serves it (see
+// era.go): a suffix Stateless for 2026-07-28 (getStateless), Sessions
+// for 2025-11-25 (getSessions).
 type tasks struct {
 	cfg    *Config
 	caps   []byte // the initialize result's capabilities (Handler.capabilities)
@@ -106,11 +110,11 @@ func (t *tasks) start() bool {
 
 // taskSlot is the task state of one tools/call that may become a task.
 type taskSlot struct {
-	owner   task.Owner
-	created *task.DetailedTask // set by RunAsTask once the task is stored
-	err     error              // Create's error
-	v1      bool               // a 2025-11-25 task (params.task)
-	ttl     time.Duration      // the ttl the client asked for (2025-11-25)
+	owner    task.Owner
+	created  *task.DetailedTask // set by RunAsTask once the task is stored
+	err      error              // Create's error
+	sessions bool               // a 2025-11-25 task (params.task), of the sessions era
+	ttl      time.Duration      // the ttl the client asked for (2025-11-25)
 }
 
 // taskAsk routes the questions of a task's work into its inputRequests.
@@ -260,7 +264,7 @@ func (rq *request) checkTask(m *jsonrpc.Message, call *ToolCall, ev *CallEvent) 
 		return nil, true
 	}
 	if rq.era != eraStateless {
-		return rq.checkTaskV1(m, call, ev)
+		return rq.checkTaskSessions(m, call, ev)
 	}
 	if !rq.tasksDeclared() {
 		if ts == TaskRequired {
@@ -285,8 +289,8 @@ func (rq *request) answerTask(m *jsonrpc.Message, s *taskSlot) bool {
 		return true
 	case s.created == nil:
 		return false
-	case s.v1:
-		rq.replyJSON(m.ID, task.CreateTaskResultV1{Task: s.created.V1()})
+	case s.sessions:
+		rq.replyJSON(m.ID, task.CreateTaskResult2025{Task: s.created.Task2025()})
 		return true
 	}
 	b, err := json.Marshal(s.created.Task)
@@ -327,18 +331,18 @@ func (rq *request) taskFailed(m *jsonrpc.Message, err error) {
 	}
 }
 
-// taskMethods are the tasks methods of 2026-07-28.
-var taskMethods = map[string]method{
-	task.MethodGet:    {serve: func(h *Handler, rq *request, m *jsonrpc.Message) { h.tasks.tasksGet(rq, m) }, needs: hasTools},
-	task.MethodUpdate: {serve: func(h *Handler, rq *request, m *jsonrpc.Message) { h.tasks.tasksUpdate(rq, m) }, needs: hasTools},
-	task.MethodCancel: {serve: func(h *Handler, rq *request, m *jsonrpc.Message) { h.tasks.tasksCancel(rq, m) }, needs: hasTools},
+// taskMethodsStateless are the tasks methods of 2026-07-28.
+var taskMethodsStateless = map[string]method{
+	task.MethodGet:    {serve: func(h *Handler, rq *request, m *jsonrpc.Message) { h.tasks.getStateless(rq, m) }, needs: hasTools},
+	task.MethodUpdate: {serve: func(h *Handler, rq *request, m *jsonrpc.Message) { h.tasks.updateStateless(rq, m) }, needs: hasTools},
+	task.MethodCancel: {serve: func(h *Handler, rq *request, m *jsonrpc.Message) { h.tasks.cancelStateless(rq, m) }, needs: hasTools},
 }
 
-// taskRequest checks a tasks method: the extension declared (else
+// taskRequestStateless checks a tasks method: the extension declared (else
 // -32021), its taskId, and the Mcp-Name header, which when present must
 // name that taskId (else -32020). It answers and returns false when the
 // request cannot go on.
-func (rq *request) taskRequest(m *jsonrpc.Message) (string, bool) {
+func (rq *request) taskRequestStateless(m *jsonrpc.Message) (string, bool) {
 	if !rq.tasksDeclared() {
 		rq.fail(m.ID, errTasksNotDeclared(m.Method+" needs the "+task.ExtensionID+" extension"))
 		return "", false
@@ -368,9 +372,9 @@ func trimTaskErr(err error) string {
 	return msg
 }
 
-// tasksGet serves tasks/get: the caller's task, as a DetailedTask.
-func (t *tasks) tasksGet(rq *request, m *jsonrpc.Message) {
-	id, ok := rq.taskRequest(m)
+// getStateless serves tasks/get: the caller's task, as a DetailedTask.
+func (t *tasks) getStateless(rq *request, m *jsonrpc.Message) {
+	id, ok := rq.taskRequestStateless(m)
 	if !ok {
 		return
 	}
@@ -387,11 +391,11 @@ func (t *tasks) tasksGet(rq *request, m *jsonrpc.Message) {
 	rq.reply(m.ID, b)
 }
 
-// tasksUpdate serves tasks/update: the answers to pending input requests
-// of the caller's task; answers under keys not pending are ignored. It
-// acks with an empty result.
-func (t *tasks) tasksUpdate(rq *request, m *jsonrpc.Message) {
-	if _, ok := rq.taskRequest(m); !ok {
+// updateStateless serves tasks/update: the answers to pending input
+// requests of the caller's task; answers under keys not pending are
+// ignored. It acks with an empty result.
+func (t *tasks) updateStateless(rq *request, m *jsonrpc.Message) {
+	if _, ok := rq.taskRequestStateless(m); !ok {
 		return
 	}
 	id, responses, err := task.ParseUpdate(m.Params)
@@ -406,11 +410,11 @@ func (t *tasks) tasksUpdate(rq *request, m *jsonrpc.Message) {
 	rq.reply(m.ID, emptyResult)
 }
 
-// tasksCancel serves tasks/cancel: the caller's task is cancelled, and its
-// work, on whichever replica runs it, is asked to stop. Cancelling a task
-// that already ended is acked too.
-func (t *tasks) tasksCancel(rq *request, m *jsonrpc.Message) {
-	id, ok := rq.taskRequest(m)
+// cancelStateless serves tasks/cancel: the caller's task is cancelled, and
+// its work, on whichever replica runs it, is asked to stop. Cancelling a
+// task that already ended is acked too.
+func (t *tasks) cancelStateless(rq *request, m *jsonrpc.Message) {
+	id, ok := rq.taskRequestStateless(m)
 	if !ok {
 		return
 	}
@@ -421,11 +425,11 @@ func (t *tasks) tasksCancel(rq *request, m *jsonrpc.Message) {
 	rq.reply(m.ID, emptyResult)
 }
 
-// appendModernCaps appends the server/discover capabilities for a caller:
-// those of initialize (with the skills extension when the server has
-// skills), the tasks extension when the server has tools, and MCP Apps
-// when apps (the caller is offered apps, see offersApps).
-func (t *tasks) appendModernCaps(dst []byte, apps bool) []byte {
+// appendDiscoverCaps appends the server/discover capabilities for a
+// caller: those of initialize (with the skills extension when the server
+// has skills), the tasks extension when the server has tools, and MCP
+// Apps when apps (the caller is offered apps, see offersApps).
+func (t *tasks) appendDiscoverCaps(dst []byte, apps bool) []byte {
 	if t.cfg.ListTools == nil {
 		return append(dst, t.caps...)
 	}

@@ -16,11 +16,11 @@ import (
 // every change of them, from any replica, as notifications/tasks with the
 // DetailedTask as params.
 
-// agreeTasks bounds the taskIds of a listen filter (at most
+// agree bounds the taskIds of a listen filter (at most
 // Config.MaxSubscriptions, each at most task.MaxTaskIDLen bytes) and
-// returns those the caller owns. A request that did not declare the
+// returns those rq's caller owns. A request that did not declare the
 // extension is agreed none.
-func (t *tasks) agreeTasks(rq *request, ids []string) ([]string, *jsonrpc.Error) {
+func (t *tasks) agree(rq *request, ids []string) ([]string, *jsonrpc.Error) {
 	if len(ids) > t.cfg.MaxSubscriptions {
 		return nil, invalidParams("Invalid params: a listen filter names at most " + strconv.Itoa(t.cfg.MaxSubscriptions) + " taskIds")
 	}
@@ -50,9 +50,9 @@ type taskFeed struct {
 	stop func()
 }
 
-// taskFeed starts the feed of the tasks ids of rq's caller, tagged with
+// feed starts the feed of the tasks ids of rq's caller, tagged with
 // the subscription id subID. With no ids, its channel is nil.
-func (t *tasks) taskFeed(rq *request, ids []string, subID json.RawMessage) (*taskFeed, error) {
+func (t *tasks) feed(rq *request, ids []string, subID json.RawMessage) (*taskFeed, error) {
 	if len(ids) == 0 {
 		return &taskFeed{stop: func() {}}, nil
 	}

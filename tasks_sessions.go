@@ -38,8 +38,8 @@ import (
 //
 // See https://modelcontextprotocol.io/specification/2025-11-25/basic/utilities/tasks.
 
-// tasksCapsV1 is the capabilities.tasks member of 2025-11-25.
-const tasksCapsV1 = `"tasks":{"list":{},"cancel":{},"requests":{"tools":{"call":{}}}}`
+// tasksCapsSessions is the capabilities.tasks member of 2025-11-25.
+const tasksCapsSessions = `"tasks":{"list":{},"cancel":{},"requests":{"tools":{"call":{}}}}`
 
 // appendInitCaps appends the initialize capabilities for version and a
 // caller: the Handler's, with capabilities.tasks on 2025-11-25 and MCP
@@ -47,7 +47,7 @@ const tasksCapsV1 = `"tasks":{"list":{},"cancel":{},"requests":{"tools":{"call":
 func (t *tasks) appendInitCaps(dst []byte, version string, apps bool) []byte {
 	caps := t.caps
 	if version == Version20251125 && t.cfg.ListTools != nil {
-		caps = append(caps[:len(caps)-1:len(caps)-1], ","+tasksCapsV1+"}"...)
+		caps = append(caps[:len(caps)-1:len(caps)-1], ","+tasksCapsSessions+"}"...)
 	}
 	if apps {
 		caps = addExtension(caps, appsCapability)
@@ -66,9 +66,10 @@ func appendExecution(rq *request, t *Tool, dst []byte) []byte {
 	return append(dst, "}}"...)
 }
 
-// taskParamV1 reads params.task of a 2025-11-25 tools/call: whether it is
-// there, and its ttl (zero when absent; ms, bounded by Config.TaskTTL).
-func taskParamV1(params json.RawMessage) (bool, time.Duration, *jsonrpc.Error) {
+// taskParamSessions reads params.task of a 2025-11-25 tools/call: whether
+// it is there, and its ttl (zero when absent; ms, bounded by
+// Config.TaskTTL).
+func taskParamSessions(params json.RawMessage) (bool, time.Duration, *jsonrpc.Error) {
 	var p struct {
 		Task *struct {
 			TTL *float64 `json:"ttl"`
@@ -86,9 +87,9 @@ func taskParamV1(params json.RawMessage) (bool, time.Duration, *jsonrpc.Error) {
 	return true, time.Duration(*p.Task.TTL) * time.Millisecond, nil
 }
 
-// checkTaskV1 is checkTask for a 2025-11-25 call.
-func (rq *request) checkTaskV1(m *jsonrpc.Message, call *ToolCall, ev *CallEvent) (*taskSlot, bool) {
-	asked, ttl, e := taskParamV1(m.Params)
+// checkTaskSessions is checkTask for a 2025-11-25 call.
+func (rq *request) checkTaskSessions(m *jsonrpc.Message, call *ToolCall, ev *CallEvent) (*taskSlot, bool) {
+	asked, ttl, e := taskParamSessions(m.Params)
 	asked = asked && rq.version == Version20251125
 	if e == nil && !asked && call.Tool.TaskSupport == TaskRequired {
 		e = rpcError(CodeMethodNotFound, "Method not found: the tool "+strconv.Quote(call.Tool.Name)+" must be called as a task (params.task)")
@@ -101,23 +102,23 @@ func (rq *request) checkTaskV1(m *jsonrpc.Message, call *ToolCall, ev *CallEvent
 	if !asked {
 		return nil, true
 	}
-	return &taskSlot{owner: ownerOf(rq.id), v1: true, ttl: ttl}, true
+	return &taskSlot{owner: ownerOf(rq.id), sessions: true, ttl: ttl}, true
 }
 
-// taskMethodsV1 are the tasks methods of 2025-11-25.
-var taskMethodsV1 = map[string]method{
-	task.MethodGet:    {serve: func(h *Handler, rq *request, m *jsonrpc.Message) { h.tasks.tasksGetV1(rq, m) }, needs: hasTools, revision: Version20251125},
-	task.MethodCancel: {serve: func(h *Handler, rq *request, m *jsonrpc.Message) { h.tasks.tasksCancelV1(rq, m) }, needs: hasTools, revision: Version20251125},
-	task.MethodList:   {serve: func(h *Handler, rq *request, m *jsonrpc.Message) { h.tasks.tasksListV1(rq, m) }, needs: hasTools, revision: Version20251125},
-	task.MethodResult: {serve: func(h *Handler, rq *request, m *jsonrpc.Message) { h.tasks.tasksResultV1(rq, m) }, needs: hasTools, revision: Version20251125, cancellable: true},
+// taskMethodsSessions are the tasks methods of 2025-11-25.
+var taskMethodsSessions = map[string]method{
+	task.MethodGet:    {serve: func(h *Handler, rq *request, m *jsonrpc.Message) { h.tasks.getSessions(rq, m) }, needs: hasTools, revision: Version20251125},
+	task.MethodCancel: {serve: func(h *Handler, rq *request, m *jsonrpc.Message) { h.tasks.cancelSessions(rq, m) }, needs: hasTools, revision: Version20251125},
+	task.MethodList:   {serve: func(h *Handler, rq *request, m *jsonrpc.Message) { h.tasks.listSessions(rq, m) }, needs: hasTools, revision: Version20251125},
+	task.MethodResult: {serve: func(h *Handler, rq *request, m *jsonrpc.Message) { h.tasks.resultSessions(rq, m) }, needs: hasTools, revision: Version20251125, cancellable: true},
 }
 
 // sessionsMethods is the dispatch table of the 2025 revisions.
-var sessionsMethods = withMethods(sharedMethods, taskMethodsV1)
+var sessionsMethods = withMethods(sharedMethods, taskMethodsSessions)
 
-// taskRequestV1 checks the params of a 2025-11-25 tasks method (the
+// taskRequestSessions checks the params of a 2025-11-25 tasks method (the
 // dispatch table serves them to that revision only): they carry a taskId.
-func (rq *request) taskRequestV1(m *jsonrpc.Message) (string, bool) {
+func (rq *request) taskRequestSessions(m *jsonrpc.Message) (string, bool) {
 	id, err := task.ParseTaskID(m.Params)
 	if err != nil {
 		rq.fail(m.ID, invalidParams("Invalid params: "+trimTaskErr(err)))
@@ -136,8 +137,9 @@ func (rq *request) replyJSON(id json.RawMessage, v any) {
 	rq.reply(id, b)
 }
 
-func (t *tasks) tasksGetV1(rq *request, m *jsonrpc.Message) {
-	id, ok := rq.taskRequestV1(m)
+// getSessions serves tasks/get: the caller's task, as a Task2025.
+func (t *tasks) getSessions(rq *request, m *jsonrpc.Message) {
+	id, ok := rq.taskRequestSessions(m)
 	if !ok {
 		return
 	}
@@ -146,13 +148,13 @@ func (t *tasks) tasksGetV1(rq *request, m *jsonrpc.Message) {
 		rq.taskFailed(m, err)
 		return
 	}
-	rq.replyJSON(m.ID, d.V1())
+	rq.replyJSON(m.ID, d.Task2025())
 }
 
-// tasksCancelV1 answers the cancelled task; a task that already ended is
+// cancelSessions answers the cancelled task; a task that already ended is
 // -32602, as 2025-11-25 asks.
-func (t *tasks) tasksCancelV1(rq *request, m *jsonrpc.Message) {
-	id, ok := rq.taskRequestV1(m)
+func (t *tasks) cancelSessions(rq *request, m *jsonrpc.Message) {
+	id, ok := rq.taskRequestSessions(m)
 	if !ok {
 		return
 	}
@@ -165,12 +167,12 @@ func (t *tasks) tasksCancelV1(rq *request, m *jsonrpc.Message) {
 		rq.taskFailed(m, err)
 		return
 	}
-	rq.replyJSON(m.ID, d.V1())
+	rq.replyJSON(m.ID, d.Task2025())
 }
 
-// tasksListV1 lists the caller's tasks, newest first, task.MaxListPage a
+// listSessions lists the caller's tasks, newest first, task.MaxListPage a
 // page; the cursor is the last task id of the page before.
-func (t *tasks) tasksListV1(rq *request, m *jsonrpc.Message) {
+func (t *tasks) listSessions(rq *request, m *jsonrpc.Message) {
 	var p struct {
 		Cursor string `json:"cursor"`
 	}
@@ -183,22 +185,22 @@ func (t *tasks) tasksListV1(rq *request, m *jsonrpc.Message) {
 		rq.taskFailed(m, err)
 		return
 	}
-	out := task.ListResultV1{Tasks: make([]task.TaskV1, 0, len(ds)), NextCursor: next}
+	out := task.ListResult2025{Tasks: make([]task.Task2025, 0, len(ds)), NextCursor: next}
 	for _, d := range ds {
-		out.Tasks = append(out.Tasks, d.V1())
+		out.Tasks = append(out.Tasks, d.Task2025())
 	}
 	rq.replyJSON(m.ID, out)
 }
 
-// tasksResultV1 waits for the caller's task to end and answers what the
+// resultSessions waits for the caller's task to end and answers what the
 // call would have: its result, with _meta[related-task]; the error of a
 // failed task; -32603 for a cancelled one.
-func (t *tasks) tasksResultV1(rq *request, m *jsonrpc.Message) {
-	id, ok := rq.taskRequestV1(m)
+func (t *tasks) resultSessions(rq *request, m *jsonrpc.Message) {
+	id, ok := rq.taskRequestSessions(m)
 	if !ok {
 		return
 	}
-	d, err := t.awaitResultV1(rq, id)
+	d, err := t.awaitResultSessions(rq, id)
 	var ce *ClientError
 	switch {
 	case err != nil && rq.st.callerLost():
@@ -220,16 +222,16 @@ func (t *tasks) tasksResultV1(rq *request, m *jsonrpc.Message) {
 	}
 }
 
-// awaitResultV1 waits for the caller's task id to end. Meanwhile, each
-// request the task's work asks the client is sent on rq's stream (in key
-// order, each key once per tasks/result) and the answer handed to the
+// awaitResultSessions waits for the caller's task id to end. Meanwhile,
+// each request the task's work asks the client is sent on rq's stream (in
+// key order, each key once per tasks/result) and the answer handed to the
 // task; an answer the task no longer waits for (another tasks/result gave
 // it first) is dropped by the task. A client that answers with an error,
 // or a stream that cannot ask, ends the wait with that error: the task
 // stays input_required, and the next tasks/result asks again. A caller
 // whose credentials fail a re-check ends the wait (see callerWatch); the
 // task runs on, its owner's, for a tasks/result with valid ones.
-func (t *tasks) awaitResultV1(rq *request, id string) (task.DetailedTask, error) {
+func (t *tasks) awaitResultSessions(rq *request, id string) (task.DetailedTask, error) {
 	ctx, release := rq.st.watchContext(rq.ctx)
 	defer release()
 	owner, x := ownerOf(rq.id), rq.newExchange(nil)
