@@ -70,7 +70,7 @@ func (h *Handler) openApprovalRound(rq *request, m *jsonrpc.Message, call *ToolC
 	}
 	if run {
 		result, err := h.run(rq.ctx, call, ev)
-		if !rq.finishRounds(x, m, err) && !h.answerTask(rq, m, call.task) {
+		if !rq.finishRounds(x, m, err) && !rq.answerTask(m, call.task) {
 			rq.sendResult(m.ID, result)
 		}
 		return

@@ -90,7 +90,7 @@ func (h *Handler) callTool(rq *request, m *jsonrpc.Message) {
 		ev.Outcome, ev.IsError, ev.ErrorClass = OutcomeInputRequired, false, ""
 		return
 	}
-	if h.answerTask(rq, m, slot) {
+	if rq.answerTask(m, slot) {
 		return
 	}
 	rq.sendResult(m.ID, result)

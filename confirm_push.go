@@ -514,7 +514,7 @@ func (h *Handler) adopt(ctx context.Context, r *http.Request, start time.Time, i
 // took its confirm over: with its CreateTaskResult ({"task": Task}) when
 // it became a task, else with res, as callTool answers on the asker.
 func (h *Handler) answerAdopted(rq *request, id json.RawMessage, call *ToolCall, res *ToolResult) {
-	if !h.answerTask(rq, &jsonrpc.Message{ID: id, Method: "tools/call"}, call.task) {
+	if !rq.answerTask(&jsonrpc.Message{ID: id, Method: "tools/call"}, call.task) {
 		rq.sendResult(id, res)
 	}
 }

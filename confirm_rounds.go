@@ -226,7 +226,7 @@ func (rq *request) roundEnd(m *jsonrpc.Message, call *ToolCall, ev *CallEvent, p
 		}
 		ev.Outcome, ev.IsError, ev.ErrorClass = OutcomeError, false, ""
 		if s != nil && s.err != nil {
-			return next, func() { rq.h.taskFailed(rq, m, s.err) }
+			return next, func() { rq.taskFailed(m, s.err) }
 		}
 		return next, func() { rq.finishRounds(x, m, err) }
 	}

@@ -167,7 +167,7 @@ type confirmTask struct {
 // (nil when the call cannot become a 2025-11-25 task).
 func taskRequest(call *ToolCall) *confirmTask {
 	s := call.task
-	if s == nil || !s.v1 {
+	if s == nil || !s.sessions {
 		return nil
 	}
 	return &confirmTask{TTL: s.ttl.Milliseconds(), Tenant: s.owner.Tenant, Subject: s.owner.Subject}
@@ -182,7 +182,7 @@ func (rec *confirmRecord) slot(tool Tool) *taskSlot {
 		return nil
 	}
 	owner := task.Owner{Tenant: t.Tenant, Subject: t.Subject}
-	return &taskSlot{owner: owner, v1: true, ttl: time.Duration(t.TTL) * time.Millisecond}
+	return &taskSlot{owner: owner, sessions: true, ttl: time.Duration(t.TTL) * time.Millisecond}
 }
 
 func (r *confirmRecord) deadline() time.Time { return time.UnixMilli(r.Deadline) }

@@ -112,7 +112,7 @@ func TestConfirmRecordTaskRequest(t *testing.T) {
 		t.Fatal(err)
 	}
 	s := got.slot(Tool{Name: "t", TaskSupport: TaskOptional})
-	if s == nil || !s.v1 || s.ttl != 5*time.Second || s.owner.Tenant != "acme" || s.owner.Subject != "alice" {
+	if s == nil || !s.sessions || s.ttl != 5*time.Second || s.owner.Tenant != "acme" || s.owner.Subject != "alice" {
 		t.Fatalf("slot %+v", s)
 	}
 	if got.slot(Tool{Name: "t"}) != nil {

@@ -41,7 +41,7 @@ type Handler struct {
 
 	bus     *replicaBus // what replicas tell each other, and the requests running here (replica_bus.go)
 	streams *streams    // what every long-lived stream shares (streams.go)
-	tasks   *taskRunner // durable tasks (tasks.go)
+	tasks   *tasks      // tasks of both revisions (tasks.go)
 
 	sessions *sessions // the transports with sessions: 2025 Streamable HTTP, 2024-11-05 HTTP+SSE (sessions.go)
 
@@ -103,7 +103,7 @@ func New(cfg Config) *Handler {
 		panic("mcphandler: Config.StateKeys: " + err.Error())
 	}
 	h.streams = newStreams(&h.cfg, h.bus, h.streamLogs)
-	h.tasks = newTaskRunner(&h.cfg, secrets)
+	h.tasks = newTasks(&h.cfg, secrets, h.caps)
 	h.sessions = newSessions(h)
 	return h
 }

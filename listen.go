@@ -39,7 +39,7 @@ func (ss *streams) listen(rq *request, m *jsonrpc.Message) {
 		return
 	}
 	defer ss.unwatchChanges(w)
-	feed, err := h.taskFeed(rq, agreed.TaskIDs, m.ID)
+	feed, err := h.tasks.feed(rq, agreed.TaskIDs, m.ID)
 	if err != nil {
 		h.storeFailed(rq, m, err)
 		return
@@ -95,7 +95,7 @@ func (ss *streams) listenFilter(rq *request, params json.RawMessage) (listenFilt
 	agreed.PromptsListChanged = want.PromptsListChanged && h.cfg.ListPrompts != nil
 	agreed.ResourcesListChanged = want.ResourcesListChanged && h.catalog.hasResources()
 	var e *jsonrpc.Error
-	if agreed.TaskIDs, e = h.agreeTasks(rq, want.TaskIDs); e != nil {
+	if agreed.TaskIDs, e = h.tasks.agree(rq, want.TaskIDs); e != nil {
 		return listenFilter{}, e
 	}
 	rr := resourceResolver{c: h.catalog, ctx: rq.ctx, id: rq.id}

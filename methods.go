@@ -142,7 +142,7 @@ func (h *Handler) initializeResult(rq *request, m *jsonrpc.Message, version stri
 	b = append(b, `{"protocolVersion":`...)
 	b = jsonrpc.AppendString(b, version)
 	b = append(b, `,"capabilities":`...)
-	b = h.appendInitCaps(rq, b, version)
+	b = h.tasks.appendInitCaps(b, version, h.catalog.offersApps(rq))
 	b = append(b, `,"serverInfo":`...)
 	b = append(b, si...)
 	if info.Instructions != "" {

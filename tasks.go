@@ -5,35 +5,23 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"log/slog"
 	"strconv"
 	"sync"
 	"sync/atomic"
 	"time"
 
 	"github.com/mcphandler/mcphandler/internal/jsonrpc"
-	"github.com/mcphandler/mcphandler/internal/mcpheaders"
 	"github.com/mcphandler/mcphandler/internal/task"
 	"github.com/mcphandler/mcphandler/session"
 )
 
-// Tasks, the extension io.modelcontextprotocol/tasks of 2026-07-28
-// (SEP-2663), served from the durable core in internal/task:
-//
-//   - A tool declares [Tool.TaskSupport]. Its Handler calls
-//     [ToolCall.RunAsTask] with the work that may outlive the request;
-//     everything before that call (BeforeCall, its confirm or approval,
-//     input_required rounds) is resolved synchronously, as the extension
-//     asks, and the task is created on the final round.
-//   - A call becomes a task only when its request declared the extension
-//     in _meta's clientCapabilities.extensions; otherwise RunAsTask runs
-//     the work inline, and a TaskRequired tool is refused with -32021
-//     naming the extension in data.requiredCapabilities, before anything
-//     runs.
-//   - tasks/get, tasks/update and tasks/cancel are served by any replica
-//     sharing the Store, for the caller's own tasks only: another
-//     identity's task id answers byte for byte like an unknown one.
-//
-// See https://modelcontextprotocol.io/seps/2663-tasks-extension.
+// Tasks: the work of a tools/call that outlives its request, in the two
+// revisions that have them, over the durable core of internal/task: the
+// extension of 2026-07-28 (tasks_stateless.go, and notifications/tasks on
+// listen streams in tasks_listen.go) and the tasks of 2025-11-25
+// (tasks_sessions.go). What both share is here: a tool's TaskSupport,
+// RunAsTask, the tasks that run, and the answer of a call that became one.
 
 // TaskSupport says whether the calls of a tool may run as tasks.
 type TaskSupport string
@@ -50,17 +38,34 @@ const (
 	TaskRequired TaskSupport = "required"
 )
 
-// taskRunner holds the Handler's task Manager and the goroutines running
-// this replica's tasks, which Close stops and waits for.
-type taskRunner struct {
-	m  *task.Manager
-	wg sync.WaitGroup
+// tasks owns the tasks of both revisions that have them: the extension
+// of 2026-07-28 (tasks/get, tasks/update and tasks/cancel in
+// tasks_stateless.go, the notifications/tasks of listen streams in
+// tasks_listen.go) and the tasks of 2025-11-25 (params.task,
+// tasks_sessions.go). It holds the task Manager,
+// whose records live in Config.Store signed with the Handler's keys, and
+// the goroutines running this replica's tasks, which close stops and
+// waits for. It depends on the Handler's Config (ListTools,
+// MaxSubscriptions), its capabilities object and its logger, all fixed at
+// New; it is safe for concurrent use.
+//
+// What only one revision has is named for the era that serves it (see
+// era.go): a suffix Stateless for 2026-07-28 (getStateless), Sessions
+// for 2025-11-25 (getSessions).
+type tasks struct {
+	cfg    *Config
+	caps   []byte // the initialize result's capabilities (Handler.capabilities)
+	logger *slog.Logger
+	m      *task.Manager
+	wg     sync.WaitGroup
 
 	mu     sync.Mutex // guards closed, and wg.Add against close's Wait
 	closed bool
 }
 
-func newTaskRunner(cfg *Config, secrets [][]byte) *taskRunner {
+// newTasks makes the tasks of a Handler with cfg, whose records are
+// signed with secrets; caps is the Handler's capabilities object.
+func newTasks(cfg *Config, secrets [][]byte, caps []byte) *tasks {
 	m, err := task.New(task.Config{
 		Store: cfg.Store, Keys: secrets, TTL: cfg.TaskTTL, ResultRetention: cfg.TaskResultRetention,
 		MaxTasks: cfg.MaxTasksPerIdentity, MaxResultBytes: cfg.MaxTaskResultBytes, Logger: cfg.Logger,
@@ -68,11 +73,11 @@ func newTaskRunner(cfg *Config, secrets [][]byte) *taskRunner {
 	if err != nil {
 		panic("mcphandler: tasks: " + err.Error())
 	}
-	return &taskRunner{m: m}
+	return &tasks{cfg: cfg, caps: caps, logger: cfg.Logger, m: m}
 }
 
 // close fails the tasks still running here and waits for their work.
-func (t *taskRunner) close() {
+func (t *tasks) close() {
 	t.mu.Lock()
 	t.closed = true
 	t.mu.Unlock()
@@ -80,8 +85,8 @@ func (t *taskRunner) close() {
 	t.wg.Wait()
 }
 
-// start counts one more task goroutine, unless the runner closed.
-func (t *taskRunner) start() bool {
+// start counts one more task goroutine, unless the tasks closed.
+func (t *tasks) start() bool {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	if t.closed {
@@ -93,11 +98,11 @@ func (t *taskRunner) start() bool {
 
 // taskSlot is the task state of one tools/call that may become a task.
 type taskSlot struct {
-	owner   task.Owner
-	created *task.DetailedTask // set by RunAsTask once the task is stored
-	err     error              // Create's error
-	v1      bool               // a 2025-11-25 task (params.task)
-	ttl     time.Duration      // the ttl the client asked for (2025-11-25)
+	owner    task.Owner
+	created  *task.DetailedTask // set by RunAsTask once the task is stored
+	err      error              // Create's error
+	sessions bool               // a 2025-11-25 task (params.task), of the sessions era
+	ttl      time.Duration      // the ttl the client asked for (2025-11-25)
 }
 
 // taskAsk routes the questions of a task's work into its inputRequests.
@@ -121,7 +126,7 @@ func ownerOf(id Identity) task.Owner { return task.Owner{Tenant: id.Tenant, Subj
 // call's Exchange (Elicit, CreateMessage, ListRoots) put the task in
 // input_required with inputRequests, answered by tasks/update (on
 // 2025-11-25, sent to the client on the stream of its tasks/result, see
-// tasks_v1.go); progress and log messages are dropped. Otherwise RunAsTask runs work inline and returns what it
+// tasks_sessions.go); progress and log messages are dropped. Otherwise RunAsTask runs work inline and returns what it
 // returns.
 //
 // A call that BeforeCall sent through a confirm or an approval becomes a
@@ -168,19 +173,19 @@ func (c *ToolCall) RunAsTask(ctx context.Context, work ToolHandler) (*ToolResult
 		run.Fail(context.WithoutCancel(ctx), rpcError(CodeInternalError, "the server shut down before the task started"))
 		return nil, nil
 	}
-	go h.runTask(run, &tc, work)
+	go h.tasks.run(run, &tc, work)
 	return nil, nil
 }
 
-// runTask runs a task's work to its end.
-func (h *Handler) runTask(run *task.Run, call *ToolCall, work ToolHandler) {
-	defer h.tasks.wg.Done()
+// run runs a task's work to its end.
+func (t *tasks) run(run *task.Run, call *ToolCall, work ToolHandler) {
+	defer t.wg.Done()
 	err := run.Do(func(ctx context.Context) (json.RawMessage, error) {
 		res, err := work(ctx, call)
 		if err != nil {
 			class, detail := classify(err)
 			if class == ClassInternal && ctx.Err() == nil {
-				h.logger().Warn("mcphandler: task's tool failed", "tool", call.Tool.Name, "task", run.ID(), "err", err)
+				t.logger.Warn("mcphandler: task's tool failed", "tool", call.Tool.Name, "task", run.ID(), "err", err)
 			}
 			res = toolErrorResult(class, detail)
 		}
@@ -190,7 +195,7 @@ func (h *Handler) runTask(run *task.Run, call *ToolCall, work ToolHandler) {
 		return res.appendJSON(nil)
 	})
 	if err != nil && !errors.Is(err, task.ErrTerminal) {
-		h.logger().Warn("mcphandler: ending a task", "task", run.ID(), "err", err)
+		t.logger.Warn("mcphandler: ending a task", "task", run.ID(), "err", err)
 	}
 }
 
@@ -215,29 +220,6 @@ func (x *Exchange) askTask(ctx context.Context, key, kind, method string, params
 	return got[key], nil
 }
 
-// tasksDeclared reports whether rq declared the tasks extension: only a
-// 2026-07-28 request can, in its own _meta.
-func (rq *request) tasksDeclared() bool {
-	if rq.era != eraStateless || rq.meta == nil {
-		return false
-	}
-	var c struct {
-		Extensions map[string]json.RawMessage `json:"extensions"`
-	}
-	if json.Unmarshal(rq.meta.ClientCapabilities, &c) != nil {
-		return false
-	}
-	v, ok := c.Extensions[task.ExtensionID]
-	return ok && len(v) > 0 && v[0] == '{'
-}
-
-// errTasksNotDeclared is the -32021 of a request that needs the tasks
-// extension and did not declare it.
-func errTasksNotDeclared(why string) *jsonrpc.Error {
-	return rpcErrorData(CodeMissingClientCapability, "Missing required client capability: "+why,
-		json.RawMessage(`{"requiredCapabilities":{"extensions":{"`+task.ExtensionID+`":{}}}}`))
-}
-
 // checkTask refuses, before anything runs, a call of a TaskRequired tool
 // from a request that did not declare the extension, and returns the
 // call's task slot (nil when it cannot become a task).
@@ -247,7 +229,7 @@ func (rq *request) checkTask(m *jsonrpc.Message, call *ToolCall, ev *CallEvent) 
 		return nil, true
 	}
 	if rq.era != eraStateless {
-		return rq.checkTaskV1(m, call, ev)
+		return rq.checkTaskSessions(m, call, ev)
 	}
 	if !rq.tasksDeclared() {
 		if ts == TaskRequired {
@@ -263,17 +245,17 @@ func (rq *request) checkTask(m *jsonrpc.Message, call *ToolCall, ev *CallEvent) 
 // answerTask answers a call whose Handler called RunAsTask as a task: its
 // CreateTaskResult, or the error that kept the task from being stored. It
 // reports whether it answered.
-func (h *Handler) answerTask(rq *request, m *jsonrpc.Message, s *taskSlot) bool {
+func (rq *request) answerTask(m *jsonrpc.Message, s *taskSlot) bool {
 	switch {
 	case s == nil:
 		return false
 	case s.err != nil:
-		h.taskFailed(rq, m, s.err)
+		rq.taskFailed(m, s.err)
 		return true
 	case s.created == nil:
 		return false
-	case s.v1:
-		rq.replyJSON(m.ID, task.CreateTaskResultV1{Task: s.created.V1()})
+	case s.sessions:
+		rq.replyJSON(m.ID, task.CreateTaskResult2025{Task: s.created.Task2025()})
 		return true
 	}
 	b, err := json.Marshal(s.created.Task)
@@ -285,63 +267,22 @@ func (h *Handler) answerTask(rq *request, m *jsonrpc.Message, s *taskSlot) bool 
 	return true
 }
 
-// sendCreateTask answers with the 2026-07-28 CreateTaskResult of task, a
-// JSON-encoded Task.
-func (rq *request) sendCreateTask(id json.RawMessage, task []byte) {
-	out := append([]byte(`{"jsonrpc":"2.0","id":`), id...)
-	out = append(out, `,"result":{"resultType":"task","_meta":{"`+metaServerInfo+`":`...)
-	out = append(out, rq.h.serverInfoJSON(rq)...)
-	out = append(out, "},"...)
-	out = append(out, task[1:]...)
-	rq.st.finish(append(out, '}'))
-}
-
 // taskFailed answers a tasks method (or a call) whose task operation
 // failed: 503 when the store is unavailable; otherwise the code of
 // task.Code. An unknown task, and another identity's, are one message.
-func (h *Handler) taskFailed(rq *request, m *jsonrpc.Message, err error) {
+func (rq *request) taskFailed(m *jsonrpc.Message, err error) {
 	code := task.Code(err)
 	switch {
 	case errors.Is(err, session.ErrUnavailable):
-		h.storeFailed(rq, m, err)
+		rq.h.storeFailed(rq, m, err)
 	case errors.Is(err, task.ErrNotFound):
 		rq.fail(m.ID, invalidParams("Invalid params: task not found"))
 	case code == jsonrpc.CodeInternalError:
-		h.logger().Error("mcphandler: tasks", "method", m.Method, "err", err)
+		rq.h.logger().Error("mcphandler: tasks", "method", m.Method, "err", err)
 		rq.fail(m.ID, errInternal())
 	default:
 		rq.fail(m.ID, rpcError(Code(code), err.Error()))
 	}
-}
-
-// taskMethods are the tasks methods of 2026-07-28.
-var taskMethods = map[string]method{
-	task.MethodGet:    {serve: (*Handler).tasksGet, needs: hasTools},
-	task.MethodUpdate: {serve: (*Handler).tasksUpdate, needs: hasTools},
-	task.MethodCancel: {serve: (*Handler).tasksCancel, needs: hasTools},
-}
-
-// taskRequest checks a tasks method: the extension declared (else
-// -32021), its taskId, and the Mcp-Name header, which when present must
-// name that taskId (else -32020). It answers and returns false when the
-// request cannot go on.
-func (rq *request) taskRequest(m *jsonrpc.Message) (string, bool) {
-	if !rq.tasksDeclared() {
-		rq.fail(m.ID, errTasksNotDeclared(m.Method+" needs the "+task.ExtensionID+" extension"))
-		return "", false
-	}
-	id, err := task.ParseTaskID(m.Params)
-	if err != nil {
-		rq.fail(m.ID, invalidParams("Invalid params: "+trimTaskErr(err)))
-		return "", false
-	}
-	if len(rq.r.Header.Values(mcpheaders.HeaderName)) > 0 {
-		if he := mcpheaders.CheckStandardHeaders(rq.r.Header, m.Method, id, true); he != nil {
-			rq.fail(m.ID, headerMismatch(he.Message))
-			return "", false
-		}
-	}
-	return id, true
 }
 
 // trimTaskErr is the message of a task.ErrInvalidParams error, without
@@ -353,74 +294,6 @@ func trimTaskErr(err error) string {
 		return msg[len(prefix):]
 	}
 	return msg
-}
-
-// tasksGet serves tasks/get: the caller's task, as a DetailedTask.
-func (h *Handler) tasksGet(rq *request, m *jsonrpc.Message) {
-	id, ok := rq.taskRequest(m)
-	if !ok {
-		return
-	}
-	d, err := h.tasks.m.Get(rq.ctx, ownerOf(rq.id), id)
-	if err != nil {
-		h.taskFailed(rq, m, err)
-		return
-	}
-	b, err := json.Marshal(d)
-	if err != nil {
-		rq.fail(m.ID, errInternal())
-		return
-	}
-	rq.reply(m.ID, b)
-}
-
-// tasksUpdate serves tasks/update: the answers to pending input requests
-// of the caller's task; answers under keys not pending are ignored. It
-// acks with an empty result.
-func (h *Handler) tasksUpdate(rq *request, m *jsonrpc.Message) {
-	if _, ok := rq.taskRequest(m); !ok {
-		return
-	}
-	id, responses, err := task.ParseUpdate(m.Params)
-	if err != nil {
-		rq.fail(m.ID, invalidParams("Invalid params: "+trimTaskErr(err)))
-		return
-	}
-	if err := h.tasks.m.Update(rq.ctx, ownerOf(rq.id), id, responses); err != nil {
-		h.taskFailed(rq, m, err)
-		return
-	}
-	rq.reply(m.ID, emptyResult)
-}
-
-// tasksCancel serves tasks/cancel: the caller's task is cancelled, and its
-// work, on whichever replica runs it, is asked to stop. Cancelling a task
-// that already ended is acked too.
-func (h *Handler) tasksCancel(rq *request, m *jsonrpc.Message) {
-	id, ok := rq.taskRequest(m)
-	if !ok {
-		return
-	}
-	if _, err := h.tasks.m.Cancel(rq.ctx, ownerOf(rq.id), id); err != nil && !errors.Is(err, task.ErrTerminal) {
-		h.taskFailed(rq, m, err)
-		return
-	}
-	rq.reply(m.ID, emptyResult)
-}
-
-// appendModernCaps appends the server/discover capabilities for the caller
-// of rq: those of initialize (with the skills extension when the server
-// has skills), the tasks extension when the server has tools, and MCP
-// Apps when the caller is offered apps (see offersApps).
-func (h *Handler) appendModernCaps(rq *request, dst []byte) []byte {
-	if h.cfg.ListTools == nil {
-		return append(dst, h.caps...)
-	}
-	caps := addExtension(h.caps, `"`+task.ExtensionID+`":{}`)
-	if h.catalog.offersApps(rq) {
-		caps = addExtension(caps, appsCapability)
-	}
-	return append(dst, caps...)
 }
 
 // addExtension returns a copy of caps, a capabilities object, with member

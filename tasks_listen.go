@@ -16,26 +16,26 @@ import (
 // every change of them, from any replica, as notifications/tasks with the
 // DetailedTask as params.
 
-// agreeTasks bounds the taskIds of a listen filter (at most
+// agree bounds the taskIds of a listen filter (at most
 // Config.MaxSubscriptions, each at most task.MaxTaskIDLen bytes) and
-// returns those the caller owns. A request that did not declare the
+// returns those rq's caller owns. A request that did not declare the
 // extension is agreed none.
-func (h *Handler) agreeTasks(rq *request, ids []string) ([]string, *jsonrpc.Error) {
-	if len(ids) > h.cfg.MaxSubscriptions {
-		return nil, invalidParams("Invalid params: a listen filter names at most " + strconv.Itoa(h.cfg.MaxSubscriptions) + " taskIds")
+func (t *tasks) agree(rq *request, ids []string) ([]string, *jsonrpc.Error) {
+	if len(ids) > t.cfg.MaxSubscriptions {
+		return nil, invalidParams("Invalid params: a listen filter names at most " + strconv.Itoa(t.cfg.MaxSubscriptions) + " taskIds")
 	}
 	for _, id := range ids {
 		if id == "" || len(id) > task.MaxTaskIDLen {
 			return nil, invalidParams("Invalid params: a taskId is 1 to " + strconv.Itoa(task.MaxTaskIDLen) + " bytes")
 		}
 	}
-	if len(ids) == 0 || h.cfg.ListTools == nil || !rq.tasksDeclared() {
+	if len(ids) == 0 || t.cfg.ListTools == nil || !rq.tasksDeclared() {
 		return nil, nil
 	}
 	var agreed []string
 	owner := ownerOf(rq.id)
 	for _, id := range ids {
-		if _, err := h.tasks.m.Get(rq.ctx, owner, id); err == nil && !slices.Contains(agreed, id) {
+		if _, err := t.m.Get(rq.ctx, owner, id); err == nil && !slices.Contains(agreed, id) {
 			agreed = append(agreed, id)
 		}
 	}
@@ -50,13 +50,13 @@ type taskFeed struct {
 	stop func()
 }
 
-// taskFeed starts the feed of the tasks ids of rq's caller, tagged with
+// feed starts the feed of the tasks ids of rq's caller, tagged with
 // the subscription id subID. With no ids, its channel is nil.
-func (h *Handler) taskFeed(rq *request, ids []string, subID json.RawMessage) (*taskFeed, error) {
+func (t *tasks) feed(rq *request, ids []string, subID json.RawMessage) (*taskFeed, error) {
 	if len(ids) == 0 {
 		return &taskFeed{stop: func() {}}, nil
 	}
-	l, err := h.tasks.m.Listen(rq.ctx, rq.id.Tenant)
+	l, err := t.m.Listen(rq.ctx, rq.id.Tenant)
 	if err != nil {
 		return nil, err
 	}

@@ -310,7 +310,7 @@ func (h *Handler) discover(rq *request, m *jsonrpc.Message) {
 	b = append(b, `,"capabilities":`...)
 	// The same capabilities as for 2025: subscribe and listChanged announce
 	// what subscriptions/listen delivers.
-	b = h.appendModernCaps(rq, b)
+	b = h.tasks.appendDiscoverCaps(b, h.catalog.offersApps(rq))
 	if info.Instructions != "" {
 		b = append(b, `,"instructions":`...)
 		b = jsonrpc.AppendString(b, info.Instructions)
@@ -328,7 +328,7 @@ type statelessEra struct{}
 var statelessMethods = withMethods(withMethods(sharedMethods, map[string]method{
 	"server/discover":      {serve: (*Handler).discover},
 	"subscriptions/listen": {serve: func(h *Handler, rq *request, m *jsonrpc.Message) { h.streams.listen(rq, m) }},
-}), taskMethods)
+}), taskMethodsStateless)
 
 func (statelessEra) methods() map[string]method { return statelessMethods }
 

@@ -24,11 +24,14 @@ import (
 // and pollIntervalMs; requestState never appears.
 //
 // 2025-11-25, experimental tasks in the core protocol: a tools/call with
-// params.task answers {"task": Task} ([CreateTaskResultV1]); tasks/get and
-// tasks/cancel answer the Task itself ([TaskV1], with ttl and
+// params.task answers {"task": Task} ([CreateTaskResult2025]); tasks/get
+// and tasks/cancel answer the Task itself ([Task2025], with ttl and
 // pollInterval); tasks/result answers the underlying result with
-// _meta[MetaRelatedTask]; tasks/list answers [ListResultV1];
-// notifications/tasks/status carries a TaskV1.
+// _meta[MetaRelatedTask]; tasks/list answers [ListResult2025];
+// notifications/tasks/status carries a Task2025.
+//
+// The names of this package say the revision: a 2025-11-25 shape has the
+// suffix 2025, a 2026-07-28 one none.
 
 // ExtensionID names the tasks extension in capabilities.extensions.
 const ExtensionID = "io.modelcontextprotocol/tasks"
@@ -124,9 +127,9 @@ func (d DetailedTask) Get() GetResult {
 	return GetResult{ResultType: ResultTypeComplete, DetailedTask: d}
 }
 
-// TaskV1 is the Task of 2025-11-25: the same fields, with the durations
+// Task2025 is the Task of 2025-11-25: the same fields, with the durations
 // named ttl and pollInterval.
-type TaskV1 struct {
+type Task2025 struct {
 	TaskID        string `json:"taskId"`
 	Status        Status `json:"status"`
 	StatusMessage string `json:"statusMessage,omitempty"`
@@ -136,26 +139,26 @@ type TaskV1 struct {
 	PollInterval  int64  `json:"pollInterval,omitempty"`
 }
 
-// CreateTaskResultV1 is the 2025-11-25 answer to a task-augmented call.
-type CreateTaskResultV1 struct {
-	Task TaskV1 `json:"task"`
+// CreateTaskResult2025 is the 2025-11-25 answer to a task-augmented call.
+type CreateTaskResult2025 struct {
+	Task Task2025 `json:"task"`
 }
 
-// ListResultV1 is the 2025-11-25 answer to tasks/list.
-type ListResultV1 struct {
-	Tasks      []TaskV1 `json:"tasks"`
-	NextCursor string   `json:"nextCursor,omitempty"`
+// ListResult2025 is the 2025-11-25 answer to tasks/list.
+type ListResult2025 struct {
+	Tasks      []Task2025 `json:"tasks"`
+	NextCursor string     `json:"nextCursor,omitempty"`
 }
 
-// V1 returns d in its 2025-11-25 shape. A completed task whose result has
-// isError true is failed there (2025-11-25 "tool result with isError
-// makes the task failed"; 2026-07-28 keeps it completed).
-func (d DetailedTask) V1() TaskV1 {
+// Task2025 returns d in its 2025-11-25 shape. A completed task whose
+// result has isError true is failed there (2025-11-25 "tool result with
+// isError makes the task failed"; 2026-07-28 keeps it completed).
+func (d DetailedTask) Task2025() Task2025 {
 	t := d.Task
 	if t.Status == Completed && isToolError(d.Result) {
 		t.Status = Failed
 	}
-	return TaskV1{TaskID: t.TaskID, Status: t.Status, StatusMessage: t.StatusMessage, CreatedAt: t.CreatedAt,
+	return Task2025{TaskID: t.TaskID, Status: t.Status, StatusMessage: t.StatusMessage, CreatedAt: t.CreatedAt,
 		LastUpdatedAt: t.LastUpdatedAt, TTL: t.TTLMs, PollInterval: t.PollIntervalMs}
 }
 

@@ -86,21 +86,21 @@ func TestWire2026(t *testing.T) {
 func TestWire2025(t *testing.T) {
 	d := DetailedTask{Task: exampleTask}
 	d.StatusMessage = "Processing..."
-	jsonEqual(t, CreateTaskResultV1{Task: d.V1()}, `{"task":{"taskId":"6f1c2b9e-4d0a-4e0b-9a43-0d7f0e3c1b22",
+	jsonEqual(t, CreateTaskResult2025{Task: d.Task2025()}, `{"task":{"taskId":"6f1c2b9e-4d0a-4e0b-9a43-0d7f0e3c1b22",
 		"status":"working","statusMessage":"Processing...","createdAt":"2026-08-01T10:00:00Z",
 		"lastUpdatedAt":"2026-08-01T10:00:00Z","ttl":3600000,"pollInterval":2000}}`)
-	jsonEqual(t, ListResultV1{Tasks: []TaskV1{d.V1()}, NextCursor: "c"}, `{"tasks":[{"taskId":"6f1c2b9e-4d0a-4e0b-9a43-0d7f0e3c1b22",
+	jsonEqual(t, ListResult2025{Tasks: []Task2025{d.Task2025()}, NextCursor: "c"}, `{"tasks":[{"taskId":"6f1c2b9e-4d0a-4e0b-9a43-0d7f0e3c1b22",
 		"status":"working","statusMessage":"Processing...","createdAt":"2026-08-01T10:00:00Z",
 		"lastUpdatedAt":"2026-08-01T10:00:00Z","ttl":3600000,"pollInterval":2000}],"nextCursor":"c"}`)
 
 	// isError: completed in 2026-07-28, failed in 2025-11-25.
 	d.Status, d.Result = Completed, json.RawMessage(`{"content":[],"isError":true}`)
-	if d.V1().Status != Failed {
-		t.Fatalf("2025-11-25 status of a tool error: %s", d.V1().Status)
+	if d.Task2025().Status != Failed {
+		t.Fatalf("2025-11-25 status of a tool error: %s", d.Task2025().Status)
 	}
 	d.Result = json.RawMessage(`{"content":[]}`)
-	if d.V1().Status != Completed {
-		t.Fatalf("2025-11-25 status of a result: %s", d.V1().Status)
+	if d.Task2025().Status != Completed {
+		t.Fatalf("2025-11-25 status of a result: %s", d.Task2025().Status)
 	}
 }
 

@@ -38,18 +38,18 @@ import (
 //
 // See https://modelcontextprotocol.io/specification/2025-11-25/basic/utilities/tasks.
 
-// tasksCapsV1 is the capabilities.tasks member of 2025-11-25.
-const tasksCapsV1 = `"tasks":{"list":{},"cancel":{},"requests":{"tools":{"call":{}}}}`
+// tasksCapsSessions is the capabilities.tasks member of 2025-11-25.
+const tasksCapsSessions = `"tasks":{"list":{},"cancel":{},"requests":{"tools":{"call":{}}}}`
 
-// appendInitCaps appends the initialize capabilities for version and the
-// caller of rq: the Handler's, with capabilities.tasks on 2025-11-25 and
-// MCP Apps when the caller is offered apps (see offersApps).
-func (h *Handler) appendInitCaps(rq *request, dst []byte, version string) []byte {
-	caps := h.caps
-	if version == Version20251125 && h.cfg.ListTools != nil {
-		caps = append(caps[:len(caps)-1:len(caps)-1], ","+tasksCapsV1+"}"...)
+// appendInitCaps appends the initialize capabilities for version and a
+// caller: the Handler's, with capabilities.tasks on 2025-11-25 and MCP
+// Apps when apps (the caller is offered apps, see offersApps).
+func (t *tasks) appendInitCaps(dst []byte, version string, apps bool) []byte {
+	caps := t.caps
+	if version == Version20251125 && t.cfg.ListTools != nil {
+		caps = append(caps[:len(caps)-1:len(caps)-1], ","+tasksCapsSessions+"}"...)
 	}
-	if h.catalog.offersApps(rq) {
+	if apps {
 		caps = addExtension(caps, appsCapability)
 	}
 	return append(dst, caps...)
@@ -66,9 +66,10 @@ func appendExecution(rq *request, t *Tool, dst []byte) []byte {
 	return append(dst, "}}"...)
 }
 
-// taskParamV1 reads params.task of a 2025-11-25 tools/call: whether it is
-// there, and its ttl (zero when absent; ms, bounded by Config.TaskTTL).
-func taskParamV1(params json.RawMessage) (bool, time.Duration, *jsonrpc.Error) {
+// taskParamSessions reads params.task of a 2025-11-25 tools/call: whether
+// it is there, and its ttl (zero when absent; ms, bounded by
+// Config.TaskTTL).
+func taskParamSessions(params json.RawMessage) (bool, time.Duration, *jsonrpc.Error) {
 	var p struct {
 		Task *struct {
 			TTL *float64 `json:"ttl"`
@@ -86,9 +87,9 @@ func taskParamV1(params json.RawMessage) (bool, time.Duration, *jsonrpc.Error) {
 	return true, time.Duration(*p.Task.TTL) * time.Millisecond, nil
 }
 
-// checkTaskV1 is checkTask for a 2025-11-25 call.
-func (rq *request) checkTaskV1(m *jsonrpc.Message, call *ToolCall, ev *CallEvent) (*taskSlot, bool) {
-	asked, ttl, e := taskParamV1(m.Params)
+// checkTaskSessions is checkTask for a 2025-11-25 call.
+func (rq *request) checkTaskSessions(m *jsonrpc.Message, call *ToolCall, ev *CallEvent) (*taskSlot, bool) {
+	asked, ttl, e := taskParamSessions(m.Params)
 	asked = asked && rq.version == Version20251125
 	if e == nil && !asked && call.Tool.TaskSupport == TaskRequired {
 		e = rpcError(CodeMethodNotFound, "Method not found: the tool "+strconv.Quote(call.Tool.Name)+" must be called as a task (params.task)")
@@ -101,23 +102,23 @@ func (rq *request) checkTaskV1(m *jsonrpc.Message, call *ToolCall, ev *CallEvent
 	if !asked {
 		return nil, true
 	}
-	return &taskSlot{owner: ownerOf(rq.id), v1: true, ttl: ttl}, true
+	return &taskSlot{owner: ownerOf(rq.id), sessions: true, ttl: ttl}, true
 }
 
-// taskMethodsV1 are the tasks methods of 2025-11-25.
-var taskMethodsV1 = map[string]method{
-	task.MethodGet:    {serve: (*Handler).tasksGetV1, needs: hasTools, revision: Version20251125},
-	task.MethodCancel: {serve: (*Handler).tasksCancelV1, needs: hasTools, revision: Version20251125},
-	task.MethodList:   {serve: (*Handler).tasksListV1, needs: hasTools, revision: Version20251125},
-	task.MethodResult: {serve: (*Handler).tasksResultV1, needs: hasTools, revision: Version20251125, cancellable: true},
+// taskMethodsSessions are the tasks methods of 2025-11-25.
+var taskMethodsSessions = map[string]method{
+	task.MethodGet:    {serve: func(h *Handler, rq *request, m *jsonrpc.Message) { h.tasks.getSessions(rq, m) }, needs: hasTools, revision: Version20251125},
+	task.MethodCancel: {serve: func(h *Handler, rq *request, m *jsonrpc.Message) { h.tasks.cancelSessions(rq, m) }, needs: hasTools, revision: Version20251125},
+	task.MethodList:   {serve: func(h *Handler, rq *request, m *jsonrpc.Message) { h.tasks.listSessions(rq, m) }, needs: hasTools, revision: Version20251125},
+	task.MethodResult: {serve: func(h *Handler, rq *request, m *jsonrpc.Message) { h.tasks.resultSessions(rq, m) }, needs: hasTools, revision: Version20251125, cancellable: true},
 }
 
 // sessionsMethods is the dispatch table of the 2025 revisions.
-var sessionsMethods = withMethods(sharedMethods, taskMethodsV1)
+var sessionsMethods = withMethods(sharedMethods, taskMethodsSessions)
 
-// taskRequestV1 checks the params of a 2025-11-25 tasks method (the
+// taskRequestSessions checks the params of a 2025-11-25 tasks method (the
 // dispatch table serves them to that revision only): they carry a taskId.
-func (rq *request) taskRequestV1(m *jsonrpc.Message) (string, bool) {
+func (rq *request) taskRequestSessions(m *jsonrpc.Message) (string, bool) {
 	id, err := task.ParseTaskID(m.Params)
 	if err != nil {
 		rq.fail(m.ID, invalidParams("Invalid params: "+trimTaskErr(err)))
@@ -136,41 +137,42 @@ func (rq *request) replyJSON(id json.RawMessage, v any) {
 	rq.reply(id, b)
 }
 
-func (h *Handler) tasksGetV1(rq *request, m *jsonrpc.Message) {
-	id, ok := rq.taskRequestV1(m)
+// getSessions serves tasks/get: the caller's task, as a Task2025.
+func (t *tasks) getSessions(rq *request, m *jsonrpc.Message) {
+	id, ok := rq.taskRequestSessions(m)
 	if !ok {
 		return
 	}
-	d, err := h.tasks.m.Get(rq.ctx, ownerOf(rq.id), id)
+	d, err := t.m.Get(rq.ctx, ownerOf(rq.id), id)
 	if err != nil {
-		h.taskFailed(rq, m, err)
+		rq.taskFailed(m, err)
 		return
 	}
-	rq.replyJSON(m.ID, d.V1())
+	rq.replyJSON(m.ID, d.Task2025())
 }
 
-// tasksCancelV1 answers the cancelled task; a task that already ended is
+// cancelSessions answers the cancelled task; a task that already ended is
 // -32602, as 2025-11-25 asks.
-func (h *Handler) tasksCancelV1(rq *request, m *jsonrpc.Message) {
-	id, ok := rq.taskRequestV1(m)
+func (t *tasks) cancelSessions(rq *request, m *jsonrpc.Message) {
+	id, ok := rq.taskRequestSessions(m)
 	if !ok {
 		return
 	}
-	d, err := h.tasks.m.Cancel(rq.ctx, ownerOf(rq.id), id)
+	d, err := t.m.Cancel(rq.ctx, ownerOf(rq.id), id)
 	if errors.Is(err, task.ErrTerminal) {
 		rq.fail(m.ID, invalidParams("Invalid params: the task already ended ("+string(d.Status)+")"))
 		return
 	}
 	if err != nil {
-		h.taskFailed(rq, m, err)
+		rq.taskFailed(m, err)
 		return
 	}
-	rq.replyJSON(m.ID, d.V1())
+	rq.replyJSON(m.ID, d.Task2025())
 }
 
-// tasksListV1 lists the caller's tasks, newest first, task.MaxListPage a
+// listSessions lists the caller's tasks, newest first, task.MaxListPage a
 // page; the cursor is the last task id of the page before.
-func (h *Handler) tasksListV1(rq *request, m *jsonrpc.Message) {
+func (t *tasks) listSessions(rq *request, m *jsonrpc.Message) {
 	var p struct {
 		Cursor string `json:"cursor"`
 	}
@@ -178,27 +180,27 @@ func (h *Handler) tasksListV1(rq *request, m *jsonrpc.Message) {
 		rq.fail(m.ID, invalidParams("Invalid params: cursor must be a string given by tasks/list"))
 		return
 	}
-	ds, next, err := h.tasks.m.List(rq.ctx, ownerOf(rq.id), p.Cursor)
+	ds, next, err := t.m.List(rq.ctx, ownerOf(rq.id), p.Cursor)
 	if err != nil {
-		h.taskFailed(rq, m, err)
+		rq.taskFailed(m, err)
 		return
 	}
-	out := task.ListResultV1{Tasks: make([]task.TaskV1, 0, len(ds)), NextCursor: next}
+	out := task.ListResult2025{Tasks: make([]task.Task2025, 0, len(ds)), NextCursor: next}
 	for _, d := range ds {
-		out.Tasks = append(out.Tasks, d.V1())
+		out.Tasks = append(out.Tasks, d.Task2025())
 	}
 	rq.replyJSON(m.ID, out)
 }
 
-// tasksResultV1 waits for the caller's task to end and answers what the
+// resultSessions waits for the caller's task to end and answers what the
 // call would have: its result, with _meta[related-task]; the error of a
 // failed task; -32603 for a cancelled one.
-func (h *Handler) tasksResultV1(rq *request, m *jsonrpc.Message) {
-	id, ok := rq.taskRequestV1(m)
+func (t *tasks) resultSessions(rq *request, m *jsonrpc.Message) {
+	id, ok := rq.taskRequestSessions(m)
 	if !ok {
 		return
 	}
-	d, err := h.awaitResultV1(rq, id)
+	d, err := t.awaitResultSessions(rq, id)
 	var ce *ClientError
 	switch {
 	case err != nil && rq.st.callerLost():
@@ -210,7 +212,7 @@ func (h *Handler) tasksResultV1(rq *request, m *jsonrpc.Message) {
 	case err != nil && rq.ctx.Err() != nil:
 		rq.fail(m.ID, rpcError(CodeInternalError, "the wait for the task's result was cancelled"))
 	case err != nil:
-		h.taskFailed(rq, m, err)
+		rq.taskFailed(m, err)
 	case d.Status == task.Failed && d.Error != nil:
 		rq.fail(m.ID, d.Error)
 	case d.Status != task.Completed:
@@ -220,16 +222,16 @@ func (h *Handler) tasksResultV1(rq *request, m *jsonrpc.Message) {
 	}
 }
 
-// awaitResultV1 waits for the caller's task id to end. Meanwhile, each
-// request the task's work asks the client is sent on rq's stream (in key
-// order, each key once per tasks/result) and the answer handed to the
+// awaitResultSessions waits for the caller's task id to end. Meanwhile,
+// each request the task's work asks the client is sent on rq's stream (in
+// key order, each key once per tasks/result) and the answer handed to the
 // task; an answer the task no longer waits for (another tasks/result gave
 // it first) is dropped by the task. A client that answers with an error,
 // or a stream that cannot ask, ends the wait with that error: the task
 // stays input_required, and the next tasks/result asks again. A caller
 // whose credentials fail a re-check ends the wait (see callerWatch); the
 // task runs on, its owner's, for a tasks/result with valid ones.
-func (h *Handler) awaitResultV1(rq *request, id string) (task.DetailedTask, error) {
+func (t *tasks) awaitResultSessions(rq *request, id string) (task.DetailedTask, error) {
 	ctx, release := rq.st.watchContext(rq.ctx)
 	defer release()
 	owner, x := ownerOf(rq.id), rq.newExchange(nil)
@@ -243,7 +245,7 @@ func (h *Handler) awaitResultV1(rq *request, id string) (task.DetailedTask, erro
 		return false
 	}
 	for {
-		d, err := h.tasks.m.WaitUntil(ctx, owner, id, pending)
+		d, err := t.m.WaitUntil(ctx, owner, id, pending)
 		if err != nil || d.Status.Terminal() {
 			return d, err
 		}
@@ -264,7 +266,7 @@ func (h *Handler) awaitResultV1(rq *request, id string) (task.DetailedTask, erro
 				return d, err
 			}
 			// A task that ended meanwhile is read by the next wait.
-			if err := h.tasks.m.Update(ctx, owner, id, map[string]json.RawMessage{k: got}); err != nil && !errors.Is(err, task.ErrTerminal) {
+			if err := t.m.Update(ctx, owner, id, map[string]json.RawMessage{k: got}); err != nil && !errors.Is(err, task.ErrTerminal) {
 				return d, err
 			}
 		}
