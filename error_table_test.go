@@ -81,7 +81,7 @@ func (s *flakyStore) Subscribe(ctx context.Context, channel string) (session.Sub
 func TestSpecErrorTable(t *testing.T) {
 	f := &fixture{}
 	cfg := f.config()
-	cfg.MaxBodyBytes = 1 << 10
+	cfg.Limits.MaxBodyBytes = 1 << 10
 	store := &flakyStore{Store: session.NewMemory()}
 	cfg.Store = store
 	cfg.StateKeys = [][]byte{[]byte("0123456789abcdef0123456789abcdef")}
