@@ -236,11 +236,12 @@ type SessionOptions struct {
 	KeepStreamRequests bool
 }
 
-// Limits bounds what a client may make the handler read, keep and run.
-// Each has a default, which its zero value means; past it the request is
-// refused with a message naming the limit (or, for client info, the value
-// is kept cut short), so that a session record stays a few KB whatever a
-// client sends.
+// Limits bounds what a client may make the handler read, keep and run,
+// and sets the size of a list's pages. Each field has a default, which its
+// zero value means, and says what happens past it. Past a bound on what a
+// client may make the handler keep, the request is refused with a message
+// naming the limit (or, for client info, the value is kept cut short), so
+// that a session record stays a few KB whatever a client sends.
 type Limits struct {
 	// MaxBodyBytes bounds a POST body. If zero, 4 MiB; larger bodies get
 	// 413.
