@@ -84,7 +84,7 @@ func (h *Handler) approvePush(rq *request, m *jsonrpc.Message, call *ToolCall, d
 }
 
 // waitApproval sends the URL elicitation and waits for the approval's
-// decision, keeping the stream alive every Config.KeepAlive: with
+// decision, keeping the stream alive every Config.Sessions.KeepAlive: with
 // notifications/progress if the call carried a progressToken, else an SSE
 // comment.
 func (c *confirmCall) waitApproval(ctx context.Context, a *approval.Approval, msg string) (Outcome, *ToolResult, *confirmRun) {
@@ -120,7 +120,7 @@ func (c *confirmCall) waitApproval(ctx context.Context, a *approval.Approval, ms
 // re-check (lost).
 func (c *confirmCall) awaitDecision(ctx context.Context, a *approval.Approval, hints <-chan []byte, channel string, decided <-chan *approval.Approval, lost <-chan struct{}) (Outcome, *ToolResult, *confirmRun) {
 	h, x := c.h, c.x
-	keep := time.NewTicker(h.cfg.KeepAlive)
+	keep := time.NewTicker(h.cfg.Sessions.KeepAlive)
 	defer keep.Stop()
 	// Past the expiry the approval is decided (expired, at the latest): a
 	// store that still cannot tell hands the call over to the replica that

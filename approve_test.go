@@ -503,7 +503,7 @@ func TestApproveWithoutStore(t *testing.T) {
 // (the stream stays alive past a client's idle timeout); the approval
 // then runs the call.
 func TestApproveKeepsTheStreamAlive(t *testing.T) {
-	rig := newApprovalRig(t, 2, 5*time.Second, func(c *mcphandler.Config) { c.KeepAlive = 50 * time.Millisecond })
+	rig := newApprovalRig(t, 2, 5*time.Second, func(c *mcphandler.Config) { c.Sessions.KeepAlive = 50 * time.Millisecond })
 	c := mcptest.Dial(rig.cl.proxy.URL, mcptest.WithToken("acme-viewer"), mcptest.WithCapabilities(urlCaps),
 		mcptest.WithElicitationHandler(func(_ context.Context, p mcptest.ElicitParams) (mcptest.ElicitResult, error) {
 			go func() {

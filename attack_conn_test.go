@@ -90,10 +90,10 @@ func streamEnds() []streamEnd {
 			defer cancel()
 			e.srv.Config.Shutdown(ctx)
 		}},
-		{name: "evicted", edit: func(c *mcphandler.Config) { c.MaxSessionsPerIdentity = 1 }, end: func(t *testing.T, e *connEnv) {
+		{name: "evicted", edit: func(c *mcphandler.Config) { c.Limits.MaxSessionsPerIdentity = 1 }, end: func(t *testing.T, e *connEnv) {
 			rawSession(t, e.other, e.srv.URL, e.token) // one session too many: the oldest ends
 		}},
-		{name: "caller revoked", fresh: true, edit: func(c *mcphandler.Config) { c.KeepAlive = 20 * time.Millisecond }, end: func(t *testing.T, e *connEnv) {
+		{name: "caller revoked", fresh: true, edit: func(c *mcphandler.Config) { c.Sessions.KeepAlive = 20 * time.Millisecond }, end: func(t *testing.T, e *connEnv) {
 			e.tt.set(func(ids map[string]mcphandler.Identity) { delete(ids, e.token) })
 		}},
 		{name: "credentials expire", token: "acme-short", end: func(t *testing.T, e *connEnv) {}},
@@ -106,7 +106,7 @@ func newConnEnv(t *testing.T, w streamEnd, keep bool) *connEnv {
 	tt := newTokenTable()
 	h := detachHost(t, time.Hour, func(c *mcphandler.Config) {
 		c.Authenticate = shortLived{tt}.authenticate
-		c.KeepStreamRequests = keep
+		c.Sessions.KeepStreamRequests = keep
 		if w.edit != nil {
 			w.edit(c)
 		}
@@ -458,8 +458,8 @@ func TestAttackConnectionFateOtherAnswers(t *testing.T) {
 		tt := newTokenTable()
 		h := detachHost(t, 20*time.Millisecond, closeTools, func(c *mcphandler.Config) {
 			c.Authenticate = tt.authenticate
-			c.ReadBodyTimeout = 100 * time.Millisecond
-			c.MaxBodyBytes = 4 << 10
+			c.Limits.ReadBodyTimeout = 100 * time.Millisecond
+			c.Limits.MaxBodyBytes = 4 << 10
 		})
 		mux, legacy := http.NewServeMux(), legacyMux(h)
 		mux.Handle("/", h)

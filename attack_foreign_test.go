@@ -92,7 +92,7 @@ func TestAttackForeignSessionKeys(t *testing.T) {
 	cfg := (&fixture{}).config()
 	cfg.StateKeys = testStateKeys
 	cfg.Store = fr.store(0)
-	cfg.MaxSessionsPerIdentity = 2
+	cfg.Limits.MaxSessionsPerIdentity = 2
 	tools := cfg.ListTools
 	cfg.ListTools = func(ctx context.Context) ([]mcphandler.Tool, error) {
 		ts, err := tools(ctx)

@@ -29,7 +29,7 @@ import (
 	"github.com/mcphandler/mcphandler/session/redisstore/redistest"
 )
 
-// defaultMaxConfirms is the default of Config.MaxConfirmsPerIdentity.
+// defaultMaxConfirms is the default of Config.Limits.MaxConfirmsPerIdentity.
 const defaultMaxConfirms = 100
 
 // tooManyConfirms reports whether err is the refusal of a confirm past
@@ -211,7 +211,7 @@ func TestAttackApprovalRoundsPerIdentity(t *testing.T) {
 	}
 }
 
-// TestConfirmsPerIdentityCounted: with Config.MaxConfirmsPerIdentity 3, a
+// TestConfirmsPerIdentityCounted: with Config.Limits.MaxConfirmsPerIdentity 3, a
 // fourth confirm is refused with retryAfterMs; answering one (the tool
 // runs) frees no place, since its record stays; once the first stop
 // counting (twice ConfirmTimeout plus the linger after their creation),
@@ -222,10 +222,10 @@ func TestConfirmsPerIdentityCounted(t *testing.T) {
 		t.Run(fmt.Sprint("anonymous=", anonymous), func(t *testing.T) {
 			var ran atomic.Int64
 			cfg := mcphandler.Config{
-				Authenticate:           bearer,
-				MaxConfirmsPerIdentity: 3,
-				ConfirmTimeout:         300 * time.Millisecond,
-				Logger:                 slog.New(slog.DiscardHandler),
+				Authenticate:   bearer,
+				Limits:         mcphandler.Limits{MaxConfirmsPerIdentity: 3},
+				ConfirmTimeout: 300 * time.Millisecond,
+				Logger:         slog.New(slog.DiscardHandler),
 				ListTools: func(context.Context) ([]mcphandler.Tool, error) {
 					return []mcphandler.Tool{{Name: "delete_thing", Handler: func(context.Context, *mcphandler.ToolCall) (*mcphandler.ToolResult, error) {
 						ran.Add(1)
@@ -379,7 +379,7 @@ func (b *holdHost) hangUp(t *testing.T, c *mcptest.Client, id int) *mcptest.Mess
 	return nil
 }
 
-// defaultMaxRunning is the default of Config.MaxRunningPerSession.
+// defaultMaxRunning is the default of Config.Limits.MaxRunningPerSession.
 const defaultMaxRunning = 32
 
 // tooManyRunning reports whether e is the refusal of a request past the
@@ -393,7 +393,7 @@ func tooManyRunning(code mcphandler.Code, msg string) bool {
 // leaves (a hang-up is not a cancellation), so each kept a goroutine, its
 // request and whatever its tool holds, with no connection left to bound
 // them: on main 150 hang-ups left 150 tools running. Now a session runs
-// at most Config.MaxRunningPerSession requests at once on a replica:
+// at most Config.Limits.MaxRunningPerSession requests at once on a replica:
 // past it a request is refused with -32000 saying so, before its tool
 // runs; another session is not affected; once they end, the session runs
 // requests again. The 2024-11-05 transport, whose requests go on after
@@ -503,7 +503,7 @@ func (s *logCounter) count() int {
 	return len(s.logs)
 }
 
-// defaultMaxResumable is the default of Config.MaxResumableStreamsPerSession.
+// defaultMaxResumable is the default of Config.Limits.MaxResumableStreamsPerSession.
 const defaultMaxResumable = 64
 
 // streamedCall posts tools/call report with a progress token through c
@@ -544,7 +544,7 @@ func streamedCall(t *testing.T, c *mcptest.Client, id int) ([]string, *mcptest.M
 // progress, call after call: each call's POST stream turns to SSE, and
 // its events were kept in the store for ResumeWindow for a resume, on
 // main one log per call without end (150 calls, 150 logs). Now a session
-// keeps at most Config.MaxResumableStreamsPerSession logs across
+// keeps at most Config.Limits.MaxResumableStreamsPerSession logs across
 // replicas, each counting for ResumeWindow from its first event: a call
 // past it is served whole, live, without a log (no priming event, no
 // event ids: nothing to resume from), and a stream within the bound is
@@ -830,7 +830,7 @@ func TestBoundsWhenTheStoreFails(t *testing.T) {
 func TestEventLogsCounted(t *testing.T) {
 	counted := &logCounter{Store: session.NewMemory()}
 	cfg := newHoldHost(t).config(counted)
-	cfg.MaxResumableStreamsPerSession, cfg.ResumeWindow = 2, 300*time.Millisecond
+	cfg.Limits.MaxResumableStreamsPerSession, cfg.Sessions.ResumeWindow = 2, 300*time.Millisecond
 	h := mcphandler.New(cfg)
 	srv := httptest.NewServer(h)
 	t.Cleanup(func() { srv.Close(); h.Close() })

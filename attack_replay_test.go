@@ -234,8 +234,7 @@ func TestAttackEventLogKeptPastWindow(t *testing.T) {
 			Authenticate: bearer,
 			StateKeys:    testStateKeys,
 			Store:        st,
-			ResumeWindow: window,
-			KeepAlive:    time.Hour,
+			Sessions:     mcphandler.SessionOptions{ResumeWindow: window, KeepAlive: time.Hour},
 			Logger:       slog.New(slog.DiscardHandler),
 			ListTools:    func(context.Context) ([]mcphandler.Tool, error) { return []mcphandler.Tool{countTool}, nil },
 		})

@@ -277,7 +277,7 @@ func TestAttackSessionsPerIdentity(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			cfg := (&fixture{}).config()
 			cfg.OnCall = nil
-			cfg.MaxSessionsPerIdentity = 3
+			cfg.Limits.MaxSessionsPerIdentity = 3
 			url := tc.url(t, cfg)
 			ctx := context.Background()
 			dial := func(token string) *mcptest.Client {
@@ -330,7 +330,7 @@ func TestAttackSessionsPerIdentity(t *testing.T) {
 func TestAttackSessionsPerIdentityLegacy(t *testing.T) {
 	cfg := (&fixture{}).config()
 	cfg.OnCall = nil
-	cfg.MaxSessionsPerIdentity = 1
+	cfg.Limits.MaxSessionsPerIdentity = 1
 	h := mcphandler.New(cfg)
 	srv := httptest.NewServer(legacyMux(h))
 	t.Cleanup(srv.Close)

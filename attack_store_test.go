@@ -56,7 +56,7 @@ func sharedHandler(t *testing.T, store session.Store, tools []mcphandler.Tool, l
 		Store:        st,
 		Logger:       slog.New(slog.NewTextHandler(log, nil)),
 		ListTools:    func(context.Context) ([]mcphandler.Tool, error) { return tools, nil },
-		KeepAlive:    time.Hour,
+		Sessions:     mcphandler.SessionOptions{KeepAlive: time.Hour},
 	})
 	srv := httptest.NewServer(h)
 	t.Cleanup(func() { srv.Close(); h.Close() })

@@ -94,7 +94,7 @@ func drain(next func() error) <-chan struct{} {
 func streamHost(t *testing.T, tt *tokenTable, keepAlive time.Duration) *mcphandler.Handler {
 	cfg := (&fixture{}).config()
 	cfg.Authenticate = tt.authenticate
-	cfg.KeepAlive = keepAlive
+	cfg.Sessions.KeepAlive = keepAlive
 	release := make(chan struct{})
 	t.Cleanup(func() { close(release) })
 	tools := cfg.ListTools
@@ -301,7 +301,7 @@ func TestAttackSlowBody(t *testing.T) {
 	for _, path := range []string{"/mcp", "/messages"} {
 		t.Run(path, func(t *testing.T) {
 			cfg := (&fixture{}).config()
-			cfg.ReadBodyTimeout = 200 * time.Millisecond
+			cfg.Limits.ReadBodyTimeout = 200 * time.Millisecond
 			h := mcphandler.New(cfg)
 			sse, msgs := h.LegacySSE("/messages")
 			var inFlight atomic.Int64
@@ -386,7 +386,7 @@ func TestAttackSlowBody(t *testing.T) {
 // cancelled.
 func TestReadBodyTimeoutSparesStreams(t *testing.T) {
 	cfg := (&fixture{}).config()
-	cfg.ReadBodyTimeout = 100 * time.Millisecond
+	cfg.Limits.ReadBodyTimeout = 100 * time.Millisecond
 	slow := mcphandler.Tool{Name: "slow", Annotations: &mcphandler.ToolAnnotations{ReadOnlyHint: true},
 		Handler: func(ctx context.Context, call *mcphandler.ToolCall) (*mcphandler.ToolResult, error) {
 			for i := range 5 {

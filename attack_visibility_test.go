@@ -40,9 +40,9 @@ func (s *shadowHost) readsOf(uri string) int {
 func (s *shadowHost) config() mcphandler.Config {
 	s.reads = map[string]int{}
 	return mcphandler.Config{
-		Authenticate:   bearer,
-		Roles:          []string{"viewer", "editor", "admin"},
-		HideOutOfScope: true,
+		Authenticate: bearer,
+		Roles:        []string{"viewer", "editor", "admin"},
+		Scopes:       mcphandler.ScopeOptions{Hide: true},
 		ListResources: func(context.Context) ([]mcphandler.Resource, error) {
 			s.listRes.Add(1)
 			return []mcphandler.Resource{
@@ -264,7 +264,7 @@ func TestAttackCompleteHiddenPrompt(t *testing.T) {
 		t.Fatalf("Complete ran %d times for hidden prompts", n)
 	}
 
-	cfg.HideOutOfScope = false
+	cfg.Scopes.Hide = false
 	c = connect(t, mcphandler.New(cfg), "acme-viewer")
 	err := complete(c, "hr_report")
 	var he *mcptest.HTTPError

@@ -150,7 +150,7 @@ func newWaitRig(t *testing.T, keepAlive time.Duration) *waitRig {
 		}
 		return rig.tt.authenticate(r)
 	}
-	cfg.KeepAlive = keepAlive
+	cfg.Sessions.KeepAlive = keepAlive
 	cfg.ConfirmTimeout = 10 * time.Minute
 	cfg.Store = session.NewMemory()
 	cfg.Logger = slog.New(slog.DiscardHandler)
@@ -868,7 +868,7 @@ func TestAttackRevokedApprovalWaitResumed(t *testing.T) {
 	tt.ids[freshToken] = users[attacker]
 	rig := newApprovalRig(t, 2, 5*time.Second, func(cfg *mcphandler.Config) {
 		cfg.Authenticate = tt.authenticate
-		cfg.KeepAlive = keepAlive
+		cfg.Sessions.KeepAlive = keepAlive
 	})
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()

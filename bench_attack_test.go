@@ -29,7 +29,7 @@ func BenchmarkWorstInputs(b *testing.B) {
 	h := mcphandler.New(mcphandler.Config{
 		Authenticate: mcphandler.InsecureAnonymous,
 		ListTools:    func(context.Context) ([]mcphandler.Tool, error) { return []mcphandler.Tool{tool}, nil },
-		MaxBodyBytes: 8 << 20,
+		Limits:       mcphandler.Limits{MaxBodyBytes: 8 << 20},
 	})
 	for _, name := range []string{"huge-exponent", "huge-mantissa", "many-numbers", "deep-nesting", "wide-object"} {
 		args := shapes[name]

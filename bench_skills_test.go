@@ -38,7 +38,7 @@ func BenchmarkSkillsList(b *testing.B) {
 			skills := benchSkills(tc.n, tc.bodyBytes, tc.files, tc.fileBytes)
 			h := mcphandler.New(mcphandler.Config{
 				Authenticate: bearer,
-				PageSize:     1000,
+				Limits:       mcphandler.Limits{PageSize: 1000},
 				ListSkills:   func(context.Context) ([]mcphandler.Skill, error) { return skills, nil },
 			})
 			defer h.Close()

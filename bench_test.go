@@ -187,7 +187,7 @@ func BenchmarkToolsList1000(b *testing.B) {
 	}
 	h := mcphandler.New(mcphandler.Config{
 		Authenticate: bearer,
-		PageSize:     1000,
+		Limits:       mcphandler.Limits{PageSize: 1000},
 		ListTools:    func(context.Context) ([]mcphandler.Tool, error) { return tools, nil },
 	})
 	serveLoop(b, h, `{"jsonrpc":"2.0","id":1,"method":"tools/list"}`)
@@ -200,7 +200,7 @@ func BenchmarkIdleSession(b *testing.B) {
 	for b.Loop() {
 		store := session.NewMemory()
 		// One identity holds every session here.
-		h := mcphandler.New(mcphandler.Config{Authenticate: bearer, Store: store, MaxSessionsPerIdentity: n})
+		h := mcphandler.New(mcphandler.Config{Authenticate: bearer, Store: store, Limits: mcphandler.Limits{MaxSessionsPerIdentity: n}})
 		var before, after runtime.MemStats
 		runtime.GC()
 		runtime.ReadMemStats(&before)

@@ -286,7 +286,7 @@ func TestPagination(t *testing.T) {
 	}
 	h := mcphandler.New(mcphandler.Config{
 		Authenticate: mcphandler.InsecureAnonymous,
-		PageSize:     10,
+		Limits:       mcphandler.Limits{PageSize: 10},
 		ListTools:    func(context.Context) ([]mcphandler.Tool, error) { return tools, nil },
 	})
 	c := connect(t, h, "")

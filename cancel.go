@@ -172,7 +172,7 @@ func (rb *replicaBus) applyCancels(ctx context.Context, sub session.Subscription
 // replicas, and waits for it to end; and the tasks this replica runs,
 // which are marked failed (the server shut down before they ended) and
 // whose work is cancelled and waited for; and the GET streams that took
-// their connection over from net/http (see Config.KeepStreamRequests),
+// their connection over from net/http (see Config.Sessions.KeepStreamRequests),
 // which end as if their session's client had left, and are waited for. It
 // does not close the store. Requests still being served are not
 // interrupted. It is safe to call

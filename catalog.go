@@ -8,7 +8,7 @@ import (
 // catalog is what a caller sees: the tools, resources, resource
 // templates, prompts and skills the host's hooks return for a request,
 // narrowed to the caller by their gates (gate.go: MinRole, and Scopes
-// when Config.HideOutOfScope), and the methods that list, read, get and
+// when Config.Scopes.Hide), and the methods that list, read, get and
 // complete them. It owns the step-up challenge of an entry whose scopes
 // the caller's token lacks (stepUp), the checks that leave out a tool or
 // skill definition the handler cannot serve (tooldefs.go, skills.go), the

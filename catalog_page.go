@@ -28,7 +28,7 @@ func (c *catalog) page(params json.RawMessage, n int) (lo, hi int, next string, 
 		}
 		lo = off
 	}
-	hi = min(lo+c.cfg.PageSize, n)
+	hi = min(lo+c.cfg.Limits.PageSize, n)
 	if hi < n {
 		next = encodeCursor(hi)
 	}

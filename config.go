@@ -6,16 +6,19 @@ import (
 	"time"
 
 	"github.com/mcphandler/mcphandler/approval"
+	"github.com/mcphandler/mcphandler/internal/task"
 	"github.com/mcphandler/mcphandler/session"
 )
 
 // ScopeChallengeFunc returns the WWW-Authenticate value of the 403 that
-// asks for more scopes (see Config.ScopeChallenge).
+// asks for more scopes (see ScopeOptions.Challenge).
 type ScopeChallengeFunc func(r *http.Request, scopes []string) string
 
 // Config configures a [Handler]. The zero value serves an endpoint with no
 // tools that accepts every caller as one anonymous identity (and [New]
-// warns about that); set the hooks to make it useful.
+// warns about that); set the hooks to make it useful. The options that
+// belong together are grouped (Scopes, Sessions, Limits, Tasks); the zero
+// value of each group means its defaults.
 //
 // [New] copies the Config: changing it afterwards has no effect. Every
 // hook may be called concurrently from many requests.
@@ -34,11 +37,12 @@ type Config struct {
 	// served with the zero Identity, whoever sends it, and New logs a
 	// warning saying so; set it to [InsecureAnonymous] to serve anonymous
 	// callers on purpose, without the warning. It runs on every request,
-	// and again on the request of whatever outlives KeepAlive: every
-	// KeepAlive on a long-lived stream and on a POST that waits (a confirm,
-	// an approval, a question to the client, a task's result), and before
-	// the final message of a POST that waited or is older than KeepAlive.
-	// A failure then, or an identity of another tenant or subject, ends it.
+	// and again on the request of whatever outlives Sessions.KeepAlive:
+	// every KeepAlive on a long-lived stream and on a POST that waits (a
+	// confirm, an approval, a question to the client, a task's result),
+	// and before the final message of a POST that waited or is older than
+	// KeepAlive. A failure then, or an identity of another tenant or
+	// subject, ends it.
 	Authenticate AuthenticateFunc
 	// Challenge returns the WWW-Authenticate value sent with a 401 when
 	// Authenticate fails. If nil, `Bearer realm="mcp"` is used.
@@ -49,18 +53,9 @@ type Config struct {
 	// Identity.Role is at or above it. A MinRole missing from Roles admits
 	// nobody; a caller role missing from Roles passes only ungated entries.
 	Roles []string
-
-	// HideOutOfScope hides tools, resources and prompts whose Scopes the
-	// caller's token lacks, exactly as if they did not exist. If false
-	// (the default), they are listed, and using one answers HTTP 403 with
-	// an insufficient_scope challenge so that the client can ask the user
-	// for more scopes (step-up authorization).
-	HideOutOfScope bool
-	// ScopeChallenge returns the WWW-Authenticate value of that 403, given
-	// the scopes the operation needs; the request's context holds the
-	// caller (IdentityFrom). If nil,
-	// `Bearer error="insufficient_scope", scope="<scopes>"` is used.
-	ScopeChallenge ScopeChallengeFunc
+	// Scopes decides what a caller sees of the tools, resources and
+	// prompts whose Scopes its token lacks (step-up authorization).
+	Scopes ScopeOptions
 
 	// ListTools returns the caller's tools. It backs both tools/list and
 	// the tools/call lookup. If nil, the server has no tools capability.
@@ -129,8 +124,9 @@ type Config struct {
 	// tool, cancel a call or inject a notification. The first key seals
 	// and signs, every key opens and verifies, so keys rotate by
 	// prepending a new one (drop the old one once what it sealed expired:
-	// ConfirmTimeout plus a minute, and ResumeWindow for event logs).
-	// Keep them in a secret store, never in the shared store itself.
+	// ConfirmTimeout plus a minute, and Sessions.ResumeWindow for event
+	// logs). Keep them in a secret store, never in the shared store
+	// itself.
 	//
 	// If empty, a random key is made at New: fine for one replica with
 	// the in-memory store (states do not survive a restart), and New
@@ -148,9 +144,10 @@ type Config struct {
 	// which is correct for a single replica only. Any other store is
 	// treated as shared by replicas and needs StateKeys.
 	Store session.Store
-	// SessionTTL is how long a session lives without requests. If zero,
-	// 30 minutes.
-	SessionTTL time.Duration
+	// Sessions configures sessions and their streams: how long they live,
+	// how streams are kept alive and resumed, and how often the caller of
+	// a long-lived stream is checked again.
+	Sessions SessionOptions
 	// Stateless turns sessions off: no Mcp-Session-Id is issued or
 	// required, each POST stands alone, GET and DELETE answer 405, and
 	// the server cannot ask the client anything (confirms take their
@@ -164,25 +161,63 @@ type Config struct {
 	// a loopback address must name a loopback Host (DNS rebinding
 	// protection).
 	AllowedOrigins []string
-	// MaxBodyBytes bounds a POST body. If zero, 4 MiB; larger bodies get
-	// 413.
-	MaxBodyBytes int64
-	// PageSize is the number of entries per page of a list result. If
-	// zero, 500.
-	PageSize int
-	// SSERetry is the reconnection delay sent in the `retry:` field of SSE
-	// streams to 2025-11-25 clients. If zero, 1 second.
-	SSERetry time.Duration
+	// Limits bounds what a client may make the handler read, keep and
+	// run.
+	Limits Limits
+
+	// Tasks configures tasks (the extension io.modelcontextprotocol/tasks
+	// and the tasks of 2025-11-25, see [ToolCall.RunAsTask]).
+	Tasks TaskOptions
+
+	// Logger receives the handler's own errors (a failing store, a
+	// panicking hook). If nil, [slog.Default] is used.
+	Logger *slog.Logger
+}
+
+// ScopeOptions decides what a caller sees of the tools, resources and
+// prompts whose Scopes its token lacks. Its zero value lists them and
+// answers a use with the standard insufficient_scope challenge.
+type ScopeOptions struct {
+	// Hide hides tools, resources and prompts whose Scopes the caller's
+	// token lacks, exactly as if they did not exist. If false (the
+	// default), they are listed, and using one answers HTTP 403 with an
+	// insufficient_scope challenge so that the client can ask the user
+	// for more scopes (step-up authorization).
+	Hide bool
+	// Challenge returns the WWW-Authenticate value of that 403, given the
+	// scopes the operation needs; the request's context holds the caller
+	// (IdentityFrom). If nil,
+	// `Bearer error="insufficient_scope", scope="<scopes>"` is used.
+	Challenge ScopeChallengeFunc
+}
+
+// SessionOptions configures sessions (Streamable HTTP and legacy
+// HTTP+SSE) and the streams they hold. Its zero value means the defaults
+// given for each field.
+//
+// KeepAlive is also the period of re-authentication, in every era
+// (2026-07-28 included, which has no sessions): every KeepAlive, the
+// caller of each long-lived stream (a session's GET stream, a resumed POST
+// stream, subscriptions/listen, the 2024-11-05 stream) and of each POST
+// that waits (a confirm, an approval, a question to the client, a task's
+// result) is checked again with Config.Authenticate (see there).
+type SessionOptions struct {
+	// TTL is how long a session lives without requests. If zero, 30
+	// minutes.
+	TTL time.Duration
+	// KeepAlive is the interval of comment lines on an idle GET stream. If
+	// zero, 25 seconds. A write to a session's GET stream that cannot
+	// complete within it ends the stream. It is also how often the caller
+	// of a long-lived stream or of a waiting POST is checked again, in
+	// every era (see Config.Authenticate).
+	KeepAlive time.Duration
 	// ResumeWindow is how long the events of an SSE response are kept so
 	// that a client whose connection ended can resume it (GET with
 	// Last-Event-ID) on any replica. If zero, 5 minutes.
 	ResumeWindow time.Duration
-	// KeepAlive is the interval of comment lines on an idle GET stream. If
-	// zero, 25 seconds. A write to a session's GET stream that cannot
-	// complete within it ends the stream. It is also how often the caller
-	// of a long-lived stream or of a waiting POST is checked again (see
-	// Authenticate).
-	KeepAlive time.Duration
+	// SSERetry is the reconnection delay sent in the `retry:` field of SSE
+	// streams to 2025-11-25 clients. If zero, 1 second.
+	SSERetry time.Duration
 	// KeepStreamRequests keeps the HTTP request of each session's GET
 	// stream in progress for the stream's life. By default, on HTTP/1.x,
 	// once the stream's header is sent the handler takes the connection
@@ -199,12 +234,35 @@ type Config struct {
 	// client must not send another request on it. HTTP/2 streams, and any
 	// whose ResponseWriter cannot be hijacked, always keep their request.
 	KeepStreamRequests bool
+}
 
-	// Bounds on what a client may make the handler keep. Each has a
-	// default; past it the request is refused with a message naming the
-	// limit (or, for client info, the value is kept cut short), so that a
-	// session record stays a few KB whatever a client sends.
-
+// Limits bounds what a client may make the handler read, keep and run,
+// and sets the size of a list's pages. Each field has a default, which its
+// zero value means, and says what happens past it. Past a bound on what a
+// client may make the handler keep, the request is refused with a message
+// naming the limit (or, for client info, the value is kept cut short), so
+// that a session record stays a few KB whatever a client sends.
+type Limits struct {
+	// MaxBodyBytes bounds a POST body. If zero, 4 MiB; larger bodies get
+	// 413.
+	MaxBodyBytes int64
+	// ReadBodyTimeout bounds the time spent reading a POST body, from the
+	// moment the handler starts reading it, so that a client that sends
+	// its headers and then trickles the body cannot hold a connection and
+	// a goroutine for long: past it the request gets 408 and the
+	// connection is closed. It is set with
+	// [http.ResponseController.SetReadDeadline] and lifted once the body
+	// is read, so long SSE responses are not cut. If zero, 30 seconds.
+	ReadBodyTimeout time.Duration
+	// PageSize is the number of entries per page of a list result. If
+	// zero, 500.
+	PageSize int
+	// MaxIDBytes bounds the JSON text of a request id and of a
+	// progressToken, which are echoed in every response and progress
+	// event. A message with a longer id is refused with HTTP 400 and
+	// -32600; a request with a longer progress token with -32602. If
+	// zero, 256.
+	MaxIDBytes int
 	// MaxClientInfoBytes bounds each of the clientInfo name and version
 	// that initialize records in the session. A longer value is kept cut
 	// to this many bytes (at a UTF-8 boundary): initialize does not fail
@@ -219,12 +277,6 @@ type Config struct {
 	// resources/subscribe or in a listen filter; a longer one is refused
 	// with -32602. If zero, 512.
 	MaxSubscriptionURIBytes int
-	// MaxIDBytes bounds the JSON text of a request id and of a
-	// progressToken, which are echoed in every response and progress
-	// event. A message with a longer id is refused with HTTP 400 and
-	// -32600; a request with a longer progress token with -32602. If
-	// zero, 256.
-	MaxIDBytes int
 	// MaxSessionsPerIdentity bounds the live sessions (Streamable HTTP and
 	// legacy HTTP+SSE alike) of one identity (tenant and subject), across
 	// every replica sharing the Store. An initialize past it ends the
@@ -238,19 +290,20 @@ type Config struct {
 	// (tenant and subject; the zero Identity is one) makes the store keep,
 	// across every replica sharing it: one per confirm asked on a 2025
 	// session and per first round of a 2026-07-28 confirm (an Approve's
-	// too), each counting from its creation for twice ConfirmTimeout plus
-	// a minute, answered or not: a decision frees no place, since the
-	// record outlives it. A confirm past the bound is refused before it
-	// is asked, with -32000 saying how many are held and until when
-	// (data.retryAfterMs). If zero, 100; at most 1024.
+	// too), each counting from its creation for twice
+	// Config.ConfirmTimeout plus a minute, answered or not: a decision
+	// frees no place, since the record outlives it. A confirm past the
+	// bound is refused before it is asked, with -32000 saying how many
+	// are held and until when (data.retryAfterMs). If zero, 100; at most
+	// 1024.
 	MaxConfirmsPerIdentity int
 	// MaxResumableStreamsPerSession bounds the POST streams of one session
-	// whose events are kept for a resume (see ResumeWindow), across every
-	// replica sharing the Store: each counts for ResumeWindow from its
-	// first event. A stream past it is served whole and live, but not
-	// kept: it has no priming event and its events no ids, so its client
-	// cannot resume it, and Exchange.CloseStream fails on it. A JSON
-	// answer is no such stream. If zero, 64; at most 1024.
+	// whose events are kept for a resume (see SessionOptions.ResumeWindow),
+	// across every replica sharing the Store: each counts for ResumeWindow
+	// from its first event. A stream past it is served whole and live,
+	// but not kept: it has no priming event and its events no ids, so its
+	// client cannot resume it, and Exchange.CloseStream fails on it. A
+	// JSON answer is no such stream. If zero, 64; at most 1024.
 	MaxResumableStreamsPerSession int
 	// MaxRunningPerSession bounds the requests one session runs at once
 	// on one replica: tools/call, resources/read, prompts/get,
@@ -260,39 +313,31 @@ type Config struct {
 	// transport, answered 202 before it runs. A request past it is refused
 	// with -32000 saying so, before anything runs. If zero, 32.
 	MaxRunningPerSession int
-	// ReadBodyTimeout bounds the time spent reading a POST body, from the
-	// moment the handler starts reading it, so that a client that sends
-	// its headers and then trickles the body cannot hold a connection and
-	// a goroutine for long: past it the request gets 408 and the
-	// connection is closed. It is set with
-	// [http.ResponseController.SetReadDeadline] and lifted once the body
-	// is read, so long SSE responses are not cut. If zero, 30 seconds.
-	ReadBodyTimeout time.Duration
+}
 
-	// Tasks (the extension io.modelcontextprotocol/tasks, see
-	// [ToolCall.RunAsTask]) are kept in Store, signed with StateKeys.
-
-	// TaskTTL is how long a task is kept from its creation, reported to
-	// the client as ttlMs; a task still running then is failed. If zero,
-	// 1 hour.
-	TaskTTL time.Duration
-	// TaskResultRetention is how long an ended task (its result) is kept
-	// at least after it ended, within TaskTTL+TaskResultRetention of its
-	// creation. If zero, 10 minutes.
-	TaskResultRetention time.Duration
-	// MaxTasksPerIdentity bounds the tasks one identity (tenant and
-	// subject) holds across replicas: each counts from its creation for
-	// TaskTTL+TaskResultRetention. A tools/call that would create one
-	// more is refused with -32000 saying how many are held and until
-	// when. If zero, 100; at most 1024.
-	MaxTasksPerIdentity int
-	// MaxTaskResultBytes bounds the result of a task; a larger one fails
-	// the task with -32603 saying so. If zero, 1 MiB.
-	MaxTaskResultBytes int
-
-	// Logger receives the handler's own errors (a failing store, a
-	// panicking hook). If nil, [slog.Default] is used.
-	Logger *slog.Logger
+// TaskOptions configures tasks (the extension
+// io.modelcontextprotocol/tasks and the tasks of 2025-11-25, see
+// [ToolCall.RunAsTask]), which are kept in Config.Store, signed with
+// Config.StateKeys. Its zero value means the defaults given for each
+// field.
+type TaskOptions struct {
+	// TTL is how long a task is kept from its creation, reported to the
+	// client as ttlMs; a task still running then is failed. If zero, 1
+	// hour.
+	TTL time.Duration
+	// ResultRetention is how long an ended task (its result) is kept at
+	// least after it ended, within TTL+ResultRetention of its creation. If
+	// zero, 10 minutes.
+	ResultRetention time.Duration
+	// MaxPerIdentity bounds the tasks one identity (tenant and subject)
+	// holds across replicas: each counts from its creation for
+	// TTL+ResultRetention. A tools/call that would create one more is
+	// refused with -32000 saying how many are held and until when. If
+	// zero, 100; at most 1024.
+	MaxPerIdentity int
+	// MaxResultBytes bounds the result of a task; a larger one fails the
+	// task with -32603 saying so. If zero, 1 MiB.
+	MaxResultBytes int
 }
 
 // Defaults applied by New.
@@ -326,25 +371,9 @@ func (c *Config) applyDefaults() {
 	if c.Store == nil {
 		c.Store = session.NewMemory()
 	}
-	if c.SessionTTL <= 0 {
-		c.SessionTTL = session.DefaultTTL
-	}
-	if c.MaxBodyBytes <= 0 {
-		c.MaxBodyBytes = defaultMaxBodyBytes
-	}
-	if c.PageSize <= 0 {
-		c.PageSize = defaultPageSize
-	}
-	if c.SSERetry <= 0 {
-		c.SSERetry = defaultSSERetry
-	}
-	if c.ResumeWindow <= 0 {
-		c.ResumeWindow = defaultResumeWindow
-	}
-	if c.KeepAlive <= 0 {
-		c.KeepAlive = defaultKeepAlive
-	}
-	c.applyLimitDefaults()
+	c.Sessions.applyDefaults()
+	c.Limits.applyDefaults()
+	c.Tasks.applyDefaults()
 	if c.Logger == nil {
 		c.Logger = slog.Default()
 	}
@@ -353,33 +382,72 @@ func (c *Config) applyDefaults() {
 	c.AllowedOrigins = append([]string(nil), c.AllowedOrigins...)
 }
 
-// applyLimitDefaults sets the bounds on client input left zero.
-func (c *Config) applyLimitDefaults() {
-	if c.MaxClientInfoBytes <= 0 {
-		c.MaxClientInfoBytes = defaultMaxClientInfoBytes
+// applyDefaults sets the session options left zero.
+func (o *SessionOptions) applyDefaults() {
+	if o.TTL <= 0 {
+		o.TTL = session.DefaultTTL
 	}
-	if c.MaxSubscriptions <= 0 {
-		c.MaxSubscriptions = defaultMaxSubscriptions
+	if o.SSERetry <= 0 {
+		o.SSERetry = defaultSSERetry
 	}
-	if c.MaxSubscriptionURIBytes <= 0 {
-		c.MaxSubscriptionURIBytes = defaultMaxSubscriptionURIBytes
+	if o.ResumeWindow <= 0 {
+		o.ResumeWindow = defaultResumeWindow
 	}
-	if c.MaxIDBytes <= 0 {
-		c.MaxIDBytes = defaultMaxIDBytes
+	if o.KeepAlive <= 0 {
+		o.KeepAlive = defaultKeepAlive
 	}
-	if c.MaxSessionsPerIdentity <= 0 {
-		c.MaxSessionsPerIdentity = defaultMaxSessionsPerIdentity
+}
+
+// applyDefaults sets the bounds on client input left zero.
+func (l *Limits) applyDefaults() {
+	if l.MaxBodyBytes <= 0 {
+		l.MaxBodyBytes = defaultMaxBodyBytes
 	}
-	if c.MaxConfirmsPerIdentity <= 0 {
-		c.MaxConfirmsPerIdentity = defaultMaxConfirmsPerIdentity
+	if l.PageSize <= 0 {
+		l.PageSize = defaultPageSize
 	}
-	if c.MaxResumableStreamsPerSession <= 0 {
-		c.MaxResumableStreamsPerSession = defaultMaxResumableStreams
+	if l.MaxClientInfoBytes <= 0 {
+		l.MaxClientInfoBytes = defaultMaxClientInfoBytes
 	}
-	if c.MaxRunningPerSession <= 0 {
-		c.MaxRunningPerSession = defaultMaxRunningPerSession
+	if l.MaxSubscriptions <= 0 {
+		l.MaxSubscriptions = defaultMaxSubscriptions
 	}
-	if c.ReadBodyTimeout <= 0 {
-		c.ReadBodyTimeout = defaultReadBodyTimeout
+	if l.MaxSubscriptionURIBytes <= 0 {
+		l.MaxSubscriptionURIBytes = defaultMaxSubscriptionURIBytes
+	}
+	if l.MaxIDBytes <= 0 {
+		l.MaxIDBytes = defaultMaxIDBytes
+	}
+	if l.MaxSessionsPerIdentity <= 0 {
+		l.MaxSessionsPerIdentity = defaultMaxSessionsPerIdentity
+	}
+	if l.MaxConfirmsPerIdentity <= 0 {
+		l.MaxConfirmsPerIdentity = defaultMaxConfirmsPerIdentity
+	}
+	if l.MaxResumableStreamsPerSession <= 0 {
+		l.MaxResumableStreamsPerSession = defaultMaxResumableStreams
+	}
+	if l.MaxRunningPerSession <= 0 {
+		l.MaxRunningPerSession = defaultMaxRunningPerSession
+	}
+	if l.ReadBodyTimeout <= 0 {
+		l.ReadBodyTimeout = defaultReadBodyTimeout
+	}
+}
+
+// applyDefaults sets the task options left zero, to the defaults of
+// package internal/task, which would apply them anyway.
+func (o *TaskOptions) applyDefaults() {
+	if o.TTL <= 0 {
+		o.TTL = task.DefaultTTL
+	}
+	if o.ResultRetention <= 0 {
+		o.ResultRetention = task.DefaultResultRetention
+	}
+	if o.MaxPerIdentity <= 0 {
+		o.MaxPerIdentity = task.DefaultMaxTasks
+	}
+	if o.MaxResultBytes <= 0 {
+		o.MaxResultBytes = task.DefaultMaxResultBytes
 	}
 }

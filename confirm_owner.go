@@ -20,7 +20,7 @@ import (
 // the confirm/<id> records (2025, a confirm's or an approval's) and
 // nonce/<n> records (2026-07-28, a confirm's or an approval's first round)
 // it made, each counting from its creation for confirmCount. It bounds
-// those records per identity (Config.MaxConfirmsPerIdentity) across
+// those records per identity (Config.Limits.MaxConfirmsPerIdentity) across
 // replicas: a record is admitted into the index before it is written, and
 // a confirm past the bound is refused with CodeRateLimited before
 // anything is asked or written.
@@ -62,7 +62,7 @@ func newConfirmOwners(cfg *Config, secrets [][]byte) (*ownerindex.Index, error) 
 	if err != nil {
 		return nil, err
 	}
-	return ownerindex.New(ownerindex.Config{Store: cfg.Store, Signer: s, Max: cfg.MaxConfirmsPerIdentity,
+	return ownerindex.New(ownerindex.Config{Store: cfg.Store, Signer: s, Max: cfg.Limits.MaxConfirmsPerIdentity,
 		ValidID: validConfirmID, MaxIDLen: confirmIDLen}), nil
 }
 

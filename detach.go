@@ -27,7 +27,7 @@ import (
 // request's goroutine waits until the stream took the connection over or
 // the request was answered. Config.Interceptors run on the stream's
 // goroutine: they see the stream from its start to its end, as before.
-// Config.KeepStreamRequests turns this off.
+// Config.Sessions.KeepStreamRequests turns this off.
 
 // handoff is the http.ResponseWriter the GET request is served with while
 // it may hand its connection over. It passes everything on to the
@@ -59,7 +59,7 @@ func (d *handoff) release() { d.once.Do(func() { close(d.released) }) }
 // serveGETRequest serves a GET: on its own goroutine when its connection
 // can be taken over (HTTP/1.x), else on the request's.
 func (ss *sessions) serveGETRequest(w http.ResponseWriter, r *http.Request) {
-	if ss.cfg.KeepStreamRequests || r.ProtoMajor != 1 {
+	if ss.cfg.Sessions.KeepStreamRequests || r.ProtoMajor != 1 {
 		ss.h.interceptHTTP(w, r, KindStream, ss.serveGET) // Config.Interceptors (intercept.go)
 		return
 	}
@@ -153,7 +153,7 @@ func (d *handoff) detachable(r *http.Request) *http.Request {
 func (ss *sessions) takeOver(d *handoff, r *http.Request, st *stream) func() {
 	st.mu.Lock()
 	defer st.mu.Unlock()
-	c, buffered, err := st.hijackLocked(ss.cfg.KeepAlive)
+	c, buffered, err := st.hijackLocked(ss.cfg.Sessions.KeepAlive)
 	if err != nil {
 		return nil
 	}

@@ -29,7 +29,7 @@ import (
 // detachHost is the fixture with the given KeepAlive.
 func detachHost(t *testing.T, keepAlive time.Duration, edit ...func(*mcphandler.Config)) *mcphandler.Handler {
 	cfg := (&fixture{}).config()
-	cfg.KeepAlive = keepAlive
+	cfg.Sessions.KeepAlive = keepAlive
 	for _, e := range edit {
 		e(&cfg)
 	}
@@ -471,7 +471,7 @@ func TestDetachedStreamWhen(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			var ended atomic.Int64 // GET streams the interceptor saw end
 			h := detachHost(t, time.Hour, func(c *mcphandler.Config) {
-				c.KeepStreamRequests = tc.keep
+				c.Sessions.KeepStreamRequests = tc.keep
 				c.Interceptors = []mcphandler.Interceptor{func(ctx context.Context, req *mcphandler.Request, next func(context.Context) mcphandler.Result) mcphandler.Result {
 					res := next(ctx)
 					if req.Kind == mcphandler.KindStream {

@@ -126,7 +126,7 @@ func (rq *request) lookup(method string) (method, bool) {
 // track makes rq's work cancellable by notifications/cancelled, on any
 // replica, and detaches it from the client's connection. untrack, with
 // what it returns, ends the tracking. It reports false, and tracks
-// nothing, when rq's session already runs Config.MaxRunningPerSession
+// nothing, when rq's session already runs Config.Limits.MaxRunningPerSession
 // requests on this replica: a detached request is bounded by no
 // connection, so the session's count bounds them.
 func (rb *replicaBus) track(rq *request, id []byte) (string, context.CancelFunc, bool) {
@@ -135,7 +135,7 @@ func (rb *replicaBus) track(rq *request, id []byte) (string, context.CancelFunc,
 	key := runKey(sid, id)
 	rb.listenCancels(ctx)
 	rb.runMu.Lock()
-	if rb.runningIn[sid] >= rb.cfg.MaxRunningPerSession {
+	if rb.runningIn[sid] >= rb.cfg.Limits.MaxRunningPerSession {
 		rb.runMu.Unlock()
 		cancel()
 		return "", nil, false
@@ -158,18 +158,18 @@ func (rb *replicaBus) untrack(sid, key string, cancel context.CancelFunc) {
 }
 
 // tooManyRunning refuses a request of a session that runs
-// Config.MaxRunningPerSession requests on this replica.
+// Config.Limits.MaxRunningPerSession requests on this replica.
 func (rb *replicaBus) tooManyRunning() *jsonrpc.Error {
-	return rpcError(CodeRateLimited, "Too many requests running: "+strconv.Itoa(rb.cfg.MaxRunningPerSession)+
-		" requests of this session are running, at most "+strconv.Itoa(rb.cfg.MaxRunningPerSession)+
+	return rpcError(CodeRateLimited, "Too many requests running: "+strconv.Itoa(rb.cfg.Limits.MaxRunningPerSession)+
+		" requests of this session are running, at most "+strconv.Itoa(rb.cfg.Limits.MaxRunningPerSession)+
 		" at once (a client that hangs up does not end its request: cancel it with notifications/cancelled)")
 }
 
 // checkProgressToken refuses a request whose progressToken is longer than
-// Config.MaxIDBytes: the token is copied into every progress event.
+// Config.Limits.MaxIDBytes: the token is copied into every progress event.
 func (rq *request) checkProgressToken(m *jsonrpc.Message) *jsonrpc.Error {
-	if len(rq.progressToken(m)) > rq.h.cfg.MaxIDBytes {
-		return invalidParams("Invalid params: a progressToken has at most " + strconv.Itoa(rq.h.cfg.MaxIDBytes) + " bytes")
+	if len(rq.progressToken(m)) > rq.h.cfg.Limits.MaxIDBytes {
+		return invalidParams("Invalid params: a progressToken has at most " + strconv.Itoa(rq.h.cfg.Limits.MaxIDBytes) + " bytes")
 	}
 	return nil
 }

@@ -69,21 +69,21 @@
 // id (Mcp-Session-Id) presented by any other identity is unknown (404). The
 // session record — negotiated version, client capabilities, log level —
 // lives in a [session.Store]: in memory by default, or shared by replicas.
-// Idle sessions expire after [Config.SessionTTL]. [Config.Stateless] turns
-// sessions off. What a client can make a session keep is bounded (client
-// info, subscriptions, ids; see the Max fields of [Config]), and one
-// identity holds at most [Config.MaxSessionsPerIdentity] sessions: past it,
-// its oldest session ends.
+// Idle sessions expire after Config.Sessions.TTL ([SessionOptions]).
+// [Config.Stateless] turns sessions off. What a client can make a session
+// keep is bounded (client info, subscriptions, ids; see [Limits]), and one
+// identity holds at most Config.Limits.MaxSessionsPerIdentity sessions:
+// past it, its oldest session ends.
 //
 // # Serving it
 //
 // Long-lived streams (GET, subscriptions/listen, legacy HTTP+SSE), and
 // POSTs that wait (a confirm, an approval, a question to the client, a
-// task's result), re-run [Config.Authenticate] every [Config.KeepAlive] and
-// end when the caller's credentials are revoked, change identity, or reach
-// [Identity.Expires]; no result goes to a caller after that.
-// The handler bounds the time it reads a POST body
-// ([Config.ReadBodyTimeout]); the host's [net/http.Server] should set
+// task's result), re-run [Config.Authenticate] every
+// Config.Sessions.KeepAlive and end when the caller's credentials are
+// revoked, change identity, or reach [Identity.Expires]; no result goes to
+// a caller after that. The handler bounds the time it reads a POST body
+// (Config.Limits.ReadBodyTimeout); the host's [net/http.Server] should set
 // ReadHeaderTimeout and IdleTimeout, and neither ReadTimeout nor
 // WriteTimeout, which would cut those streams:
 //

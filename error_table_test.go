@@ -81,7 +81,7 @@ func (s *flakyStore) Subscribe(ctx context.Context, channel string) (session.Sub
 func TestSpecErrorTable(t *testing.T) {
 	f := &fixture{}
 	cfg := f.config()
-	cfg.MaxBodyBytes = 1 << 10
+	cfg.Limits.MaxBodyBytes = 1 << 10
 	store := &flakyStore{Store: session.NewMemory()}
 	cfg.Store = store
 	cfg.StateKeys = [][]byte{[]byte("0123456789abcdef0123456789abcdef")}
@@ -133,13 +133,13 @@ func TestSpecErrorTable(t *testing.T) {
 			{"POST", with(func(h http.Header) { h.Set("Origin", "https://evil.example") }), ping, nil},
 			{"POST", with(func(h http.Header) { h.Set("Host", "evil.example") }), ping, nil},
 		},
-		"body over `MaxBodyBytes` (default 4 MiB)": {{"POST", std(), `{"jsonrpc":"2.0","id":1,"method":"ping","params":{"x":"` + strings.Repeat("a", 2048) + `"}}`, nil}},
+		"body over `Config.Limits.MaxBodyBytes` (default 4 MiB)": {{"POST", std(), `{"jsonrpc":"2.0","id":1,"method":"ping","params":{"x":"` + strings.Repeat("a", 2048) + `"}}`, nil}},
 		"`MCP-Protocol-Version` other than the session's negotiated version (POST, GET, DELETE)": {
 			{"POST", with(func(h http.Header) { h.Set("Mcp-Protocol-Version", "2025-03-26") }), ping, nil},
 			{"GET", with(func(h http.Header) { h.Set("Mcp-Protocol-Version", "2025-03-26"); h.Set("Accept", "text/event-stream") }), "", nil},
 			{"DELETE", with(func(h http.Header) { h.Set("Mcp-Protocol-Version", "2025-03-26") }), "", nil},
 		},
-		"request id longer than `MaxIDBytes` (default 256); the error carries no id": {{"POST", std(), `{"jsonrpc":"2.0","id":"` + strings.Repeat("i", 300) + `","method":"ping"}`, nil}},
+		"request id longer than `Config.Limits.MaxIDBytes` (default 256); the error carries no id": {{"POST", std(), `{"jsonrpc":"2.0","id":"` + strings.Repeat("i", 300) + `","method":"ping"}`, nil}},
 		"a response nobody waits for":       {{"POST", std(), `{"jsonrpc":"2.0","id":"mcph-nope","result":{}}`, nil}},
 		"authentication failed":             {{"POST", with(func(h http.Header) { h.Del("Authorization") }), ping, nil}},
 		"method other than GET/POST/DELETE": {{"PUT", std(), ping, nil}},
@@ -160,7 +160,7 @@ func TestSpecErrorTable(t *testing.T) {
 		},
 	}
 	// The timeout row needs a slow body; TestAttackSlowBody holds it.
-	skip := map[string]string{"body not received within `ReadBodyTimeout` (default 30 s); the connection closes": "TestAttackSlowBody"}
+	skip := map[string]string{"body not received within `Config.Limits.ReadBodyTimeout` (default 30 s); the connection closes": "TestAttackSlowBody"}
 	rows := specErrorRows(t)
 	for cond, want := range rows {
 		ps, ok := probes[cond]

@@ -32,7 +32,7 @@ func (c *catalog) admits(minRole, role string) bool {
 // visible reports whether an entry with gates g exists for id: its role
 // admits id and, when out-of-scope entries are hidden, id has its scopes.
 func (c *catalog) visible(g gates, id Identity) bool {
-	return c.admits(g.minRole, id.Role) && (!c.cfg.HideOutOfScope || len(missingScopes(id.Scopes, g.scopes)) == 0)
+	return c.admits(g.minRole, id.Role) && (!c.cfg.Scopes.Hide || len(missingScopes(id.Scopes, g.scopes)) == 0)
 }
 
 // gate returns the entries of list visible to id, without modifying the
@@ -79,10 +79,10 @@ func (c *catalog) stepUp(rq *request, m *jsonrpc.Message, need []string) bool {
 		return false
 	}
 	challenge := `Bearer error="insufficient_scope", scope=` + quotedString(strings.Join(need, " "))
-	if c.cfg.ScopeChallenge != nil {
+	if c.cfg.Scopes.Challenge != nil {
 		// The request carries the caller in its context (IdentityFrom),
 		// so the challenge can name the scopes already granted too.
-		challenge = c.cfg.ScopeChallenge(rq.r.WithContext(rq.ctx), need)
+		challenge = c.cfg.Scopes.Challenge(rq.r.WithContext(rq.ctx), need)
 	}
 	rq.st.w.Header().Set("WWW-Authenticate", challenge)
 	rq.st.status = http.StatusForbidden

@@ -413,7 +413,7 @@ func lowerIs(s, lower string) bool {
 // the response that follows may be a long SSE stream, and net/http cancels
 // a request whose connection fails to read.
 func (h *Handler) readBody(w http.ResponseWriter, r *http.Request) (*bytes.Buffer, int) {
-	if r.ContentLength > h.cfg.MaxBodyBytes {
+	if r.ContentLength > h.cfg.Limits.MaxBodyBytes {
 		return nil, http.StatusRequestEntityTooLarge
 	}
 	buf, _ := h.bufPool.Get().(*bytes.Buffer)
@@ -425,8 +425,8 @@ func (h *Handler) readBody(w http.ResponseWriter, r *http.Request) (*bytes.Buffe
 		buf.Grow(int(r.ContentLength))
 	}
 	setDeadline := readDeadline(w)
-	bounded := setDeadline != nil && setDeadline(time.Now().Add(h.cfg.ReadBodyTimeout)) == nil
-	_, err := buf.ReadFrom(http.MaxBytesReader(w, r.Body, h.cfg.MaxBodyBytes))
+	bounded := setDeadline != nil && setDeadline(time.Now().Add(h.cfg.Limits.ReadBodyTimeout)) == nil
+	_, err := buf.ReadFrom(http.MaxBytesReader(w, r.Body, h.cfg.Limits.MaxBodyBytes))
 	if bounded && err == nil {
 		setDeadline(time.Time{})
 	}
@@ -572,7 +572,7 @@ func isJSONMediaType(ct string) bool {
 
 // decodeMessage decodes and validates one JSON-RPC message, answering 400
 // when it is not one (-32700, -32600), when its id is longer than
-// Config.MaxIDBytes (-32600), or when it has no single meaning (see
+// Config.Limits.MaxIDBytes (-32600), or when it has no single meaning (see
 // strictMessage).
 //
 // The body is read once and its envelope's members decoded (see
@@ -648,15 +648,15 @@ func strictMessage(body []byte, m *jsonrpc.Message) *jsonrpc.Error {
 	}
 }
 
-// checkID refuses a message whose id is longer than Config.MaxIDBytes: ids
+// checkID refuses a message whose id is longer than Config.Limits.MaxIDBytes: ids
 // are echoed in responses and kept while a request runs. The error is
 // sent without the id.
 func (h *Handler) checkID(m *jsonrpc.Message) *jsonrpc.Error {
-	if len(m.ID) <= h.cfg.MaxIDBytes {
+	if len(m.ID) <= h.cfg.Limits.MaxIDBytes {
 		return nil
 	}
 	m.ID = nil
-	return rpcError(CodeInvalidRequest, "Invalid Request: an id has at most "+strconv.Itoa(h.cfg.MaxIDBytes)+" bytes")
+	return rpcError(CodeInvalidRequest, "Invalid Request: an id has at most "+strconv.Itoa(h.cfg.Limits.MaxIDBytes)+" bytes")
 }
 
 // readableID returns id if it is a valid JSON-RPC id, so that an error

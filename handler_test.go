@@ -242,7 +242,7 @@ const initBody = `{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"proto
 func TestTransportErrors(t *testing.T) {
 	f := &fixture{}
 	cfg := f.config()
-	cfg.MaxBodyBytes = 1 << 10
+	cfg.Limits.MaxBodyBytes = 1 << 10
 	h := mcphandler.New(cfg)
 	srv := httptest.NewServer(h)
 	t.Cleanup(srv.Close)
@@ -460,7 +460,7 @@ func TestDeleteEndsSession(t *testing.T) {
 func TestSessionExpires(t *testing.T) {
 	f := &fixture{}
 	cfg := f.config()
-	cfg.SessionTTL = 100 * time.Millisecond
+	cfg.Sessions.TTL = 100 * time.Millisecond
 	h := mcphandler.New(cfg)
 	c := connect(t, h, "acme-viewer")
 	time.Sleep(250 * time.Millisecond)

@@ -59,7 +59,7 @@ func (id Identity) hasKey(k string) bool {
 //
 // While a long-lived stream is open (a GET stream, a subscriptions/listen
 // stream, a legacy HTTP+SSE stream), it runs again on the stream's request
-// every [Config.KeepAlive], from another goroutine: an error, or an
+// every [SessionOptions.KeepAlive], from another goroutine: an error, or an
 // identity with another tenant or subject, ends the stream. It must not
 // read r's body.
 type AuthenticateFunc func(r *http.Request) (Identity, error)

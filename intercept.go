@@ -65,8 +65,8 @@ const Other = "_OTHER"
 // closed sets; Target, a KindStream or KindSessionEnd's SessionID and
 // Result.ErrorMessage are cut to 256 bytes (at a UTF-8 boundary, copied
 // when cut, so that nothing an interceptor keeps holds on to the request);
-// ID is within Config.MaxIDBytes. Meta is the client's JSON as sent
-// (within Config.MaxBodyBytes): read what you need of it. Only Method,
+// ID is within Config.Limits.MaxIDBytes. Meta is the client's JSON as sent
+// (within Config.Limits.MaxBodyBytes): read what you need of it. Only Method,
 // ProtocolVersion and a Target the handler found ([Result.Found]) are fit
 // for metric attributes.
 type Request struct {

@@ -83,8 +83,8 @@ func (ss *streams) listenFilter(rq *request, params json.RawMessage) (listenFilt
 		return listenFilter{}, invalidParams("Invalid params: notifications is required")
 	}
 	want, agreed := p.Notifications, listenFilter{}
-	if len(want.ResourceSubscriptions) > h.cfg.MaxSubscriptions {
-		return listenFilter{}, invalidParams("Invalid params: a listen filter names at most " + strconv.Itoa(h.cfg.MaxSubscriptions) + " resourceSubscriptions")
+	if len(want.ResourceSubscriptions) > h.cfg.Limits.MaxSubscriptions {
+		return listenFilter{}, invalidParams("Invalid params: a listen filter names at most " + strconv.Itoa(h.cfg.Limits.MaxSubscriptions) + " resourceSubscriptions")
 	}
 	for _, uri := range want.ResourceSubscriptions {
 		if e := h.catalog.checkSubscriptionURI(uri); e != nil {

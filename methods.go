@@ -95,7 +95,7 @@ type initializeParams struct {
 	} `json:"clientInfo"`
 }
 
-// admit enforces Config.MaxSessionsPerIdentity once the session s of id
+// admit enforces Config.Limits.MaxSessionsPerIdentity once the session s of id
 // is created: the store ends id's oldest sessions beyond the limit, and
 // their streams are told to end. The zero identity is not limited. If the
 // store fails, s is deleted again and the error returned.
@@ -103,7 +103,7 @@ func (h *Handler) admit(ctx context.Context, id Identity, s *session.Session) er
 	if id.Tenant == "" && id.Subject == "" {
 		return nil
 	}
-	ended, err := h.cfg.Store.Admit(ctx, s, h.cfg.MaxSessionsPerIdentity)
+	ended, err := h.cfg.Store.Admit(ctx, s, h.cfg.Limits.MaxSessionsPerIdentity)
 	for _, sid := range ended {
 		h.bus.publishSession(ctx, sid, nil, sessionEnded)
 	}

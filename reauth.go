@@ -12,7 +12,7 @@ import (
 // Re-authentication: a request is authenticated when it arrives, but what
 // it starts may outlive its credentials. Whatever outlives them re-checks
 // its caller the same way: Config.Authenticate runs again on the request
-// every Config.KeepAlive, and a failure of any kind (a revoked token and
+// every Config.Sessions.KeepAlive, and a failure of any kind (a revoked token and
 // an unreachable authorization server alike) or an identity of another
 // tenant or subject ends it, as does Identity.Expires (a later check that
 // reports an earlier expiry moves the end forward).

@@ -60,7 +60,7 @@ func (s *stream) watchCaller() <-chan struct{} {
 	}
 	rq := s.caller
 	if rq.h.cfg.Authenticate != nil {
-		w.tick = time.AfterFunc(rq.h.cfg.KeepAlive, s.tickCaller)
+		w.tick = time.AfterFunc(rq.h.cfg.Sessions.KeepAlive, s.tickCaller)
 	}
 	w.expire(s, rq.id.Expires)
 	return w.ctx.Done()
@@ -97,7 +97,7 @@ func (s *stream) tickCaller() {
 		return
 	}
 	w.expire(s, got.Expires)
-	w.tick.Reset(rq.h.cfg.KeepAlive)
+	w.tick.Reset(rq.h.cfg.Sessions.KeepAlive)
 }
 
 // expire moves the watch's expiry earlier to t (a zero or later t changes
@@ -218,7 +218,7 @@ func (s *stream) callerFailure(always bool) *callerFailure {
 	if exp := rq.id.Expires; !exp.IsZero() && !now.Before(exp) {
 		return h.streams.authFailure(rq.r, errCredentialsExpired)
 	}
-	if h.cfg.Authenticate == nil || !always && s.watch.Load() == nil && now.Sub(rq.start) < h.cfg.KeepAlive {
+	if h.cfg.Authenticate == nil || !always && s.watch.Load() == nil && now.Sub(rq.start) < h.cfg.Sessions.KeepAlive {
 		return nil
 	}
 	got, err := h.streams.recheckWait(rq.r, rq.id)

@@ -352,8 +352,8 @@ func (rq *request) replyContents(m *jsonrpc.Message, contents []ResourceContents
 
 // subscribe records a resources/subscribe (or unsubscribe) in the session.
 // Only a resource the caller may read can be subscribed to, with a URI of
-// at most Config.MaxSubscriptionURIBytes, and a session holds at most
-// Config.MaxSubscriptions.
+// at most Config.Limits.MaxSubscriptionURIBytes, and a session holds at most
+// Config.Limits.MaxSubscriptions.
 func (c *catalog) subscribe(rq *request, m *jsonrpc.Message, on bool) {
 	p, ok := rq.uriParams(m)
 	if !ok {
@@ -390,8 +390,8 @@ func (c *catalog) mayWatch(rq *request, m *jsonrpc.Message, uri string) bool {
 		rq.fail(m.ID, e)
 		return false
 	}
-	if rq.sess != nil && len(rq.sess.Subscriptions) >= c.cfg.MaxSubscriptions && indexOf(rq.sess.Subscriptions, uri) < 0 {
-		rq.fail(m.ID, invalidParams("Invalid params: a session holds at most "+strconv.Itoa(c.cfg.MaxSubscriptions)+" resource subscriptions"))
+	if rq.sess != nil && len(rq.sess.Subscriptions) >= c.cfg.Limits.MaxSubscriptions && indexOf(rq.sess.Subscriptions, uri) < 0 {
+		rq.fail(m.ID, invalidParams("Invalid params: a session holds at most "+strconv.Itoa(c.cfg.Limits.MaxSubscriptions)+" resource subscriptions"))
 		return false
 	}
 	if _, ok, err := c.findResource(rq.ctx, rq.id, uri); err != nil {
@@ -405,10 +405,10 @@ func (c *catalog) mayWatch(rq *request, m *jsonrpc.Message, uri string) bool {
 }
 
 // checkSubscriptionURI refuses a URI to subscribe to that is longer than
-// Config.MaxSubscriptionURIBytes.
+// Config.Limits.MaxSubscriptionURIBytes.
 func (c *catalog) checkSubscriptionURI(uri string) *jsonrpc.Error {
-	if len(uri) > c.cfg.MaxSubscriptionURIBytes {
-		return invalidParams("Invalid params: a subscribed uri has at most " + strconv.Itoa(c.cfg.MaxSubscriptionURIBytes) + " bytes")
+	if len(uri) > c.cfg.Limits.MaxSubscriptionURIBytes {
+		return invalidParams("Invalid params: a subscribed uri has at most " + strconv.Itoa(c.cfg.Limits.MaxSubscriptionURIBytes) + " bytes")
 	}
 	return nil
 }

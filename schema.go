@@ -29,7 +29,7 @@ func leaseKey(id string) string { return "lease/" + id }
 func nonceKey(nonce string) string { return "nonce/" + nonce }
 
 // eventKey names the event log of a session's POST stream, kept
-// Config.ResumeWindow after its last event.
+// Config.Sessions.ResumeWindow after its last event.
 func eventKey(sid, streamID string) string { return "events/" + sid + "/" + streamID }
 
 // eventLogsKey names the index of a session's logged POST streams
@@ -41,16 +41,16 @@ func eventLogsKey(sid string) string { return "event-logs/" + sid }
 // counting: confirmCount.
 
 // getStreamKey names the claim of a session's standalone GET stream,
-// 2 × Config.KeepAlive, renewed by the stream.
+// 2 × Config.Sessions.KeepAlive, renewed by the stream.
 func getStreamKey(sid string) string { return "getstream/" + sid }
 
 // Tasks (tasks.go) keep their records through package internal/task,
 // whose keys and channels are these (record.go, signal.go there):
 //
 //	task/<id>                 the task (status, owner digest, result), signed (purpose "task"):
-//	                          TaskTTL + TaskResultRetention from its creation at most
+//	                          Config.Tasks.TTL + ResultRetention from its creation at most
 //	task-lease/<id>           the runner's lease, a random token: Lease (5 s), renewed every Lease/3
-//	task-owner/<digest>       an identity's task ids (MaxTasksPerIdentity), signed ("task-owner"):
+//	task-owner/<digest>       an identity's task ids (Config.Tasks.MaxPerIdentity), signed ("task-owner"):
 //	                          until its newest task stops counting
 //	task-signal               channel: cancel and input wake-ups to the runner, signed, dated
 //	task-status/<tenant>      channel: every visible change of a tenant's tasks, signed, dated
@@ -107,8 +107,8 @@ const (
 func (h *Handler) confirmTTL() time.Duration { return h.cfg.ConfirmTimeout + h.ct.linger }
 
 // confirmOfTTL is the lifetime of the pointer from a stream to its confirm.
-func (h *Handler) confirmOfTTL() time.Duration { return h.confirmTTL() + h.cfg.ResumeWindow }
+func (h *Handler) confirmOfTTL() time.Duration { return h.confirmTTL() + h.cfg.Sessions.ResumeWindow }
 
 // getStreamTTL is the lifetime of a GET stream's claim: a dead holder's
 // lapses after two missed keep-alives.
-func (h *Handler) getStreamTTL() time.Duration { return 2 * h.cfg.KeepAlive }
+func (h *Handler) getStreamTTL() time.Duration { return 2 * h.cfg.Sessions.KeepAlive }

@@ -13,7 +13,7 @@ import (
 
 func scopedConfig(runs *atomic.Int64, hide bool) mcphandler.Config {
 	return mcphandler.Config{
-		HideOutOfScope: hide,
+		Scopes: mcphandler.ScopeOptions{Hide: hide},
 		Authenticate: func(r *http.Request) (mcphandler.Identity, error) {
 			id := mcphandler.Identity{Tenant: "acme", Subject: "alice"}
 			if s := r.Header.Get("X-Scopes"); s != "" {
@@ -65,7 +65,7 @@ func TestScopeStepUp(t *testing.T) {
 		t.Fatalf("with the scopes: %+v, %v", res, err)
 	}
 	cfg := scopedConfig(&runs, false)
-	cfg.ScopeChallenge = func(r *http.Request, scopes []string) string { return "Bearer custom " + strings.Join(scopes, ",") }
+	cfg.Scopes.Challenge = func(r *http.Request, scopes []string) string { return "Bearer custom " + strings.Join(scopes, ",") }
 	c = connect(t, mcphandler.New(cfg), "")
 	if _, err := c.CallTool(ctx, "wipe", nil); !isHTTPErr(err, &he, 403) || he.Header.Get("WWW-Authenticate") != "Bearer custom docs:write,docs:delete" {
 		t.Fatalf("custom challenge: %v", err)

@@ -7,7 +7,7 @@ import "github.com/mcphandler/mcphandler/session"
 // session, batches, the GET stream and its resumption, DELETE,
 // initialize) and the 2024-11-05 HTTP+SSE transport (transport_sse.go).
 // It owns the session records' life (created at initialize or when a
-// legacy stream opens, admitted under Config.MaxSessionsPerIdentity,
+// legacy stream opens, admitted under Config.Limits.MaxSessionsPerIdentity,
 // deleted by DELETE or when the legacy stream ends), the session ids that
 // name their owner (sessionid.go), the claim on each session's one GET
 // stream, and the GET streams that took their connection over from

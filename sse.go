@@ -60,7 +60,7 @@ func (s *sseWriter) comment() error { return s.raw([]byte(":\n\n")) }
 // runs on the loop's goroutine; one that returns false ends the stream. A
 // nil channel never fires.
 type streamLoop struct {
-	keepAlive func() bool // every Config.KeepAlive
+	keepAlive func() bool // every Config.Sessions.KeepAlive
 
 	poll   time.Duration // if > 0, onPoll runs this often
 	onPoll func() bool
@@ -79,7 +79,7 @@ type streamLoop struct {
 // stream). It returns when ctx ends, a channel closes, a callback returns
 // false or the caller check fails (see callerCheck).
 func (ss *streams) runStream(ctx context.Context, l *streamLoop) {
-	tick := time.NewTicker(ss.cfg.KeepAlive)
+	tick := time.NewTicker(ss.cfg.Sessions.KeepAlive)
 	defer tick.Stop()
 	defer l.caller.stop()
 	var poll <-chan time.Time

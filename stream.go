@@ -96,7 +96,7 @@ type eventLog struct {
 
 // eventLog returns the event log of session sid's POST streams.
 func (ss *streams) eventLog(sid string) *eventLog {
-	return &eventLog{store: ss.cfg.Store, sid: sid, ttl: ss.cfg.ResumeWindow, mac: ss.bus.macs.event, streams: ss.streamLogs}
+	return &eventLog{store: ss.cfg.Store, sid: sid, ttl: ss.cfg.Sessions.ResumeWindow, mac: ss.bus.macs.event, streams: ss.streamLogs}
 }
 
 // suppress drops the final message: the client cancelled the request.
@@ -118,7 +118,7 @@ func newStream(w http.ResponseWriter, prime bool, retry time.Duration) *stream {
 // itself: a request answered as JSON allocates nothing for a log it does
 // not use.
 func (s *stream) setLog(h *Handler, sid string) {
-	s.logv = eventLog{store: h.cfg.Store, sid: sid, ttl: h.cfg.ResumeWindow, mac: h.macs.event, streams: h.streamLogs}
+	s.logv = eventLog{store: h.cfg.Store, sid: sid, ttl: h.cfg.Sessions.ResumeWindow, mac: h.macs.event, streams: h.streamLogs}
 	s.log = &s.logv
 }
 

@@ -12,7 +12,7 @@ import (
 // for a resume, event-logs/<session>, signed (purpose "event-logs") and
 // kept by package internal/ownerindex: the stream ids, each counting for
 // ResumeWindow from the stream's first logged event. It bounds the event
-// logs of a session (Config.MaxResumableStreamsPerSession) across
+// logs of a session (Config.Limits.MaxResumableStreamsPerSession) across
 // replicas: a POST stream is admitted into it when it first needs its id
 // (it turns to SSE, or a confirm names it), before anything is logged. A
 // stream past the bound, or whose admission the store fails, is served
@@ -23,7 +23,7 @@ import (
 //
 // A log lives ResumeWindow after its last event, so one whose stream
 // runs longer outlives its count; such streams run, and are bounded by
-// Config.MaxRunningPerSession per replica.
+// Config.Limits.MaxRunningPerSession per replica.
 
 // macEventLogs is the purpose of the stream indexes' signatures.
 const macEventLogs = "event-logs"
@@ -50,7 +50,7 @@ func newStreamLogs(cfg *Config, secrets [][]byte) (*ownerindex.Index, error) {
 	if err != nil {
 		return nil, err
 	}
-	return ownerindex.New(ownerindex.Config{Store: cfg.Store, Signer: s, Max: cfg.MaxResumableStreamsPerSession,
+	return ownerindex.New(ownerindex.Config{Store: cfg.Store, Signer: s, Max: cfg.Limits.MaxResumableStreamsPerSession,
 		ValidID: validStreamID, MaxIDLen: streamIDLen}), nil
 }
 

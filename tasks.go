@@ -67,8 +67,8 @@ type tasks struct {
 // signed with secrets; caps is the Handler's capabilities object.
 func newTasks(cfg *Config, secrets [][]byte, caps []byte) *tasks {
 	m, err := task.New(task.Config{
-		Store: cfg.Store, Keys: secrets, TTL: cfg.TaskTTL, ResultRetention: cfg.TaskResultRetention,
-		MaxTasks: cfg.MaxTasksPerIdentity, MaxResultBytes: cfg.MaxTaskResultBytes, Logger: cfg.Logger,
+		Store: cfg.Store, Keys: secrets, TTL: cfg.Tasks.TTL, ResultRetention: cfg.Tasks.ResultRetention,
+		MaxTasks: cfg.Tasks.MaxPerIdentity, MaxResultBytes: cfg.Tasks.MaxResultBytes, Logger: cfg.Logger,
 	})
 	if err != nil {
 		panic("mcphandler: tasks: " + err.Error())
@@ -145,7 +145,7 @@ func ownerOf(id Identity) task.Owner { return task.Owner{Tenant: id.Tenant, Subj
 // Call it at most once, from the Handler, after any questions of the
 // request's own rounds were answered (with questions pending it returns
 // ErrInputRequired). When the task cannot be stored (the identity holds
-// Config.MaxTasksPerIdentity tasks, the store fails) the call is answered
+// Config.Tasks.MaxPerIdentity tasks, the store fails) the call is answered
 // with that error.
 func (c *ToolCall) RunAsTask(ctx context.Context, work ToolHandler) (*ToolResult, error) {
 	s := c.task

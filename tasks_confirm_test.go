@@ -284,14 +284,14 @@ func TestTasksAfterConfirmWithoutExtension(t *testing.T) {
 }
 
 // TestTasksAfterConfirmAtTheLimit: a confirmed call whose task cannot be
-// created (the identity holds its MaxTasksPerIdentity) is answered with
+// created (the identity holds its Config.Tasks.MaxPerIdentity) is answered with
 // that error and runs nothing; the confirm stands, so the same round
 // retried later, once there is room, becomes the one task.
 func TestTasksAfterConfirmAtTheLimit(t *testing.T) {
 	ct := &confirmTasks{}
 	cfg := ct.config()
-	cfg.MaxTasksPerIdentity = 1
-	cfg.TaskTTL, cfg.TaskResultRetention = time.Second, time.Millisecond
+	cfg.Tasks.MaxPerIdentity = 1
+	cfg.Tasks.TTL, cfg.Tasks.ResultRetention = time.Second, time.Millisecond
 	h := mcphandler.New(cfg)
 	t.Cleanup(func() { h.Close() })
 	url := newServer(t, h).URL

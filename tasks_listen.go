@@ -17,12 +17,12 @@ import (
 // DetailedTask as params.
 
 // agree bounds the taskIds of a listen filter (at most
-// Config.MaxSubscriptions, each at most task.MaxTaskIDLen bytes) and
+// Config.Limits.MaxSubscriptions, each at most task.MaxTaskIDLen bytes) and
 // returns those rq's caller owns. A request that did not declare the
 // extension is agreed none.
 func (t *tasks) agree(rq *request, ids []string) ([]string, *jsonrpc.Error) {
-	if len(ids) > t.cfg.MaxSubscriptions {
-		return nil, invalidParams("Invalid params: a listen filter names at most " + strconv.Itoa(t.cfg.MaxSubscriptions) + " taskIds")
+	if len(ids) > t.cfg.Limits.MaxSubscriptions {
+		return nil, invalidParams("Invalid params: a listen filter names at most " + strconv.Itoa(t.cfg.Limits.MaxSubscriptions) + " taskIds")
 	}
 	for _, id := range ids {
 		if id == "" || len(id) > task.MaxTaskIDLen {

@@ -85,11 +85,11 @@ func TestTasksReplicasRunnerDies(t *testing.T) {
 	}
 }
 
-// MaxTasksPerIdentity counts the identity's tasks on every replica.
+// Config.Tasks.MaxPerIdentity counts the identity's tasks on every replica.
 func TestTasksReplicasLimit(t *testing.T) {
 	tf := &taskFixture{}
 	cfg := tf.config()
-	cfg.MaxTasksPerIdentity = 1
+	cfg.Tasks.MaxPerIdentity = 1
 	cl := newCluster(t, 2, cfg, redisClient(t))
 	createTask(t, cl.replicas[0].srv, "acme-viewer", "quick")
 	_, body, r := taskCall(t, cl.replicas[1].srv, "acme-viewer", "tools/call", `"name":"quick","arguments":{}`, capsTasks, nil)

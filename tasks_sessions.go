@@ -68,7 +68,7 @@ func appendExecution(rq *request, t *Tool, dst []byte) []byte {
 
 // taskParamSessions reads params.task of a 2025-11-25 tools/call: whether
 // it is there, and its ttl (zero when absent; ms, bounded by
-// Config.TaskTTL).
+// Config.Tasks.TTL).
 func taskParamSessions(params json.RawMessage) (bool, time.Duration, *jsonrpc.Error) {
 	var p struct {
 		Task *struct {

@@ -356,8 +356,8 @@ func TestTasksCancel(t *testing.T) {
 func TestTasksLimits(t *testing.T) {
 	tf := &taskFixture{}
 	cfg := tf.config()
-	cfg.MaxTasksPerIdentity = 2
-	cfg.MaxTaskResultBytes = 1024
+	cfg.Tasks.MaxPerIdentity = 2
+	cfg.Tasks.MaxResultBytes = 1024
 	h := mcphandler.New(cfg)
 	defer h.Close()
 	srv := httptest.NewServer(h)

@@ -57,7 +57,7 @@ type Tool struct {
 	// Config.Roles leaves the tool out.
 	MinRole string
 	// Scopes are the OAuth scopes a caller's token needs to call the tool
-	// (see [Config.HideOutOfScope] for whether it is listed without them).
+	// (see [ScopeOptions.Hide] for whether it is listed without them).
 	Scopes []string
 	// Handler runs the tool. A tool without one is left out.
 	Handler ToolHandler

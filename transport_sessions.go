@@ -62,7 +62,7 @@ func (ss *sessions) serveSession(w http.ResponseWriter, rq *request, m *jsonrpc.
 		}
 		w.WriteHeader(http.StatusAccepted)
 	default:
-		rq.st = newStream(w, ss.primes(rq), ss.cfg.SSERetry)
+		rq.st = newStream(w, ss.primes(rq), ss.cfg.Sessions.SSERetry)
 		rq.st.chunk, rq.st.h1 = chunked(rq.r), rq.r.ProtoMajor == 1
 		if rq.sess != nil {
 			rq.st.setLog(ss.h, rq.sess.ID)
@@ -437,7 +437,7 @@ func (ss *sessions) renewGETStream(ctx context.Context, st *stream, sid string, 
 // A stream that may take its connection over (served with a handoff,
 // HTTP/1.x) closes the connection when it ends, and says so in its header.
 func (ss *sessions) startGETStream(w http.ResponseWriter, rq *request) (*stream, error) {
-	st := newStream(w, ss.primes(rq), ss.cfg.SSERetry)
+	st := newStream(w, ss.primes(rq), ss.cfg.Sessions.SSERetry)
 	st.chunk = chunked(rq.r)
 	st.id = "g" + randText()
 	st.mu.Lock()
@@ -604,7 +604,7 @@ func (ss *sessions) logEnded(evs []session.Event) bool {
 		}
 		last = max(last, m.at)
 	}
-	return time.Since(time.UnixMilli(last)) > ss.cfg.ResumeWindow
+	return time.Since(time.UnixMilli(last)) > ss.cfg.Sessions.ResumeWindow
 }
 
 // writeAll sends the entries evs; it reports true when the stream is over.
@@ -786,16 +786,16 @@ func (ss *sessions) initialize(rq *request, m *jsonrpc.Message) {
 func serveInitialize(h *Handler, rq *request, m *jsonrpc.Message) { h.sessions.initialize(rq, m) }
 
 // createSession stores the new session of an initialize (p) that settled
-// on version, and admits it under Config.MaxSessionsPerIdentity.
+// on version, and admits it under Config.Limits.MaxSessionsPerIdentity.
 func (ss *sessions) createSession(rq *request, p *initializeParams, version string) (*session.Session, error) {
 	s := &session.Session{
 		ID:              ss.newSessionID(rq.id),
 		Owner:           rq.id.key(),
 		ProtocolVersion: version,
-		ClientName:      clip(p.ClientInfo.Name, ss.cfg.MaxClientInfoBytes),
-		ClientVersion:   clip(p.ClientInfo.Version, ss.cfg.MaxClientInfoBytes),
+		ClientName:      clip(p.ClientInfo.Name, ss.cfg.Limits.MaxClientInfoBytes),
+		ClientVersion:   clip(p.ClientInfo.Version, ss.cfg.Limits.MaxClientInfoBytes),
 		Capabilities:    p.Capabilities.flags(),
-		TTL:             ss.cfg.SessionTTL,
+		TTL:             ss.cfg.Sessions.TTL,
 		Created:         time.Now(),
 	}
 	err := ss.store.Create(rq.ctx, s)

@@ -89,7 +89,7 @@ func (ss *sessions) serveLegacyStream(w http.ResponseWriter, r *http.Request, me
 // createLegacySession opens a session for id's stream: it subscribes the
 // stream, then stores the session, answering 503 when the store fails.
 func (ss *sessions) createLegacySession(w http.ResponseWriter, ctx context.Context, id Identity) (s *session.Session, sub session.Subscription, changes *changeWatch, ok bool) {
-	s = &session.Session{ID: ss.newSessionID(id), Owner: id.key(), ProtocolVersion: Version20241105, TTL: ss.cfg.SessionTTL}
+	s = &session.Session{ID: ss.newSessionID(id), Owner: id.key(), ProtocolVersion: Version20241105, TTL: ss.cfg.Sessions.TTL}
 	if sub, changes, ok = ss.subscribeStream(w, ctx, s.ID, id); !ok {
 		return nil, nil, nil, false
 	}
@@ -240,8 +240,8 @@ func (ss *sessions) initializeLegacy(rq *request, m *jsonrpc.Message) {
 	}
 	rq.sess.ProtocolVersion = version
 	rq.sess.Capabilities = p.Capabilities.flags()
-	rq.sess.ClientName = clip(p.ClientInfo.Name, ss.cfg.MaxClientInfoBytes)
-	rq.sess.ClientVersion = clip(p.ClientInfo.Version, ss.cfg.MaxClientInfoBytes)
+	rq.sess.ClientName = clip(p.ClientInfo.Name, ss.cfg.Limits.MaxClientInfoBytes)
+	rq.sess.ClientVersion = clip(p.ClientInfo.Version, ss.cfg.Limits.MaxClientInfoBytes)
 	rq.version = version
 	rq.info = &reqInfo{identity: rq.id, request: rq.r, version: version, sessionID: rq.sess.ID}
 	rq.ctx = context.WithValue(rq.context(), ctxKey{}, rq.info)

@@ -20,10 +20,10 @@
 //	mux := http.NewServeMux()
 //	prm.Mount(mux) // /.well-known/oauth-protected-resource[/mcp]
 //	mux.Handle("/mcp", mcphandler.New(mcphandler.Config{
-//		Authenticate:   oidc.Authenticate,
-//		Challenge:      prm.Challenge,
-//		ScopeChallenge: prm.ScopeChallenge, // 403 insufficient_scope for Tool.Scopes
-//		ListTools:      listTools,
+//		Authenticate: oidc.Authenticate,
+//		Challenge:    prm.Challenge,
+//		Scopes:       mcphandler.ScopeOptions{Challenge: prm.ScopeChallenge}, // 403 insufficient_scope for Tool.Scopes
+//		ListTools:    listTools,
 //	}))
 //
 // # Verifying tokens

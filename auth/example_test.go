@@ -40,9 +40,9 @@ func Example() {
 	mux := http.NewServeMux()
 	prm.Mount(mux)
 	mux.Handle("/mcp", mcphandler.New(mcphandler.Config{
-		Authenticate:   auth.First(keys.Authenticate, oidc.Authenticate),
-		Challenge:      prm.Challenge,
-		ScopeChallenge: prm.ScopeChallenge,
+		Authenticate: auth.First(keys.Authenticate, oidc.Authenticate),
+		Challenge:    prm.Challenge,
+		Scopes:       mcphandler.ScopeOptions{Challenge: prm.ScopeChallenge},
 		ListTools: func(ctx context.Context) ([]mcphandler.Tool, error) {
 			return nil, nil
 		},

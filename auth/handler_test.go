@@ -58,9 +58,9 @@ func newServer(t *testing.T) *server {
 	}
 	s.prm.Mount(mux)
 	mux.Handle("/mcp", mcphandler.New(mcphandler.Config{
-		Authenticate:   o.Authenticate,
-		Challenge:      s.prm.Challenge,
-		ScopeChallenge: s.prm.ScopeChallenge,
+		Authenticate: o.Authenticate,
+		Challenge:    s.prm.Challenge,
+		Scopes:       mcphandler.ScopeOptions{Challenge: s.prm.ScopeChallenge},
 		ListTools: func(context.Context) ([]mcphandler.Tool, error) {
 			return []mcphandler.Tool{tool, write}, nil
 		},

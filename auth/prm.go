@@ -220,7 +220,7 @@ func (p *ProtectedResource) Challenge(r *http.Request, err error) string {
 //
 //	Bearer error="insufficient_scope", scope="mcp:tools files:write", resource_metadata="https://…"
 //
-// Its signature is that of the handler's Config.ScopeChallenge hook. scope
+// Its signature is that of the handler's Config.Scopes.Challenge hook. scope
 // names, without duplicates and in this order, Scopes, the scopes the
 // caller already holds (when r's context carries the handler's identity,
 // see [mcphandler.IdentityFrom]) and scopes, so that clients that replace

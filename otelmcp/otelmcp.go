@@ -144,7 +144,7 @@ func WithoutTenant() Option { return func(c *config) { c.noTenant = true } }
 
 // WithSessionTTL is how long a session of this replica counts as open in
 // mcphandler.server.sessions without requests; it should equal
-// Config.SessionTTL. If zero, 30 minutes.
+// Config.Sessions.TTL. If zero, 30 minutes.
 func WithSessionTTL(d time.Duration) Option { return func(c *config) { c.sessionTTL = d } }
 
 type interceptor struct {

@@ -94,7 +94,7 @@ func run(addr, path string) error {
 	// ReadHeaderTimeout and IdleTimeout bound slow or idle clients. No
 	// ReadTimeout or WriteTimeout: they would cut SSE streams (GET,
 	// subscriptions/listen, long tool calls); the handler bounds the time
-	// it reads a POST body itself (Config.ReadBodyTimeout).
+	// it reads a POST body itself (Config.Limits.ReadBodyTimeout).
 	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second, IdleTimeout: 2 * time.Minute}
 
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)

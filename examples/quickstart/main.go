@@ -125,7 +125,7 @@ func main() {
 	// ReadHeaderTimeout and IdleTimeout bound slow or idle clients. No
 	// ReadTimeout or WriteTimeout: they would cut SSE streams (GET,
 	// subscriptions/listen, long tool calls); the handler bounds the time
-	// it reads a POST body itself (Config.ReadBodyTimeout).
+	// it reads a POST body itself (Config.Limits.ReadBodyTimeout).
 	srv := &http.Server{Addr: *addr, Handler: mux, ReadHeaderTimeout: 10 * time.Second, IdleTimeout: 2 * time.Minute}
 	serve(srv, h, flush)
 }

@@ -84,7 +84,7 @@ func main() {
 	// ReadHeaderTimeout and IdleTimeout bound slow or idle clients. No
 	// ReadTimeout or WriteTimeout: they would cut SSE streams (GET,
 	// subscriptions/listen, long tool calls); the handler bounds the time
-	// it reads a POST body itself (Config.ReadBodyTimeout).
+	// it reads a POST body itself (Config.Limits.ReadBodyTimeout).
 	srv := &http.Server{Addr: *addr, Handler: mux, ReadHeaderTimeout: 10 * time.Second, IdleTimeout: 2 * time.Minute}
 	log.Fatal(srv.ListenAndServe())
 }
@@ -141,7 +141,7 @@ func newServer(ctx context.Context, o options) (*http.ServeMux, *auth.ProtectedR
 		ServerInfo:     a.serverInfo,
 		Authenticate:   oidc.Authenticate,
 		Challenge:      prm.Challenge,
-		ScopeChallenge: prm.ScopeChallenge,
+		Scopes:         mcphandler.ScopeOptions{Challenge: prm.ScopeChallenge},
 		Roles:          roles,
 		ListTools:      a.listTools,
 		AllowedOrigins: o.origins,

@@ -48,7 +48,7 @@ func newHandler() *mcphandler.Handler {
 	return mcphandler.New(mcphandler.Config{
 		Authenticate: auth.NewAPIKeys(map[string]mcphandler.Identity{"alice": {Tenant: "acme", Subject: "alice"}}).Authenticate,
 		ListTools:    func(context.Context) ([]mcphandler.Tool, error) { return []mcphandler.Tool{report}, nil },
-		TaskTTL:      10 * time.Minute, // how long a task and its result are kept
+		Tasks:        mcphandler.TaskOptions{TTL: 10 * time.Minute}, // how long a task and its result are kept
 	})
 }
 

@@ -71,7 +71,7 @@ func main() {
 	cfg := mcphandler.Config{
 		Name:         "benchserver",
 		Authenticate: mcphandler.InsecureAnonymous, // the load generator calls without credentials
-		PageSize:     len(tools),
+		Limits:       mcphandler.Limits{PageSize: len(tools)},
 		ListTools:    func(context.Context) ([]mcphandler.Tool, error) { return tools, nil },
 	}
 	if topo.Kind != redisflag.None {
@@ -93,7 +93,7 @@ func main() {
 	// ReadHeaderTimeout and IdleTimeout bound slow or idle clients. No
 	// ReadTimeout or WriteTimeout: they would cut SSE streams (GET,
 	// subscriptions/listen, long tool calls); the handler bounds the time
-	// it reads a POST body itself (Config.ReadBodyTimeout).
+	// it reads a POST body itself (Config.Limits.ReadBodyTimeout).
 	srv := &http.Server{Addr: *addr, Handler: mux, ReadHeaderTimeout: 10 * time.Second, IdleTimeout: 2 * time.Minute}
 	go func() {
 		sig := make(chan os.Signal, 1)

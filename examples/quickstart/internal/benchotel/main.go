@@ -109,7 +109,7 @@ func main() {
 		tools = append(tools, mcphandler.NewTool(mcphandler.Tool{Name: fmt.Sprintf("tool_%04d", i), Description: "Dummy tool."},
 			func(context.Context, *mcphandler.ToolCall, dummyIn) (string, error) { return "ok", nil }))
 	}
-	cfg := mcphandler.Config{Name: "benchotel", PageSize: len(tools), Authenticate: mcphandler.InsecureAnonymous,
+	cfg := mcphandler.Config{Name: "benchotel", Limits: mcphandler.Limits{PageSize: len(tools)}, Authenticate: mcphandler.InsecureAnonymous,
 		ListTools: func(context.Context) ([]mcphandler.Tool, error) { return tools, nil }}
 	flush := func(context.Context) error { return nil }
 	if *only == "nop" {
