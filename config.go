@@ -10,10 +10,6 @@ import (
 	"github.com/mcphandler/mcphandler/session"
 )
 
-// ScopeChallengeFunc returns the WWW-Authenticate value of the 403 that
-// asks for more scopes (see ScopeOptions.Challenge).
-type ScopeChallengeFunc func(r *http.Request, scopes []string) string
-
 // Config configures a [Handler]. The zero value serves an endpoint with no
 // tools that accepts every caller as one anonymous identity (and [New]
 // warns about that); set the hooks to make it useful. The options that
@@ -188,7 +184,7 @@ type ScopeOptions struct {
 	// scopes the operation needs; the request's context holds the caller
 	// (IdentityFrom). If nil,
 	// `Bearer error="insufficient_scope", scope="<scopes>"` is used.
-	Challenge ScopeChallengeFunc
+	Challenge func(r *http.Request, scopes []string) string
 }
 
 // SessionOptions configures sessions (Streamable HTTP and legacy
