@@ -49,7 +49,7 @@ func (sessionsEra) approve(rq *request, m *jsonrpc.Message, call *ToolCall, d De
 // repeated call with valid credentials.
 func (h *Handler) approvePush(rq *request, m *jsonrpc.Message, call *ToolCall, d Decision, ev *CallEvent, a *approval.Approval) (bool, *confirmRun) {
 	x := call.Exchange
-	c := &confirmCall{h: h, id: confirmPrefix + rand.Text(), tool: call.Tool.Name, ident: call.Identity, found: call.Tool, x: x}
+	c := &confirmCall{cs: h.confirms, id: confirmPrefix + rand.Text(), tool: call.Tool.Name, ident: call.Identity, found: call.Tool, x: x}
 	// The arguments are kept whatever their size: the approval bounds
 	// them (approval.Config.MaxArgumentBytes), and its use checks them.
 	c.rec = confirmRecord{State: statePending, Session: x.sess.ID, Owner: call.Identity.key(), Tool: call.Tool.Name,
@@ -57,8 +57,8 @@ func (h *Handler) approvePush(rq *request, m *jsonrpc.Message, call *ToolCall, d
 		Args: call.Arguments, Approval: a.ID, Task: taskRequest(call)}
 	c.rec.Form, _ = json.Marshal(elicitation.Confirm(confirmField, "Confirm")) // never asked; records carry a form
 	ctx := context.WithoutCancel(rq.ctx)
-	if err := h.admitConfirm(ctx, call.Identity, c.id); err != nil {
-		h.confirmRefused(rq, m, err, ev)
+	if err := h.confirms.admitConfirm(ctx, call.Identity, c.id); err != nil {
+		h.confirms.confirmRefused(rq, m, err, ev)
 		return false, nil
 	}
 	if err := c.record(ctx); err != nil {
@@ -88,12 +88,12 @@ func (h *Handler) approvePush(rq *request, m *jsonrpc.Message, call *ToolCall, d
 // notifications/progress if the call carried a progressToken, else an SSE
 // comment.
 func (c *confirmCall) waitApproval(ctx context.Context, a *approval.Approval, msg string) (Outcome, *ToolResult, *confirmRun) {
-	h, x := c.h, c.x
+	cs, x := c.cs, c.x
 	params, err := x.elicitParams(ElicitRequest{Message: msg, URL: a.URL, ElicitationID: a.ID})
 	qid := approvalPrefix + a.ID
 	channel := replyChannel(c.rec.Session, qid)
 	var hints <-chan []byte
-	if sub, err := h.cfg.Store.Subscribe(ctx, channel); err == nil {
+	if sub, err := cs.cfg.Store.Subscribe(ctx, channel); err == nil {
 		defer sub.Close()
 		hints = sub.C()
 	}
@@ -105,7 +105,7 @@ func (c *confirmCall) waitApproval(ctx context.Context, a *approval.Approval, ms
 	defer cancel()
 	decided := make(chan *approval.Approval, 1)
 	go func() {
-		got, err := h.cfg.Approvals.Wait(wctx, a.ID)
+		got, err := cs.cfg.Approvals.Wait(wctx, a.ID)
 		if err != nil {
 			got = nil
 		}
@@ -119,13 +119,13 @@ func (c *confirmCall) waitApproval(ctx context.Context, a *approval.Approval, ms
 // the page (an answer on hints), and stopping when its caller fails a
 // re-check (lost).
 func (c *confirmCall) awaitDecision(ctx context.Context, a *approval.Approval, hints <-chan []byte, channel string, decided <-chan *approval.Approval, lost <-chan struct{}) (Outcome, *ToolResult, *confirmRun) {
-	h, x := c.h, c.x
-	keep := time.NewTicker(h.cfg.Sessions.KeepAlive)
+	cs, x := c.cs, c.x
+	keep := time.NewTicker(cs.cfg.Sessions.KeepAlive)
 	defer keep.Stop()
 	// Past the expiry the approval is decided (expired, at the latest): a
 	// store that still cannot tell hands the call over to the replica that
 	// can, which answers on the stream's log.
-	limit := time.NewTimer(time.Until(a.Expires.Add(h.ct.skew)))
+	limit := time.NewTimer(time.Until(a.Expires.Add(cs.ct.skew)))
 	defer limit.Stop()
 	done, n := ctx.Done(), 0
 	for {
@@ -145,12 +145,12 @@ func (c *confirmCall) awaitDecision(ctx context.Context, a *approval.Approval, h
 		case b, ok := <-hints:
 			if !ok {
 				hints = nil
-			} else if p, ok := h.bus.openMessage(h.macs.reply, channel, b); ok && refusedToOpen(p) {
-				h.cfg.Approvals.Withdraw(context.WithoutCancel(ctx), a.ID, approvalAsker(c.ident))
+			} else if p, ok := cs.openMessage(cs.macs.reply, channel, b); ok && refusedToOpen(p) {
+				cs.cfg.Approvals.Withdraw(context.WithoutCancel(ctx), a.ID, approvalAsker(c.ident))
 			}
 		case <-done: // cancelled: withdraw; the decided read follows
 			done = nil
-			h.cfg.Approvals.Withdraw(context.WithoutCancel(ctx), a.ID, approvalAsker(c.ident))
+			cs.cfg.Approvals.Withdraw(context.WithoutCancel(ctx), a.ID, approvalAsker(c.ident))
 		case <-keep.C: // progress if the client asked for it, else a comment
 			if n++; len(x.progressToken) > 0 {
 				x.Progress(float64(n), 0, "waiting for an approval")
@@ -181,7 +181,7 @@ func refusedToOpen(p []byte) bool {
 // acts; a lost transition or an unreadable approval is handed over to the
 // replica that resumes the stream.
 func (c *confirmCall) approvalDecided(ctx context.Context, got *approval.Approval) (Outcome, *ToolResult, *confirmRun) {
-	h := c.h
+	cs := c.cs
 	if got == nil || got.State == approval.Pending {
 		c.ls.release()
 		return outcomeHandedOver, nil, nil
@@ -199,7 +199,7 @@ func (c *confirmCall) approvalDecided(ctx context.Context, got *approval.Approva
 	} else {
 		next.State, next.Outcome = stateClosed, outcome
 	}
-	raw, ok, _ := h.moveConfirm(ctx, c.id, c.raw, statePending, &next)
+	raw, ok, _ := cs.moveConfirm(ctx, c.id, c.raw, statePending, &next)
 	if !ok {
 		c.ls.release()
 		return outcomeHandedOver, nil, nil
@@ -210,10 +210,10 @@ func (c *confirmCall) approvalDecided(ctx context.Context, got *approval.Approva
 		c.ls.release()
 		return outcome, result, nil
 	}
-	if _, err := h.cfg.Approvals.Consume(ctx, got.ID, approvalAsker(c.ident), c.tool, c.rec.Args); err != nil {
+	if _, err := cs.cfg.Approvals.Consume(ctx, got.ID, approvalAsker(c.ident), c.tool, c.rec.Args); err != nil {
 		done := c.rec
 		done.State, done.Outcome = stateDone, OutcomeReplayRefused
-		h.moveConfirm(ctx, c.id, c.raw, stateRunning, &done)
+		cs.moveConfirm(ctx, c.id, c.raw, stateRunning, &done)
 		c.ls.release()
 		o, r := approvalOutcome(&approval.Approval{State: approval.Used}, c.tool)
 		return o, r, nil
@@ -242,13 +242,13 @@ func (h *Handler) adoptApproval(rq *request, id string, rec confirmRecord, raw [
 	if err != nil || got.State == approval.Pending {
 		return
 	}
-	ls, err := h.takeLease(ctx, id)
+	ls, err := h.confirms.takeLease(ctx, id)
 	if err != nil || ls == nil {
 		return
 	}
 	out := h.adoptRequest(ctx, rq.r, rq.id, rq.sess, rec.Stream)
 	x := &Exchange{h: h, st: out.st, sess: rq.sess, version: out.version, caps: rq.sess.Capabilities, logLevel: LogLevel(rq.sess.LogLevel), reqID: rec.ReqID}
-	c := &confirmCall{h: h, id: id, tool: rec.Tool, ident: rq.id, ls: ls, rec: rec, raw: raw, x: x}
+	c := &confirmCall{cs: h.confirms, id: id, tool: rec.Tool, ident: rq.id, ls: ls, rec: rec, raw: raw, x: x}
 	ev := CallEvent{Tool: rec.Tool, Identity: rq.id, SessionID: rq.sess.ID, ConfirmID: rec.Approval, Arguments: rec.Args}
 	start := time.Now()
 	outcome, result, run := c.approvalDecided(out.ctx, got)
@@ -280,7 +280,7 @@ func (h *Handler) runAdopted(out *request, c *confirmCall, run *confirmRun, ev *
 	}
 	call := &ToolCall{Tool: tool, Arguments: c.rec.Args, Identity: c.ident, SessionID: c.rec.Session, Exchange: c.x, task: c.rec.slot(tool)}
 	res, _ := h.run(out.ctx, call, ev)
-	h.answerAdopted(out, c.rec.ReqID, call, res)
+	answerAdopted(out, c.rec.ReqID, call, res)
 }
 
 // adoptRequest is a request that writes to the event log of streamID only,
@@ -291,6 +291,6 @@ func (h *Handler) adoptRequest(ctx context.Context, r *http.Request, ident Ident
 	rq.info = &reqInfo{identity: ident, request: r, version: sess.ProtocolVersion, sessionID: sess.ID}
 	rq.base = context.WithoutCancel(ctx)
 	rq.ctx = context.WithValue(rq.base, ctxKey{}, rq.info)
-	rq.st = h.logOnly(sess.ID, streamID)
+	rq.st = h.confirms.logOnly(sess.ID, streamID)
 	return rq
 }

@@ -42,7 +42,7 @@ func (h *Handler) approveModern(rq *request, m *jsonrpc.Message, call *ToolCall,
 		h.openApprovalRound(rq, m, call, d, ev)
 		return
 	}
-	rec, raw, ok := h.loadRound(rq, m, r.state.Nonce, ev)
+	rec, raw, ok := h.confirms.loadRound(rq, m, r.state.Nonce, ev)
 	if !ok {
 		return
 	}
@@ -53,9 +53,9 @@ func (h *Handler) approveModern(rq *request, m *jsonrpc.Message, call *ToolCall,
 	case rec.State == statePending && r.state.Round == 1:
 		h.answerApprovalRound(rq, m, call, ev, rec, raw)
 	case rec.State == stateAwaiting && rec.Round == r.state.Round:
-		h.resumeRound(rq, m, call, ev, rec, raw)
+		h.confirms.resumeRound(rq, m, call, ev, rec, raw)
 	default:
-		h.replayNonce(rq, m, rec, r.state.Round, ev)
+		h.confirms.replayNonce(rq, m, rec, r.state.Round, ev)
 	}
 }
 
@@ -76,12 +76,12 @@ func (h *Handler) openApprovalRound(rq *request, m *jsonrpc.Message, call *ToolC
 		return
 	}
 	n := rand.Text()
-	if err := h.admitConfirm(rq.ctx, call.Identity, n); err != nil {
-		h.confirmRefused(rq, m, err, ev)
+	if err := h.confirms.admitConfirm(rq.ctx, call.Identity, n); err != nil {
+		h.confirms.confirmRefused(rq, m, err, ev)
 		return
 	}
 	rec := nonceRecord{State: statePending, Round: 1, Approval: a.ID}
-	ok, err := h.cfg.Store.PutIfAbsent(rq.ctx, nonceKey(n), h.encodeNonce(n, &rec), h.confirmTTL())
+	ok, err := h.cfg.Store.PutIfAbsent(rq.ctx, nonceKey(n), h.confirms.encodeNonce(n, &rec), h.confirms.confirmTTL())
 	if err != nil || !ok {
 		ev.Outcome = OutcomeError
 		h.storeFailed(rq, m, err)
@@ -143,8 +143,8 @@ func (h *Handler) answerApprovalRound(rq *request, m *jsonrpc.Message, call *Too
 func (h *Handler) closeApprovalRound(rq *request, m *jsonrpc.Message, ev *CallEvent, n string, raw []byte, outcome Outcome, result *ToolResult) {
 	b, _ := result.appendJSON(nil)
 	next := nonceRecord{State: stateClosed, Round: 1, Outcome: outcome, Result: b}
-	if _, ok, err := h.moveNonce(context.WithoutCancel(rq.ctx), n, raw, statePending, &next); !ok {
-		h.nonceRaced(rq, m, n, 1, err, ev)
+	if _, ok, err := h.confirms.moveNonce(context.WithoutCancel(rq.ctx), n, raw, statePending, &next); !ok {
+		h.confirms.nonceRaced(rq, m, n, 1, err, ev)
 		return
 	}
 	ev.Outcome, ev.IsError = outcome, true
@@ -155,20 +155,20 @@ func (h *Handler) closeApprovalRound(rq *request, m *jsonrpc.Message, ev *CallEv
 // approval (once: a second consumer is refused as used) and runs the call.
 func (h *Handler) runApprovedRound(rq *request, m *jsonrpc.Message, call *ToolCall, ev *CallEvent, rec nonceRecord, raw []byte, got *approval.Approval) {
 	ctx, n := context.WithoutCancel(rq.ctx), call.Exchange.mr.state.Nonce
-	b, ok, err := h.moveNonce(ctx, n, raw, statePending, &nonceRecord{State: stateRunning, Round: 1})
+	b, ok, err := h.confirms.moveNonce(ctx, n, raw, statePending, &nonceRecord{State: stateRunning, Round: 1})
 	if !ok {
-		h.nonceRaced(rq, m, n, 1, err, ev)
+		h.confirms.nonceRaced(rq, m, n, 1, err, ev)
 		return
 	}
 	if _, err := h.cfg.Approvals.Consume(ctx, got.ID, approvalAsker(call.Identity), call.Tool.Name, call.Arguments); err != nil {
 		outcome, result := approvalOutcome(&approval.Approval{State: approval.Used}, call.Tool.Name)
 		res, _ := result.appendJSON(nil)
-		h.moveNonce(ctx, n, b, stateRunning, &nonceRecord{State: stateDone, Round: 1, Outcome: outcome, Result: res})
+		h.confirms.moveNonce(ctx, n, b, stateRunning, &nonceRecord{State: stateDone, Round: 1, Outcome: outcome, Result: res})
 		ev.Outcome, ev.IsError = outcome, true
 		rq.sendResult(m.ID, result)
 		return
 	}
-	h.runConfirmedRound(rq, m, call, ev, n, rec, b)
+	h.confirms.runConfirmedRound(rq, m, call, ev, n, rec, b)
 }
 
 // waitRound waits for approval id to be decided, as long as the request
