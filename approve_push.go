@@ -4,7 +4,6 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/json"
-	"net/http"
 	"time"
 
 	"github.com/mcphandler/mcphandler/approval"
@@ -25,13 +24,13 @@ func (sessionsEra) approve(rq *request, m *jsonrpc.Message, call *ToolCall, d De
 	x := call.Exchange
 	urlMode := x.version >= Version20251125 && x.caps.Has(session.CapElicitationURL)
 	if !urlMode || x.sess == nil || x.st.noSSE || x.st.streamID() == "" {
-		return rq.h.approveByRepeat(rq, m, call, d, ev)
+		return rq.h.approvals.approveByRepeat(rq, m, call, d, ev)
 	}
-	a, run, ok := rq.h.openApproval(rq, m, call, d, ev)
+	a, run, ok := rq.h.approvals.openApproval(rq, m, call, d, ev)
 	if !ok || run {
 		return run, nil
 	}
-	return rq.h.approvePush(rq, m, call, d, ev, a)
+	return rq.h.approvals.approvePush(rq, m, call, d, ev, a)
 }
 
 // approvePush asks a 2025-11-25 client to open the approval's page with a
@@ -47,9 +46,9 @@ func (sessionsEra) approve(rq *request, m *jsonrpc.Message, call *ToolCall, d De
 // credentials fail a re-check (see callerWatch) stops waiting: the record
 // is closed as revoked and the approval stays as it is, for its owner's
 // repeated call with valid credentials.
-func (h *Handler) approvePush(rq *request, m *jsonrpc.Message, call *ToolCall, d Decision, ev *CallEvent, a *approval.Approval) (bool, *confirmRun) {
+func (ap *approvals) approvePush(rq *request, m *jsonrpc.Message, call *ToolCall, d Decision, ev *CallEvent, a *approval.Approval) (bool, *confirmRun) {
 	x := call.Exchange
-	c := &confirmCall{cs: h.confirms, id: confirmPrefix + rand.Text(), tool: call.Tool.Name, ident: call.Identity, found: call.Tool, x: x}
+	c := &confirmCall{cs: ap.confirms, id: confirmPrefix + rand.Text(), tool: call.Tool.Name, ident: call.Identity, found: call.Tool, x: x}
 	// The arguments are kept whatever their size: the approval bounds
 	// them (approval.Config.MaxArgumentBytes), and its use checks them.
 	c.rec = confirmRecord{State: statePending, Session: x.sess.ID, Owner: call.Identity.key(), Tool: call.Tool.Name,
@@ -57,12 +56,12 @@ func (h *Handler) approvePush(rq *request, m *jsonrpc.Message, call *ToolCall, d
 		Args: call.Arguments, Approval: a.ID, Task: taskRequest(call)}
 	c.rec.Form, _ = json.Marshal(elicitation.Confirm(confirmField, "Confirm")) // never asked; records carry a form
 	ctx := context.WithoutCancel(rq.ctx)
-	if err := h.confirms.admitConfirm(ctx, call.Identity, c.id); err != nil {
-		h.confirms.confirmRefused(rq, m, err, ev)
+	if err := ap.confirms.admitConfirm(ctx, call.Identity, c.id); err != nil {
+		ap.confirms.confirmRefused(rq, m, err, ev)
 		return false, nil
 	}
 	if err := c.record(ctx); err != nil {
-		h.logger().Error("mcphandler: storing an approval's confirm", "err", err)
+		ap.logger().Error("mcphandler: storing an approval's confirm", "err", err)
 		ev.Outcome, ev.IsError = OutcomeError, true
 		rq.sendResult(m.ID, ErrorResult("Not run: the approval could not be recorded."))
 		return false, nil
@@ -236,19 +235,19 @@ func (c *confirmCall) completeElicitation(id string) {
 // lease), once the approval is decided: the result goes to the stream's
 // event log. Still pending, or the asker alive: nothing happens (the
 // resumed stream checks again every confirmPoll).
-func (h *Handler) adoptApproval(rq *request, id string, rec confirmRecord, raw []byte) {
+func (ap *approvals) adoptApproval(rq *request, id string, rec confirmRecord, raw []byte) {
 	ctx := context.WithoutCancel(rq.context())
-	got, err := h.cfg.Approvals.Get(ctx, rec.Approval)
+	got, err := ap.cfg.Approvals.Get(ctx, rec.Approval)
 	if err != nil || got.State == approval.Pending {
 		return
 	}
-	ls, err := h.confirms.takeLease(ctx, id)
+	ls, err := ap.confirms.takeLease(ctx, id)
 	if err != nil || ls == nil {
 		return
 	}
-	out := h.adoptRequest(ctx, rq.r, rq.id, rq.sess, rec.Stream)
-	x := &Exchange{h: h, st: out.st, sess: rq.sess, version: out.version, caps: rq.sess.Capabilities, logLevel: LogLevel(rq.sess.LogLevel), reqID: rec.ReqID}
-	c := &confirmCall{cs: h.confirms, id: id, tool: rec.Tool, ident: rq.id, ls: ls, rec: rec, raw: raw, x: x}
+	out := ap.adoptRequest(ctx, rq, rec.Stream)
+	x := &Exchange{h: rq.h, st: out.st, sess: rq.sess, version: out.version, caps: rq.sess.Capabilities, logLevel: LogLevel(rq.sess.LogLevel), reqID: rec.ReqID}
+	c := &confirmCall{cs: ap.confirms, id: id, tool: rec.Tool, ident: rq.id, ls: ls, rec: rec, raw: raw, x: x}
 	ev := CallEvent{Tool: rec.Tool, Identity: rq.id, SessionID: rq.sess.ID, ConfirmID: rec.Approval, Arguments: rec.Args}
 	start := time.Now()
 	outcome, result, run := c.approvalDecided(out.ctx, got)
@@ -257,40 +256,42 @@ func (h *Handler) adoptApproval(rq *request, id string, rec confirmRecord, raw [
 	case outcome == outcomeHandedOver:
 		return
 	case run != nil:
-		h.runAdopted(out, c, run, &ev)
+		ap.runAdopted(out, c, run, &ev)
 	case result != nil:
 		ev.IsError = result.IsError
 		out.sendResult(rec.ReqID, result)
 	}
-	if h.cfg.OnCall != nil {
+	if ap.cfg.OnCall != nil {
 		ev.Duration = time.Since(start)
-		h.emit(ev)
+		ap.emit(ev)
 	}
 }
 
 // runAdopted runs an adopted approved call, if the caller can still see
 // the tool, and logs its result.
-func (h *Handler) runAdopted(out *request, c *confirmCall, run *confirmRun, ev *CallEvent) {
+func (ap *approvals) runAdopted(out *request, c *confirmCall, run *confirmRun, ev *CallEvent) {
 	defer run.finish(out.ctx)
-	tool, ok, err := h.catalog.findTool(out.ctx, c.ident, c.tool)
+	tool, ok, err := ap.findTool(out.ctx, c.ident, c.tool)
 	if err != nil || !ok {
 		ev.Outcome = OutcomeRevoked
 		out.fail(c.rec.ReqID, errUnknownTool(c.tool))
 		return
 	}
 	call := &ToolCall{Tool: tool, Arguments: c.rec.Args, Identity: c.ident, SessionID: c.rec.Session, Exchange: c.x, task: c.rec.slot(tool)}
-	res, _ := h.run(out.ctx, call, ev)
+	res, _ := ap.run(out.ctx, call, ev)
 	answerAdopted(out, c.rec.ReqID, call, res)
 }
 
 // adoptRequest is a request that writes to the event log of streamID only,
 // for a call finished by a replica other than its asker, in the
-// operation's context ctx.
-func (h *Handler) adoptRequest(ctx context.Context, r *http.Request, ident Identity, sess *session.Session, streamID string) *request {
-	rq := &request{h: h, r: r, start: time.Now(), id: ident, sess: sess, version: sess.ProtocolVersion, era: eraSessions}
+// operation's context ctx, from the identity of the request that led
+// here (from), in its session.
+func (ap *approvals) adoptRequest(ctx context.Context, from *request, streamID string) *request {
+	r, ident, sess := from.r, from.id, from.sess
+	rq := &request{h: from.h, r: r, start: time.Now(), id: ident, sess: sess, version: sess.ProtocolVersion, era: eraSessions}
 	rq.info = &reqInfo{identity: ident, request: r, version: sess.ProtocolVersion, sessionID: sess.ID}
 	rq.base = context.WithoutCancel(ctx)
 	rq.ctx = context.WithValue(rq.base, ctxKey{}, rq.info)
-	rq.st = h.confirms.logOnly(sess.ID, streamID)
+	rq.st = ap.confirms.logOnly(sess.ID, streamID)
 	return rq
 }

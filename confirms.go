@@ -101,6 +101,7 @@ func connectConfirms(h *Handler) {
 	cs.dropped = func(where string, err error) { h.bus.dropped(where, err) }
 	cs.eventLog = func(sid string) *eventLog { return h.streams.eventLog(sid) }
 	cs.adoptApproval = func(rq *request, id string, rec confirmRecord, raw []byte) {
-		h.adoptApproval(rq, id, rec, raw)
+		h.approvals.adoptApproval(rq, id, rec, raw)
 	}
+	h.approvals.callPath = path
 }

@@ -36,8 +36,9 @@ type Handler struct {
 	caps       []byte // the initialize result's capabilities object
 	staticInfo []byte // serverInfo when Config.ServerInfo is nil
 	keys       *seal.Keys
-	macs       *macs     // authenticate what replicas exchange through the store
-	confirms   *confirms // Confirm decisions: their records, leases and bounds (confirms.go)
+	macs       *macs      // authenticate what replicas exchange through the store
+	confirms   *confirms  // Confirm decisions: their records, leases and bounds (confirms.go)
+	approvals  *approvals // Approve decisions, in every era (approvals.go)
 
 	bus     *replicaBus // what replicas tell each other, and the requests running here (replica_bus.go)
 	streams *streams    // what every long-lived stream shares (streams.go)
@@ -96,6 +97,7 @@ func New(cfg Config) *Handler {
 	if h.confirms, err = newConfirms(&h.cfg, h.macs, secrets); err != nil {
 		panic("mcphandler: Config.StateKeys: " + err.Error())
 	}
+	h.approvals = newApprovals(&h.cfg, h.confirms)
 	if h.streamLogs, err = newStreamLogs(&h.cfg, secrets); err != nil {
 		panic("mcphandler: Config.StateKeys: " + err.Error())
 	}
