@@ -144,7 +144,7 @@ func (c *confirmCall) awaitDecision(ctx context.Context, a *approval.Approval, h
 		case b, ok := <-hints:
 			if !ok {
 				hints = nil
-			} else if p, ok := cs.openMessage(cs.macs.reply, channel, b); ok && refusedToOpen(p) {
+			} else if p, ok := cs.bus.openMessage(cs.macs.reply, channel, b); ok && refusedToOpen(p) {
 				cs.cfg.Approvals.Withdraw(context.WithoutCancel(ctx), a.ID, approvalAsker(c.ident))
 			}
 		case <-done: // cancelled: withdraw; the decided read follows

@@ -201,7 +201,7 @@ func (c *confirmCall) await(ctx context.Context, hints <-chan []byte, channel st
 				hints = nil // the poll still reads the record
 				continue
 			}
-			if _, ok := cs.openMessage(cs.macs.reply, channel, b); !ok {
+			if _, ok := cs.bus.openMessage(cs.macs.reply, channel, b); !ok {
 				continue
 			}
 		case <-poll.C:
@@ -453,7 +453,7 @@ func (cs *confirms) answerConfirm(rq *request, id string, m *jsonrpc.Message) er
 		return errNotWaiting
 	}
 	hint, _ := json.Marshal(reply{Role: rq.id.Role})
-	cs.publish(ctx, cs.macs.reply, replyChannel(rq.sess.ID, id), hint)
+	cs.bus.publish(ctx, cs.macs.reply, replyChannel(rq.sess.ID, id), hint)
 	if rec.Stream == "" {
 		return nil // not resumable: only its asker can finish it
 	}

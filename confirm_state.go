@@ -228,10 +228,10 @@ func (cs *confirms) live(key string, l recordLife, implied int64, since uint64) 
 	}
 	switch {
 	case end != 0 && now >= end:
-		cs.dropped(key, errRecordEnd)
+		cs.bus.dropped(key, errRecordEnd)
 		return false
 	case !cs.macs.revs.See(key, l.Rev, cmp.Or(end, now+cs.confirmTTL().Milliseconds()), now, since):
-		cs.dropped(key, errRolledBack)
+		cs.bus.dropped(key, errRolledBack)
 		return false
 	}
 	return true
@@ -302,7 +302,7 @@ func (cs *confirms) loadConfirm(ctx context.Context, id string) (confirmRecord, 
 	if err != nil {
 		return rec, nil, err
 	}
-	p, ok := cs.openRecord(cs.macs.confirm, confirmKey(id), raw)
+	p, ok := cs.bus.openRecord(cs.macs.confirm, confirmKey(id), raw)
 	if !ok || json.Unmarshal(p, &rec) != nil || !rec.valid() ||
 		!cs.live(confirmKey(id), rec.recordLife, rec.Deadline+cs.confirmTTL().Milliseconds(), since) {
 		return confirmRecord{}, nil, errBadRecord
@@ -396,7 +396,7 @@ func (cs *confirms) loadNonce(ctx context.Context, nonce string) (nonceRecord, [
 	if err != nil {
 		return rec, nil, err
 	}
-	p, ok := cs.openRecord(cs.macs.nonce, nonceKey(nonce), raw)
+	p, ok := cs.bus.openRecord(cs.macs.nonce, nonceKey(nonce), raw)
 	// A record of an earlier release has no end of life: the sealed
 	// expiry of the requestState that names it bounds it.
 	if !ok || json.Unmarshal(p, &rec) != nil || !rec.valid() || !cs.live(nonceKey(nonce), rec.recordLife, 0, since) {

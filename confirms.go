@@ -6,7 +6,6 @@ import (
 
 	"github.com/mcphandler/mcphandler/internal/jsonrpc"
 	"github.com/mcphandler/mcphandler/internal/ownerindex"
-	"github.com/mcphandler/mcphandler/internal/sign"
 )
 
 // confirms carries out the Confirm decisions of every era: it owns the
@@ -19,11 +18,11 @@ import (
 //
 // It depends on the Handler's Config (cfg: the store, ConfirmTimeout,
 // ResumeWindow, OnCall, Approvals), the signers of what replicas exchange
-// (macs), its owner index and its periods (ct), and reaches the rest of
-// the handler only through the func fields New sets (connectConfirms):
-// the parts of a tools/call it finishes a call with (callPath), the
-// signed store and messages (storeauth.go), the sessions' event logs and
-// the approvals' take-over.
+// (macs) and the replica bus that signs, publishes and verifies it (bus,
+// storeauth.go), its owner index and its periods (ct), and reaches the
+// rest of the handler only through the func fields New sets
+// (connectConfirms): the parts of a tools/call it finishes a call with
+// (callPath), the sessions' event logs and the approvals' take-over.
 //
 // It keeps no state of its own in memory but the revisions macs.revs
 // remembers: every decision is a CompareAndSwap on a record in the store,
@@ -33,16 +32,11 @@ import (
 type confirms struct {
 	cfg    *Config
 	macs   *macs
+	bus    *replicaBus       // signed records and messages: publish, openRecord, openMessage, dropped
 	owners *ownerindex.Index // the confirm records of each identity (confirm_owner.go)
 	ct     confirmTimes      // the confirm machinery's periods
 
 	callPath
-
-	// What replicas exchange through the store, signed (storeauth.go).
-	publish     func(ctx context.Context, s *sign.Signer, channel string, payload []byte) (int, error)
-	openRecord  func(s *sign.Signer, key string, b []byte) ([]byte, bool)
-	openMessage func(s *sign.Signer, channel string, b []byte) ([]byte, bool)
-	dropped     func(where string, err error)
 
 	// eventLog is the event log of a session's POST streams (stream.go),
 	// where a call finished by a replica other than its asker is answered.
@@ -55,7 +49,8 @@ type confirms struct {
 // callPath is what confirms and approvals reach of the rest of a
 // tools/call to finish a call they decided: finding the tool again (the
 // catalog), running it and reporting it to OnCall (call.go), and
-// answering a request whose store call failed. Each func is set once, by New, and is safe for concurrent use.
+// answering a request whose store call failed. Each func is set once, by
+// New, and is safe for concurrent use.
 type callPath struct {
 	findTool    func(ctx context.Context, id Identity, name string) (Tool, bool, error)
 	run         func(ctx context.Context, call *ToolCall, ev *CallEvent) (*ToolResult, error)
@@ -63,15 +58,16 @@ type callPath struct {
 	storeFailed func(rq *request, m *jsonrpc.Message, err error)
 }
 
-// newConfirms returns the confirms of cfg, with its periods at their
-// defaults and its owner index signed with secrets; New connects its func
-// fields (connectConfirms).
-func newConfirms(cfg *Config, m *macs, secrets [][]byte) (*confirms, error) {
+// newConfirms returns the confirms of cfg, exchanging signed records and
+// messages through bus, with its periods at their defaults and its owner
+// index signed with secrets; New connects its func fields
+// (connectConfirms).
+func newConfirms(cfg *Config, m *macs, bus *replicaBus, secrets [][]byte) (*confirms, error) {
 	owners, err := newConfirmOwners(cfg, secrets)
 	if err != nil {
 		return nil, err
 	}
-	return &confirms{cfg: cfg, macs: m, owners: owners, ct: defaultConfirmTimes}, nil
+	return &confirms{cfg: cfg, macs: m, bus: bus, owners: owners, ct: defaultConfirmTimes}, nil
 }
 
 func (cs *confirms) logger() *slog.Logger { return cs.cfg.Logger }
@@ -93,12 +89,6 @@ func connectConfirms(h *Handler) {
 	}
 	cs := h.confirms
 	cs.callPath = path
-	cs.publish = func(ctx context.Context, s *sign.Signer, channel string, payload []byte) (int, error) {
-		return h.bus.publish(ctx, s, channel, payload)
-	}
-	cs.openRecord = func(s *sign.Signer, key string, b []byte) ([]byte, bool) { return h.bus.openRecord(s, key, b) }
-	cs.openMessage = func(s *sign.Signer, channel string, b []byte) ([]byte, bool) { return h.bus.openMessage(s, channel, b) }
-	cs.dropped = func(where string, err error) { h.bus.dropped(where, err) }
 	cs.eventLog = func(sid string) *eventLog { return h.streams.eventLog(sid) }
 	cs.adoptApproval = func(rq *request, id string, rec confirmRecord, raw []byte) {
 		h.approvals.adoptApproval(rq, id, rec, raw)

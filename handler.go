@@ -94,7 +94,7 @@ func New(cfg Config) *Handler {
 		panic("mcphandler: Config.StateKeys: " + err.Error())
 	}
 	h.bus = newReplicaBus(&h.cfg, h.macs)
-	if h.confirms, err = newConfirms(&h.cfg, h.macs, secrets); err != nil {
+	if h.confirms, err = newConfirms(&h.cfg, h.macs, h.bus, secrets); err != nil {
 		panic("mcphandler: Config.StateKeys: " + err.Error())
 	}
 	h.approvals = newApprovals(&h.cfg, h.confirms)
