@@ -10,7 +10,7 @@ import "log/slog"
 // replica serving a resumed stream, takes over a call whose asker is gone.
 //
 // It depends on the Handler's Config (cfg: Approvals, ConfirmTimeout,
-// KeepAlive, the store), on confirms, whose records, nonces, leases and
+// OnCall, the store), on confirms, whose records, nonces, leases and
 // per-identity bound a call waiting for its approval uses, and on the
 // parts of a tools/call it finishes a call with (callPath), which New
 // connects (connectConfirms).

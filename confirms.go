@@ -17,7 +17,7 @@ import (
 // The approvals reuse its records and leases.
 //
 // It depends on the Handler's Config (cfg: the store, ConfirmTimeout,
-// ResumeWindow, OnCall, Approvals), the signers of what replicas exchange
+// Sessions, OnCall, Approvals), the signers of what replicas exchange
 // (macs) and the replica bus that signs, publishes and verifies it (bus,
 // storeauth.go), its owner index and its periods (ct), and reaches the
 // rest of the handler only through the func fields New sets
