@@ -32,9 +32,9 @@ func checkApprovals(cfg *Config) {
 
 // approve carries out an Approve decision (see [Approve]): without an
 // approvals store the call does not run.
-func (h *Handler) approve(rq *request, m *jsonrpc.Message, call *ToolCall, d Decision, ev *CallEvent) (bool, *confirmRun) {
-	if h.cfg.Approvals == nil {
-		h.logger().Error("mcphandler: BeforeCall decided Approve, but Config.Approvals is nil; not run", "tool", call.Tool.Name)
+func (ap *approvals) approve(rq *request, m *jsonrpc.Message, call *ToolCall, d Decision, ev *CallEvent) (bool, *confirmRun) {
+	if ap.cfg.Approvals == nil {
+		ap.logger().Error("mcphandler: BeforeCall decided Approve, but Config.Approvals is nil; not run", "tool", call.Tool.Name)
 		ev.Outcome, ev.IsError = OutcomeError, true
 		rq.sendResult(m.ID, ErrorResult("Not run: "+call.Tool.Name+" needs an approval, and this server cannot ask for one."))
 		return false, nil
@@ -52,14 +52,14 @@ func approvalAsker(id Identity) approval.Identity {
 // and run is true: the tool runs. Otherwise the approval returned is
 // pending. It answers the request and returns ok false when the approval
 // cannot be started.
-func (h *Handler) openApproval(rq *request, m *jsonrpc.Message, call *ToolCall, d Decision, ev *CallEvent) (a *approval.Approval, run, ok bool) {
-	s := h.cfg.Approvals
+func (ap *approvals) openApproval(rq *request, m *jsonrpc.Message, call *ToolCall, d Decision, ev *CallEvent) (a *approval.Approval, run, ok bool) {
+	s := ap.cfg.Approvals
 	req := approval.Request{Asker: approvalAsker(call.Identity), Tool: call.Tool.Name, Arguments: call.Arguments, Message: d.Message, Policy: d.Policy}
 	for range 3 {
 		var err error
 		a, _, err = s.Begin(context.WithoutCancel(rq.ctx), req)
 		if err != nil {
-			h.approvalFailed(rq, m, call, err, ev)
+			ap.approvalFailed(rq, m, call, err, ev)
 			return nil, false, false
 		}
 		ev.ConfirmID = a.ID
@@ -72,13 +72,13 @@ func (h *Handler) openApproval(rq *request, m *jsonrpc.Message, call *ToolCall, 
 			return a, true, true
 		}
 		if !errors.Is(err, approval.ErrUsed) && !errors.Is(err, approval.ErrNotFound) {
-			h.approvalFailed(rq, m, call, err, ev)
+			ap.approvalFailed(rq, m, call, err, ev)
 			return nil, false, false
 		}
 		// An identical call used it first (or what Begin read was a copy
 		// written back, or it just ended): this one asks again.
 	}
-	h.approvalFailed(rq, m, call, errors.New("mcphandler: approvals keep being used by identical calls"), ev)
+	ap.approvalFailed(rq, m, call, errors.New("mcphandler: approvals keep being used by identical calls"), ev)
 	return nil, false, false
 }
 
@@ -86,7 +86,7 @@ func (h *Handler) openApproval(rq *request, m *jsonrpc.Message, call *ToolCall, 
 // used: too large to bind (a tool result), too many pending for the
 // caller (-32000 saying how many and until when), or a store failure
 // (503).
-func (h *Handler) approvalFailed(rq *request, m *jsonrpc.Message, call *ToolCall, err error, ev *CallEvent) {
+func (ap *approvals) approvalFailed(rq *request, m *jsonrpc.Message, call *ToolCall, err error, ev *CallEvent) {
 	ev.Outcome = OutcomeError
 	switch {
 	case errors.Is(err, approval.ErrTooManyPending):
@@ -96,9 +96,9 @@ func (h *Handler) approvalFailed(rq *request, m *jsonrpc.Message, call *ToolCall
 		ev.IsError = true
 		rq.sendResult(m.ID, ErrorResult("Not run: the arguments of "+call.Tool.Name+" are too large for an approval."))
 	case errors.Is(err, session.ErrUnavailable):
-		h.storeFailed(rq, m, err)
+		ap.storeFailed(rq, m, err)
 	default:
-		h.logger().Error("mcphandler: approval", "tool", call.Tool.Name, "err", err)
+		ap.logger().Error("mcphandler: approval", "tool", call.Tool.Name, "err", err)
 		ev.IsError = true
 		rq.sendResult(m.ID, ErrorResult("Not run: the approval of "+call.Tool.Name+" failed."))
 	}
@@ -111,8 +111,8 @@ func (h *Handler) approvalFailed(rq *request, m *jsonrpc.Message, call *ToolCall
 // reaches every client, whatever it declared. (URLElicitationRequiredError,
 // -32042, which MCP 2025-11-25 allows instead, is only understood by a
 // client that declared URL mode, and such a client is asked in-band.)
-func (h *Handler) approveByRepeat(rq *request, m *jsonrpc.Message, call *ToolCall, d Decision, ev *CallEvent) (bool, *confirmRun) {
-	a, run, ok := h.openApproval(rq, m, call, d, ev)
+func (ap *approvals) approveByRepeat(rq *request, m *jsonrpc.Message, call *ToolCall, d Decision, ev *CallEvent) (bool, *confirmRun) {
+	a, run, ok := ap.openApproval(rq, m, call, d, ev)
 	if !ok || run {
 		return run, nil
 	}
@@ -150,5 +150,5 @@ func approvalOutcome(a *approval.Approval, tool string) (Outcome, *ToolResult) {
 
 // sseEra.approve: 2024-11-05 has no URL mode.
 func (sseEra) approve(rq *request, m *jsonrpc.Message, call *ToolCall, d Decision, ev *CallEvent) (bool, *confirmRun) {
-	return rq.h.approveByRepeat(rq, m, call, d, ev)
+	return rq.h.approvals.approveByRepeat(rq, m, call, d, ev)
 }

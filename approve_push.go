@@ -4,7 +4,6 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/json"
-	"net/http"
 	"time"
 
 	"github.com/mcphandler/mcphandler/approval"
@@ -25,13 +24,13 @@ func (sessionsEra) approve(rq *request, m *jsonrpc.Message, call *ToolCall, d De
 	x := call.Exchange
 	urlMode := x.version >= Version20251125 && x.caps.Has(session.CapElicitationURL)
 	if !urlMode || x.sess == nil || x.st.noSSE || x.st.streamID() == "" {
-		return rq.h.approveByRepeat(rq, m, call, d, ev)
+		return rq.h.approvals.approveByRepeat(rq, m, call, d, ev)
 	}
-	a, run, ok := rq.h.openApproval(rq, m, call, d, ev)
+	a, run, ok := rq.h.approvals.openApproval(rq, m, call, d, ev)
 	if !ok || run {
 		return run, nil
 	}
-	return rq.h.approvePush(rq, m, call, d, ev, a)
+	return rq.h.approvals.approvePush(rq, m, call, d, ev, a)
 }
 
 // approvePush asks a 2025-11-25 client to open the approval's page with a
@@ -47,9 +46,9 @@ func (sessionsEra) approve(rq *request, m *jsonrpc.Message, call *ToolCall, d De
 // credentials fail a re-check (see callerWatch) stops waiting: the record
 // is closed as revoked and the approval stays as it is, for its owner's
 // repeated call with valid credentials.
-func (h *Handler) approvePush(rq *request, m *jsonrpc.Message, call *ToolCall, d Decision, ev *CallEvent, a *approval.Approval) (bool, *confirmRun) {
+func (ap *approvals) approvePush(rq *request, m *jsonrpc.Message, call *ToolCall, d Decision, ev *CallEvent, a *approval.Approval) (bool, *confirmRun) {
 	x := call.Exchange
-	c := &confirmCall{h: h, id: confirmPrefix + rand.Text(), tool: call.Tool.Name, ident: call.Identity, found: call.Tool, x: x}
+	c := &confirmCall{cs: ap.confirms, id: confirmPrefix + rand.Text(), tool: call.Tool.Name, ident: call.Identity, found: call.Tool, x: x}
 	// The arguments are kept whatever their size: the approval bounds
 	// them (approval.Config.MaxArgumentBytes), and its use checks them.
 	c.rec = confirmRecord{State: statePending, Session: x.sess.ID, Owner: call.Identity.key(), Tool: call.Tool.Name,
@@ -57,12 +56,12 @@ func (h *Handler) approvePush(rq *request, m *jsonrpc.Message, call *ToolCall, d
 		Args: call.Arguments, Approval: a.ID, Task: taskRequest(call)}
 	c.rec.Form, _ = json.Marshal(elicitation.Confirm(confirmField, "Confirm")) // never asked; records carry a form
 	ctx := context.WithoutCancel(rq.ctx)
-	if err := h.admitConfirm(ctx, call.Identity, c.id); err != nil {
-		h.confirmRefused(rq, m, err, ev)
+	if err := ap.confirms.admitConfirm(ctx, call.Identity, c.id); err != nil {
+		ap.confirms.confirmRefused(rq, m, err, ev)
 		return false, nil
 	}
 	if err := c.record(ctx); err != nil {
-		h.logger().Error("mcphandler: storing an approval's confirm", "err", err)
+		ap.logger().Error("mcphandler: storing an approval's confirm", "err", err)
 		ev.Outcome, ev.IsError = OutcomeError, true
 		rq.sendResult(m.ID, ErrorResult("Not run: the approval could not be recorded."))
 		return false, nil
@@ -88,12 +87,12 @@ func (h *Handler) approvePush(rq *request, m *jsonrpc.Message, call *ToolCall, d
 // notifications/progress if the call carried a progressToken, else an SSE
 // comment.
 func (c *confirmCall) waitApproval(ctx context.Context, a *approval.Approval, msg string) (Outcome, *ToolResult, *confirmRun) {
-	h, x := c.h, c.x
+	cs, x := c.cs, c.x
 	params, err := x.elicitParams(ElicitRequest{Message: msg, URL: a.URL, ElicitationID: a.ID})
 	qid := approvalPrefix + a.ID
 	channel := replyChannel(c.rec.Session, qid)
 	var hints <-chan []byte
-	if sub, err := h.cfg.Store.Subscribe(ctx, channel); err == nil {
+	if sub, err := cs.cfg.Store.Subscribe(ctx, channel); err == nil {
 		defer sub.Close()
 		hints = sub.C()
 	}
@@ -105,7 +104,7 @@ func (c *confirmCall) waitApproval(ctx context.Context, a *approval.Approval, ms
 	defer cancel()
 	decided := make(chan *approval.Approval, 1)
 	go func() {
-		got, err := h.cfg.Approvals.Wait(wctx, a.ID)
+		got, err := cs.cfg.Approvals.Wait(wctx, a.ID)
 		if err != nil {
 			got = nil
 		}
@@ -119,13 +118,13 @@ func (c *confirmCall) waitApproval(ctx context.Context, a *approval.Approval, ms
 // the page (an answer on hints), and stopping when its caller fails a
 // re-check (lost).
 func (c *confirmCall) awaitDecision(ctx context.Context, a *approval.Approval, hints <-chan []byte, channel string, decided <-chan *approval.Approval, lost <-chan struct{}) (Outcome, *ToolResult, *confirmRun) {
-	h, x := c.h, c.x
-	keep := time.NewTicker(h.cfg.Sessions.KeepAlive)
+	cs, x := c.cs, c.x
+	keep := time.NewTicker(cs.cfg.Sessions.KeepAlive)
 	defer keep.Stop()
 	// Past the expiry the approval is decided (expired, at the latest): a
 	// store that still cannot tell hands the call over to the replica that
 	// can, which answers on the stream's log.
-	limit := time.NewTimer(time.Until(a.Expires.Add(h.ct.skew)))
+	limit := time.NewTimer(time.Until(a.Expires.Add(cs.ct.skew)))
 	defer limit.Stop()
 	done, n := ctx.Done(), 0
 	for {
@@ -145,12 +144,12 @@ func (c *confirmCall) awaitDecision(ctx context.Context, a *approval.Approval, h
 		case b, ok := <-hints:
 			if !ok {
 				hints = nil
-			} else if p, ok := h.bus.openMessage(h.macs.reply, channel, b); ok && refusedToOpen(p) {
-				h.cfg.Approvals.Withdraw(context.WithoutCancel(ctx), a.ID, approvalAsker(c.ident))
+			} else if p, ok := cs.bus.openMessage(cs.macs.reply, channel, b); ok && refusedToOpen(p) {
+				cs.cfg.Approvals.Withdraw(context.WithoutCancel(ctx), a.ID, approvalAsker(c.ident))
 			}
 		case <-done: // cancelled: withdraw; the decided read follows
 			done = nil
-			h.cfg.Approvals.Withdraw(context.WithoutCancel(ctx), a.ID, approvalAsker(c.ident))
+			cs.cfg.Approvals.Withdraw(context.WithoutCancel(ctx), a.ID, approvalAsker(c.ident))
 		case <-keep.C: // progress if the client asked for it, else a comment
 			if n++; len(x.progressToken) > 0 {
 				x.Progress(float64(n), 0, "waiting for an approval")
@@ -181,7 +180,7 @@ func refusedToOpen(p []byte) bool {
 // acts; a lost transition or an unreadable approval is handed over to the
 // replica that resumes the stream.
 func (c *confirmCall) approvalDecided(ctx context.Context, got *approval.Approval) (Outcome, *ToolResult, *confirmRun) {
-	h := c.h
+	cs := c.cs
 	if got == nil || got.State == approval.Pending {
 		c.ls.release()
 		return outcomeHandedOver, nil, nil
@@ -199,7 +198,7 @@ func (c *confirmCall) approvalDecided(ctx context.Context, got *approval.Approva
 	} else {
 		next.State, next.Outcome = stateClosed, outcome
 	}
-	raw, ok, _ := h.moveConfirm(ctx, c.id, c.raw, statePending, &next)
+	raw, ok, _ := cs.moveConfirm(ctx, c.id, c.raw, statePending, &next)
 	if !ok {
 		c.ls.release()
 		return outcomeHandedOver, nil, nil
@@ -210,10 +209,10 @@ func (c *confirmCall) approvalDecided(ctx context.Context, got *approval.Approva
 		c.ls.release()
 		return outcome, result, nil
 	}
-	if _, err := h.cfg.Approvals.Consume(ctx, got.ID, approvalAsker(c.ident), c.tool, c.rec.Args); err != nil {
+	if _, err := cs.cfg.Approvals.Consume(ctx, got.ID, approvalAsker(c.ident), c.tool, c.rec.Args); err != nil {
 		done := c.rec
 		done.State, done.Outcome = stateDone, OutcomeReplayRefused
-		h.moveConfirm(ctx, c.id, c.raw, stateRunning, &done)
+		cs.moveConfirm(ctx, c.id, c.raw, stateRunning, &done)
 		c.ls.release()
 		o, r := approvalOutcome(&approval.Approval{State: approval.Used}, c.tool)
 		return o, r, nil
@@ -236,19 +235,19 @@ func (c *confirmCall) completeElicitation(id string) {
 // lease), once the approval is decided: the result goes to the stream's
 // event log. Still pending, or the asker alive: nothing happens (the
 // resumed stream checks again every confirmPoll).
-func (h *Handler) adoptApproval(rq *request, id string, rec confirmRecord, raw []byte) {
+func (ap *approvals) adoptApproval(rq *request, id string, rec confirmRecord, raw []byte) {
 	ctx := context.WithoutCancel(rq.context())
-	got, err := h.cfg.Approvals.Get(ctx, rec.Approval)
+	got, err := ap.cfg.Approvals.Get(ctx, rec.Approval)
 	if err != nil || got.State == approval.Pending {
 		return
 	}
-	ls, err := h.takeLease(ctx, id)
+	ls, err := ap.confirms.takeLease(ctx, id)
 	if err != nil || ls == nil {
 		return
 	}
-	out := h.adoptRequest(ctx, rq.r, rq.id, rq.sess, rec.Stream)
-	x := &Exchange{h: h, st: out.st, sess: rq.sess, version: out.version, caps: rq.sess.Capabilities, logLevel: LogLevel(rq.sess.LogLevel), reqID: rec.ReqID}
-	c := &confirmCall{h: h, id: id, tool: rec.Tool, ident: rq.id, ls: ls, rec: rec, raw: raw, x: x}
+	out := ap.adoptRequest(ctx, rq, rec.Stream)
+	x := &Exchange{h: rq.h, st: out.st, sess: rq.sess, version: out.version, caps: rq.sess.Capabilities, logLevel: LogLevel(rq.sess.LogLevel), reqID: rec.ReqID}
+	c := &confirmCall{cs: ap.confirms, id: id, tool: rec.Tool, ident: rq.id, ls: ls, rec: rec, raw: raw, x: x}
 	ev := CallEvent{Tool: rec.Tool, Identity: rq.id, SessionID: rq.sess.ID, ConfirmID: rec.Approval, Arguments: rec.Args}
 	start := time.Now()
 	outcome, result, run := c.approvalDecided(out.ctx, got)
@@ -257,40 +256,42 @@ func (h *Handler) adoptApproval(rq *request, id string, rec confirmRecord, raw [
 	case outcome == outcomeHandedOver:
 		return
 	case run != nil:
-		h.runAdopted(out, c, run, &ev)
+		ap.runAdopted(out, c, run, &ev)
 	case result != nil:
 		ev.IsError = result.IsError
 		out.sendResult(rec.ReqID, result)
 	}
-	if h.cfg.OnCall != nil {
+	if ap.cfg.OnCall != nil {
 		ev.Duration = time.Since(start)
-		h.emit(ev)
+		ap.emit(ev)
 	}
 }
 
 // runAdopted runs an adopted approved call, if the caller can still see
 // the tool, and logs its result.
-func (h *Handler) runAdopted(out *request, c *confirmCall, run *confirmRun, ev *CallEvent) {
+func (ap *approvals) runAdopted(out *request, c *confirmCall, run *confirmRun, ev *CallEvent) {
 	defer run.finish(out.ctx)
-	tool, ok, err := h.catalog.findTool(out.ctx, c.ident, c.tool)
+	tool, ok, err := ap.findTool(out.ctx, c.ident, c.tool)
 	if err != nil || !ok {
 		ev.Outcome = OutcomeRevoked
 		out.fail(c.rec.ReqID, errUnknownTool(c.tool))
 		return
 	}
 	call := &ToolCall{Tool: tool, Arguments: c.rec.Args, Identity: c.ident, SessionID: c.rec.Session, Exchange: c.x, task: c.rec.slot(tool)}
-	res, _ := h.run(out.ctx, call, ev)
-	h.answerAdopted(out, c.rec.ReqID, call, res)
+	res, _ := ap.run(out.ctx, call, ev)
+	answerAdopted(out, c.rec.ReqID, call, res)
 }
 
 // adoptRequest is a request that writes to the event log of streamID only,
 // for a call finished by a replica other than its asker, in the
-// operation's context ctx.
-func (h *Handler) adoptRequest(ctx context.Context, r *http.Request, ident Identity, sess *session.Session, streamID string) *request {
-	rq := &request{h: h, r: r, start: time.Now(), id: ident, sess: sess, version: sess.ProtocolVersion, era: eraSessions}
+// operation's context ctx, from the identity of the request that led
+// here (from), in its session.
+func (ap *approvals) adoptRequest(ctx context.Context, from *request, streamID string) *request {
+	r, ident, sess := from.r, from.id, from.sess
+	rq := &request{h: from.h, r: r, start: time.Now(), id: ident, sess: sess, version: sess.ProtocolVersion, era: eraSessions}
 	rq.info = &reqInfo{identity: ident, request: r, version: sess.ProtocolVersion, sessionID: sess.ID}
 	rq.base = context.WithoutCancel(ctx)
 	rq.ctx = context.WithValue(rq.base, ctxKey{}, rq.info)
-	rq.st = h.logOnly(sess.ID, streamID)
+	rq.st = ap.confirms.logOnly(sess.ID, streamID)
 	return rq
 }

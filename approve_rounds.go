@@ -16,9 +16,9 @@ import (
 // the tool result naming the page.
 func (statelessEra) approve(rq *request, m *jsonrpc.Message, call *ToolCall, d Decision, ev *CallEvent) (bool, *confirmRun) {
 	if !call.Exchange.caps.Has(session.CapElicitationURL) {
-		return rq.h.approveByRepeat(rq, m, call, d, ev)
+		return rq.h.approvals.approveByRepeat(rq, m, call, d, ev)
 	}
-	rq.h.approveModern(rq, m, call, d, ev)
+	rq.h.approvals.approveModern(rq, m, call, d, ev)
 	return false, nil
 }
 
@@ -36,13 +36,13 @@ func (statelessEra) approve(rq *request, m *jsonrpc.Message, call *ToolCall, d D
 //     Declined, expired, withdrawn: pending → closed with the refusal.
 //   - A retry of a finished call gets the recorded result: nothing runs
 //     again.
-func (h *Handler) approveModern(rq *request, m *jsonrpc.Message, call *ToolCall, d Decision, ev *CallEvent) {
+func (ap *approvals) approveModern(rq *request, m *jsonrpc.Message, call *ToolCall, d Decision, ev *CallEvent) {
 	r := call.Exchange.mr
 	if r.state.Nonce == "" {
-		h.openApprovalRound(rq, m, call, d, ev)
+		ap.openApprovalRound(rq, m, call, d, ev)
 		return
 	}
-	rec, raw, ok := h.loadRound(rq, m, r.state.Nonce, ev)
+	rec, raw, ok := ap.confirms.loadRound(rq, m, r.state.Nonce, ev)
 	if !ok {
 		return
 	}
@@ -51,40 +51,40 @@ func (h *Handler) approveModern(rq *request, m *jsonrpc.Message, call *ToolCall,
 		ev.Outcome, ev.IsError = OutcomeReplayRefused, true
 		rq.sendResult(m.ID, ErrorResult("Not run: this requestState is not the one of an approval."))
 	case rec.State == statePending && r.state.Round == 1:
-		h.answerApprovalRound(rq, m, call, ev, rec, raw)
+		ap.answerApprovalRound(rq, m, call, ev, rec, raw)
 	case rec.State == stateAwaiting && rec.Round == r.state.Round:
-		h.resumeRound(rq, m, call, ev, rec, raw)
+		ap.confirms.resumeRound(rq, m, call, ev, rec, raw)
 	default:
-		h.replayNonce(rq, m, rec, r.state.Round, ev)
+		ap.confirms.replayNonce(rq, m, rec, r.state.Round, ev)
 	}
 }
 
 // openApprovalRound starts (or finds) the call's approval and asks the
 // client to open its page in round 1. A call repeated after its approval
 // (without the requestState) runs at once.
-func (h *Handler) openApprovalRound(rq *request, m *jsonrpc.Message, call *ToolCall, d Decision, ev *CallEvent) {
+func (ap *approvals) openApprovalRound(rq *request, m *jsonrpc.Message, call *ToolCall, d Decision, ev *CallEvent) {
 	x := call.Exchange
-	a, run, ok := h.openApproval(rq, m, call, d, ev)
+	a, run, ok := ap.openApproval(rq, m, call, d, ev)
 	if !ok {
 		return
 	}
 	if run {
-		result, err := h.run(rq.ctx, call, ev)
+		result, err := ap.run(rq.ctx, call, ev)
 		if !rq.finishRounds(x, m, err) && !rq.answerTask(m, call.task) {
 			rq.sendResult(m.ID, result)
 		}
 		return
 	}
 	n := rand.Text()
-	if err := h.admitConfirm(rq.ctx, call.Identity, n); err != nil {
-		h.confirmRefused(rq, m, err, ev)
+	if err := ap.confirms.admitConfirm(rq.ctx, call.Identity, n); err != nil {
+		ap.confirms.confirmRefused(rq, m, err, ev)
 		return
 	}
 	rec := nonceRecord{State: statePending, Round: 1, Approval: a.ID}
-	ok, err := h.cfg.Store.PutIfAbsent(rq.ctx, nonceKey(n), h.encodeNonce(n, &rec), h.confirmTTL())
+	ok, err := ap.cfg.Store.PutIfAbsent(rq.ctx, nonceKey(n), ap.confirms.encodeNonce(n, &rec), ap.confirms.confirmTTL())
 	if err != nil || !ok {
 		ev.Outcome = OutcomeError
-		h.storeFailed(rq, m, err)
+		ap.storeFailed(rq, m, err)
 		return
 	}
 	x.mr.state.Nonce, x.mr.state.Round = n, 1
@@ -102,8 +102,8 @@ func (h *Handler) openApprovalRound(rq *request, m *jsonrpc.Message, call *ToolC
 // answerApprovalRound waits for the decision of the approval of a pending
 // nonce and acts on it, once: of concurrent retries, on any replicas, the
 // one whose transition out of pending succeeds acts.
-func (h *Handler) answerApprovalRound(rq *request, m *jsonrpc.Message, call *ToolCall, ev *CallEvent, rec nonceRecord, raw []byte) {
-	s, n := h.cfg.Approvals, call.Exchange.mr.state.Nonce
+func (ap *approvals) answerApprovalRound(rq *request, m *jsonrpc.Message, call *ToolCall, ev *CallEvent, rec nonceRecord, raw []byte) {
+	s, n := ap.cfg.Approvals, call.Exchange.mr.state.Nonce
 	ctx := context.WithoutCancel(rq.ctx)
 	ev.ConfirmID = rec.Approval
 	if a, ok := call.Exchange.mr.confirmAnswer(); ok {
@@ -111,7 +111,7 @@ func (h *Handler) answerApprovalRound(rq *request, m *jsonrpc.Message, call *Too
 			s.Withdraw(ctx, rec.Approval, approvalAsker(call.Identity))
 		}
 	}
-	got, err := h.waitRound(rq, rec.Approval)
+	got, err := ap.waitRound(rq, rec.Approval)
 	switch {
 	case err == nil && got.State == approval.Approved && !rq.st.callerHolds(), rq.st.callerLost():
 		// The caller's credentials failed a re-check: the request ended
@@ -127,24 +127,24 @@ func (h *Handler) answerApprovalRound(rq *request, m *jsonrpc.Message, call *Too
 		return
 	case err != nil:
 		ev.Outcome = OutcomeError
-		h.storeFailed(rq, m, err)
+		ap.storeFailed(rq, m, err)
 		return
 	}
 	outcome, result := approvalOutcome(got, call.Tool.Name)
 	if result != nil {
-		h.closeApprovalRound(rq, m, ev, n, raw, outcome, result)
+		ap.closeApprovalRound(rq, m, ev, n, raw, outcome, result)
 		return
 	}
-	h.runApprovedRound(rq, m, call, ev, rec, raw, got)
+	ap.runApprovedRound(rq, m, call, ev, rec, raw, got)
 }
 
 // closeApprovalRound records the result of an approval that was not given
 // (declined, expired, withdrawn) in the call's nonce, and sends it.
-func (h *Handler) closeApprovalRound(rq *request, m *jsonrpc.Message, ev *CallEvent, n string, raw []byte, outcome Outcome, result *ToolResult) {
+func (ap *approvals) closeApprovalRound(rq *request, m *jsonrpc.Message, ev *CallEvent, n string, raw []byte, outcome Outcome, result *ToolResult) {
 	b, _ := result.appendJSON(nil)
 	next := nonceRecord{State: stateClosed, Round: 1, Outcome: outcome, Result: b}
-	if _, ok, err := h.moveNonce(context.WithoutCancel(rq.ctx), n, raw, statePending, &next); !ok {
-		h.nonceRaced(rq, m, n, 1, err, ev)
+	if _, ok, err := ap.confirms.moveNonce(context.WithoutCancel(rq.ctx), n, raw, statePending, &next); !ok {
+		ap.confirms.nonceRaced(rq, m, n, 1, err, ev)
 		return
 	}
 	ev.Outcome, ev.IsError = outcome, true
@@ -153,31 +153,31 @@ func (h *Handler) closeApprovalRound(rq *request, m *jsonrpc.Message, ev *CallEv
 
 // runApprovedRound moves the call's nonce to running, consumes the
 // approval (once: a second consumer is refused as used) and runs the call.
-func (h *Handler) runApprovedRound(rq *request, m *jsonrpc.Message, call *ToolCall, ev *CallEvent, rec nonceRecord, raw []byte, got *approval.Approval) {
+func (ap *approvals) runApprovedRound(rq *request, m *jsonrpc.Message, call *ToolCall, ev *CallEvent, rec nonceRecord, raw []byte, got *approval.Approval) {
 	ctx, n := context.WithoutCancel(rq.ctx), call.Exchange.mr.state.Nonce
-	b, ok, err := h.moveNonce(ctx, n, raw, statePending, &nonceRecord{State: stateRunning, Round: 1})
+	b, ok, err := ap.confirms.moveNonce(ctx, n, raw, statePending, &nonceRecord{State: stateRunning, Round: 1})
 	if !ok {
-		h.nonceRaced(rq, m, n, 1, err, ev)
+		ap.confirms.nonceRaced(rq, m, n, 1, err, ev)
 		return
 	}
-	if _, err := h.cfg.Approvals.Consume(ctx, got.ID, approvalAsker(call.Identity), call.Tool.Name, call.Arguments); err != nil {
+	if _, err := ap.cfg.Approvals.Consume(ctx, got.ID, approvalAsker(call.Identity), call.Tool.Name, call.Arguments); err != nil {
 		outcome, result := approvalOutcome(&approval.Approval{State: approval.Used}, call.Tool.Name)
 		res, _ := result.appendJSON(nil)
-		h.moveNonce(ctx, n, b, stateRunning, &nonceRecord{State: stateDone, Round: 1, Outcome: outcome, Result: res})
+		ap.confirms.moveNonce(ctx, n, b, stateRunning, &nonceRecord{State: stateDone, Round: 1, Outcome: outcome, Result: res})
 		ev.Outcome, ev.IsError = outcome, true
 		rq.sendResult(m.ID, result)
 		return
 	}
-	h.runConfirmedRound(rq, m, call, ev, n, rec, b)
+	ap.confirms.runConfirmedRound(rq, m, call, ev, n, rec, b)
 }
 
 // waitRound waits for approval id to be decided, as long as the request
 // lasts and its caller passes its re-checks (see callerWatch); a request
 // that ends first gets the store's or ctx's error.
-func (h *Handler) waitRound(rq *request, id string) (*approval.Approval, error) {
+func (ap *approvals) waitRound(rq *request, id string) (*approval.Approval, error) {
 	ctx, release := rq.st.watchContext(rq.ctx)
 	defer release()
-	ctx, cancel := context.WithTimeout(ctx, h.cfg.ConfirmTimeout+time.Second)
+	ctx, cancel := context.WithTimeout(ctx, ap.cfg.ConfirmTimeout+time.Second)
 	defer cancel()
-	return h.cfg.Approvals.Wait(ctx, id)
+	return ap.cfg.Approvals.Wait(ctx, id)
 }

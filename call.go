@@ -187,7 +187,7 @@ func (h *Handler) decide(rq *request, m *jsonrpc.Message, call *ToolCall, ev *Ca
 		}
 		call.Arguments, ev.Arguments = canonical, canonical
 		if d.Kind == DecisionApprove {
-			return h.approve(rq, m, call, d, ev)
+			return h.approvals.approve(rq, m, call, d, ev)
 		}
 		return rq.confirm(m, call, d, ev)
 	case DecisionAllow:

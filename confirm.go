@@ -57,7 +57,7 @@ func ConfirmDestructive(next BeforeCallFunc) BeforeCallFunc {
 
 // toolCtx is ctx carrying id for the hooks (IdentityFrom), unless it
 // already carries a request.
-func (h *Handler) toolCtx(ctx context.Context, id Identity) context.Context {
+func toolCtx(ctx context.Context, id Identity) context.Context {
 	if info, ok := ctx.Value(ctxKey{}).(*reqInfo); ok && info != nil {
 		return ctx
 	}

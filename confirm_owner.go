@@ -75,7 +75,7 @@ func confirmOwnerKey(id Identity) string {
 // confirmCount is how long a confirm counts against its identity from
 // its creation: its deadline (ConfirmTimeout at most), then its record's
 // life after a decision at that deadline.
-func (h *Handler) confirmCount() time.Duration { return h.cfg.ConfirmTimeout + h.confirmTTL() }
+func (cs *confirms) confirmCount() time.Duration { return cs.cfg.ConfirmTimeout + cs.confirmTTL() }
 
 // errTooManyConfirms is the refusal of a confirm past the bound of its
 // identity.
@@ -94,9 +94,9 @@ func (e errTooManyConfirms) wire(count time.Duration) *jsonrpc.Error {
 // 2026-07-28 nonce) against identity, before it is written. Past the
 // bound it returns an errTooManyConfirms; a store failure (or an index
 // contended past reason, ownerindex.ErrContended) as it is.
-func (h *Handler) admitConfirm(ctx context.Context, identity Identity, id string) error {
-	until := time.Now().Add(h.confirmCount()).UnixMilli()
-	err := h.confirmOwners.Admit(context.WithoutCancel(ctx), confirmOwnerKey(identity), id, until, nil)
+func (cs *confirms) admitConfirm(ctx context.Context, identity Identity, id string) error {
+	until := time.Now().Add(cs.confirmCount()).UnixMilli()
+	err := cs.owners.Admit(context.WithoutCancel(ctx), confirmOwnerKey(identity), id, until, nil)
 	if full, ok := errors.AsType[*ownerindex.FullError](err); ok {
 		return errTooManyConfirms{full}
 	}
@@ -105,12 +105,12 @@ func (h *Handler) admitConfirm(ctx context.Context, identity Identity, id string
 
 // confirmRefused answers a confirm that could not be admitted: past the
 // bound of its identity (-32000) or for a store failure (503).
-func (h *Handler) confirmRefused(rq *request, m *jsonrpc.Message, err error, ev *CallEvent) {
+func (cs *confirms) confirmRefused(rq *request, m *jsonrpc.Message, err error, ev *CallEvent) {
 	if full, ok := errors.AsType[errTooManyConfirms](err); ok {
 		ev.Outcome = OutcomeDenied
-		rq.fail(m.ID, full.wire(h.confirmCount()))
+		rq.fail(m.ID, full.wire(cs.confirmCount()))
 		return
 	}
 	ev.Outcome = OutcomeError
-	h.storeFailed(rq, m, err)
+	cs.storeFailed(rq, m, err)
 }

@@ -12,7 +12,6 @@ import (
 	"crypto/rand"
 	"encoding/json"
 	"errors"
-	"net/http"
 	"time"
 
 	"github.com/mcphandler/mcphandler/elicitation"
@@ -24,12 +23,12 @@ import (
 // with a server-to-client request on the call's stream (see confirm). It
 // answers the request itself and returns false, or returns true and the
 // run under whose lease the tool runs.
-func (h *Handler) confirmPush(rq *request, m *jsonrpc.Message, call *ToolCall, d Decision, ev *CallEvent) (bool, *confirmRun) {
-	outcome, result, run, refused := h.confirm(rq.ctx, call, d, ev)
+func (cs *confirms) confirmPush(rq *request, m *jsonrpc.Message, call *ToolCall, d Decision, ev *CallEvent) (bool, *confirmRun) {
+	outcome, result, run, refused := cs.confirm(rq.ctx, call, d, ev)
 	ev.Outcome = outcome
 	switch {
 	case refused != nil:
-		h.confirmRefused(rq, m, refused, ev)
+		cs.confirmRefused(rq, m, refused, ev)
 		return false, nil
 	case outcome == outcomeHandedOver:
 		return false, nil // the replica that finished the confirm answers
@@ -74,7 +73,7 @@ const outcomeHandedOver Outcome = "handed_over"
 // it, and it also reads the record every confirmPoll and at its timeout.
 // An answer stored just before the timeout is acted on, never reported
 // as timed out.
-func (h *Handler) confirm(ctx context.Context, call *ToolCall, d Decision, ev *CallEvent) (Outcome, *ToolResult, *confirmRun, error) {
+func (cs *confirms) confirm(ctx context.Context, call *ToolCall, d Decision, ev *CallEvent) (Outcome, *ToolResult, *confirmRun, error) {
 	x := call.Exchange
 	canAsk := x.sess != nil && !x.st.noSSE && x.caps.Has(session.CapElicitationForm)
 	if !canAsk {
@@ -88,20 +87,20 @@ func (h *Handler) confirm(ctx context.Context, call *ToolCall, d Decision, ev *C
 	}
 	params, err := x.elicitParams(ElicitRequest{Message: msg, Schema: form})
 	if err != nil {
-		h.logger().Error("mcphandler: confirm form", "tool", call.Tool.Name, "err", err)
+		cs.logger().Error("mcphandler: confirm form", "tool", call.Tool.Name, "err", err)
 		return OutcomeError, ErrorResult("Not run: the confirmation could not be asked."), nil, nil
 	}
-	c := &confirmCall{h: h, id: id, tool: call.Tool.Name, ident: call.Identity, form: form, expect: expect, found: call.Tool}
+	c := &confirmCall{cs: cs, id: id, tool: call.Tool.Name, ident: call.Identity, form: form, expect: expect, found: call.Tool}
 	c.rec = confirmRecord{State: statePending, Session: x.sess.ID, Owner: call.Identity.key(), Tool: call.Tool.Name,
-		Digest: argsDigest(call.Arguments), Deadline: time.Now().Add(h.cfg.ConfirmTimeout).UnixMilli(),
+		Digest: argsDigest(call.Arguments), Deadline: time.Now().Add(cs.cfg.ConfirmTimeout).UnixMilli(),
 		Expect: expect, Task: taskRequest(call)}
 	c.rec.keepCall(x, call.Arguments)
 	c.rec.Form, _ = json.Marshal(form)
-	if err := h.admitConfirm(ctx, call.Identity, id); err != nil {
+	if err := cs.admitConfirm(ctx, call.Identity, id); err != nil {
 		return OutcomeDenied, nil, nil, err
 	}
 	if err := c.record(context.WithoutCancel(ctx)); err != nil {
-		h.logger().Error("mcphandler: storing a confirm", "err", err)
+		cs.logger().Error("mcphandler: storing a confirm", "err", err)
 		return OutcomeError, ErrorResult("Not run: the confirmation could not be recorded."), nil, nil
 	}
 	outcome, result, run := c.wait(ctx, x, params)
@@ -112,19 +111,19 @@ func (h *Handler) confirm(ctx context.Context, call *ToolCall, d Decision, ev *C
 // lease comes before the record: an answer never finds the record without
 // the lease of its live asker.
 func (c *confirmCall) record(ctx context.Context) error {
-	h := c.h
+	cs := c.cs
 	var err error
-	if c.ls, err = h.takeLease(ctx, c.id); err == nil && c.ls == nil {
+	if c.ls, err = cs.takeLease(ctx, c.id); err == nil && c.ls == nil {
 		err = errors.New("mcphandler: confirm id already in use")
 	}
 	if err == nil {
-		if c.raw, err = h.createConfirm(ctx, c.id, &c.rec); err != nil {
+		if c.raw, err = cs.createConfirm(ctx, c.id, &c.rec); err != nil {
 			c.ls.release()
 		}
 	}
 	if err == nil && c.rec.Stream != "" {
 		// A resumed stream finds its confirm here (see watchConfirm).
-		h.cfg.Store.PutIfAbsent(ctx, confirmOfKey(c.rec.Session, c.rec.Stream), []byte(c.id), h.confirmOfTTL())
+		cs.cfg.Store.PutIfAbsent(ctx, confirmOfKey(c.rec.Session, c.rec.Stream), []byte(c.id), cs.confirmOfTTL())
 	}
 	return err
 }
@@ -132,7 +131,7 @@ func (c *confirmCall) record(ctx context.Context) error {
 // confirmCall is one 2025 confirm being decided by the replica that holds
 // its lease: the asker, or a replica that took it over.
 type confirmCall struct {
-	h      *Handler
+	cs     *confirms
 	id     string
 	tool   string
 	ident  Identity // who called; the role of the answer replaces its role
@@ -159,20 +158,20 @@ func (r *confirmRun) finish(ctx context.Context) {
 	c := r.c
 	next := c.rec
 	next.State, next.Outcome = stateDone, OutcomeConfirmed
-	if _, ok, err := c.h.moveConfirm(ctx, c.id, r.raw, stateRunning, &next); !ok {
-		c.h.logger().Error("mcphandler: recording a confirmed call's end", "confirm", c.id, "err", err)
+	if _, ok, err := c.cs.moveConfirm(ctx, c.id, r.raw, stateRunning, &next); !ok {
+		c.cs.logger().Error("mcphandler: recording a confirmed call's end", "confirm", c.id, "err", err)
 	}
 	c.ls.release()
 }
 
 // wait sends the question and waits for the record to leave pending.
 func (c *confirmCall) wait(ctx context.Context, x *Exchange, params []byte) (Outcome, *ToolResult, *confirmRun) {
-	h := c.h
+	cs := c.cs
 	c.x = x
 	channel := replyChannel(c.rec.Session, c.id)
-	sub, err := h.cfg.Store.Subscribe(ctx, channel)
+	sub, err := cs.cfg.Store.Subscribe(ctx, channel)
 	if err != nil {
-		h.logger().Error("mcphandler: session store", "err", err)
+		cs.logger().Error("mcphandler: session store", "err", err)
 		return c.giveUp(ctx, OutcomeError)
 	}
 	defer sub.Close()
@@ -190,10 +189,10 @@ func (c *confirmCall) wait(ctx context.Context, x *Exchange, params []byte) (Out
 // disconnect, the call's cancellation or its caller's failed re-check
 // (lost: revoked, the tool does not run whatever the answer).
 func (c *confirmCall) await(ctx context.Context, hints <-chan []byte, channel string, lost <-chan struct{}) (Outcome, *ToolResult, *confirmRun) {
-	h, x := c.h, c.x
+	cs, x := c.cs, c.x
 	timeout := time.NewTimer(time.Until(c.rec.deadline()))
 	defer timeout.Stop()
-	poll := time.NewTicker(h.ct.poll)
+	poll := time.NewTicker(cs.ct.poll)
 	defer poll.Stop()
 	for {
 		select {
@@ -202,7 +201,7 @@ func (c *confirmCall) await(ctx context.Context, hints <-chan []byte, channel st
 				hints = nil // the poll still reads the record
 				continue
 			}
-			if _, ok := h.bus.openMessage(h.macs.reply, channel, b); !ok {
+			if _, ok := cs.bus.openMessage(cs.macs.reply, channel, b); !ok {
 				continue
 			}
 		case <-poll.C:
@@ -215,7 +214,7 @@ func (c *confirmCall) await(ctx context.Context, hints <-chan []byte, channel st
 		case <-ctx.Done():
 			return c.giveUp(ctx, OutcomeCancelled)
 		}
-		rec, raw, err := h.loadConfirm(context.WithoutCancel(ctx), c.id)
+		rec, raw, err := cs.loadConfirm(context.WithoutCancel(ctx), c.id)
 		if err == nil && rec.State == statePending || err != nil && !isAbsent(err) {
 			continue // not answered, or the store cannot tell now
 		}
@@ -234,13 +233,13 @@ func isAbsent(err error) bool {
 // reached, it keeps trying until ct.skew after the deadline and then
 // hands the confirm over: it says nothing it cannot know.
 func (c *confirmCall) giveUp(ctx context.Context, outcome Outcome) (Outcome, *ToolResult, *confirmRun) {
-	h := c.h
+	cs := c.cs
 	ctx = context.WithoutCancel(ctx)
-	limit := c.rec.deadline().Add(h.ct.skew)
+	limit := c.rec.deadline().Add(cs.ct.skew)
 	for {
 		next := c.rec
 		next.State, next.By, next.Outcome = stateClosed, c.ls.by(), outcome
-		raw, ok, err := h.moveConfirm(ctx, c.id, c.raw, statePending, &next)
+		raw, ok, err := cs.moveConfirm(ctx, c.id, c.raw, statePending, &next)
 		if ok {
 			c.rec, c.raw = next, raw
 			c.ls.release()
@@ -252,7 +251,7 @@ func (c *confirmCall) giveUp(ctx context.Context, outcome Outcome) (Outcome, *To
 			return outcome, c.notRun(outcome), nil
 		}
 		if err == nil {
-			rec, raw, err := h.loadConfirm(ctx, c.id)
+			rec, raw, err := cs.loadConfirm(ctx, c.id)
 			if err == nil && rec.State == statePending {
 				c.rec, c.raw = rec, raw
 				continue
@@ -262,11 +261,11 @@ func (c *confirmCall) giveUp(ctx context.Context, outcome Outcome) (Outcome, *To
 			}
 		}
 		if time.Now().After(limit) {
-			h.logger().Error("mcphandler: a confirm's outcome is unknown: the session store is unavailable", "confirm", c.id, "err", err)
+			cs.logger().Error("mcphandler: a confirm's outcome is unknown: the session store is unavailable", "confirm", c.id, "err", err)
 			c.ls.release()
 			return outcomeHandedOver, nil, nil
 		}
-		time.Sleep(h.ct.poll)
+		time.Sleep(cs.ct.poll)
 	}
 }
 
@@ -305,7 +304,7 @@ func (c *confirmCall) notRun(outcome Outcome) *ToolResult {
 func (c *confirmCall) follow(ctx context.Context, rec confirmRecord, raw []byte, err error, refuse Outcome) (Outcome, *ToolResult, *confirmRun) {
 	switch {
 	case err != nil:
-		c.h.logger().Error("mcphandler: a confirm's record is gone or invalid", "confirm", c.id, "err", err)
+		c.cs.logger().Error("mcphandler: a confirm's record is gone or invalid", "confirm", c.id, "err", err)
 		c.ls.release()
 		return OutcomeError, ErrorResult("Not run: the confirmation of " + c.tool + " was lost."), nil
 	case rec.State == stateAnswered:
@@ -328,7 +327,7 @@ func (c *confirmCall) follow(ctx context.Context, rec confirmRecord, raw []byte,
 // A cancelled or revoked request (refuse) does not run whatever the
 // answer.
 func (c *confirmCall) decideAnswer(ctx context.Context, rec confirmRecord, raw []byte, refuse Outcome) (Outcome, *ToolResult, *confirmRun) {
-	h := c.h
+	cs := c.cs
 	ctx = context.WithoutCancel(ctx)
 	var outcome Outcome
 	var result *ToolResult
@@ -345,7 +344,7 @@ func (c *confirmCall) decideAnswer(ctx context.Context, rec confirmRecord, raw [
 		next.State, next.Outcome = stateClosed, outcome
 	}
 	for range 3 {
-		b, ok, err := h.moveConfirm(ctx, c.id, raw, stateAnswered, &next)
+		b, ok, err := cs.moveConfirm(ctx, c.id, raw, stateAnswered, &next)
 		if ok {
 			c.rec, c.raw = next, b
 			if next.State == stateRunning {
@@ -357,7 +356,7 @@ func (c *confirmCall) decideAnswer(ctx context.Context, rec confirmRecord, raw [
 		if err == nil {
 			break // another replica decided
 		}
-		time.Sleep(h.ct.poll)
+		time.Sleep(cs.ct.poll)
 	}
 	return c.decisionLost(ctx, next, outcome, result, refuse)
 }
@@ -365,7 +364,7 @@ func (c *confirmCall) decideAnswer(ctx context.Context, rec confirmRecord, raw [
 // decisionLost follows a confirm whose decision could not be recorded:
 // another replica decided, or the store failed.
 func (c *confirmCall) decisionLost(ctx context.Context, next confirmRecord, outcome Outcome, result *ToolResult, refuse Outcome) (Outcome, *ToolResult, *confirmRun) {
-	got, graw, err := c.h.loadConfirm(ctx, c.id)
+	got, graw, err := c.cs.loadConfirm(ctx, c.id)
 	if err != nil && !isAbsent(err) {
 		c.ls.release()
 		return outcomeHandedOver, nil, nil
@@ -409,7 +408,7 @@ func (c *confirmCall) judge(ctx context.Context, rec *confirmRecord) (Outcome, *
 	}
 	now := c.ident
 	now.Role = rec.Role
-	tool, ok, err := c.h.catalog.findTool(c.h.toolCtx(ctx, now), now, c.tool)
+	tool, ok, err := c.cs.findTool(toolCtx(ctx, now), now, c.tool)
 	if err != nil || !ok {
 		return OutcomeRevoked, nil
 	}
@@ -425,9 +424,9 @@ func (c *confirmCall) judge(ctx context.Context, rec *confirmRecord) (Outcome, *
 // answer is errNotWaiting (400) and reported to OnCall as a replay; when
 // the store cannot be reached, its error (503: the client may send the
 // answer again).
-func (h *Handler) answerConfirm(rq *request, id string, m *jsonrpc.Message) error {
+func (cs *confirms) answerConfirm(rq *request, id string, m *jsonrpc.Message) error {
 	ctx := context.WithoutCancel(rq.context())
-	rec, raw, err := h.loadConfirm(ctx, id)
+	rec, raw, err := cs.loadConfirm(ctx, id)
 	if err != nil && !isAbsent(err) {
 		return err
 	}
@@ -441,26 +440,26 @@ func (h *Handler) answerConfirm(rq *request, id string, m *jsonrpc.Message) erro
 		} else {
 			next.Failed = true // an error, or an answer too large to keep: not run
 		}
-		if raw, ok, err = h.moveConfirm(ctx, id, raw, statePending, &next); err != nil {
+		if raw, ok, err = cs.moveConfirm(ctx, id, raw, statePending, &next); err != nil {
 			return err // the client may try again: a retry finds it answered, or pending
 		}
 		rec = next
 		step(ctx, StepConfirmAnswered, id) // for Config.Interceptors (intercept.go)
 	}
 	if !ok {
-		if h.cfg.OnCall != nil {
-			h.emit(CallEvent{Tool: rec.Tool, Identity: rq.id, SessionID: rq.sess.ID, Outcome: OutcomeReplayRefused, ConfirmID: id})
+		if cs.cfg.OnCall != nil {
+			cs.emit(CallEvent{Tool: rec.Tool, Identity: rq.id, SessionID: rq.sess.ID, Outcome: OutcomeReplayRefused, ConfirmID: id})
 		}
 		return errNotWaiting
 	}
 	hint, _ := json.Marshal(reply{Role: rq.id.Role})
-	h.bus.publish(ctx, h.macs.reply, replyChannel(rq.sess.ID, id), hint)
+	cs.bus.publish(ctx, cs.macs.reply, replyChannel(rq.sess.ID, id), hint)
 	if rec.Stream == "" {
 		return nil // not resumable: only its asker can finish it
 	}
-	if ls, err := h.takeLease(ctx, id); err == nil && ls != nil {
+	if ls, err := cs.takeLease(ctx, id); err == nil && ls != nil {
 		// The asker is gone: finish the call here.
-		h.adopt(rq.context(), rq.r, rq.start, rq.id, rq.sess, id, ls, rec, raw)
+		cs.adopt(rq.context(), rq, rq.start, id, ls, rec, raw)
 	}
 	return nil
 }
@@ -471,20 +470,22 @@ func (h *Handler) answerConfirm(rq *request, id string, m *jsonrpc.Message) erro
 // again with the answering identity's role, the tool runs at most once
 // (the answered → running transition), and the response is appended to
 // the call's event log, where the client's resumed GET (Last-Event-ID)
-// receives it. ident is the identity of the request that led here; the
-// call is reported to OnCall; ctx is the operation's context.
-func (h *Handler) adopt(ctx context.Context, r *http.Request, start time.Time, ident Identity, sess *session.Session, id string, ls *lease, rec confirmRecord, raw []byte) {
-	rq := &request{h: h, r: r, start: start, id: ident, sess: sess, version: sess.ProtocolVersion, era: eraSessions}
+// receives it. from is the request that led here, whose identity asks,
+// in its session; the call is reported to OnCall; ctx is the operation's
+// context.
+func (cs *confirms) adopt(ctx context.Context, from *request, start time.Time, id string, ls *lease, rec confirmRecord, raw []byte) {
+	r, ident, sess := from.r, from.id, from.sess
+	rq := &request{h: from.h, r: r, start: start, id: ident, sess: sess, version: sess.ProtocolVersion, era: eraSessions}
 	rq.info = &reqInfo{identity: ident, request: r, version: sess.ProtocolVersion, sessionID: sess.ID}
 	rq.base = context.WithoutCancel(ctx)
 	rq.ctx = context.WithValue(rq.base, ctxKey{}, rq.info)
-	rq.st = h.logOnly(sess.ID, rec.Stream)
+	rq.st = cs.logOnly(sess.ID, rec.Stream)
 	form, err := elicitation.Parse(rec.Form)
 	if err != nil {
 		ls.release()
 		return
 	}
-	c := &confirmCall{h: h, id: id, tool: rec.Tool, ident: ident, form: form, expect: rec.Expect, ls: ls, rec: rec, raw: raw}
+	c := &confirmCall{cs: cs, id: id, tool: rec.Tool, ident: ident, form: form, expect: rec.Expect, ls: ls, rec: rec, raw: raw}
 	ev := CallEvent{Tool: rec.Tool, Identity: ident, SessionID: sess.ID, ConfirmID: id, Arguments: rec.Args}
 	outcome, result, run := c.follow(rq.ctx, rec, raw, nil, "")
 	ev.Outcome = outcome
@@ -494,26 +495,26 @@ func (h *Handler) adopt(ctx context.Context, r *http.Request, start time.Time, i
 	case outcome == OutcomeRevoked:
 		rq.fail(rec.ReqID, errUnknownTool(rec.Tool))
 	case run != nil:
-		x := &Exchange{h: h, st: rq.st, sess: sess, version: rq.version, caps: sess.Capabilities, logLevel: LogLevel(sess.LogLevel), reqID: rec.ReqID}
+		x := &Exchange{h: rq.h, st: rq.st, sess: sess, version: rq.version, caps: sess.Capabilities, logLevel: LogLevel(sess.LogLevel), reqID: rec.ReqID}
 		call := &ToolCall{Tool: c.found, Arguments: rec.Args, Identity: ident, SessionID: sess.ID, Exchange: x, task: rec.slot(c.found)}
-		res, _ := h.run(rq.ctx, call, &ev)
-		h.answerAdopted(rq, rec.ReqID, call, res)
+		res, _ := cs.run(rq.ctx, call, &ev)
+		answerAdopted(rq, rec.ReqID, call, res)
 		run.finish(rq.ctx)
 	case result != nil:
 		ev.IsError = result.IsError
 		rq.sendResult(rec.ReqID, result)
 	}
 	interceptionFrom(rq.ctx).callEnded(&ev) // for Config.Interceptors (intercept.go)
-	if h.cfg.OnCall != nil {
+	if cs.cfg.OnCall != nil {
 		ev.Duration = time.Since(start)
-		h.emit(ev)
+		cs.emit(ev)
 	}
 }
 
 // answerAdopted answers a confirmed call that ran on the replica that
 // took its confirm over: with its CreateTaskResult ({"task": Task}) when
 // it became a task, else with res, as callTool answers on the asker.
-func (h *Handler) answerAdopted(rq *request, id json.RawMessage, call *ToolCall, res *ToolResult) {
+func answerAdopted(rq *request, id json.RawMessage, call *ToolCall, res *ToolResult) {
 	if !rq.answerTask(&jsonrpc.Message{ID: id, Method: "tools/call"}, call.task) {
 		rq.sendResult(id, res)
 	}
@@ -521,24 +522,24 @@ func (h *Handler) answerAdopted(rq *request, id json.RawMessage, call *ToolCall,
 
 // logOnly is a stream whose client is not connected here: what is sent
 // goes to the event log of stream, for the client's resume.
-func (h *Handler) logOnly(sid, streamID string) *stream {
-	return &stream{id: streamID, sse: true, gone: true, log: h.streams.eventLog(sid)}
+func (cs *confirms) logOnly(sid, streamID string) *stream {
+	return &stream{id: streamID, sse: true, gone: true, log: cs.eventLog(sid)}
 }
 
 // closeLapsedPending closes as timed out a pending confirm past its
 // deadline whose lease it could take; it returns a nil result when it did
 // not, else the lease, which the caller releases once the result is sent.
-func (h *Handler) closeLapsedPending(ctx context.Context, id string, raw []byte, rec confirmRecord) (Outcome, *ToolResult, *lease) {
+func (cs *confirms) closeLapsedPending(ctx context.Context, id string, raw []byte, rec confirmRecord) (Outcome, *ToolResult, *lease) {
 	if time.Now().Before(rec.deadline()) {
 		return "", nil, nil
 	}
-	ls, err := h.takeLease(ctx, id)
+	ls, err := cs.takeLease(ctx, id)
 	if err != nil || ls == nil {
 		return "", nil, nil
 	}
 	next := rec
 	next.State, next.By, next.Outcome = stateClosed, ls.by(), OutcomeTimedOut
-	if _, ok, _ := h.moveConfirm(ctx, id, raw, statePending, &next); !ok {
+	if _, ok, _ := cs.moveConfirm(ctx, id, raw, statePending, &next); !ok {
 		ls.release()
 		return "", nil, nil
 	}
@@ -548,13 +549,13 @@ func (h *Handler) closeLapsedPending(ctx context.Context, id string, raw []byte,
 // markLapsedRunning records as unknown the outcome of a running confirmed
 // call whose runner's lease lapsed; it returns a nil result when it did
 // not (the runner is alive, or the store cannot tell now).
-func (h *Handler) markLapsedRunning(ctx context.Context, id string, raw []byte, rec confirmRecord) (Outcome, *ToolResult) {
-	if !h.leaseLapsed(ctx, id) {
+func (cs *confirms) markLapsedRunning(ctx context.Context, id string, raw []byte, rec confirmRecord) (Outcome, *ToolResult) {
+	if !cs.leaseLapsed(ctx, id) {
 		return "", nil
 	}
 	next := rec
 	next.State = stateUnknown
-	if _, ok, _ := h.moveConfirm(ctx, id, raw, stateRunning, &next); !ok {
+	if _, ok, _ := cs.moveConfirm(ctx, id, raw, stateRunning, &next); !ok {
 		return "", nil
 	}
 	return OutcomeUnknown, ErrorResult("The outcome of " + rec.Tool + " is unknown: the server running it stopped. It will not run again; check whether it took effect before retrying.")
@@ -567,9 +568,9 @@ func (h *Handler) markLapsedRunning(ctx context.Context, id string, raw []byte, 
 // client is told that nothing will run again. Whatever it decides goes to
 // the stream's event log, where the resumed stream reads it. rq is the
 // resuming GET.
-func (h *Handler) watchConfirm(rq *request, streamID string) {
+func (cs *confirms) watchConfirm(rq *request, streamID string) {
 	ctx, sid := context.WithoutCancel(rq.context()), rq.sess.ID
-	id, rec, raw, ok := h.confirmOfStream(ctx, sid, streamID)
+	id, rec, raw, ok := cs.confirmOfStream(ctx, sid, streamID)
 	if !ok {
 		return
 	}
@@ -577,42 +578,42 @@ func (h *Handler) watchConfirm(rq *request, streamID string) {
 	var msg *ToolResult
 	switch rec.State {
 	case stateAnswered:
-		if ls, err := h.takeLease(ctx, id); err == nil && ls != nil {
-			h.adopt(ctx, rq.r, time.Now(), rq.id, rq.sess, id, ls, rec, raw)
+		if ls, err := cs.takeLease(ctx, id); err == nil && ls != nil {
+			cs.adopt(ctx, rq, time.Now(), id, ls, rec, raw)
 		}
 		return
 	case statePending:
-		if rec.Approval != "" && h.cfg.Approvals != nil {
-			h.adoptApproval(rq, id, rec, raw) // see approve_push.go
+		if rec.Approval != "" && cs.cfg.Approvals != nil {
+			cs.adoptApproval(rq, id, rec, raw) // see approve_push.go
 			return
 		}
 		var ls *lease
-		ev.Outcome, msg, ls = h.closeLapsedPending(ctx, id, raw, rec)
+		ev.Outcome, msg, ls = cs.closeLapsedPending(ctx, id, raw, rec)
 		if ls != nil {
 			defer ls.release()
 		}
 	case stateRunning:
-		ev.Outcome, msg = h.markLapsedRunning(ctx, id, raw, rec)
+		ev.Outcome, msg = cs.markLapsedRunning(ctx, id, raw, rec)
 	}
 	if msg == nil {
 		return
 	}
-	out := &request{h: h, r: rq.r, st: h.logOnly(sid, streamID), era: eraSessions}
+	out := &request{h: rq.h, r: rq.r, st: cs.logOnly(sid, streamID), era: eraSessions}
 	out.sendResult(rec.ReqID, msg)
-	if h.cfg.OnCall != nil {
-		h.emit(ev)
+	if cs.cfg.OnCall != nil {
+		cs.emit(ev)
 	}
 }
 
 // confirmOfStream loads the confirm the stream streamID of session sid
 // was asked, if any and if its record names that session and stream.
-func (h *Handler) confirmOfStream(ctx context.Context, sid, streamID string) (id string, rec confirmRecord, raw []byte, ok bool) {
-	b, err := h.cfg.Store.Load(ctx, confirmOfKey(sid, streamID))
+func (cs *confirms) confirmOfStream(ctx context.Context, sid, streamID string) (id string, rec confirmRecord, raw []byte, ok bool) {
+	b, err := cs.cfg.Store.Load(ctx, confirmOfKey(sid, streamID))
 	if err != nil || !isConfirmID(string(b)) {
 		return "", rec, nil, false
 	}
 	id = string(b)
-	rec, raw, err = h.loadConfirm(ctx, id)
+	rec, raw, err = cs.loadConfirm(ctx, id)
 	if err != nil || rec.Session != sid || rec.Stream != streamID {
 		return "", rec, nil, false
 	}

@@ -31,7 +31,7 @@ import (
 // returns its recorded result, the last round its recorded input_required
 // answer, anything older or still running a refusal. Each transition is a
 // CompareAndSwap, so of concurrent retries on any replicas only one runs.
-func (h *Handler) confirmModern(rq *request, m *jsonrpc.Message, call *ToolCall, d Decision, ev *CallEvent) {
+func (cs *confirms) confirmModern(rq *request, m *jsonrpc.Message, call *ToolCall, d Decision, ev *CallEvent) {
 	x := call.Exchange
 	if !x.caps.Has(session.CapElicitationForm) {
 		r := fallbackResult(call, d)
@@ -47,54 +47,54 @@ func (h *Handler) confirmModern(rq *request, m *jsonrpc.Message, call *ToolCall,
 		return
 	}
 	if r.state.Nonce == "" {
-		h.openConfirmRound(rq, m, x, q, ev)
+		cs.openConfirmRound(rq, m, x, q, ev)
 		return
 	}
-	rec, raw, ok := h.loadRound(rq, m, r.state.Nonce, ev)
+	rec, raw, ok := cs.loadRound(rq, m, r.state.Nonce, ev)
 	if !ok {
 		return
 	}
 	switch {
 	case rec.State == statePending && r.state.Round == 1:
-		h.answerConfirmRound(rq, m, call, q, ev, rec, raw)
+		cs.answerConfirmRound(rq, m, call, q, ev, rec, raw)
 	case rec.State == stateAwaiting && rec.Round == r.state.Round:
-		h.resumeRound(rq, m, call, ev, rec, raw)
+		cs.resumeRound(rq, m, call, ev, rec, raw)
 	default:
-		h.replayNonce(rq, m, rec, r.state.Round, ev)
+		cs.replayNonce(rq, m, rec, r.state.Round, ev)
 	}
 }
 
 // resumeRound goes on with a confirmed (or approved) call that asked its
 // client a question in an earlier round and now has the answers: the
 // nonce moves from awaiting to running, once, and the call runs.
-func (h *Handler) resumeRound(rq *request, m *jsonrpc.Message, call *ToolCall, ev *CallEvent, rec nonceRecord, raw []byte) {
+func (cs *confirms) resumeRound(rq *request, m *jsonrpc.Message, call *ToolCall, ev *CallEvent, rec nonceRecord, raw []byte) {
 	n := call.Exchange.mr.state.Nonce
 	next := nonceRecord{State: stateRunning, Round: rec.Round}
-	b, ok, err := h.moveNonce(rq.ctx, n, raw, stateAwaiting, &next)
+	b, ok, err := cs.moveNonce(rq.ctx, n, raw, stateAwaiting, &next)
 	if !ok {
-		h.nonceRaced(rq, m, n, rec.Round, err, ev)
+		cs.nonceRaced(rq, m, n, rec.Round, err, ev)
 		return
 	}
-	h.runConfirmedRound(rq, m, call, ev, n, rec, b)
+	cs.runConfirmedRound(rq, m, call, ev, n, rec, b)
 }
 
 // openConfirmRound records a new confirm (its nonce, pending, counted
 // against the caller's bound first: confirm_owner.go) and asks the client
 // in round 1.
-func (h *Handler) openConfirmRound(rq *request, m *jsonrpc.Message, x *Exchange, q confirmAsk, ev *CallEvent) {
+func (cs *confirms) openConfirmRound(rq *request, m *jsonrpc.Message, x *Exchange, q confirmAsk, ev *CallEvent) {
 	n := rand.Text()
 	ev.ConfirmID = n
-	if err := h.admitConfirm(rq.ctx, rq.id, n); err != nil {
-		h.confirmRefused(rq, m, err, ev)
+	if err := cs.admitConfirm(rq.ctx, rq.id, n); err != nil {
+		cs.confirmRefused(rq, m, err, ev)
 		return
 	}
-	if err := h.createNonce(rq.ctx, n); err != nil {
+	if err := cs.createNonce(rq.ctx, n); err != nil {
 		ev.Outcome = OutcomeError
-		h.storeFailed(rq, m, err)
+		cs.storeFailed(rq, m, err)
 		return
 	}
 	x.mr.state.Nonce, x.mr.state.Round = n, 1
-	h.askConfirmModern(rq, m, x, q.form, q.msg, ev)
+	cs.askConfirmModern(rq, m, x, q.form, q.msg, ev)
 }
 
 // confirmAsk is what a confirm asks: the form, the answer that approves,
@@ -113,9 +113,9 @@ func newConfirmAsk(call *ToolCall, d Decision) (confirmAsk, error) {
 // loadRound loads the record of the confirm a retry names; it answers the
 // request and returns false when there is none (expired, used) or the
 // store fails.
-func (h *Handler) loadRound(rq *request, m *jsonrpc.Message, n string, ev *CallEvent) (nonceRecord, []byte, bool) {
+func (cs *confirms) loadRound(rq *request, m *jsonrpc.Message, n string, ev *CallEvent) (nonceRecord, []byte, bool) {
 	ev.ConfirmID = n
-	rec, raw, err := h.loadNonce(rq.ctx, n)
+	rec, raw, err := cs.loadNonce(rq.ctx, n)
 	switch {
 	case isAbsent(err):
 		ev.Outcome, ev.IsError = OutcomeReplayRefused, true
@@ -123,7 +123,7 @@ func (h *Handler) loadRound(rq *request, m *jsonrpc.Message, n string, ev *CallE
 		return rec, nil, false
 	case err != nil:
 		ev.Outcome = OutcomeError
-		h.storeFailed(rq, m, err)
+		cs.storeFailed(rq, m, err)
 		return rec, nil, false
 	}
 	return rec, raw, true
@@ -132,13 +132,13 @@ func (h *Handler) loadRound(rq *request, m *jsonrpc.Message, n string, ev *CallE
 // answerConfirmRound judges the answer to round 1 of a pending confirm: a
 // missing one is asked again, an invalid one refused; a decline or a
 // mismatch closes the confirm, an approval runs the tool.
-func (h *Handler) answerConfirmRound(rq *request, m *jsonrpc.Message, call *ToolCall, q confirmAsk, ev *CallEvent, rec nonceRecord, raw []byte) {
+func (cs *confirms) answerConfirmRound(rq *request, m *jsonrpc.Message, call *ToolCall, q confirmAsk, ev *CallEvent, rec nonceRecord, raw []byte) {
 	x := call.Exchange
 	r := x.mr
 	n := r.state.Nonce
 	a, ok := r.confirmAnswer()
 	if !ok { // a missing answer is asked again
-		h.askConfirmModern(rq, m, x, q.form, q.msg, ev)
+		cs.askConfirmModern(rq, m, x, q.form, q.msg, ev)
 		return
 	}
 	res, err := elicitation.ParseResult(a)
@@ -157,20 +157,20 @@ func (h *Handler) answerConfirmRound(rq *request, m *jsonrpc.Message, call *Tool
 		b, _ := result.appendJSON(nil)
 		next = nonceRecord{State: stateClosed, Round: 1, Outcome: outcome, Result: b}
 	}
-	b, ok, err := h.moveNonce(rq.ctx, n, raw, statePending, &next)
+	b, ok, err := cs.moveNonce(rq.ctx, n, raw, statePending, &next)
 	switch {
 	case !ok:
-		h.nonceRaced(rq, m, n, r.state.Round, err, ev)
+		cs.nonceRaced(rq, m, n, r.state.Round, err, ev)
 	case result != nil:
 		ev.Outcome, ev.IsError = outcome, true
 		rq.sendResult(m.ID, result)
 	default:
-		h.runConfirmedRound(rq, m, call, ev, n, rec, b)
+		cs.runConfirmedRound(rq, m, call, ev, n, rec, b)
 	}
 }
 
 // askConfirmModern ends the round asking the confirm's question.
-func (h *Handler) askConfirmModern(rq *request, m *jsonrpc.Message, x *Exchange, form *elicitation.Schema, msg string, ev *CallEvent) {
+func (cs *confirms) askConfirmModern(rq *request, m *jsonrpc.Message, x *Exchange, form *elicitation.Schema, msg string, ev *CallEvent) {
 	params, err := x.elicitParams(ElicitRequest{Message: msg, Schema: form})
 	if err != nil {
 		ev.Outcome = OutcomeError
@@ -186,12 +186,12 @@ func (h *Handler) askConfirmModern(rq *request, m *jsonrpc.Message, x *Exchange,
 // runConfirmedRound runs the confirmed tool for one round (the record,
 // read as prev, is now running as running) and records how the round
 // ended before answering (see roundEnd).
-func (h *Handler) runConfirmedRound(rq *request, m *jsonrpc.Message, call *ToolCall, ev *CallEvent, n string, prev nonceRecord, running []byte) {
+func (cs *confirms) runConfirmedRound(rq *request, m *jsonrpc.Message, call *ToolCall, ev *CallEvent, n string, prev nonceRecord, running []byte) {
 	ev.Outcome = OutcomeConfirmed
-	result, err := h.run(rq.ctx, call, ev)
+	result, err := cs.run(rq.ctx, call, ev)
 	next, send := rq.roundEnd(m, call, ev, prev, result, err)
-	if _, ok, err := h.moveNonce(context.WithoutCancel(rq.ctx), n, running, stateRunning, &next); !ok {
-		h.logger().Error("mcphandler: recording a confirmed call's round", "err", err)
+	if _, ok, err := cs.moveNonce(context.WithoutCancel(rq.ctx), n, running, stateRunning, &next); !ok {
+		cs.logger().Error("mcphandler: recording a confirmed call's round", "err", err)
 	}
 	send()
 }
@@ -254,24 +254,24 @@ func (rq *request) nextConfirmRound(r *rounds, prev nonceRecord, ev *CallEvent) 
 
 // nonceRaced answers a retry that lost a transition to another one: with
 // what the winner recorded.
-func (h *Handler) nonceRaced(rq *request, m *jsonrpc.Message, n string, round int, err error, ev *CallEvent) {
+func (cs *confirms) nonceRaced(rq *request, m *jsonrpc.Message, n string, round int, err error, ev *CallEvent) {
 	if err != nil {
 		ev.Outcome = OutcomeError
-		h.storeFailed(rq, m, err)
+		cs.storeFailed(rq, m, err)
 		return
 	}
-	rec, _, err := h.loadNonce(rq.ctx, n)
+	rec, _, err := cs.loadNonce(rq.ctx, n)
 	if err != nil {
 		ev.Outcome, ev.IsError = OutcomeReplayRefused, true
 		rq.sendResult(m.ID, ErrorResult("Not run: this confirmation was already used."))
 		return
 	}
-	h.replayNonce(rq, m, rec, round, ev)
+	cs.replayNonce(rq, m, rec, round, ev)
 }
 
 // replayNonce answers a retry whose round the record has passed (or is
 // running): nothing runs.
-func (h *Handler) replayNonce(rq *request, m *jsonrpc.Message, rec nonceRecord, round int, ev *CallEvent) {
+func (cs *confirms) replayNonce(rq *request, m *jsonrpc.Message, rec nonceRecord, round int, ev *CallEvent) {
 	switch {
 	case rec.State == stateDone && rec.Task:
 		ev.Outcome = OutcomeReplayed

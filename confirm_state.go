@@ -221,17 +221,17 @@ var (
 // the record has none, written by an earlier release, implied) and this
 // replica's memory of its revisions, and remembers its revision; a record
 // that fails reads as absent.
-func (h *Handler) live(key string, l recordLife, implied int64, since uint64) bool {
+func (cs *confirms) live(key string, l recordLife, implied int64, since uint64) bool {
 	end, now := l.End, time.Now().UnixMilli()
 	if end == 0 {
 		end = implied
 	}
 	switch {
 	case end != 0 && now >= end:
-		h.bus.dropped(key, errRecordEnd)
+		cs.bus.dropped(key, errRecordEnd)
 		return false
-	case !h.macs.revs.See(key, l.Rev, cmp.Or(end, now+h.confirmTTL().Milliseconds()), now, since):
-		h.bus.dropped(key, errRolledBack)
+	case !cs.macs.revs.See(key, l.Rev, cmp.Or(end, now+cs.confirmTTL().Milliseconds()), now, since):
+		cs.bus.dropped(key, errRolledBack)
 		return false
 	}
 	return true
@@ -242,15 +242,15 @@ func (h *Handler) live(key string, l recordLife, implied int64, since uint64) bo
 // from now. It reports false when this replica knows a later revision
 // than raw's: the transition could only fail (a stale read) or succeed on
 // a rolled-back record, so the caller must read the record again.
-func (h *Handler) nextLife(key string, raw []byte) (recordLife, bool) {
+func (cs *confirms) nextLife(key string, raw []byte) (recordLife, bool) {
 	now := time.Now()
 	rev := revOf(raw)
-	return recordLife{Rev: rev + 1, End: now.Add(h.confirmTTL()).UnixMilli()}, !h.macs.revs.Newer(key, rev, now.UnixMilli())
+	return recordLife{Rev: rev + 1, End: now.Add(cs.confirmTTL()).UnixMilli()}, !cs.macs.revs.Newer(key, rev, now.UnixMilli())
 }
 
 // wrote remembers the life of a record this replica wrote under key.
-func (h *Handler) wrote(key string, l recordLife) {
-	h.macs.revs.See(key, l.Rev, l.End, time.Now().UnixMilli(), h.macs.revs.Begin())
+func (cs *confirms) wrote(key string, l recordLife) {
+	cs.macs.revs.See(key, l.Rev, l.End, time.Now().UnixMilli(), cs.macs.revs.Begin())
 }
 
 // revOf is the revision of a record as read from the store (verified by
@@ -295,31 +295,31 @@ func isObject(b []byte) bool {
 // loadConfirm reads the record of confirm id and the exact bytes a
 // transition must swap from. A record that does not verify or decode is
 // errBadRecord; a missing one session.ErrNotFound.
-func (h *Handler) loadConfirm(ctx context.Context, id string) (confirmRecord, []byte, error) {
+func (cs *confirms) loadConfirm(ctx context.Context, id string) (confirmRecord, []byte, error) {
 	var rec confirmRecord
-	since := h.macs.revs.Begin()
-	raw, err := h.cfg.Store.Load(ctx, confirmKey(id))
+	since := cs.macs.revs.Begin()
+	raw, err := cs.cfg.Store.Load(ctx, confirmKey(id))
 	if err != nil {
 		return rec, nil, err
 	}
-	p, ok := h.bus.openRecord(h.macs.confirm, confirmKey(id), raw)
+	p, ok := cs.bus.openRecord(cs.macs.confirm, confirmKey(id), raw)
 	if !ok || json.Unmarshal(p, &rec) != nil || !rec.valid() ||
-		!h.live(confirmKey(id), rec.recordLife, rec.Deadline+h.confirmTTL().Milliseconds(), since) {
+		!cs.live(confirmKey(id), rec.recordLife, rec.Deadline+cs.confirmTTL().Milliseconds(), since) {
 		return confirmRecord{}, nil, errBadRecord
 	}
 	return rec, raw, nil
 }
 
-func (h *Handler) encodeConfirm(id string, rec *confirmRecord) []byte {
+func (cs *confirms) encodeConfirm(id string, rec *confirmRecord) []byte {
 	b, _ := json.Marshal(rec)
-	return h.macs.confirm.Sign(confirmKey(id), b)
+	return cs.macs.confirm.Sign(confirmKey(id), b)
 }
 
 // createConfirm stores the pending record of a new confirm.
-func (h *Handler) createConfirm(ctx context.Context, id string, rec *confirmRecord) ([]byte, error) {
-	rec.recordLife, _ = h.nextLife(confirmKey(id), nil)
-	raw := h.encodeConfirm(id, rec)
-	ok, err := h.cfg.Store.PutIfAbsent(ctx, confirmKey(id), raw, h.confirmTTL())
+func (cs *confirms) createConfirm(ctx context.Context, id string, rec *confirmRecord) ([]byte, error) {
+	rec.recordLife, _ = cs.nextLife(confirmKey(id), nil)
+	raw := cs.encodeConfirm(id, rec)
+	ok, err := cs.cfg.Store.PutIfAbsent(ctx, confirmKey(id), raw, cs.confirmTTL())
 	if err == nil && !ok {
 		err = errors.New("mcphandler: confirm id already in use")
 	}
@@ -329,18 +329,18 @@ func (h *Handler) createConfirm(ctx context.Context, id string, rec *confirmReco
 // moveConfirm makes the transition from the record read as raw (whose
 // decoded state is from) to next. It reports whether this call made it;
 // false means another replica changed the record first (read it again).
-func (h *Handler) moveConfirm(ctx context.Context, id string, raw []byte, from confirmState, next *confirmRecord) ([]byte, bool, error) {
+func (cs *confirms) moveConfirm(ctx context.Context, id string, raw []byte, from confirmState, next *confirmRecord) ([]byte, bool, error) {
 	if !from.canMove(next.State) {
 		return nil, false, errors.New("mcphandler: confirm cannot move from " + string(from) + " to " + string(next.State))
 	}
 	var fresh bool
-	if next.recordLife, fresh = h.nextLife(confirmKey(id), raw); !fresh {
+	if next.recordLife, fresh = cs.nextLife(confirmKey(id), raw); !fresh {
 		return nil, false, nil
 	}
-	b := h.encodeConfirm(id, next)
-	ok, err := h.cfg.Store.CompareAndSwap(context.WithoutCancel(ctx), confirmKey(id), raw, b, h.confirmTTL())
+	b := cs.encodeConfirm(id, next)
+	ok, err := cs.cfg.Store.CompareAndSwap(context.WithoutCancel(ctx), confirmKey(id), raw, b, cs.confirmTTL())
 	if ok && err == nil {
-		h.wrote(confirmKey(id), next.recordLife)
+		cs.wrote(confirmKey(id), next.recordLife)
 	}
 	return b, ok && err == nil, err
 }
@@ -389,17 +389,17 @@ func (r *nonceRecord) valid() bool {
 // maxRounds bounds the input_required rounds of one confirmed call.
 const maxRounds = 64
 
-func (h *Handler) loadNonce(ctx context.Context, nonce string) (nonceRecord, []byte, error) {
+func (cs *confirms) loadNonce(ctx context.Context, nonce string) (nonceRecord, []byte, error) {
 	var rec nonceRecord
-	since := h.macs.revs.Begin()
-	raw, err := h.cfg.Store.Load(ctx, nonceKey(nonce))
+	since := cs.macs.revs.Begin()
+	raw, err := cs.cfg.Store.Load(ctx, nonceKey(nonce))
 	if err != nil {
 		return rec, nil, err
 	}
-	p, ok := h.bus.openRecord(h.macs.nonce, nonceKey(nonce), raw)
+	p, ok := cs.bus.openRecord(cs.macs.nonce, nonceKey(nonce), raw)
 	// A record of an earlier release has no end of life: the sealed
 	// expiry of the requestState that names it bounds it.
-	if !ok || json.Unmarshal(p, &rec) != nil || !rec.valid() || !h.live(nonceKey(nonce), rec.recordLife, 0, since) {
+	if !ok || json.Unmarshal(p, &rec) != nil || !rec.valid() || !cs.live(nonceKey(nonce), rec.recordLife, 0, since) {
 		return nonceRecord{}, nil, errBadRecord
 	}
 	return rec, raw, nil
@@ -407,34 +407,34 @@ func (h *Handler) loadNonce(ctx context.Context, nonce string) (nonceRecord, []b
 
 // encodeNonce signs rec for nonce; a record without a revision yet (a new
 // one) is given its first life.
-func (h *Handler) encodeNonce(nonce string, rec *nonceRecord) []byte {
+func (cs *confirms) encodeNonce(nonce string, rec *nonceRecord) []byte {
 	if rec.Rev == 0 {
-		rec.recordLife, _ = h.nextLife(nonceKey(nonce), nil)
+		rec.recordLife, _ = cs.nextLife(nonceKey(nonce), nil)
 	}
 	b, _ := json.Marshal(rec)
-	return h.macs.nonce.Sign(nonceKey(nonce), b)
+	return cs.macs.nonce.Sign(nonceKey(nonce), b)
 }
 
-func (h *Handler) createNonce(ctx context.Context, nonce string) error {
-	ok, err := h.cfg.Store.PutIfAbsent(ctx, nonceKey(nonce), h.encodeNonce(nonce, &nonceRecord{State: statePending, Round: 1}), h.confirmTTL())
+func (cs *confirms) createNonce(ctx context.Context, nonce string) error {
+	ok, err := cs.cfg.Store.PutIfAbsent(ctx, nonceKey(nonce), cs.encodeNonce(nonce, &nonceRecord{State: statePending, Round: 1}), cs.confirmTTL())
 	if err == nil && !ok {
 		err = errors.New("mcphandler: nonce already in use")
 	}
 	return err
 }
 
-func (h *Handler) moveNonce(ctx context.Context, nonce string, raw []byte, from confirmState, next *nonceRecord) ([]byte, bool, error) {
+func (cs *confirms) moveNonce(ctx context.Context, nonce string, raw []byte, from confirmState, next *nonceRecord) ([]byte, bool, error) {
 	if !from.canMove(next.State) {
 		return nil, false, errors.New("mcphandler: confirm cannot move from " + string(from) + " to " + string(next.State))
 	}
 	var fresh bool
-	if next.recordLife, fresh = h.nextLife(nonceKey(nonce), raw); !fresh {
+	if next.recordLife, fresh = cs.nextLife(nonceKey(nonce), raw); !fresh {
 		return nil, false, nil
 	}
-	b := h.encodeNonce(nonce, next)
-	ok, err := h.cfg.Store.CompareAndSwap(context.WithoutCancel(ctx), nonceKey(nonce), raw, b, h.confirmTTL())
+	b := cs.encodeNonce(nonce, next)
+	ok, err := cs.cfg.Store.CompareAndSwap(context.WithoutCancel(ctx), nonceKey(nonce), raw, b, cs.confirmTTL())
 	if ok && err == nil {
-		h.wrote(nonceKey(nonce), next.recordLife)
+		cs.wrote(nonceKey(nonce), next.recordLife)
 	}
 	return b, ok && err == nil, err
 }
@@ -447,7 +447,8 @@ func (h *Handler) moveNonce(ctx context.Context, nonce string, raw []byte, from 
 // finishes a confirm, never make anything run twice (every transition is
 // a CompareAndSwap on the record).
 type lease struct {
-	h     *Handler
+	store session.Store
+	ttl   time.Duration // how long it lasts without renewal (confirmTimes.lease)
 	key   string
 	token []byte
 
@@ -458,14 +459,14 @@ type lease struct {
 
 // takeLease takes the lease of confirm id if nobody holds it, and starts
 // renewing it. It returns nil when another replica holds it.
-func (h *Handler) takeLease(ctx context.Context, id string) (*lease, error) {
-	l := &lease{h: h, key: leaseKey(id), token: []byte(randText())}
-	ok, err := h.cfg.Store.PutIfAbsent(context.WithoutCancel(ctx), l.key, l.token, h.ct.lease)
+func (cs *confirms) takeLease(ctx context.Context, id string) (*lease, error) {
+	l := &lease{store: cs.cfg.Store, ttl: cs.ct.lease, key: leaseKey(id), token: []byte(randText())}
+	ok, err := cs.cfg.Store.PutIfAbsent(context.WithoutCancel(ctx), l.key, l.token, cs.ct.lease)
 	if err != nil || !ok {
 		return nil, err
 	}
 	l.mu.Lock()
-	l.timer = time.AfterFunc(h.ct.lease/3, l.renew)
+	l.timer = time.AfterFunc(cs.ct.lease/3, l.renew)
 	l.mu.Unlock()
 	return l, nil
 }
@@ -476,13 +477,13 @@ func (l *lease) renew() {
 	if l.stopped {
 		return
 	}
-	st, ctx := l.h.cfg.Store, context.Background()
-	if ok, err := st.CompareAndSwap(ctx, l.key, l.token, l.token, l.h.ct.lease); err == nil && !ok {
+	st, ctx := l.store, context.Background()
+	if ok, err := st.CompareAndSwap(ctx, l.key, l.token, l.token, l.ttl); err == nil && !ok {
 		// It lapsed: take it back if nobody else did. Whoever holds it,
 		// every transition of the confirm stays a CompareAndSwap.
-		st.PutIfAbsent(ctx, l.key, l.token, l.h.ct.lease)
+		st.PutIfAbsent(ctx, l.key, l.token, l.ttl)
 	}
-	l.timer = time.AfterFunc(l.h.ct.lease/3, l.renew)
+	l.timer = time.AfterFunc(l.ttl/3, l.renew)
 }
 
 // by is the lease's token, recorded in the transitions its holder makes.
@@ -501,12 +502,12 @@ func (l *lease) release() {
 	}
 	l.stopped = true
 	l.timer.Stop()
-	l.h.cfg.Store.CompareAndSwap(context.Background(), l.key, l.token, l.token, time.Millisecond)
+	l.store.CompareAndSwap(context.Background(), l.key, l.token, l.token, time.Millisecond)
 }
 
 // leaseLapsed reports whether nobody holds the lease of confirm id (false
 // when the store cannot tell now).
-func (h *Handler) leaseLapsed(ctx context.Context, id string) bool {
-	_, err := h.cfg.Store.Load(ctx, leaseKey(id))
+func (cs *confirms) leaseLapsed(ctx context.Context, id string) bool {
+	_, err := cs.cfg.Store.Load(ctx, leaseKey(id))
 	return errors.Is(err, session.ErrNotFound)
 }

@@ -52,12 +52,12 @@ func FuzzStoredRecords(f *testing.F) {
 		ctx := context.Background()
 		st := h.cfg.Store
 		st.PutIfAbsent(ctx, nonceKey("n"), h.macs.nonce.Sign(nonceKey("n"), payload), time.Minute)
-		if rec, _, err := h.loadNonce(ctx, "n"); err == nil {
+		if rec, _, err := h.confirms.loadNonce(ctx, "n"); err == nil {
 			for _, round := range []int{0, 1, rec.Round - 1, rec.Round} {
 				w := httptest.NewRecorder()
 				rq := &request{h: h, r: httptest.NewRequest("POST", "/", nil), st: newStream(w, false, 0), era: eraStateless, method: "tools/call"}
 				rq.ctx = ctx
-				h.replayNonce(rq, &jsonrpc.Message{ID: json.RawMessage("1")}, rec, round, &CallEvent{})
+				h.confirms.replayNonce(rq, &jsonrpc.Message{ID: json.RawMessage("1")}, rec, round, &CallEvent{})
 				var m jsonrpc.Message
 				if err := jsonrpc.Decode(w.Body.Bytes(), &m); err != nil {
 					t.Fatalf("record %q, round %d: answer %q: %v", payload, round, w.Body, err)
@@ -65,8 +65,8 @@ func FuzzStoredRecords(f *testing.F) {
 			}
 		}
 		st.PutIfAbsent(ctx, confirmKey("c"), h.macs.confirm.Sign(confirmKey("c"), payload), time.Minute)
-		if rec, _, err := h.loadConfirm(ctx, "c"); err == nil {
-			c := &confirmCall{h: h, id: "c", tool: rec.Tool, expect: rec.Expect}
+		if rec, _, err := h.confirms.loadConfirm(ctx, "c"); err == nil {
+			c := &confirmCall{cs: h.confirms, id: "c", tool: rec.Tool, expect: rec.Expect}
 			if c.form, err = elicitation.Parse(rec.Form); err != nil {
 				t.Fatalf("a valid record's form does not parse: %v", err)
 			}
@@ -99,15 +99,15 @@ func TestConfirmRecordTaskRequest(t *testing.T) {
 		rec := base
 		rec.Task = &tk
 		id := confirmPrefix + name
-		h.cfg.Store.PutIfAbsent(ctx, confirmKey(id), h.encodeConfirm(id, &rec), time.Minute)
-		if _, _, err := h.loadConfirm(ctx, id); err != errBadRecord {
+		h.cfg.Store.PutIfAbsent(ctx, confirmKey(id), h.confirms.encodeConfirm(id, &rec), time.Minute)
+		if _, _, err := h.confirms.loadConfirm(ctx, id); err != errBadRecord {
 			t.Errorf("%s: %v, want errBadRecord", name, err)
 		}
 	}
 	rec := base
 	rec.Task = &confirmTask{TTL: 5000, Tenant: "acme", Subject: "alice"}
-	h.cfg.Store.PutIfAbsent(ctx, confirmKey("good"), h.encodeConfirm("good", &rec), time.Minute)
-	got, _, err := h.loadConfirm(ctx, "good")
+	h.cfg.Store.PutIfAbsent(ctx, confirmKey("good"), h.confirms.encodeConfirm("good", &rec), time.Minute)
+	got, _, err := h.confirms.loadConfirm(ctx, "good")
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -8,14 +8,14 @@ import "time"
 // tests of deaths and timeouts run in milliseconds. Call it before h
 // serves any request.
 func SetConfirmTimes(h *Handler, lease, poll time.Duration) {
-	h.ct = confirmTimes{lease: lease, poll: poll, skew: poll, linger: h.ct.linger}
+	h.confirms.ct = confirmTimes{lease: lease, poll: poll, skew: poll, linger: h.confirms.ct.linger}
 }
 
 // SetConfirmLinger shortens how long a confirm's record outlives its
 // ConfirmTimeout (a minute), so that tests can pass a record's end of
 // life. Call it before h serves any request.
 func SetConfirmLinger(h *Handler, linger time.Duration) {
-	h.ct.linger = linger
+	h.confirms.ct.linger = linger
 }
 
 // SkillDigestCacheSize is the bound of the skill digest cache.

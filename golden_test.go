@@ -304,11 +304,11 @@ func TestGolden(t *testing.T) {
 			name: "confirm-record-" + state + ".golden",
 			build: func(t *testing.T, h *Handler, _ *goldenStore) []byte {
 				rec := goldenConfirmRecords(t, h)[state]
-				return h.encodeConfirm(goldenConfirmID, &rec)
+				return h.confirms.encodeConfirm(goldenConfirmID, &rec)
 			},
 			check: func(t *testing.T, h *Handler, b []byte) {
 				h.cfg.Store.PutIfAbsent(ctx, confirmKey(goldenConfirmID), b, time.Minute)
-				got, _, err := h.loadConfirm(ctx, goldenConfirmID)
+				got, _, err := h.confirms.loadConfirm(ctx, goldenConfirmID)
 				if err != nil {
 					t.Fatalf("loadConfirm: %v", err)
 				}
@@ -323,11 +323,11 @@ func TestGolden(t *testing.T) {
 			name: "nonce-record-" + state + ".golden",
 			build: func(t *testing.T, h *Handler, _ *goldenStore) []byte {
 				rec := goldenNonceRecords(t)[state]
-				return h.encodeNonce(goldenNonce, &rec)
+				return h.confirms.encodeNonce(goldenNonce, &rec)
 			},
 			check: func(t *testing.T, h *Handler, b []byte) {
 				h.cfg.Store.PutIfAbsent(ctx, nonceKey(goldenNonce), b, time.Minute)
-				got, _, err := h.loadNonce(ctx, goldenNonce)
+				got, _, err := h.confirms.loadNonce(ctx, goldenNonce)
 				if err != nil {
 					t.Fatalf("loadNonce: %v", err)
 				}
@@ -344,7 +344,7 @@ func TestGolden(t *testing.T) {
 			build: func(t *testing.T, h *Handler, _ *goldenStore) []byte {
 				rec := goldenConfirmRecords(t, h)["pending"]
 				rec.recordLife = recordLife{}
-				c := &confirmCall{h: h, id: goldenConfirmID, rec: rec}
+				c := &confirmCall{cs: h.confirms, id: goldenConfirmID, rec: rec}
 				if err := c.record(ctx); err != nil {
 					t.Fatal(err)
 				}
@@ -609,7 +609,7 @@ func goldenIndexCases(ctx context.Context) []goldenCase {
 			build: func(t *testing.T, h *Handler, _ *goldenStore) []byte {
 				key := confirmOwnerKey(goldenAlice)
 				for _, id := range confirmEntries {
-					if err := h.confirmOwners.Admit(ctx, key, id, goldenEnd.UnixMilli(), nil); err != nil {
+					if err := h.confirms.owners.Admit(ctx, key, id, goldenEnd.UnixMilli(), nil); err != nil {
 						t.Fatal(err)
 					}
 				}
@@ -622,7 +622,7 @@ func goldenIndexCases(ctx context.Context) []goldenCase {
 			check: func(t *testing.T, h *Handler, b []byte) {
 				key := confirmOwnerKey(goldenAlice)
 				h.cfg.Store.PutIfAbsent(ctx, key, b, time.Minute)
-				live, err := h.confirmOwners.Live(ctx, key)
+				live, err := h.confirms.owners.Live(ctx, key)
 				if err != nil || len(live) != len(confirmEntries) {
 					t.Fatalf("Live: %+v, %v", live, err)
 				}
@@ -712,12 +712,12 @@ func goldenMessageCases(ctx context.Context) []goldenCase {
 			func(t *testing.T, h *Handler) {
 				rec := goldenConfirmRecords(t, h)["pending"]
 				rec.Stream, rec.ReqID, rec.Args, rec.Task = "", nil, nil, nil
-				if _, err := h.createConfirm(ctx, goldenConfirmID, &rec); err != nil {
+				if _, err := h.confirms.createConfirm(ctx, goldenConfirmID, &rec); err != nil {
 					t.Fatal(err)
 				}
 				rq := &request{h: h, base: ctx, id: goldenAlice, sess: &session.Session{ID: rec.Session}}
 				m := &jsonrpc.Message{ID: jsonrpc.AppendString(nil, goldenConfirmID), Result: json.RawMessage(`{"action":"accept","content":{"confirm":true}}`)}
-				if err := h.answerConfirm(rq, goldenConfirmID, m); err != nil {
+				if err := h.confirms.answerConfirm(rq, goldenConfirmID, m); err != nil {
 					t.Fatal(err)
 				}
 			}, nil,

@@ -36,8 +36,9 @@ type Handler struct {
 	caps       []byte // the initialize result's capabilities object
 	staticInfo []byte // serverInfo when Config.ServerInfo is nil
 	keys       *seal.Keys
-	macs       *macs        // authenticate what replicas exchange through the store
-	ct         confirmTimes // the confirm machinery's periods
+	macs       *macs      // authenticate what replicas exchange through the store
+	confirms   *confirms  // Confirm decisions: their records, leases and bounds (confirms.go)
+	approvals  *approvals // Approve decisions, in every era (approvals.go)
 
 	bus     *replicaBus // what replicas tell each other, and the requests running here (replica_bus.go)
 	streams *streams    // what every long-lived stream shares (streams.go)
@@ -45,10 +46,8 @@ type Handler struct {
 
 	sessions *sessions // the transports with sessions: 2025 Streamable HTTP, 2024-11-05 HTTP+SSE (sessions.go)
 
-	// confirmOwners bounds the confirm records of each identity
-	// (confirm_owner.go), streamLogs the event logs of each session
-	// (stream_bound.go).
-	confirmOwners, streamLogs *ownerindex.Index
+	// streamLogs bounds the event logs of each session (stream_bound.go).
+	streamLogs *ownerindex.Index
 
 	bufPool sync.Pool // *bytes.Buffer for request bodies
 }
@@ -68,7 +67,6 @@ func New(cfg Config) *Handler {
 	h := &Handler{
 		cfg:     cfg,
 		origins: make(map[string]bool, len(cfg.AllowedOrigins)),
-		ct:      defaultConfirmTimes,
 	}
 	h.catalog = newCatalog(&h.cfg, h.loggerFor)
 	for _, o := range cfg.AllowedOrigins {
@@ -96,15 +94,17 @@ func New(cfg Config) *Handler {
 		panic("mcphandler: Config.StateKeys: " + err.Error())
 	}
 	h.bus = newReplicaBus(&h.cfg, h.macs)
-	if h.confirmOwners, err = newConfirmOwners(&h.cfg, secrets); err != nil {
+	if h.confirms, err = newConfirms(&h.cfg, h.macs, h.bus, secrets); err != nil {
 		panic("mcphandler: Config.StateKeys: " + err.Error())
 	}
+	h.approvals = newApprovals(&h.cfg, h.confirms)
 	if h.streamLogs, err = newStreamLogs(&h.cfg, secrets); err != nil {
 		panic("mcphandler: Config.StateKeys: " + err.Error())
 	}
 	h.streams = newStreams(&h.cfg, h.bus, h.streamLogs)
 	h.tasks = newTasks(&h.cfg, secrets, h.caps)
 	h.sessions = newSessions(h)
+	connectConfirms(h)
 	return h
 }
 

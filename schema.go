@@ -104,10 +104,12 @@ const (
 )
 
 // confirmTTL is the lifetime of a confirm's record from its last write.
-func (h *Handler) confirmTTL() time.Duration { return h.cfg.ConfirmTimeout + h.ct.linger }
+func (cs *confirms) confirmTTL() time.Duration { return cs.cfg.ConfirmTimeout + cs.ct.linger }
 
 // confirmOfTTL is the lifetime of the pointer from a stream to its confirm.
-func (h *Handler) confirmOfTTL() time.Duration { return h.confirmTTL() + h.cfg.Sessions.ResumeWindow }
+func (cs *confirms) confirmOfTTL() time.Duration {
+	return cs.confirmTTL() + cs.cfg.Sessions.ResumeWindow
+}
 
 // getStreamTTL is the lifetime of a GET stream's claim: a dead holder's
 // lapses after two missed keep-alives.

@@ -45,5 +45,5 @@ type sessions struct {
 // newSessions returns the transport of h, whose configuration and MACs
 // are set.
 func newSessions(h *Handler) *sessions {
-	return &sessions{cfg: &h.cfg, store: h.cfg.Store, macs: h.macs, ct: &h.ct, h: h}
+	return &sessions{cfg: &h.cfg, store: h.cfg.Store, macs: h.macs, ct: &h.confirms.ct, h: h}
 }

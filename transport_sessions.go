@@ -256,7 +256,7 @@ func (ss *sessions) deliverResponse(rq *request, m *jsonrpc.Message) error {
 		return errNotWaiting
 	}
 	if isConfirmID(id) {
-		return ss.h.interceptAnswer(rq, id, m, ss.h.answerConfirm) // Config.Interceptors (intercept.go)
+		return ss.h.interceptAnswer(rq, id, m, ss.h.confirms.answerConfirm) // Config.Interceptors (intercept.go)
 	}
 	resp := jsonrpc.AppendResult(nil, m.ID, m.Result)
 	if m.Error != nil {
@@ -548,7 +548,7 @@ func (ss *sessions) resume(w http.ResponseWriter, rq *request, last string) bool
 		keepAlive: func() bool { return rs.sw.comment() == nil },
 		poll:      ss.ct.poll,
 		onPoll: func() bool {
-			ss.h.watchConfirm(rq, streamID)
+			ss.h.confirms.watchConfirm(rq, streamID)
 			evs, err := ss.events(ctx, rs.key, rs.seen)
 			return err != nil || !rs.writeAll(evs)
 		},
@@ -734,7 +734,7 @@ func sessionExchange(rq *request, x *Exchange, meta json.RawMessage) {
 // confirm sends the confirm as a server-to-client request on the call's
 // stream (the push path, confirm.go).
 func (sessionsEra) confirm(rq *request, m *jsonrpc.Message, call *ToolCall, d Decision, ev *CallEvent) (bool, *confirmRun) {
-	return rq.h.confirmPush(rq, m, call, d, ev)
+	return rq.h.confirms.confirmPush(rq, m, call, d, ev)
 }
 
 // negotiate picks the revision to speak: the client's if supported, else

@@ -371,6 +371,6 @@ func (statelessEra) rounds(rq *request, x *Exchange, m *jsonrpc.Message, name st
 
 // confirm travels in an input_required round (confirm_rounds.go).
 func (statelessEra) confirm(rq *request, m *jsonrpc.Message, call *ToolCall, d Decision, ev *CallEvent) (bool, *confirmRun) {
-	rq.h.confirmModern(rq, m, call, d, ev)
+	rq.h.confirms.confirmModern(rq, m, call, d, ev)
 	return false, nil
 }
