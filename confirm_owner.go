@@ -84,10 +84,11 @@ type errTooManyConfirms struct{ *ownerindex.FullError }
 // wire is the refusal's JSON-RPC error: CodeRateLimited, saying how many
 // confirms are held and until when, with retryAfterMs.
 func (e errTooManyConfirms) wire(count time.Duration) *jsonrpc.Error {
-	retry := max(time.Until(e.Oldest), time.Millisecond)
+	// Rounded up: a client that waits exactly this long is not early.
+	retry := max((time.Until(e.Oldest)+time.Millisecond-1)/time.Millisecond, 1)
 	msg := fmt.Sprintf("Too many confirmations: %d confirmations held, at most %d (each counts for %s after it was asked, answered or not; the oldest until %s)",
 		e.Held, e.Max, count, e.Oldest.UTC().Format(time.RFC3339))
-	return rpcErrorData(CodeRateLimited, msg, []byte(`{"retryAfterMs":`+strconv.FormatInt(retry.Milliseconds(), 10)+`}`))
+	return rpcErrorData(CodeRateLimited, msg, []byte(`{"retryAfterMs":`+strconv.FormatInt(int64(retry), 10)+`}`))
 }
 
 // admitConfirm counts the confirm record id (a 2025 confirm's id or a
