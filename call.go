@@ -150,7 +150,7 @@ func (t *toolRun) deliver(result *ToolResult, err error) {
 }
 
 // lookup decodes a tools/call, finds the caller's tool, checks the
-// scopes it needs and what the era checks, and opens the call's Exchange.
+// scopes it needs, and opens the call (open).
 // It answers the request and returns false when the call cannot go on.
 func (t *toolRun) lookup() bool {
 	rq, m, ev := t.rq, t.m, &t.ev
@@ -180,15 +180,24 @@ func (t *toolRun) lookup() bool {
 		ev.Outcome = OutcomeDenied
 		return false
 	}
+	return t.open(tool, args, p.Meta)
+}
+
+// open checks what the era checks of a call of tool (Mcp-Param headers on
+// 2026-07-28) and opens its Exchange, with its rounds if the era has
+// them. It answers the request and returns false when the call cannot go
+// on.
+func (t *toolRun) open(tool Tool, args, meta json.RawMessage) bool {
+	rq, m := t.rq, t.m
 	if e := rq.checkCall(&tool, args); e != nil {
-		ev.Outcome = OutcomeError
+		t.ev.Outcome = OutcomeError
 		rq.fail(m.ID, e)
 		return false
 	}
-	x := rq.newExchange(p.Meta)
+	x := rq.newExchange(meta)
 	x.reqID = m.ID
 	if !rq.prepareRounds(x, m, tool.Name, args) {
-		ev.Outcome = OutcomeError
+		t.ev.Outcome = OutcomeError
 		return false
 	}
 	t.call = &ToolCall{Tool: tool, Arguments: args, Identity: rq.id, SessionID: rq.info.sessionID, Exchange: x}
@@ -236,15 +245,9 @@ func (t *toolRun) decide() bool {
 		rq.fail(m.ID, denyError(h.cfg.Logger, d))
 		return false
 	case DecisionConfirm, DecisionApprove:
-		// What the human is shown, what the confirm is bound to and what
-		// runs are one value: the canonical arguments.
-		canonical, err := canon.Canonical(call.Arguments)
-		if err != nil {
-			ev.Outcome = OutcomeError
-			rq.fail(m.ID, invalidParams("Invalid params: arguments must be valid JSON without repeated keys"))
+		if !t.canonicalize() {
 			return false
 		}
-		call.Arguments, ev.Arguments = canonical, canonical
 		if d.Kind == DecisionApprove {
 			return h.approvals.decide(t, d)
 		}
@@ -259,6 +262,21 @@ func (t *toolRun) decide() bool {
 	ev.Outcome = OutcomeDenied
 	rq.fail(m.ID, rpcError(CodeForbidden, "Forbidden"))
 	return false
+}
+
+// canonicalize makes the call's arguments canonical before a human is
+// asked about them: what the human is shown, what the confirm is bound to
+// and what runs are one value. It answers the request and returns false
+// when the arguments have no canonical form.
+func (t *toolRun) canonicalize() bool {
+	canonical, err := canon.Canonical(t.call.Arguments)
+	if err != nil {
+		t.ev.Outcome = OutcomeError
+		t.rq.fail(t.m.ID, invalidParams("Invalid params: arguments must be valid JSON without repeated keys"))
+		return false
+	}
+	t.call.Arguments, t.ev.Arguments = canonical, canonical
+	return true
 }
 
 // beforeCall runs the BeforeCall hook, turning a panic into an error.
