@@ -11,12 +11,13 @@ import (
 )
 
 // An Approve decision is carried out here, the same way on every era up
-// to the point where the era carries the link (era.approve):
+// to the point where the link travels to the client (approvals.decide):
 //
 //	Begin ──► approved already? ──► Consume ──► run (a repeated call)
-//	   └────► pending ──► the era: push and wait (2025-11-25, url mode),
-//	                      an input request (2026-07-28, url mode), or a
-//	                      tool result naming the page (everything else)
+//	   └────► pending ──► push and wait (2025-11-25, url mode), an input
+//	                      request in rounds (2026-07-28, url mode), or a
+//	                      tool result naming the page, to repeat the call
+//	                      once approved (everything else)
 //
 // The approval is bound to the caller, the tool and the canonical
 // arguments (package approval), and is consumed once: of any number of
@@ -30,16 +31,38 @@ func checkApprovals(cfg *Config) {
 	}
 }
 
-// approve carries out an Approve decision (see [Approve]): without an
-// approvals store the call does not run.
-func (ap *approvals) approve(rq *request, m *jsonrpc.Message, call *ToolCall, d Decision, ev *CallEvent) (bool, *confirmRun) {
+// decide carries out an Approve decision, as the request can carry it: a
+// 2026-07-28 client that declared URL mode gets an input request carrying
+// the approval's URL (rounds, approve_rounds.go); a 2025-11-25 client that
+// declared URL mode, on a stream, is pushed the elicitation and the call
+// waits (push, approve_push.go); any other client (2024-11-05 has no URL
+// mode) gets the tool result naming the page, and repeats the call once
+// it is approved (approveByRepeat). It returns true when the tool is to
+// run, with t.lease or t.round set.
+func (ap *approvals) decide(t *toolRun, d Decision) bool {
+	call := t.call
 	if ap.cfg.Approvals == nil {
 		ap.logger().Error("mcphandler: BeforeCall decided Approve, but Config.Approvals is nil; not run", "tool", call.Tool.Name)
-		ev.Outcome, ev.IsError = OutcomeError, true
-		rq.sendResult(m.ID, ErrorResult("Not run: "+call.Tool.Name+" needs an approval, and this server cannot ask for one."))
-		return false, nil
+		t.ev.Outcome, t.ev.IsError = OutcomeError, true
+		t.rq.sendResult(t.m.ID, ErrorResult("Not run: "+call.Tool.Name+" needs an approval, and this server cannot ask for one."))
+		return false
 	}
-	return rq.era.approve(rq, m, call, d, ev)
+	x := call.Exchange
+	if x.mr != nil {
+		if !x.caps.Has(session.CapElicitationURL) {
+			return ap.approveByRepeat(t, d)
+		}
+		return ap.approveRounds(t, d)
+	}
+	urlMode := x.version >= Version20251125 && x.caps.Has(session.CapElicitationURL)
+	if !urlMode || x.sess == nil || x.st.noSSE || x.st.streamID() == "" {
+		return ap.approveByRepeat(t, d)
+	}
+	a, run, ok := ap.openApproval(t, d)
+	if !ok || run {
+		return run
+	}
+	return ap.approvePush(t, d, a)
 }
 
 // approvalAsker is the identity an approval is bound to.
@@ -52,7 +75,8 @@ func approvalAsker(id Identity) approval.Identity {
 // and run is true: the tool runs. Otherwise the approval returned is
 // pending. It answers the request and returns ok false when the approval
 // cannot be started.
-func (ap *approvals) openApproval(rq *request, m *jsonrpc.Message, call *ToolCall, d Decision, ev *CallEvent) (a *approval.Approval, run, ok bool) {
+func (ap *approvals) openApproval(t *toolRun, d Decision) (a *approval.Approval, run, ok bool) {
+	rq, m, call, ev := t.rq, t.m, t.call, &t.ev
 	s := ap.cfg.Approvals
 	req := approval.Request{Asker: approvalAsker(call.Identity), Tool: call.Tool.Name, Arguments: call.Arguments, Message: d.Message, Policy: d.Policy}
 	for range 3 {
@@ -111,16 +135,17 @@ func (ap *approvals) approvalFailed(rq *request, m *jsonrpc.Message, call *ToolC
 // reaches every client, whatever it declared. (URLElicitationRequiredError,
 // -32042, which MCP 2025-11-25 allows instead, is only understood by a
 // client that declared URL mode, and such a client is asked in-band.)
-func (ap *approvals) approveByRepeat(rq *request, m *jsonrpc.Message, call *ToolCall, d Decision, ev *CallEvent) (bool, *confirmRun) {
-	a, run, ok := ap.openApproval(rq, m, call, d, ev)
+func (ap *approvals) approveByRepeat(t *toolRun, d Decision) bool {
+	rq, m, call, ev := t.rq, t.m, t.call, &t.ev
+	a, run, ok := ap.openApproval(t, d)
 	if !ok || run {
-		return run, nil
+		return run
 	}
 	ev.Outcome, ev.IsError = OutcomeFallback, true
 	rq.sendResult(m.ID, ErrorResult("Not run: "+call.Tool.Name+" needs an approval. Ask a person who may approve it to open "+
 		a.URL+" and decide before "+a.Expires.UTC().Format(time.RFC3339)+"; once approved, call "+call.Tool.Name+
 		" again with the same arguments: it runs once."))
-	return false, nil
+	return false
 }
 
 // approvalMessage is the message of the URL elicitation of a call.
@@ -146,9 +171,4 @@ func approvalOutcome(a *approval.Approval, tool string) (Outcome, *ToolResult) {
 		return OutcomeCancelled, ErrorResult("Not run: the approval of " + tool + " was withdrawn.")
 	}
 	return OutcomeReplayRefused, ErrorResult("Not run: the approval of " + tool + " was already used.")
-}
-
-// sseEra.approve: 2024-11-05 has no URL mode.
-func (sseEra) approve(rq *request, m *jsonrpc.Message, call *ToolCall, d Decision, ev *CallEvent) (bool, *confirmRun) {
-	return rq.h.approvals.approveByRepeat(rq, m, call, d, ev)
 }

@@ -9,29 +9,12 @@ import (
 	"github.com/mcphandler/mcphandler/approval"
 	"github.com/mcphandler/mcphandler/elicitation"
 	"github.com/mcphandler/mcphandler/internal/jsonrpc"
-	"github.com/mcphandler/mcphandler/session"
 )
 
 // approvalPrefix marks the request ids of URL elicitations of approvals
 // (followed by the approval's id); the client's answer only says whether
 // the person agreed to open the page.
 const approvalPrefix = "mcpha-"
-
-// sessionsEra.approve: a 2025-11-25 client that declared URL mode, on a
-// stream, is pushed the elicitation and the call waits (approvePush);
-// any other client gets the tool result naming the page.
-func (sessionsEra) approve(rq *request, m *jsonrpc.Message, call *ToolCall, d Decision, ev *CallEvent) (bool, *confirmRun) {
-	x := call.Exchange
-	urlMode := x.version >= Version20251125 && x.caps.Has(session.CapElicitationURL)
-	if !urlMode || x.sess == nil || x.st.noSSE || x.st.streamID() == "" {
-		return rq.h.approvals.approveByRepeat(rq, m, call, d, ev)
-	}
-	a, run, ok := rq.h.approvals.openApproval(rq, m, call, d, ev)
-	if !ok || run {
-		return run, nil
-	}
-	return rq.h.approvals.approvePush(rq, m, call, d, ev, a)
-}
 
 // approvePush asks a 2025-11-25 client to open the approval's page with a
 // URL-mode elicitation/create and waits for the decision, under a confirm
@@ -46,7 +29,8 @@ func (sessionsEra) approve(rq *request, m *jsonrpc.Message, call *ToolCall, d De
 // credentials fail a re-check (see callerWatch) stops waiting: the record
 // is closed as revoked and the approval stays as it is, for its owner's
 // repeated call with valid credentials.
-func (ap *approvals) approvePush(rq *request, m *jsonrpc.Message, call *ToolCall, d Decision, ev *CallEvent, a *approval.Approval) (bool, *confirmRun) {
+func (ap *approvals) approvePush(t *toolRun, d Decision, a *approval.Approval) bool {
+	rq, m, call, ev := t.rq, t.m, t.call, &t.ev
 	x := call.Exchange
 	c := &confirmCall{cs: ap.confirms, id: confirmPrefix + rand.Text(), tool: call.Tool.Name, ident: call.Identity, found: call.Tool, x: x}
 	// The arguments are kept whatever their size: the approval bounds
@@ -58,28 +42,29 @@ func (ap *approvals) approvePush(rq *request, m *jsonrpc.Message, call *ToolCall
 	ctx := context.WithoutCancel(rq.ctx)
 	if err := ap.confirms.admitConfirm(ctx, call.Identity, c.id); err != nil {
 		ap.confirms.confirmRefused(rq, m, err, ev)
-		return false, nil
+		return false
 	}
 	if err := c.record(ctx); err != nil {
 		ap.logger().Error("mcphandler: storing an approval's confirm", "err", err)
 		ev.Outcome, ev.IsError = OutcomeError, true
 		rq.sendResult(m.ID, ErrorResult("Not run: the approval could not be recorded."))
-		return false, nil
+		return false
 	}
 	outcome, result, run := c.waitApproval(rq.ctx, a, approvalMessage(call, d))
 	ev.Outcome = outcome
 	switch {
 	case outcome == outcomeHandedOver:
-		return false, nil
+		return false
 	case run == nil:
 		ev.IsError = result != nil && result.IsError
 		if result == nil {
 			result = ErrorResult("Not run.")
 		}
 		rq.sendResult(m.ID, result)
-		return false, nil
+		return false
 	}
-	return true, run
+	t.lease = run
+	return true
 }
 
 // waitApproval sends the URL elicitation and waits for the approval's
@@ -263,7 +248,7 @@ func (ap *approvals) adoptApproval(rq *request, id string, rec confirmRecord, ra
 	}
 	if ap.cfg.OnCall != nil {
 		ev.Duration = time.Since(start)
-		ap.emit(ev)
+		emitCall(ap.cfg, ev)
 	}
 }
 
@@ -278,8 +263,9 @@ func (ap *approvals) runAdopted(out *request, c *confirmCall, run *confirmRun, e
 		return
 	}
 	call := &ToolCall{Tool: tool, Arguments: c.rec.Args, Identity: c.ident, SessionID: c.rec.Session, Exchange: c.x, task: c.rec.slot(tool)}
-	res, _ := ap.run(out.ctx, call, ev)
-	answerAdopted(out, c.rec.ReqID, call, res)
+	t := toolRun{rq: out, m: &jsonrpc.Message{ID: c.rec.ReqID, Method: "tools/call"}, call: call, ev: *ev}
+	t.proceed()
+	*ev = t.ev
 }
 
 // adoptRequest is a request that writes to the event log of streamID only,

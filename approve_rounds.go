@@ -8,21 +8,9 @@ import (
 	"github.com/mcphandler/mcphandler/approval"
 	"github.com/mcphandler/mcphandler/elicitation"
 	"github.com/mcphandler/mcphandler/internal/jsonrpc"
-	"github.com/mcphandler/mcphandler/session"
 )
 
-// statelessEra.approve: a 2026-07-28 client that declared URL mode gets an
-// input request carrying the approval's URL (approveModern); any other
-// the tool result naming the page.
-func (statelessEra) approve(rq *request, m *jsonrpc.Message, call *ToolCall, d Decision, ev *CallEvent) (bool, *confirmRun) {
-	if !call.Exchange.caps.Has(session.CapElicitationURL) {
-		return rq.h.approvals.approveByRepeat(rq, m, call, d, ev)
-	}
-	rq.h.approvals.approveModern(rq, m, call, d, ev)
-	return false, nil
-}
-
-// approveModern runs a 2026-07-28 Approve round by round, with a nonce
+// approveRounds runs a 2026-07-28 Approve round by round, with a nonce
 // record (confirm_state.go) naming the approval, sealed in the
 // requestState like a confirm's (confirm_rounds.go):
 //
@@ -36,73 +24,72 @@ func (statelessEra) approve(rq *request, m *jsonrpc.Message, call *ToolCall, d D
 //     Declined, expired, withdrawn: pending → closed with the refusal.
 //   - A retry of a finished call gets the recorded result: nothing runs
 //     again.
-func (ap *approvals) approveModern(rq *request, m *jsonrpc.Message, call *ToolCall, d Decision, ev *CallEvent) {
-	r := call.Exchange.mr
+//
+// It returns true when the tool is to run.
+func (ap *approvals) approveRounds(t *toolRun, d Decision) bool {
+	rq, m, ev := t.rq, t.m, &t.ev
+	r := t.call.Exchange.mr
 	if r.state.Nonce == "" {
-		ap.openApprovalRound(rq, m, call, d, ev)
-		return
+		return ap.openApprovalRound(t, d)
 	}
 	rec, raw, ok := ap.confirms.loadRound(rq, m, r.state.Nonce, ev)
 	if !ok {
-		return
+		return false
 	}
 	switch {
 	case rec.State == statePending && rec.Approval == "":
 		ev.Outcome, ev.IsError = OutcomeReplayRefused, true
 		rq.sendResult(m.ID, ErrorResult("Not run: this requestState is not the one of an approval."))
 	case rec.State == statePending && r.state.Round == 1:
-		ap.answerApprovalRound(rq, m, call, ev, rec, raw)
+		return ap.answerApprovalRound(t, rec, raw)
 	case rec.State == stateAwaiting && rec.Round == r.state.Round:
-		ap.confirms.resumeRound(rq, m, call, ev, rec, raw)
+		return ap.confirms.resumeRound(t, rec, raw)
 	default:
 		ap.confirms.replayNonce(rq, m, rec, r.state.Round, ev)
 	}
+	return false
 }
 
 // openApprovalRound starts (or finds) the call's approval and asks the
 // client to open its page in round 1. A call repeated after its approval
-// (without the requestState) runs at once.
-func (ap *approvals) openApprovalRound(rq *request, m *jsonrpc.Message, call *ToolCall, d Decision, ev *CallEvent) {
+// (without the requestState) runs at once: it returns true.
+func (ap *approvals) openApprovalRound(t *toolRun, d Decision) bool {
+	rq, m, call, ev := t.rq, t.m, t.call, &t.ev
 	x := call.Exchange
-	a, run, ok := ap.openApproval(rq, m, call, d, ev)
-	if !ok {
-		return
-	}
-	if run {
-		result, err := ap.run(rq.ctx, call, ev)
-		if !rq.finishRounds(x, m, err) && !rq.answerTask(m, call.task) {
-			rq.sendResult(m.ID, result)
-		}
-		return
+	a, run, ok := ap.openApproval(t, d)
+	if !ok || run {
+		return run
 	}
 	n := rand.Text()
 	if err := ap.confirms.admitConfirm(rq.ctx, call.Identity, n); err != nil {
 		ap.confirms.confirmRefused(rq, m, err, ev)
-		return
+		return false
 	}
 	rec := nonceRecord{State: statePending, Round: 1, Approval: a.ID}
 	ok, err := ap.cfg.Store.PutIfAbsent(rq.ctx, nonceKey(n), ap.confirms.encodeNonce(n, &rec), ap.confirms.confirmTTL())
 	if err != nil || !ok {
 		ev.Outcome = OutcomeError
 		ap.storeFailed(rq, m, err)
-		return
+		return false
 	}
 	x.mr.state.Nonce, x.mr.state.Round = n, 1
 	params, err := x.elicitParams(ElicitRequest{Message: approvalMessage(call, d), URL: a.URL})
 	if err != nil {
 		ev.Outcome = OutcomeError
 		rq.fail(m.ID, errInternal())
-		return
+		return false
 	}
 	x.mr.askConfirm(params)
 	ev.Outcome = OutcomeInputRequired
 	rq.inputRequired(m.ID, x.mr)
+	return false
 }
 
 // answerApprovalRound waits for the decision of the approval of a pending
 // nonce and acts on it, once: of concurrent retries, on any replicas, the
 // one whose transition out of pending succeeds acts.
-func (ap *approvals) answerApprovalRound(rq *request, m *jsonrpc.Message, call *ToolCall, ev *CallEvent, rec nonceRecord, raw []byte) {
+func (ap *approvals) answerApprovalRound(t *toolRun, rec nonceRecord, raw []byte) bool {
+	rq, m, call, ev := t.rq, t.m, t.call, &t.ev
 	s, n := ap.cfg.Approvals, call.Exchange.mr.state.Nonce
 	ctx := context.WithoutCancel(rq.ctx)
 	ev.ConfirmID = rec.Approval
@@ -118,24 +105,24 @@ func (ap *approvals) answerApprovalRound(rq *request, m *jsonrpc.Message, call *
 		// with that failure, and the nonce stays pending for a retry with
 		// valid ones (the approval stays too).
 		ev.Outcome = OutcomeRevoked
-		return
+		return false
 	case rq.ctx.Err() != nil || err == nil && got.State == approval.Pending:
 		// The client went away (or stopped waiting): the nonce stays
 		// pending for its next retry.
 		ev.Outcome, ev.IsError = OutcomeDisconnected, true
 		rq.sendResult(m.ID, ErrorResult("Not run yet: the approval of "+call.Tool.Name+" is pending; retry with the same requestState."))
-		return
+		return false
 	case err != nil:
 		ev.Outcome = OutcomeError
 		ap.storeFailed(rq, m, err)
-		return
+		return false
 	}
 	outcome, result := approvalOutcome(got, call.Tool.Name)
 	if result != nil {
 		ap.closeApprovalRound(rq, m, ev, n, raw, outcome, result)
-		return
+		return false
 	}
-	ap.runApprovedRound(rq, m, call, ev, rec, raw, got)
+	return ap.runApprovedRound(t, rec, raw, got)
 }
 
 // closeApprovalRound records the result of an approval that was not given
@@ -151,14 +138,16 @@ func (ap *approvals) closeApprovalRound(rq *request, m *jsonrpc.Message, ev *Cal
 	rq.sendResult(m.ID, result)
 }
 
-// runApprovedRound moves the call's nonce to running, consumes the
-// approval (once: a second consumer is refused as used) and runs the call.
-func (ap *approvals) runApprovedRound(rq *request, m *jsonrpc.Message, call *ToolCall, ev *CallEvent, rec nonceRecord, raw []byte, got *approval.Approval) {
+// runApprovedRound moves the call's nonce to running and consumes the
+// approval (once: a second consumer is refused as used); it returns true
+// when the call is to run.
+func (ap *approvals) runApprovedRound(t *toolRun, rec nonceRecord, raw []byte, got *approval.Approval) bool {
+	rq, m, call, ev := t.rq, t.m, t.call, &t.ev
 	ctx, n := context.WithoutCancel(rq.ctx), call.Exchange.mr.state.Nonce
 	b, ok, err := ap.confirms.moveNonce(ctx, n, raw, statePending, &nonceRecord{State: stateRunning, Round: 1})
 	if !ok {
 		ap.confirms.nonceRaced(rq, m, n, 1, err, ev)
-		return
+		return false
 	}
 	if _, err := ap.cfg.Approvals.Consume(ctx, got.ID, approvalAsker(call.Identity), call.Tool.Name, call.Arguments); err != nil {
 		outcome, result := approvalOutcome(&approval.Approval{State: approval.Used}, call.Tool.Name)
@@ -166,9 +155,9 @@ func (ap *approvals) runApprovedRound(rq *request, m *jsonrpc.Message, call *Too
 		ap.confirms.moveNonce(ctx, n, b, stateRunning, &nonceRecord{State: stateDone, Round: 1, Outcome: outcome, Result: res})
 		ev.Outcome, ev.IsError = outcome, true
 		rq.sendResult(m.ID, result)
-		return
+		return false
 	}
-	ap.confirms.runConfirmedRound(rq, m, call, ev, n, rec, b)
+	return t.grantRound(n, rec, b)
 }
 
 // waitRound waits for approval id to be decided, as long as the request

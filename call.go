@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"log/slog"
 	"runtime/debug"
 	"strconv"
 	"time"
@@ -44,68 +45,122 @@ type metaParams struct {
 	ProgressToken json.RawMessage `json:"progressToken"`
 }
 
-// callTool runs tools/call: find the tool among the caller's, validate the
-// arguments, ask BeforeCall, confirm if asked to, run, answer, report.
+// toolRun is one tools/call on its way through the pipeline that owns
+// it: lookup, validate, decide, execute, deliver, report.
 //
-//	lookup ──► validate ──► BeforeCall ──► (confirm) ──► Handler ──► response ──► OnCall
+//	lookup ──► validate ──► decide (BeforeCall, a confirm, an approval) ──► execute ──► deliver ──► report (OnCall)
 //
-// A tool the caller cannot see gets the unknown-tool error and never runs.
-func (h *Handler) callTool(rq *request, m *jsonrpc.Message) {
-	ev := CallEvent{Identity: rq.id, SessionID: rq.info.sessionID}
-	defer func() {
-		rq.ic.callEnded(&ev) // for Config.Interceptors (intercept.go)
-		// A confirm handed over is reported by the replica that finishes it.
-		if h.cfg.OnCall != nil && ev.Outcome != outcomeHandedOver {
-			ev.Duration = time.Since(rq.start)
-			h.emit(ev)
-		}
-	}()
-	call, ok := h.lookupCall(rq, m, &ev)
-	if !ok {
-		return
+// execute is the only place a tool's handler runs, and proceed, the only
+// caller of execute, the only place a decided call goes on from: the
+// asker of a call (serveToolsCall) and a replica that takes over a
+// confirmed or approved 2025 call from the store (confirms.adopt,
+// approvals.runAdopted) build a toolRun and proceed the same way. How
+// a decision travels is chosen once, in decide: pushed on the call's
+// 2025 stream, in input_required rounds when the request has them
+// (2026-07-28), or by repeating the call (an approval a client cannot
+// wait for). How the result is delivered is the executor's: answered
+// inline, recorded in the round's nonce record (rounds), or answered with
+// a task (RunAsTask, either revision).
+//
+// A toolRun belongs to the goroutine serving its request; it lives on
+// that goroutine's stack, so nothing may keep a pointer to it.
+type toolRun struct {
+	rq   *request
+	m    *jsonrpc.Message // the tools/call; its ID is what the answer carries
+	call *ToolCall
+	ev   CallEvent // reported once the call ends (report)
+
+	// lease, if set, is the confirm's run the tool runs under (a 2025
+	// confirm or approval): it records the call's end once answered.
+	lease *confirmRun
+	// round, if its nonce is set, is the 2026-07-28 confirm or approval
+	// whose record the round's end is written to before it is answered.
+	round roundRun
+}
+
+// serveToolsCall serves tools/call: a tool the caller cannot see gets the
+// unknown-tool error and never runs.
+func serveToolsCall(h *Handler, rq *request, m *jsonrpc.Message) {
+	t := toolRun{rq: rq, m: m, ev: CallEvent{Identity: rq.id, SessionID: rq.info.sessionID}}
+	defer t.report()
+	if t.lookup() && t.validate() && t.decide() {
+		t.proceed()
 	}
-	x := call.Exchange
-	slot, ok := rq.checkTask(m, call, &ev)
+}
+
+// report tells the interceptors and OnCall how the call ended. A confirm
+// handed over is reported by the replica that finishes it.
+func (t *toolRun) report() {
+	rq := t.rq
+	rq.ic.callEnded(&t.ev) // for Config.Interceptors (intercept.go)
+	if rq.h.cfg.OnCall != nil && t.ev.Outcome != outcomeHandedOver {
+		t.ev.Duration = time.Since(rq.start)
+		emitCall(&rq.h.cfg, t.ev)
+	}
+}
+
+// validate checks what the call asks of a task and its arguments against
+// the tool's input schema; it answers the request and returns false when
+// the call cannot go on.
+func (t *toolRun) validate() bool {
+	rq, m, call := t.rq, t.m, t.call
+	slot, ok := rq.checkTask(m, call, &t.ev)
 	if !ok {
-		return
+		return false
 	}
 	if in := call.Tool.input; in != nil {
 		if err := in.args.check(call.Arguments); err != nil {
-			ev.Outcome, ev.IsError, ev.ErrorClass = OutcomeError, true, ClassBadArgs
+			t.ev.Outcome, t.ev.IsError, t.ev.ErrorClass = OutcomeError, true, ClassBadArgs
 			class, detail := classify(err)
 			rq.sendResult(m.ID, toolErrorResult(class, detail))
-			return
+			return false
 		}
 	}
 	call.task = slot // a confirmed call too becomes a task once confirmed
-	ok, run := h.decide(rq, m, call, &ev)
-	if !ok {
+	return true
+}
+
+// proceed runs a call that was decided and delivers its result, under
+// the confirm's lease if it has one.
+func (t *toolRun) proceed() {
+	if t.lease != nil {
+		defer t.lease.finish(t.rq.ctx)
+	}
+	result, err := t.execute()
+	if t.round.nonce != "" {
+		t.rq.h.confirms.endRound(t, result, err)
 		return
 	}
-	if run != nil {
-		defer run.finish(rq.ctx)
-	}
-	result, err := h.run(rq.ctx, call, &ev)
-	if rq.finishRounds(x, m, err) {
-		ev.Outcome, ev.IsError, ev.ErrorClass = OutcomeInputRequired, false, ""
+	t.deliver(result, err)
+}
+
+// deliver answers the call with what execute returned: input_required when
+// the tool asked the client on 2026-07-28, the CreateTaskResult of a call
+// that became a task, else the result.
+func (t *toolRun) deliver(result *ToolResult, err error) {
+	rq, m := t.rq, t.m
+	if rq.finishRounds(t.call.Exchange, m, err) {
+		t.ev.Outcome, t.ev.IsError, t.ev.ErrorClass = OutcomeInputRequired, false, ""
 		return
 	}
-	if rq.answerTask(m, slot) {
+	if rq.answerTask(m, t.call.task) {
 		return
 	}
 	rq.sendResult(m.ID, result)
 }
 
-// lookupCall decodes a tools/call, finds the caller's tool, checks the
-// scopes it needs and what the era checks, and opens the call's Exchange.
+// lookup decodes a tools/call, finds the caller's tool, checks the
+// scopes it needs, and opens the call (open).
 // It answers the request and returns false when the call cannot go on.
-func (h *Handler) lookupCall(rq *request, m *jsonrpc.Message, ev *CallEvent) (*ToolCall, bool) {
+func (t *toolRun) lookup() bool {
+	rq, m, ev := t.rq, t.m, &t.ev
+	h := rq.h
 	p, args, e := decodeCall(rq.meta.of(m.Params), m, ev)
 	rq.ic.target(ev.Tool) // for Config.Interceptors (intercept.go)
 	if e != nil {
 		ev.Outcome = OutcomeError
 		rq.fail(m.ID, e)
-		return nil, false
+		return false
 	}
 	tool, ok, err := h.catalog.findTool(rq.ctx, rq.id, p.Name)
 	switch {
@@ -113,30 +168,40 @@ func (h *Handler) lookupCall(rq *request, m *jsonrpc.Message, ev *CallEvent) (*T
 		h.loggerFor(rq.ctx).Error("mcphandler: ListTools", "err", err)
 		ev.Outcome = OutcomeError
 		rq.fail(m.ID, wireError(err))
-		return nil, false
+		return false
 	case !ok:
 		ev.Outcome = OutcomeNotFound
 		rq.fail(m.ID, errUnknownTool(p.Name))
-		return nil, false
+		return false
 	}
 	ev.Tool = tool.Name
 	rq.ic.found() // for Config.Interceptors (intercept.go)
 	if h.catalog.stepUp(rq, m, tool.Scopes) {
 		ev.Outcome = OutcomeDenied
-		return nil, false
+		return false
 	}
+	return t.open(tool, args, p.Meta)
+}
+
+// open checks what the era checks of a call of tool (Mcp-Param headers on
+// 2026-07-28) and opens its Exchange, with its rounds if the era has
+// them. It answers the request and returns false when the call cannot go
+// on.
+func (t *toolRun) open(tool Tool, args, meta json.RawMessage) bool {
+	rq, m := t.rq, t.m
 	if e := rq.checkCall(&tool, args); e != nil {
-		ev.Outcome = OutcomeError
+		t.ev.Outcome = OutcomeError
 		rq.fail(m.ID, e)
-		return nil, false
+		return false
 	}
-	x := rq.newExchange(p.Meta)
+	x := rq.newExchange(meta)
 	x.reqID = m.ID
 	if !rq.prepareRounds(x, m, tool.Name, args) {
-		ev.Outcome = OutcomeError
-		return nil, false
+		t.ev.Outcome = OutcomeError
+		return false
 	}
-	return &ToolCall{Tool: tool, Arguments: args, Identity: rq.id, SessionID: rq.info.sessionID, Exchange: x}, true
+	t.call = &ToolCall{Tool: tool, Arguments: args, Identity: rq.id, SessionID: rq.info.sessionID, Exchange: x}
+	return true
 }
 
 // decodeCall decodes the params of a tools/call: the tool's name and its
@@ -157,65 +222,77 @@ func decodeCall(x *paramsIndex, m *jsonrpc.Message, ev *CallEvent) (callParams, 
 	return p, args, nil
 }
 
-// decide asks BeforeCall about call and carries out its Decision: a Deny
-// is answered, a Confirm travels the era's way. It returns true when the
-// tool is to run, with the confirm's run (nil if none) it runs under.
-func (h *Handler) decide(rq *request, m *jsonrpc.Message, call *ToolCall, ev *CallEvent) (bool, *confirmRun) {
+// decide asks BeforeCall about the call and carries out its Decision: a
+// Deny is answered; a Confirm or an Approve travels as the request can
+// carry it (confirms.decide, approvals.decide). It returns true when the
+// tool is to run (with t.lease or t.round set by the decision, if any).
+func (t *toolRun) decide() bool {
+	rq, m, call, ev := t.rq, t.m, t.call, &t.ev
+	h := rq.h
 	d := Decision{}
 	if h.cfg.BeforeCall != nil {
 		var err error
-		if d, err = h.beforeCall(rq.ctx, call); err != nil {
+		if d, err = beforeCall(h.cfg.BeforeCall, rq.ctx, call); err != nil {
 			h.loggerFor(rq.ctx).Error("mcphandler: BeforeCall", "tool", call.Tool.Name, "err", err)
 			ev.Outcome = OutcomeError
 			rq.fail(m.ID, wireError(err))
-			return false, nil
+			return false
 		}
 	}
 	switch d.Kind {
 	case DecisionDeny:
 		ev.Outcome = OutcomeDenied
-		rq.fail(m.ID, h.denyError(d))
-		return false, nil
+		rq.fail(m.ID, denyError(h.cfg.Logger, d))
+		return false
 	case DecisionConfirm, DecisionApprove:
-		// What the human is shown, what the confirm is bound to and what
-		// runs are one value: the canonical arguments.
-		canonical, err := canon.Canonical(call.Arguments)
-		if err != nil {
-			ev.Outcome = OutcomeError
-			rq.fail(m.ID, invalidParams("Invalid params: arguments must be valid JSON without repeated keys"))
-			return false, nil
+		if !t.canonicalize() {
+			return false
 		}
-		call.Arguments, ev.Arguments = canonical, canonical
 		if d.Kind == DecisionApprove {
-			return h.approvals.approve(rq, m, call, d, ev)
+			return h.approvals.decide(t, d)
 		}
-		return rq.confirm(m, call, d, ev)
+		return h.confirms.decide(t, d)
 	case DecisionAllow:
 		ev.Outcome = OutcomeAllowed
-		return true, nil
+		return true
 	}
 	// A kind this handler does not know (a newer hook, a cast) never runs
 	// the tool: it is refused like a Deny.
-	h.logger().Error("mcphandler: BeforeCall returned an unknown Decision.Kind; refused", "tool", call.Tool.Name, "kind", d.Kind)
+	h.cfg.Logger.Error("mcphandler: BeforeCall returned an unknown Decision.Kind; refused", "tool", call.Tool.Name, "kind", d.Kind)
 	ev.Outcome = OutcomeDenied
 	rq.fail(m.ID, rpcError(CodeForbidden, "Forbidden"))
-	return false, nil
+	return false
+}
+
+// canonicalize makes the call's arguments canonical before a human is
+// asked about them: what the human is shown, what the confirm is bound to
+// and what runs are one value. It answers the request and returns false
+// when the arguments have no canonical form.
+func (t *toolRun) canonicalize() bool {
+	canonical, err := canon.Canonical(t.call.Arguments)
+	if err != nil {
+		t.ev.Outcome = OutcomeError
+		t.rq.fail(t.m.ID, invalidParams("Invalid params: arguments must be valid JSON without repeated keys"))
+		return false
+	}
+	t.call.Arguments, t.ev.Arguments = canonical, canonical
+	return true
 }
 
 // beforeCall runs the BeforeCall hook, turning a panic into an error.
-func (h *Handler) beforeCall(ctx context.Context, call *ToolCall) (d Decision, err error) {
+func beforeCall(hook BeforeCallFunc, ctx context.Context, call *ToolCall) (d Decision, err error) {
 	defer func() {
 		if v := recover(); v != nil {
 			err = fmt.Errorf("panic: %v\n%s", v, debug.Stack())
 		}
 	}()
-	return h.cfg.BeforeCall(ctx, call)
+	return hook(ctx, call)
 }
 
 // denyError is the JSON-RPC error of a Deny: its code, message, and data
 // (retryAfterMs for a rate limit, and the members of Decision.Data).
-func (h *Handler) denyError(d Decision) *jsonrpc.Error {
-	code := h.denyCode(d)
+func denyError(log *slog.Logger, d Decision) *jsonrpc.Error {
+	code := denyCode(log, d)
 	msg := d.Message
 	if msg == "" {
 		msg = "Forbidden"
@@ -242,7 +319,7 @@ func (h *Handler) denyError(d Decision) *jsonrpc.Error {
 		err = json.Unmarshal(b, &members)
 	}
 	if err != nil || members == nil {
-		h.logger().Error("mcphandler: BeforeCall's Decision.Data is not a JSON object; left out", "err", err)
+		log.Error("mcphandler: BeforeCall's Decision.Data is not a JSON object; left out", "err", err)
 		return e
 	}
 	if retry > 0 {
@@ -255,21 +332,23 @@ func (h *Handler) denyError(d Decision) *jsonrpc.Error {
 // denyCode is the code of a Deny: CodeForbidden or CodeRateLimited, as
 // Decision.Code documents; any other code is logged and refused as
 // CodeForbidden.
-func (h *Handler) denyCode(d Decision) Code {
+func denyCode(log *slog.Logger, d Decision) Code {
 	switch d.Code {
 	case CodeForbidden, CodeRateLimited:
 		return d.Code
 	case 0:
 		return CodeForbidden
 	}
-	h.logger().Error("mcphandler: BeforeCall denied with a Decision.Code that is neither CodeForbidden nor CodeRateLimited; refused as CodeForbidden", "code", d.Code)
+	log.Error("mcphandler: BeforeCall denied with a Decision.Code that is neither CodeForbidden nor CodeRateLimited; refused as CodeForbidden", "code", d.Code)
 	return CodeForbidden
 }
 
-// run calls the tool's handler and turns its error or panic into a
-// classified isError result. It records the result's class in ev, and
-// returns the handler's own error too (see finishRounds).
-func (h *Handler) run(ctx context.Context, call *ToolCall, ev *CallEvent) (result *ToolResult, err error) {
+// execute calls the tool's handler, the only place it is called, and
+// turns its error or panic into a classified isError result. It records
+// the result's class in the call's event, and returns the handler's own
+// error too (see finishRounds).
+func (t *toolRun) execute() (result *ToolResult, err error) {
+	ctx, call, ev, h := t.rq.ctx, t.call, &t.ev, t.rq.h
 	defer func() {
 		if v := recover(); v != nil {
 			h.loggerFor(ctx).Error("mcphandler: tool panicked", "tool", call.Tool.Name, "panic", v, "stack", string(debug.Stack()))
@@ -317,12 +396,12 @@ func (rq *request) sendResult(id json.RawMessage, r *ToolResult) {
 	rq.st.finish(closeResult(b))
 }
 
-// emit delivers ev to OnCall, recovering a panic.
-func (h *Handler) emit(ev CallEvent) {
+// emitCall delivers ev to cfg.OnCall, recovering a panic.
+func emitCall(cfg *Config, ev CallEvent) {
 	defer func() {
 		if v := recover(); v != nil {
-			h.logger().Error("mcphandler: OnCall panicked", "panic", v)
+			cfg.Logger.Error("mcphandler: OnCall panicked", "panic", v)
 		}
 	}()
-	h.cfg.OnCall(ev)
+	cfg.OnCall(ev)
 }

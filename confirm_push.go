@@ -21,20 +21,21 @@ import (
 
 // confirmPush carries a confirm over the 2025 transports: asks the client
 // with a server-to-client request on the call's stream (see confirm). It
-// answers the request itself and returns false, or returns true and the
-// run under whose lease the tool runs.
-func (cs *confirms) confirmPush(rq *request, m *jsonrpc.Message, call *ToolCall, d Decision, ev *CallEvent) (bool, *confirmRun) {
+// answers the request itself and returns false, or returns true with
+// t.lease set: the run under whose lease the tool runs.
+func (cs *confirms) confirmPush(t *toolRun, d Decision) bool {
+	rq, m, call, ev := t.rq, t.m, t.call, &t.ev
 	outcome, result, run, refused := cs.confirm(rq.ctx, call, d, ev)
 	ev.Outcome = outcome
 	switch {
 	case refused != nil:
 		cs.confirmRefused(rq, m, refused, ev)
-		return false, nil
+		return false
 	case outcome == outcomeHandedOver:
-		return false, nil // the replica that finished the confirm answers
+		return false // the replica that finished the confirm answers
 	case outcome == OutcomeRevoked:
 		rq.fail(m.ID, errUnknownTool(call.Tool.Name))
-		return false, nil
+		return false
 	case result != nil || run == nil:
 		// After a disconnect nobody listens: the result goes to the
 		// stream's log only, for a client that resumes.
@@ -43,11 +44,12 @@ func (cs *confirms) confirmPush(rq *request, m *jsonrpc.Message, call *ToolCall,
 			result = ErrorResult("Not run.")
 		}
 		rq.sendResult(m.ID, result)
-		return false, nil
+		return false
 	}
 	// The run holds the confirm's lease while the tool runs, and records
 	// its end once the response went out.
-	return true, run
+	t.lease = run
+	return true
 }
 
 // outcomeHandedOver is what the asker of a 2025 confirm ends with when
@@ -448,7 +450,7 @@ func (cs *confirms) answerConfirm(rq *request, id string, m *jsonrpc.Message) er
 	}
 	if !ok {
 		if cs.cfg.OnCall != nil {
-			cs.emit(CallEvent{Tool: rec.Tool, Identity: rq.id, SessionID: rq.sess.ID, Outcome: OutcomeReplayRefused, ConfirmID: id})
+			emitCall(cs.cfg, CallEvent{Tool: rec.Tool, Identity: rq.id, SessionID: rq.sess.ID, Outcome: OutcomeReplayRefused, ConfirmID: id})
 		}
 		return errNotWaiting
 	}
@@ -497,9 +499,9 @@ func (cs *confirms) adopt(ctx context.Context, from *request, start time.Time, i
 	case run != nil:
 		x := &Exchange{h: rq.h, st: rq.st, sess: sess, version: rq.version, caps: sess.Capabilities, logLevel: LogLevel(sess.LogLevel), reqID: rec.ReqID}
 		call := &ToolCall{Tool: c.found, Arguments: rec.Args, Identity: ident, SessionID: sess.ID, Exchange: x, task: rec.slot(c.found)}
-		res, _ := cs.run(rq.ctx, call, &ev)
-		answerAdopted(rq, rec.ReqID, call, res)
-		run.finish(rq.ctx)
+		t := toolRun{rq: rq, m: &jsonrpc.Message{ID: rec.ReqID, Method: "tools/call"}, call: call, ev: ev, lease: run}
+		t.proceed()
+		ev = t.ev
 	case result != nil:
 		ev.IsError = result.IsError
 		rq.sendResult(rec.ReqID, result)
@@ -507,16 +509,7 @@ func (cs *confirms) adopt(ctx context.Context, from *request, start time.Time, i
 	interceptionFrom(rq.ctx).callEnded(&ev) // for Config.Interceptors (intercept.go)
 	if cs.cfg.OnCall != nil {
 		ev.Duration = time.Since(start)
-		cs.emit(ev)
-	}
-}
-
-// answerAdopted answers a confirmed call that ran on the replica that
-// took its confirm over: with its CreateTaskResult ({"task": Task}) when
-// it became a task, else with res, as callTool answers on the asker.
-func answerAdopted(rq *request, id json.RawMessage, call *ToolCall, res *ToolResult) {
-	if !rq.answerTask(&jsonrpc.Message{ID: id, Method: "tools/call"}, call.task) {
-		rq.sendResult(id, res)
+		emitCall(cs.cfg, ev)
 	}
 }
 
@@ -601,7 +594,7 @@ func (cs *confirms) watchConfirm(rq *request, streamID string) {
 	out := &request{h: rq.h, r: rq.r, st: cs.logOnly(sid, streamID), era: eraSessions}
 	out.sendResult(rec.ReqID, msg)
 	if cs.cfg.OnCall != nil {
-		cs.emit(ev)
+		emitCall(cs.cfg, ev)
 	}
 }
 

@@ -11,7 +11,7 @@ import (
 	"github.com/mcphandler/mcphandler/session"
 )
 
-// confirmModern runs the 2026-07-28 confirm of call, round by round, with
+// confirmRounds runs the 2026-07-28 confirm of call, round by round, with
 // the record nonce/<n> as its state machine (see confirm_state.go) and the
 // nonce and round sealed in the requestState, bound to the caller, the
 // tool and the arguments:
@@ -31,51 +31,52 @@ import (
 // returns its recorded result, the last round its recorded input_required
 // answer, anything older or still running a refusal. Each transition is a
 // CompareAndSwap, so of concurrent retries on any replicas only one runs.
-func (cs *confirms) confirmModern(rq *request, m *jsonrpc.Message, call *ToolCall, d Decision, ev *CallEvent) {
+func (cs *confirms) confirmRounds(t *toolRun, d Decision) bool {
+	rq, m, call, ev := t.rq, t.m, t.call, &t.ev
 	x := call.Exchange
 	if !x.caps.Has(session.CapElicitationForm) {
 		r := fallbackResult(call, d)
 		ev.Outcome, ev.IsError = OutcomeFallback, r.IsError
 		rq.sendResult(m.ID, r)
-		return
+		return false
 	}
 	r := x.mr
 	q, err := newConfirmAsk(call, d)
 	if err != nil {
 		ev.Outcome, ev.IsError = OutcomeError, true
 		rq.sendResult(m.ID, errTooLongToConfirm(call))
-		return
+		return false
 	}
 	if r.state.Nonce == "" {
 		cs.openConfirmRound(rq, m, x, q, ev)
-		return
+		return false
 	}
 	rec, raw, ok := cs.loadRound(rq, m, r.state.Nonce, ev)
 	if !ok {
-		return
+		return false
 	}
 	switch {
 	case rec.State == statePending && r.state.Round == 1:
-		cs.answerConfirmRound(rq, m, call, q, ev, rec, raw)
+		return cs.answerConfirmRound(t, q, rec, raw)
 	case rec.State == stateAwaiting && rec.Round == r.state.Round:
-		cs.resumeRound(rq, m, call, ev, rec, raw)
-	default:
-		cs.replayNonce(rq, m, rec, r.state.Round, ev)
+		return cs.resumeRound(t, rec, raw)
 	}
+	cs.replayNonce(rq, m, rec, r.state.Round, ev)
+	return false
 }
 
 // resumeRound goes on with a confirmed (or approved) call that asked its
 // client a question in an earlier round and now has the answers: the
-// nonce moves from awaiting to running, once, and the call runs.
-func (cs *confirms) resumeRound(rq *request, m *jsonrpc.Message, call *ToolCall, ev *CallEvent, rec nonceRecord, raw []byte) {
-	n := call.Exchange.mr.state.Nonce
+// nonce moves from awaiting to running, once, and the call is to run.
+func (cs *confirms) resumeRound(t *toolRun, rec nonceRecord, raw []byte) bool {
+	n := t.call.Exchange.mr.state.Nonce
 	next := nonceRecord{State: stateRunning, Round: rec.Round}
-	b, ok, err := cs.moveNonce(rq.ctx, n, raw, stateAwaiting, &next)
+	b, ok, err := cs.moveNonce(t.rq.ctx, n, raw, stateAwaiting, &next)
 	if !ok {
-		cs.nonceRaced(rq, m, n, rec.Round, err, ev)
-		return
+		cs.nonceRaced(t.rq, t.m, n, rec.Round, err, &t.ev)
+		return false
 	}
-	cs.runConfirmedRound(rq, m, call, ev, n, rec, b)
+	return t.grantRound(n, rec, b)
 }
 
 // openConfirmRound records a new confirm (its nonce, pending, counted
@@ -131,15 +132,16 @@ func (cs *confirms) loadRound(rq *request, m *jsonrpc.Message, n string, ev *Cal
 
 // answerConfirmRound judges the answer to round 1 of a pending confirm: a
 // missing one is asked again, an invalid one refused; a decline or a
-// mismatch closes the confirm, an approval runs the tool.
-func (cs *confirms) answerConfirmRound(rq *request, m *jsonrpc.Message, call *ToolCall, q confirmAsk, ev *CallEvent, rec nonceRecord, raw []byte) {
+// mismatch closes the confirm; an approval returns true: the tool runs.
+func (cs *confirms) answerConfirmRound(t *toolRun, q confirmAsk, rec nonceRecord, raw []byte) bool {
+	rq, m, call, ev := t.rq, t.m, t.call, &t.ev
 	x := call.Exchange
 	r := x.mr
 	n := r.state.Nonce
 	a, ok := r.confirmAnswer()
 	if !ok { // a missing answer is asked again
 		cs.askConfirmModern(rq, m, x, q.form, q.msg, ev)
-		return
+		return false
 	}
 	res, err := elicitation.ParseResult(a)
 	if err == nil && res.Action == elicitation.Accept {
@@ -148,7 +150,7 @@ func (cs *confirms) answerConfirmRound(rq *request, m *jsonrpc.Message, call *To
 	if err != nil || !validInput("elicitation/create", a) {
 		ev.Outcome = OutcomeError
 		rq.fail(m.ID, invalidParams("Invalid params: the confirm answer does not match its form"))
-		return
+		return false
 	}
 	step(rq.ctx, StepConfirmAnswered, n) // for Config.Interceptors (intercept.go)
 	outcome, result := decide(res, q.form, q.expect, call.Tool.Name)
@@ -165,8 +167,9 @@ func (cs *confirms) answerConfirmRound(rq *request, m *jsonrpc.Message, call *To
 		ev.Outcome, ev.IsError = outcome, true
 		rq.sendResult(m.ID, result)
 	default:
-		cs.runConfirmedRound(rq, m, call, ev, n, rec, b)
+		return t.grantRound(n, rec, b)
 	}
+	return false
 }
 
 // askConfirmModern ends the round asking the confirm's question.
@@ -183,14 +186,29 @@ func (cs *confirms) askConfirmModern(rq *request, m *jsonrpc.Message, x *Exchang
 	rq.inputRequired(m.ID, x.mr)
 }
 
-// runConfirmedRound runs the confirmed tool for one round (the record,
-// read as prev, is now running as running) and records how the round
-// ended before answering (see roundEnd).
-func (cs *confirms) runConfirmedRound(rq *request, m *jsonrpc.Message, call *ToolCall, ev *CallEvent, n string, prev nonceRecord, running []byte) {
-	ev.Outcome = OutcomeConfirmed
-	result, err := cs.run(rq.ctx, call, ev)
-	next, send := rq.roundEnd(m, call, ev, prev, result, err)
-	if _, ok, err := cs.moveNonce(context.WithoutCancel(rq.ctx), n, running, stateRunning, &next); !ok {
+// roundRun is a 2026-07-28 confirmed (or approved) call's round that
+// runs: its nonce, the record it was read as (prev) and the one it is
+// now running as (running), for endRound.
+type roundRun struct {
+	nonce   string
+	prev    nonceRecord
+	running []byte
+}
+
+// grantRound lets the confirmed tool run for one round (the nonce's
+// record, read as prev, is now running as running): the call proceeds,
+// and endRound records how the round ended before it is answered.
+func (t *toolRun) grantRound(n string, prev nonceRecord, running []byte) bool {
+	t.ev.Outcome = OutcomeConfirmed
+	t.round = roundRun{nonce: n, prev: prev, running: running}
+	return true
+}
+
+// endRound records how a confirmed call's round ended (see roundEnd),
+// then answers it.
+func (cs *confirms) endRound(t *toolRun, result *ToolResult, err error) {
+	next, send := t.rq.roundEnd(t.m, t.call, &t.ev, t.round.prev, result, err)
+	if _, ok, err := cs.moveNonce(context.WithoutCancel(t.rq.ctx), t.round.nonce, t.round.running, stateRunning, &next); !ok {
 		cs.logger().Error("mcphandler: recording a confirmed call's round", "err", err)
 	}
 	send()

@@ -47,14 +47,12 @@ type confirms struct {
 }
 
 // callPath is what confirms and approvals reach of the rest of a
-// tools/call to finish a call they decided: finding the tool again (the
-// catalog), running it and reporting it to OnCall (call.go), and
-// answering a request whose store call failed. Each func is set once, by
-// New, and is safe for concurrent use.
+// tools/call to finish a call they decided, besides the call's own
+// toolRun (call.go), which runs and answers it: finding the tool again
+// (the catalog), and answering a request whose store call failed. Each
+// func is set once, by New, and is safe for concurrent use.
 type callPath struct {
 	findTool    func(ctx context.Context, id Identity, name string) (Tool, bool, error)
-	run         func(ctx context.Context, call *ToolCall, ev *CallEvent) (*ToolResult, error)
-	emit        func(ev CallEvent)
 	storeFailed func(rq *request, m *jsonrpc.Message, err error)
 }
 
@@ -72,6 +70,17 @@ func newConfirms(cfg *Config, m *macs, bus *replicaBus, secrets [][]byte) (*conf
 
 func (cs *confirms) logger() *slog.Logger { return cs.cfg.Logger }
 
+// decide carries out a Confirm decision, as the request can carry it: in
+// input_required rounds when it has them (2026-07-28, confirm_rounds.go),
+// else pushed on the call's 2025 stream (confirm_push.go). It returns
+// true when the tool is to run, with t.lease or t.round set.
+func (cs *confirms) decide(t *toolRun, d Decision) bool {
+	if t.call.Exchange.mr != nil {
+		return cs.confirmRounds(t, d)
+	}
+	return cs.confirmPush(t, d)
+}
+
 // connectConfirms sets the func fields of h's confirms and approvals. Each
 // calls h at the time of the call, so that neither depends on which of h's
 // parts holds what it calls, nor on the order in which New builds them.
@@ -81,10 +90,6 @@ func connectConfirms(h *Handler) {
 		findTool: func(ctx context.Context, id Identity, name string) (Tool, bool, error) {
 			return h.catalog.findTool(ctx, id, name)
 		},
-		run: func(ctx context.Context, call *ToolCall, ev *CallEvent) (*ToolResult, error) {
-			return h.run(ctx, call, ev)
-		},
-		emit:        func(ev CallEvent) { h.emit(ev) },
 		storeFailed: func(rq *request, m *jsonrpc.Message, err error) { h.storeFailed(rq, m, err) },
 	}
 	cs := h.confirms

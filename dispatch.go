@@ -42,7 +42,7 @@ var sharedMethods = map[string]method{
 	"logging/setLevel": {serve: (*Handler).setLevel},
 	"tools/list": {needs: hasTools,
 		serve: func(h *Handler, rq *request, m *jsonrpc.Message) { h.catalog.listTools(rq, m) }},
-	"tools/call": {serve: (*Handler).callTool, needs: hasTools, cancellable: true},
+	"tools/call": {serve: serveToolsCall, needs: hasTools, cancellable: true},
 	"skills/list": {needs: hasSkills,
 		serve: func(h *Handler, rq *request, m *jsonrpc.Message) { h.catalog.listSkills(rq, m) }},
 	"skills/get": {needs: hasSkills,

@@ -33,14 +33,6 @@ type era interface {
 	// checkCall checks a tools/call of t beyond what every era checks (the
 	// 2026-07-28 Mcp-Param headers); nil lets it go on.
 	checkCall(rq *request, t *Tool, args []byte) *jsonrpc.Error
-	// confirm carries a confirm to the client and back. It answers the
-	// request itself and returns false, or returns true and the run (nil
-	// if none) whose lease the tool then runs under.
-	confirm(rq *request, m *jsonrpc.Message, call *ToolCall, d Decision, ev *CallEvent) (bool, *confirmRun)
-	// approve carries an approval's link to the client and, where the era
-	// can, waits for the decision (see approve.go); it returns like
-	// confirm.
-	approve(rq *request, m *jsonrpc.Message, call *ToolCall, d Decision, ev *CallEvent) (bool, *confirmRun)
 	// codeResourceNotFound is the code of an unknown resource.
 	codeResourceNotFound() Code
 	// rounds opens the multi round-trip state of a request that may ask
@@ -112,18 +104,6 @@ func (rq *request) checkCall(t *Tool, args []byte) *jsonrpc.Error {
 		return e.checkCall(rq, t, args)
 	case statelessEra:
 		return e.checkCall(rq, t, args)
-	}
-	panic(errNoEra)
-}
-
-func (rq *request) confirm(m *jsonrpc.Message, call *ToolCall, d Decision, ev *CallEvent) (bool, *confirmRun) {
-	switch e := rq.era.(type) {
-	case sessionsEra:
-		return e.confirm(rq, m, call, d, ev)
-	case sseEra:
-		return e.confirm(rq, m, call, d, ev)
-	case statelessEra:
-		return e.confirm(rq, m, call, d, ev)
 	}
 	panic(errNoEra)
 }

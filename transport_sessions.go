@@ -731,12 +731,6 @@ func sessionExchange(rq *request, x *Exchange, meta json.RawMessage) {
 	}
 }
 
-// confirm sends the confirm as a server-to-client request on the call's
-// stream (the push path, confirm.go).
-func (sessionsEra) confirm(rq *request, m *jsonrpc.Message, call *ToolCall, d Decision, ev *CallEvent) (bool, *confirmRun) {
-	return rq.h.confirms.confirmPush(rq, m, call, d, ev)
-}
-
 // negotiate picks the revision to speak: the client's if supported, else
 // the newest supported.
 func negotiate(requested string) string {

@@ -368,9 +368,3 @@ func (statelessEra) checkCall(rq *request, t *Tool, args []byte) *jsonrpc.Error 
 func (statelessEra) rounds(rq *request, x *Exchange, m *jsonrpc.Message, name string, args []byte) bool {
 	return rq.openRounds(x, m, name, args)
 }
-
-// confirm travels in an input_required round (confirm_rounds.go).
-func (statelessEra) confirm(rq *request, m *jsonrpc.Message, call *ToolCall, d Decision, ev *CallEvent) (bool, *confirmRun) {
-	rq.h.confirms.confirmModern(rq, m, call, d, ev)
-	return false, nil
-}
