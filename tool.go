@@ -275,24 +275,32 @@ func (c *Content) appendJSON(dst []byte) ([]byte, error) {
 		if c.Resource == nil {
 			return nil, &Error{Code: CodeInternalError, Message: "resource content without a resource"}
 		}
-		b, err := json.Marshal(c.Resource)
-		if err != nil {
+		var err error
+		if dst, err = appendMember(dst, "resource", c.Resource); err != nil {
 			return nil, err
 		}
-		dst = append(dst, `,"resource":`...)
-		dst = append(dst, b...)
 	default:
 		return nil, &Error{Code: CodeInternalError, Message: "unknown content type " + strconv.Quote(c.Type)}
 	}
 	if c.Annotations != nil {
-		b, err := json.Marshal(c.Annotations)
-		if err != nil {
+		var err error
+		if dst, err = appendMember(dst, "annotations", c.Annotations); err != nil {
 			return nil, err
 		}
-		dst = append(dst, `,"annotations":`...)
-		dst = append(dst, b...)
 	}
 	return append(dst, '}'), nil
+}
+
+// appendMember appends `,"name":` and v encoded by encoding/json.
+func appendMember(dst []byte, name string, v any) ([]byte, error) {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return nil, err
+	}
+	dst = append(dst, `,"`...)
+	dst = append(dst, name...)
+	dst = append(dst, `":`...)
+	return append(dst, b...), nil
 }
 
 func appendOpt(dst []byte, key, v string) []byte {
