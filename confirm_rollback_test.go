@@ -3,10 +3,10 @@ package mcphandler_test
 // Attacks by something that can write the shared store but holds no
 // StateKeys, with genuine records: one written back after it moved on
 // (rolled back), or kept past its lifetime (its TTL rewritten). Such an
-// attacker cannot forge anything (see attack_store_test.go); each case
+// attacker cannot forge anything (see storeauth_attack_test.go); each case
 // here says what a record rolled back must not get: a tool run again, or
 // a decision used past its signed end of life. Values copied to another
-// position are in attack_replay_test.go.
+// position are in stream_replay_test.go.
 
 import (
 	"bytes"

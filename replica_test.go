@@ -122,7 +122,7 @@ func (cl *cluster) forward(w http.ResponseWriter, r *http.Request) {
 }
 
 // redisClient returns the clients of the replica tests: of the test Redis,
-// or of the topology a topology test runs them on (see topology_test.go).
+// or of the topology a topology test runs them on (see replica_topology_test.go).
 func redisClient(t *testing.T) func() redis.UniversalClient {
 	if topo := replicaTopology; topo != nil {
 		return topo(t)
