@@ -1500,7 +1500,7 @@ var (
 const approvalPage = "https://app.example/approvals/"
 
 // approvalRig is n replicas on Redis, each with its own approval store
-// on its own connection, behind the round-robin proxy of replica_test.go;
+// on its own connection, behind the round-robin proxy of a cluster;
 // delete_thing is decided Approve (the four-eyes default policy).
 type approvalRig struct {
 	f      *fixture
