@@ -5,122 +5,17 @@ import (
 	"encoding/json"
 	"errors"
 	"log/slog"
-	"net/http"
-	"net/http/httptest"
-	"regexp"
 	"strconv"
 	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
 
-	"github.com/redis/go-redis/v9"
-
 	"github.com/mcphandler/mcphandler"
 	"github.com/mcphandler/mcphandler/approval"
 	"github.com/mcphandler/mcphandler/mcptest"
 	"github.com/mcphandler/mcphandler/session"
-	"github.com/mcphandler/mcphandler/session/redisstore"
-	"github.com/mcphandler/mcphandler/session/redisstore/redistest"
 )
-
-// The approver of the tests: another person of the caller's tenant (the
-// caller is acme-viewer, alice).
-var (
-	bobApproves = approval.Identity{Tenant: "acme", Subject: "bob", Role: "admin"}
-	urlCaps     = json.RawMessage(`{"elicitation":{"form":{},"url":{}}}`)
-)
-
-const approvalPage = "https://app.example/approvals/"
-
-// approvalRig is n replicas on Redis, each with its own approval store
-// on its own connection, behind the round-robin proxy of replica_test.go;
-// delete_thing is decided Approve (the four-eyes default policy).
-type approvalRig struct {
-	f      *fixture
-	cl     *cluster
-	stores []*approval.Store
-	prefix string // of every key in Redis
-}
-
-func newApprovalRig(t *testing.T, n int, ttl time.Duration, tweaks ...func(*mcphandler.Config)) *approvalRig {
-	t.Helper()
-	return newApprovalRigAt(t, n, ttl, approvalPage, tweaks...)
-}
-
-// newApprovalRigAt is newApprovalRig with the page at pageURL.
-func newApprovalRigAt(t *testing.T, n int, ttl time.Duration, pageURL string, tweaks ...func(*mcphandler.Config)) *approvalRig {
-	t.Helper()
-	rig := &approvalRig{f: &fixture{}}
-	cfg := rig.f.config()
-	cfg.ConfirmTimeout = max(ttl, 2*time.Second)
-	cfg.BeforeCall = func(ctx context.Context, call *mcphandler.ToolCall) (mcphandler.Decision, error) {
-		if call.Tool.Destructive() {
-			return mcphandler.Approve("Delete it?", approval.Policy{}), nil
-		}
-		return mcphandler.Allow(), nil
-	}
-	keys := [][]byte{[]byte("0123456789abcdef0123456789abcdef")}
-	cfg.StateKeys = keys
-	cfg.Logger = slog.New(slog.DiscardHandler)
-	for _, tweak := range tweaks {
-		tweak(&cfg)
-	}
-	client := func() redis.UniversalClient { return redistest.Client(t) }
-	prefix := redistest.Prefix(t, client())
-	rig.prefix = prefix
-	rig.cl = &cluster{served: make([]atomic.Int64, n)}
-	for range n {
-		c := client()
-		st := redisstore.New(c, redisstore.Options{Prefix: prefix, OpTimeout: 500 * time.Millisecond})
-		t.Cleanup(func() { st.Close() })
-		as, err := approval.New(approval.Config{Store: st, Keys: keys, URL: pageURL, TTL: ttl, Roles: cfg.Roles, Poll: 100 * time.Millisecond})
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { as.Close() })
-		cfg := cfg
-		cfg.Store, cfg.Approvals = st, as
-		r := &replica{h: mcphandler.New(cfg), store: st, client: c}
-		mcphandler.SetConfirmTimes(r.h, 300*time.Millisecond, 50*time.Millisecond)
-		r.srv = httptest.NewServer(r.h)
-		t.Cleanup(func() { r.srv.Close(); r.h.Close() })
-		rig.cl.replicas = append(rig.cl.replicas, r)
-		rig.stores = append(rig.stores, as)
-	}
-	rig.cl.proxy = httptest.NewServer(http.HandlerFunc(rig.cl.forward))
-	t.Cleanup(rig.cl.proxy.Close)
-	return rig
-}
-
-// decideLater decides the approval of an elicitation from another
-// goroutine, through store, as the page would.
-func decideLater(t *testing.T, store *approval.Store, id string, approve bool) {
-	go func() {
-		time.Sleep(50 * time.Millisecond)
-		if _, err := store.Decide(context.Background(), id, bobApproves, approve); err != nil {
-			t.Errorf("decide %s: %v", id, err)
-		}
-	}()
-}
-
-// urlElicitations records the URL elicitations a client is asked.
-type urlElicitations struct {
-	asked atomic.Int64
-	last  atomic.Value // mcptest.ElicitParams
-}
-
-func (u *urlElicitations) handler(then func(p mcptest.ElicitParams)) mcptest.Option {
-	return mcptest.WithElicitationHandler(func(_ context.Context, p mcptest.ElicitParams) (mcptest.ElicitResult, error) {
-		u.asked.Add(1)
-		u.last.Store(p)
-		if p.Mode != "url" || !strings.HasPrefix(p.URL, approvalPage) || p.ElicitationID == "" {
-			return mcptest.ElicitResult{Action: "decline"}, nil
-		}
-		then(p)
-		return mcptest.ElicitResult{Action: "accept"}, nil
-	})
-}
 
 func hasNote(c *mcptest.Client, method, contains string) bool {
 	for _, n := range c.Notifications() {
@@ -269,37 +164,6 @@ func TestApproveAskerDies(t *testing.T) {
 	waitOutcome(t, rig.f, mcphandler.OutcomeConfirmed)
 }
 
-// dialAskerDies returns a client of the rig's cluster, declaring URL mode,
-// that answers an approval's URL elicitation and then kills the replica the
-// call waits on; bob approves on the other replica's store once it is down.
-func (rig *approvalRig) dialAskerDies(t *testing.T) *mcptest.Client {
-	var u urlElicitations
-	return mcptest.Dial(rig.cl.proxy.URL, mcptest.WithToken("acme-viewer"), mcptest.WithCapabilities(urlCaps),
-		u.handler(func(p mcptest.ElicitParams) {
-			i := rig.cl.lastCall.Load()
-			go func() {
-				time.Sleep(100 * time.Millisecond) // the answer to the elicitation went out
-				rig.cl.replicas[i].kill()
-				time.Sleep(100 * time.Millisecond)
-				if _, err := rig.stores[1-i].Decide(context.Background(), p.ElicitationID, bobApproves, true); err != nil {
-					t.Errorf("decide: %v", err)
-				}
-			}()
-		}))
-}
-
-var pageURL = regexp.MustCompile(regexp.QuoteMeta(approvalPage) + `([A-Za-z0-9_-]{22})`)
-
-// approvalIn returns the approval id of the page URL a tool result names.
-func approvalIn(t *testing.T, res *mcptest.ToolResult) string {
-	t.Helper()
-	m := pageURL.FindStringSubmatch(res.Text())
-	if !res.IsError || m == nil {
-		t.Fatalf("not a result naming an approval page: %+v", res)
-	}
-	return m[1]
-}
-
 // TestApproveWithoutURLMode: a client that cannot open a URL (no URL
 // mode; 2024-11-05 HTTP+SSE; 2026-07-28 without URL mode) gets a tool
 // result naming the page; the same call after the approval runs once; a
@@ -360,10 +224,6 @@ func TestApproveWithoutURLMode(t *testing.T) {
 			}
 		})
 	}
-}
-
-func dialProxy(t *testing.T, rig *approvalRig, opts ...mcptest.Option) *mcptest.Client {
-	return mcptest.Dial(rig.cl.proxy.URL, opts...)
 }
 
 // TestApproveModern: a 2026-07-28 client that declared URL mode gets an
@@ -456,30 +316,6 @@ func TestApproveModernDecline(t *testing.T) {
 	if n := rig.f.count("delete_thing"); n != 0 {
 		t.Fatalf("ran %d times", n)
 	}
-}
-
-// postModern sends one 2026-07-28 tools/call to url with the client
-// capabilities caps and returns the status and the decoded body.
-func postModern(t *testing.T, url, token string, id int, params, caps string) (int, map[string]any) {
-	t.Helper()
-	body := modernBody(id, "tools/call", params, caps)
-	req, _ := http.NewRequest("POST", url, strings.NewReader(body))
-	req.Header.Set("Content-Type", "application/json")
-	req.Header.Set("Accept", "application/json, text/event-stream")
-	req.Header.Set("MCP-Protocol-Version", "2026-07-28")
-	req.Header.Set("Mcp-Method", "tools/call")
-	req.Header.Set("Mcp-Name", "delete_thing")
-	req.Header.Set("Authorization", "Bearer "+token)
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer resp.Body.Close()
-	var m map[string]any
-	if err := json.NewDecoder(resp.Body).Decode(&m); err != nil {
-		t.Fatalf("body: %v", err)
-	}
-	return resp.StatusCode, m
 }
 
 // TestApproveWithoutStore: an Approve without Config.Approvals does not

@@ -15,12 +15,6 @@ import (
 	"github.com/mcphandler/mcphandler/mcptest"
 )
 
-func answer(action string, content map[string]any) mcptest.ElicitationHandler {
-	return func(context.Context, mcptest.ElicitParams) (mcptest.ElicitResult, error) {
-		return mcptest.ElicitResult{Action: action, Content: content}, nil
-	}
-}
-
 func TestConfirm(t *testing.T) {
 	for _, tc := range []struct {
 		name    string

@@ -65,23 +65,6 @@ func answerParams(tool, args, key, action, state string) string {
 	return `"name":"` + tool + `","arguments":` + args + `,"inputResponses":{"` + key + `":{"action":"` + action + `"` + content + `}},"requestState":"` + state + `"`
 }
 
-func resultText(m map[string]any) string {
-	res, _ := m["result"].(map[string]any)
-	content, _ := res["content"].([]any)
-	if len(content) == 0 {
-		return ""
-	}
-	return content[0].(map[string]any)["text"].(string)
-}
-
-func errorCode(m map[string]any) int {
-	e, _ := m["error"].(map[string]any)
-	if e == nil {
-		return 0
-	}
-	return int(e["code"].(float64))
-}
-
 func TestModernConfirmAtMostOnce(t *testing.T) {
 	f := &fixture{}
 	h := mcphandler.New(f.config())

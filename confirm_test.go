@@ -3,7 +3,6 @@ package mcphandler_test
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -18,34 +17,6 @@ import (
 	"github.com/mcphandler/mcphandler/elicitation"
 	"github.com/mcphandler/mcphandler/mcptest"
 )
-
-var accept = map[string]any{"action": "accept", "content": map[string]any{"confirm": true}}
-
-// confirmID returns the id of the confirm elicitation the client received.
-func confirmID(t *testing.T, c *mcptest.Client) json.RawMessage {
-	t.Helper()
-	for _, m := range c.ServerRequests() {
-		if m.Method == "elicitation/create" {
-			return m.ID
-		}
-	}
-	t.Fatal("no elicitation was received")
-	return nil
-}
-
-// waitOutcome reads the reported events until one has outcome o.
-func waitOutcome(t *testing.T, f *fixture, o mcphandler.Outcome) {
-	t.Helper()
-	for f.event(t).Outcome != o {
-	}
-}
-
-func errorsAs(err error, target **mcptest.HTTPError) bool { return errors.As(err, target) }
-
-func isHTTP(err error, status int) bool {
-	var he *mcptest.HTTPError
-	return errors.As(err, &he) && he.Status == status
-}
 
 func TestConfirmAnswerIsSingleUse(t *testing.T) {
 	f := &fixture{}

@@ -26,57 +26,6 @@ import (
 	"github.com/mcphandler/mcphandler/session"
 )
 
-// detachHost is the fixture with the given KeepAlive.
-func detachHost(t *testing.T, keepAlive time.Duration, edit ...func(*mcphandler.Config)) *mcphandler.Handler {
-	cfg := (&fixture{}).config()
-	cfg.Sessions.KeepAlive = keepAlive
-	for _, e := range edit {
-		e(&cfg)
-	}
-	h := mcphandler.New(cfg)
-	t.Cleanup(func() { h.Close() })
-	return h
-}
-
-// rawSession initializes a 2025-06-18 session for token at url and
-// returns its id.
-func rawSession(t *testing.T, hc *http.Client, url, token string) string {
-	t.Helper()
-	return rawSessionAt(t, hc, url, token, "2025-06-18")
-}
-
-// rawSessionAt initializes a session of the given version for token at
-// url and returns its id.
-func rawSessionAt(t *testing.T, hc *http.Client, url, token, version string) string {
-	t.Helper()
-	post := func(sid, body string) *http.Response {
-		req, _ := http.NewRequest("POST", url, strings.NewReader(body))
-		req.Header.Set("Content-Type", "application/json")
-		req.Header.Set("Accept", "application/json, text/event-stream")
-		req.Header.Set("Authorization", "Bearer "+token)
-		if sid != "" {
-			req.Header.Set("Mcp-Session-Id", sid)
-			req.Header.Set("MCP-Protocol-Version", version)
-		}
-		resp, err := hc.Do(req)
-		if err != nil {
-			t.Fatal(err)
-		}
-		io.Copy(io.Discard, resp.Body)
-		resp.Body.Close()
-		return resp
-	}
-	resp := post("", `{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"`+version+`","capabilities":{},"clientInfo":{"name":"raw","version":"1"}}}`)
-	sid := resp.Header.Get("Mcp-Session-Id")
-	if resp.StatusCode != 200 || sid == "" {
-		t.Fatalf("initialize: %d, session %q", resp.StatusCode, sid)
-	}
-	if resp := post(sid, `{"jsonrpc":"2.0","method":"notifications/initialized"}`); resp.StatusCode != 202 {
-		t.Fatalf("initialized: %d", resp.StatusCode)
-	}
-	return sid
-}
-
 // rawStream is a GET stream read from a raw connection.
 type rawStream struct {
 	c    net.Conn

@@ -81,14 +81,6 @@ func TestOneHandlerEveryRevision(t *testing.T) {
 	}
 }
 
-func legacyMux(h *mcphandler.Handler) http.Handler {
-	sse, msgs := h.LegacySSE("/messages")
-	mux := http.NewServeMux()
-	mux.Handle("/sse", sse)
-	mux.Handle("/messages", msgs)
-	return mux
-}
-
 // Legacy HTTP+SSE clients get the same visibility, gates and confirms.
 func TestLegacySSE(t *testing.T) {
 	f := &fixture{}

@@ -10,123 +10,12 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"strings"
-	"sync"
-	"sync/atomic"
 	"testing"
 	"time"
 
-	"go.uber.org/goleak"
-
 	"github.com/mcphandler/mcphandler"
 	"github.com/mcphandler/mcphandler/mcptest"
-	"github.com/mcphandler/mcphandler/session/redisstore/redistest"
 )
-
-func TestMain(m *testing.M) {
-	// go-redis retries a refused dial from a goroutine of its own that
-	// sleeps a second before it notices its pool was closed; it is not ours.
-	goleak.VerifyTestMain(redistest.Main(m), goleak.IgnoreAnyFunction("github.com/redis/go-redis/v9/internal/pool.(*ConnPool).tryDial"))
-}
-
-// fixture is a two-tenant host: acme and globex users, with role-gated and
-// tenant-only tools whose runs are counted.
-type fixture struct {
-	runs   sync.Map // tool name -> *atomic.Int64
-	events chan mcphandler.CallEvent
-}
-
-var users = map[string]mcphandler.Identity{
-	"acme-viewer":   {Tenant: "acme", Subject: "alice", Role: "viewer"},
-	"acme-admin":    {Tenant: "acme", Subject: "bob", Role: "admin"},
-	"globex-editor": {Tenant: "globex", Subject: "carol", Role: "editor"},
-}
-
-func bearer(r *http.Request) (mcphandler.Identity, error) {
-	tok, _ := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer ")
-	if id, ok := users[tok]; ok {
-		return id, nil
-	}
-	return mcphandler.Identity{}, errors.New("bad token")
-}
-
-func (f *fixture) count(name string) int64 {
-	v, _ := f.runs.LoadOrStore(name, new(atomic.Int64))
-	return v.(*atomic.Int64).Load()
-}
-
-func (f *fixture) tool(name, minRole string) mcphandler.Tool {
-	return mcphandler.Tool{
-		Name:        name,
-		Description: "test tool " + name,
-		MinRole:     minRole,
-		Annotations: &mcphandler.ToolAnnotations{ReadOnlyHint: !strings.HasPrefix(name, "delete")},
-		Handler: func(ctx context.Context, call *mcphandler.ToolCall) (*mcphandler.ToolResult, error) {
-			v, _ := f.runs.LoadOrStore(name, new(atomic.Int64))
-			v.(*atomic.Int64).Add(1)
-			return mcphandler.TextResult(name + " ran for " + call.Identity.Tenant), nil
-		},
-	}
-}
-
-func (f *fixture) config() mcphandler.Config {
-	f.events = make(chan mcphandler.CallEvent, 100)
-	return mcphandler.Config{
-		Name:         "test",
-		Version:      "1.0",
-		Authenticate: bearer,
-		Roles:        []string{"viewer", "editor", "admin"},
-		ListTools: func(ctx context.Context) ([]mcphandler.Tool, error) {
-			id, _ := mcphandler.IdentityFrom(ctx)
-			tools := []mcphandler.Tool{f.tool("read", "viewer"), f.tool("admin_op", "admin"), f.tool("delete_thing", "")}
-			if id.Tenant == "acme" {
-				tools = append(tools, f.tool("acme_only", ""))
-			}
-			return tools, nil
-		},
-		BeforeCall: func(ctx context.Context, call *mcphandler.ToolCall) (mcphandler.Decision, error) {
-			if call.Tool.Destructive() {
-				return mcphandler.Confirm("Really delete?"), nil
-			}
-			return mcphandler.Allow(), nil
-		},
-		OnCall:         func(ev mcphandler.CallEvent) { f.events <- ev },
-		ConfirmTimeout: 2 * time.Second,
-	}
-}
-
-func (f *fixture) event(t *testing.T) mcphandler.CallEvent {
-	t.Helper()
-	select {
-	case ev := <-f.events:
-		return ev
-	case <-time.After(5 * time.Second):
-		t.Fatal("no OnCall event")
-		return mcphandler.CallEvent{}
-	}
-}
-
-// connect returns an initialized client for token.
-func connect(t *testing.T, h http.Handler, token string, opts ...mcptest.Option) *mcptest.Client {
-	t.Helper()
-	c := mcptest.New(t, h, append([]mcptest.Option{mcptest.WithToken(token)}, opts...)...)
-	if _, err := c.Initialize(context.Background()); err != nil {
-		t.Fatalf("initialize: %v", err)
-	}
-	return c
-}
-
-func toolNames(t *testing.T, c *mcptest.Client) []string {
-	t.Helper()
-	tools, err := c.ListTools(context.Background())
-	if err != nil {
-		t.Fatalf("tools/list: %v", err)
-	}
-	var names []string
-	for _, tl := range tools {
-		names = append(names, tl.Name)
-	}
-	return names
-}
 
 func TestIdentitiesSeeTheirOwnTools(t *testing.T) {
 	f := &fixture{}
@@ -235,8 +124,6 @@ func TestAuthenticationChallenge(t *testing.T) {
 		t.Fatalf("err = %v; want 503 with Retry-After", err)
 	}
 }
-
-const initBody = `{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-11-25","capabilities":{},"clientInfo":{"name":"t","version":"1"}}}`
 
 // TestTransportErrors checks the spec answer of each malformed request.
 func TestTransportErrors(t *testing.T) {
@@ -418,11 +305,6 @@ func TestInitializeNegotiation(t *testing.T) {
 	if _, err := c.Call(context.Background(), "tools/list", nil); !isRPC(err, -32601) {
 		t.Fatalf("tools/list without tools: %v", err)
 	}
-}
-
-func isRPC(err error, code mcphandler.Code) bool {
-	var re *mcptest.RPCError
-	return errors.As(err, &re) && re.Code == code
 }
 
 func TestPerTenantServerInfo(t *testing.T) {

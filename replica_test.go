@@ -1,13 +1,10 @@
 package mcphandler_test
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"io"
-	"log/slog"
 	"net/http"
-	"net/http/httptest"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -18,117 +15,8 @@ import (
 
 	"github.com/mcphandler/mcphandler"
 	"github.com/mcphandler/mcphandler/mcptest"
-	"github.com/mcphandler/mcphandler/session/redisstore"
 	"github.com/mcphandler/mcphandler/session/redisstore/redistest"
 )
-
-// cluster is N handler replicas, each with its own Redis client and store,
-// behind a round-robin proxy: no sticky routing, every request may land on
-// another replica.
-type cluster struct {
-	replicas []*replica
-	next     atomic.Int64
-	proxy    *httptest.Server
-	served   []atomic.Int64 // requests per replica
-	lastCall atomic.Int64   // the replica that got the last tools/call
-}
-
-type replica struct {
-	h      *mcphandler.Handler
-	srv    *httptest.Server
-	store  *redisstore.Store
-	client redis.UniversalClient
-	down   atomic.Bool
-}
-
-// kill takes the replica down as a crash would: its clients' connections
-// drop, and it can neither reach Redis nor be reached again.
-func (r *replica) kill() {
-	r.down.Store(true)
-	r.client.Close() // first: a dead replica writes nothing more to Redis
-	r.srv.CloseClientConnections()
-	r.store.Close()
-}
-
-func newCluster(t *testing.T, n int, cfg mcphandler.Config, client func() redis.UniversalClient) *cluster {
-	t.Helper()
-	return newClusterWith(t, n, cfg, client, redisstore.Options{OpTimeout: 500 * time.Millisecond})
-}
-
-// newClusterWith is newCluster with the replicas' store options (the
-// prefix is the test's).
-func newClusterWith(t *testing.T, n int, cfg mcphandler.Config, client func() redis.UniversalClient, opts redisstore.Options) *cluster {
-	t.Helper()
-	prefix := redistest.Prefix(t, client()) // its own client: replicas may die
-	cfg.StateKeys = [][]byte{[]byte("0123456789abcdef0123456789abcdef")}
-	cfg.Logger = slog.New(slog.DiscardHandler)
-	cl := &cluster{served: make([]atomic.Int64, n)}
-	opts.Prefix = prefix
-	for range n {
-		c := client()
-		st := redisstore.New(c, opts)
-		t.Cleanup(func() { st.Close() })
-		cfg := cfg
-		cfg.Store = st
-		r := &replica{h: mcphandler.New(cfg), store: st, client: c}
-		r.srv = httptest.NewServer(r.h)
-		t.Cleanup(func() { r.srv.Close(); r.h.Close() })
-		cl.replicas = append(cl.replicas, r)
-	}
-	cl.proxy = httptest.NewServer(http.HandlerFunc(cl.forward))
-	t.Cleanup(cl.proxy.Close)
-	return cl
-}
-
-// forward sends each request to the next live replica, round robin.
-func (cl *cluster) forward(w http.ResponseWriter, r *http.Request) {
-	var i int
-	for range len(cl.replicas) {
-		i = int(cl.next.Add(1)) % len(cl.replicas)
-		if !cl.replicas[i].down.Load() {
-			break
-		}
-	}
-	cl.served[i].Add(1)
-	target := cl.replicas[i].srv.URL
-	body, _ := io.ReadAll(r.Body)
-	if strings.Contains(string(body), `"method":"tools/call"`) {
-		cl.lastCall.Store(int64(i))
-	}
-	req, _ := http.NewRequestWithContext(r.Context(), r.Method, target+r.URL.RequestURI(), bytes.NewReader(body))
-	req.Header = r.Header.Clone()
-	resp, err := http.DefaultTransport.RoundTrip(req)
-	if err != nil {
-		w.WriteHeader(http.StatusBadGateway)
-		return
-	}
-	defer resp.Body.Close()
-	for k, v := range resp.Header {
-		w.Header()[k] = v
-	}
-	w.WriteHeader(resp.StatusCode)
-	rc := http.NewResponseController(w)
-	buf := make([]byte, 4096)
-	for {
-		n, err := resp.Body.Read(buf)
-		if n > 0 {
-			w.Write(buf[:n])
-			rc.Flush()
-		}
-		if err != nil {
-			return
-		}
-	}
-}
-
-// redisClient returns the clients of the replica tests: of the test Redis,
-// or of the topology a topology test runs them on (see topology_test.go).
-func redisClient(t *testing.T) func() redis.UniversalClient {
-	if topo := replicaTopology; topo != nil {
-		return topo(t)
-	}
-	return func() redis.UniversalClient { return redistest.Client(t) }
-}
 
 func TestReplicasServeOneConversation(t *testing.T) {
 	f := &fixture{}

@@ -16,23 +16,6 @@ type flatIn struct {
 	S    []string `json:"s,omitempty"`
 }
 
-type plainIn struct {
-	Text string  `json:"text"`
-	N    int     `json:"n,omitempty"`
-	F    float64 `json:"f,omitempty"`
-	B    bool    `json:"b,omitempty"`
-	P    *string `json:"p,omitempty"`
-}
-
-// flatSchemas are the schemas the differential tests compare on: derived
-// from structs, open, and with the type lists JSON Schema allows.
-var flatSchemas = []string{
-	string(mustSchema[plainIn]("t", "input")),
-	`{"type":"object","properties":{"a":{"type":"integer"},"b":{"type":["number","null"]}},"required":["a"]}`,
-	`{"type":"object","properties":{"a":{"type":"string"}},"additionalProperties":false}`,
-	`{"type":"object"}`,
-}
-
 // fullAccepts is the verdict of the full validator alone.
 func fullAccepts(t testing.TB, schema string, args []byte) bool {
 	in, err := resolveSchema(json.RawMessage(schema))

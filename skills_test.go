@@ -5,54 +5,12 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
-	"net/http/httptest"
 	"strconv"
 	"strings"
 	"testing"
 
 	"github.com/mcphandler/mcphandler"
 )
-
-// skillsServer serves a public skill with a file in a subdirectory, and an
-// admin-only skill, through Config.ListSkills.
-func skillsServer(t *testing.T, list mcphandler.ListSkillsFunc) *httptest.Server {
-	t.Helper()
-	if list == nil {
-		list = func(context.Context) ([]mcphandler.Skill, error) {
-			return []mcphandler.Skill{
-				{Name: "pdf-processing", Description: `Extract: "PDF" forms`, Body: "# PDF\n",
-					Files: []mcphandler.SkillFile{
-						{Path: "references/FORMS.md", MimeType: "text/markdown", Content: []byte("# Forms\n")},
-						{Path: "logo.bin", Content: []byte{0xff, 0x00, 0xfe}},
-					}},
-				{Name: "board-minutes", Description: "Minutes", Body: "secret\n", MinRole: "admin",
-					Files: []mcphandler.SkillFile{{Path: "references/2026.md", Content: []byte("secret")}}},
-			}, nil
-		}
-	}
-	h := mcphandler.New(mcphandler.Config{
-		Authenticate: bearer, Roles: []string{"viewer", "editor", "admin"},
-		ListTools:  func(context.Context) ([]mcphandler.Tool, error) { return nil, nil },
-		ListSkills: list,
-	})
-	srv := httptest.NewServer(h)
-	t.Cleanup(func() { srv.Close(); h.Close() })
-	return srv
-}
-
-// skillCall posts one 2026-07-28 request and decodes its result or error.
-func skillCall(t *testing.T, srv *httptest.Server, token, method, params string) (result map[string]any, rpcErr map[string]any, raw []byte) {
-	t.Helper()
-	_, _, b := modernPost(t, srv, token, modernBody(1, method, params, "{}"), nil)
-	var m struct {
-		Result map[string]any `json:"result"`
-		Error  map[string]any `json:"error"`
-	}
-	if err := json.Unmarshal(b, &m); err != nil {
-		t.Fatalf("%s: %v: %s", method, err, b)
-	}
-	return m.Result, m.Error, b
-}
 
 func TestSkillsManifestMatchesTheBytesServed(t *testing.T) {
 	srv := skillsServer(t, nil)
@@ -194,25 +152,5 @@ func TestSkillsBounds(t *testing.T) {
 	})
 	if res, e, raw := skillCall(t, dup, "acme-viewer", "skills/list", ""); e != nil || len(res["skills"].([]any)) != 0 {
 		t.Errorf("a name listed twice: %s", raw)
-	}
-}
-
-// badSkills are skill definitions the handler cannot serve, by what is
-// wrong with each; their names differ.
-func badSkills() map[string]mcphandler.Skill {
-	many := make([]mcphandler.SkillFile, mcphandler.MaxSkillFiles)
-	for i := range many {
-		many[i].Path = "f" + strconv.Itoa(i)
-	}
-	return map[string]mcphandler.Skill{
-		"name":      {Name: "Bad_Name", Description: "d"},
-		"hyphens":   {Name: "a--b", Description: "d"},
-		"no desc":   {Name: "no-desc"},
-		"traversal": {Name: "traversal", Description: "d", Files: []mcphandler.SkillFile{{Path: "../x"}}},
-		"absolute":  {Name: "absolute", Description: "d", Files: []mcphandler.SkillFile{{Path: "/x"}}},
-		"skill.md":  {Name: "skill-md", Description: "d", Files: []mcphandler.SkillFile{{Path: "SKILL.md"}}},
-		"repeated":  {Name: "repeated", Description: "d", Files: []mcphandler.SkillFile{{Path: "x"}, {Path: "x"}}},
-		"files":     {Name: "files", Description: "d", Files: many},
-		"bytes":     {Name: "bytes", Description: "d", Files: []mcphandler.SkillFile{{Path: "x", Content: make([]byte, mcphandler.MaxSkillBytes)}}},
 	}
 }

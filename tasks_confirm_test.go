@@ -5,62 +5,15 @@ import (
 	"encoding/json"
 	"fmt"
 	"net/http"
-	"net/http/httptest"
 	"strings"
 	"sync"
-	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/mcphandler/mcphandler"
-	"github.com/mcphandler/mcphandler/elicitation"
 	"github.com/mcphandler/mcphandler/session/redisstore/redistest"
 	"github.com/redis/go-redis/v9"
 )
-
-// confirmTasks is a host whose purge tools need a confirm (or an
-// approval) and then run as tasks, counting the runs of their work.
-type confirmTasks struct {
-	runs    atomic.Int64
-	handled atomic.Int64 // Handler calls, rounds included
-}
-
-func (ct *confirmTasks) tools(context.Context) ([]mcphandler.Tool, error) {
-	work := func(_ context.Context, call *mcphandler.ToolCall) (*mcphandler.ToolResult, error) {
-		ct.runs.Add(1)
-		return mcphandler.TextResult("purged " + string(call.Arguments) + " for " + call.Identity.Subject), nil
-	}
-	sure := elicitation.NewSchema().Boolean("confirm", elicitation.Title("Sure?"))
-	destructive := &mcphandler.ToolAnnotations{DestructiveHint: ptr(true)}
-	return []mcphandler.Tool{
-		{Name: "purge", TaskSupport: mcphandler.TaskOptional, Annotations: destructive,
-			Handler: func(ctx context.Context, call *mcphandler.ToolCall) (*mcphandler.ToolResult, error) {
-				ct.handled.Add(1)
-				return call.RunAsTask(ctx, work)
-			}},
-		// purge_ask asks its own question in the request's rounds, after
-		// the confirm, before the work becomes a task.
-		{Name: "purge_ask", TaskSupport: mcphandler.TaskRequired, Annotations: destructive,
-			Handler: func(ctx context.Context, call *mcphandler.ToolCall) (*mcphandler.ToolResult, error) {
-				ct.handled.Add(1)
-				res, err := call.Elicit(ctx, mcphandler.ElicitRequest{Key: "really", Message: "Really?", Schema: sure})
-				if err != nil {
-					return nil, err
-				}
-				if res.Action != elicitation.Accept {
-					return mcphandler.ErrorResult("not purged"), nil
-				}
-				return call.RunAsTask(ctx, work)
-			}},
-	}, nil
-}
-
-func (ct *confirmTasks) config() mcphandler.Config {
-	cfg := (&fixture{}).config()
-	cfg.OnCall = nil
-	cfg.ListTools = ct.tools
-	return cfg
-}
 
 // callReply is a decoded 2026-07-28 answer: its result, and its error
 // code (0 for none).
@@ -361,12 +314,6 @@ func TestTasksAfterApproval(t *testing.T) {
 	if n := ct.runs.Load(); n != 1 {
 		t.Fatalf("work ran %d times, want 1", n)
 	}
-}
-
-func newServer(t *testing.T, h http.Handler) *httptest.Server {
-	srv := httptest.NewServer(h)
-	t.Cleanup(srv.Close)
-	return srv
 }
 
 // TestTasksAfterApprovalByRepeat: a call repeated, without any

@@ -2,7 +2,6 @@ package mcphandler_test
 
 import (
 	"context"
-	"encoding/json"
 	"strings"
 	"testing"
 	"time"
@@ -12,30 +11,6 @@ import (
 )
 
 // The 2025-11-25 task methods, through a session.
-
-func v1Client(t *testing.T, h *mcphandler.Handler, token string, opts ...mcptest.Option) *mcptest.Client {
-	t.Helper()
-	c := mcptest.New(t, h, append([]mcptest.Option{mcptest.WithToken(token)}, opts...)...)
-	res, err := c.Initialize(context.Background())
-	if err != nil {
-		t.Fatal(err)
-	}
-	if c.ProtocolVersion() != mcphandler.Version20251125 || !strings.Contains(toJSONString(res), `"tasks":{"list":{},"cancel":{},"requests":{"tools":{"call":{}}}}`) {
-		t.Fatalf("initialize: %s %s", c.ProtocolVersion(), toJSONString(res))
-	}
-	return c
-}
-
-func callJSON(t *testing.T, c *mcptest.Client, method string, params any) (map[string]any, error) {
-	t.Helper()
-	raw, err := c.Call(context.Background(), method, params)
-	if err != nil {
-		return nil, err
-	}
-	var m map[string]any
-	json.Unmarshal(raw, &m)
-	return m, nil
-}
 
 func TestTasksV1(t *testing.T) {
 	tf := &taskFixture{}
@@ -133,5 +108,3 @@ func TestTasksV1CancelAndOlderVersions(t *testing.T) {
 		t.Fatalf("tasks/get on 2025-06-18: %v", err)
 	}
 }
-
-func toJSONString(v any) string { b, _ := json.Marshal(v); return string(b) }

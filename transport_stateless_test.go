@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
-	"io"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -14,66 +13,6 @@ import (
 	"github.com/mcphandler/mcphandler"
 	"github.com/mcphandler/mcphandler/elicitation"
 )
-
-// modernPost sends one 2026-07-28 request with the headers a conforming
-// client sets (mod may change them) and returns the status and body.
-func modernPost(t *testing.T, srv *httptest.Server, token, body string, mod func(http.Header)) (int, http.Header, []byte) {
-	t.Helper()
-	req, _ := http.NewRequest("POST", srv.URL, strings.NewReader(body))
-	req.Header.Set("Content-Type", "application/json")
-	req.Header.Set("Accept", "application/json, text/event-stream")
-	req.Header.Set("MCP-Protocol-Version", "2026-07-28")
-	if token != "" {
-		req.Header.Set("Authorization", "Bearer "+token)
-	}
-	var m struct {
-		Method string `json:"method"`
-		Params struct {
-			Name string `json:"name"`
-			URI  string `json:"uri"`
-		} `json:"params"`
-	}
-	json.Unmarshal([]byte(body), &m)
-	req.Header.Set("Mcp-Method", m.Method)
-	if n := m.Params.Name + m.Params.URI; n != "" {
-		req.Header.Set("Mcp-Name", n)
-	}
-	if mod != nil {
-		mod(req.Header)
-	}
-	resp, err := srv.Client().Do(req)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer resp.Body.Close()
-	b, _ := io.ReadAll(resp.Body)
-	return resp.StatusCode, resp.Header, b
-}
-
-const modernMeta = `"_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28","io.modelcontextprotocol/clientCapabilities":%s}`
-
-func modernBody(id int, method, params, caps string) string {
-	if params != "" {
-		params += ","
-	}
-	return `{"jsonrpc":"2.0","id":` + itoa(id) + `,"method":"` + method + `","params":{` + params + strings.Replace(modernMeta, "%s", caps, 1) + `}}`
-}
-
-func itoa(i int) string { b, _ := json.Marshal(i); return string(b) }
-
-func rpcError(t *testing.T, b []byte) (int, string) {
-	t.Helper()
-	var m struct {
-		Error *struct {
-			Code    int    `json:"code"`
-			Message string `json:"message"`
-		} `json:"error"`
-	}
-	if json.Unmarshal(b, &m) != nil || m.Error == nil {
-		return 0, ""
-	}
-	return m.Error.Code, m.Error.Message
-}
 
 func TestModernValidationOrder(t *testing.T) {
 	f := &fixture{}

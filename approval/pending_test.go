@@ -16,10 +16,6 @@ import (
 	"github.com/mcphandler/mcphandler/session/redisstore/redistest"
 )
 
-// distinct is the i-th call of editor that is not the same call as any
-// other (its arguments differ).
-func distinct(i int) Request { return deleteReq(fmt.Sprintf(`{"id":"n%d"}`, i)) }
-
 // TestPendingPerIdentity: one identity holds at most the default number
 // of pending approvals, on every replica; past it Begin is refused with
 // an error saying how many and until when. The same call repeated while

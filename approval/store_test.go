@@ -14,8 +14,6 @@ import (
 	"github.com/mcphandler/mcphandler/session/redisstore/redistest"
 )
 
-var testKeys = [][]byte{[]byte("0123456789abcdef0123456789abcdef")}
-
 // eachStore runs f once per backend, with a constructor of Stores that all
 // share that backend (one per replica).
 func eachStore(t *testing.T, f func(t *testing.T, newStore func(mod func(*Config)) *Store)) {
@@ -38,44 +36,6 @@ func eachStore(t *testing.T, f func(t *testing.T, newStore func(mod func(*Config
 			})
 		})
 	}
-}
-
-func newTestStore(t *testing.T, sh Shared, mod func(*Config)) *Store {
-	t.Helper()
-	cfg := Config{Store: sh, Keys: testKeys, URL: "https://app.example/approvals/", Roles: []string{"viewer", "editor", "admin"}}
-	if mod != nil {
-		mod(&cfg)
-	}
-	s, err := New(cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { s.Close() })
-	return s
-}
-
-var (
-	editor  = Identity{Subject: "ed", Tenant: "acme", Role: "editor"}
-	admin   = Identity{Subject: "ada", Tenant: "acme", Role: "admin"}
-	admin2  = Identity{Subject: "bob", Tenant: "acme", Role: "admin"}
-	viewer  = Identity{Subject: "vi", Tenant: "acme", Role: "viewer"}
-	foreign = Identity{Subject: "eve", Tenant: "globex", Role: "admin"}
-)
-
-func deleteReq(args string) Request {
-	return Request{Asker: editor, Tool: "delete_note", Arguments: []byte(args), Message: "Delete a note", Policy: Policy{MinRole: "admin"}}
-}
-
-func begin(t *testing.T, s *Store, req Request) *Approval {
-	t.Helper()
-	a, created, err := s.Begin(context.Background(), req)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if !created || a.State != Pending {
-		t.Fatalf("Begin: created=%v state=%s, want a new pending approval", created, a.State)
-	}
-	return a
 }
 
 func TestDecideOnce(t *testing.T) {

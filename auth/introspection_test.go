@@ -9,38 +9,6 @@ import (
 	"time"
 )
 
-func newTestIntrospection(t *testing.T, p *fakeProvider, mod func(*IntrospectionConfig)) *Introspection {
-	t.Helper()
-	cfg := IntrospectionConfig{
-		Endpoint:     p.issuer() + "/introspect",
-		ClientID:     p.clientID,
-		ClientSecret: p.clientSecret,
-		Audience:     testAudience,
-		HTTPClient:   p.client(),
-	}
-	if mod != nil {
-		mod(&cfg)
-	}
-	in, err := NewIntrospection(cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return in
-}
-
-func activeAnswer(p *fakeProvider, sub, tenant string, exp time.Time) map[string]any {
-	return map[string]any{
-		"active":    true,
-		"sub":       sub,
-		"tenant":    tenant,
-		"scope":     "mcp:tools",
-		"aud":       []string{testAudience},
-		"iss":       p.issuer(),
-		"client_id": "some-client",
-		"exp":       exp.Unix(),
-	}
-}
-
 // fakeClock is a settable clock.
 type fakeClock struct {
 	mu sync.Mutex

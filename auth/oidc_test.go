@@ -16,21 +16,6 @@ import (
 	"github.com/mcphandler/mcphandler"
 )
 
-const testAudience = "https://api.example.com/mcp"
-
-func newTestOIDC(t *testing.T, p *fakeProvider, mod func(*OIDCConfig)) *OIDC {
-	t.Helper()
-	cfg := OIDCConfig{Issuer: p.issuer(), Audience: testAudience, HTTPClient: p.client()}
-	if mod != nil {
-		mod(&cfg)
-	}
-	o, err := NewOIDC(t.Context(), cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return o
-}
-
 func TestOIDCValidToken(t *testing.T) {
 	p := newFakeProvider(t)
 	o := newTestOIDC(t, p, nil)
@@ -128,14 +113,6 @@ func TestOIDCCustomMapper(t *testing.T) {
 	if id.Tenant != "personal:carol@example.com" || got.Issuer != p.issuer() || !slices.Equal(got.Audience, []string{testAudience}) ||
 		got.Expiry.IsZero() || got.Raw["email"] != "carol@example.com" {
 		t.Fatalf("identity %+v, claims %+v", id, got)
-	}
-}
-
-func assertReason(t *testing.T, err error, reason string) {
-	t.Helper()
-	var te *TokenError
-	if !errors.As(err, &te) || te.Reason != reason || !errors.Is(err, ErrInvalidToken) {
-		t.Fatalf("err = %v, want a TokenError %q", err, reason)
 	}
 }
 

@@ -1,31 +1,11 @@
 package elicitation
 
 import (
-	"bytes"
-	"encoding/json"
 	"errors"
 	"math"
 	"strings"
 	"testing"
 )
-
-func compact(t *testing.T, s string) string {
-	t.Helper()
-	var b bytes.Buffer
-	if err := json.Compact(&b, []byte(s)); err != nil {
-		t.Fatalf("bad expected JSON %s: %v", s, err)
-	}
-	return b.String()
-}
-
-func marshal(t *testing.T, s *Schema) string {
-	t.Helper()
-	b, err := json.Marshal(s)
-	if err != nil {
-		t.Fatalf("marshal: %v", err)
-	}
-	return string(b)
-}
 
 var opts = []Option{{Value: "value1", Title: "First Option"}, {Value: "value2", Title: "Second Option"}}
 

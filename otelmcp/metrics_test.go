@@ -4,43 +4,13 @@ import (
 	"context"
 	"fmt"
 	"net/http/httptest"
-	"slices"
 	"testing"
 	"time"
 
 	"github.com/mcphandler/mcphandler"
 	"github.com/mcphandler/mcphandler/mcptest"
-	"github.com/mcphandler/mcphandler/otelmcp"
-	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/sdk/metric/metricdata"
 )
-
-// histogram returns the data points of the float64 histogram name.
-func histogram(t *testing.T, ms map[string]metricdata.Metrics, name string) []metricdata.HistogramDataPoint[float64] {
-	t.Helper()
-	m, ok := ms[name]
-	if !ok {
-		t.Fatalf("no metric %s", name)
-	}
-	h, ok := m.Data.(metricdata.Histogram[float64])
-	if !ok {
-		t.Fatalf("%s is %T, want a float64 histogram", name, m.Data)
-	}
-	if m.Unit != "s" {
-		t.Errorf("%s unit %q, want s", name, m.Unit)
-	}
-	for _, p := range h.DataPoints {
-		if !slices.Equal(p.Bounds, otelmcp.DurationBuckets) {
-			t.Errorf("%s bounds %v, want the conventions' %v", name, p.Bounds, otelmcp.DurationBuckets)
-		}
-	}
-	return h.DataPoints
-}
-
-func value(set attribute.Set, k string) string {
-	v, _ := set.Value(attribute.Key(k))
-	return v.Emit()
-}
 
 // sum returns the int64 sum of name at the point whose key k is v.
 func sum(t *testing.T, ms map[string]metricdata.Metrics, name, k, v string) int64 {
@@ -60,18 +30,6 @@ func sum(t *testing.T, ms map[string]metricdata.Metrics, name, k, v string) int6
 		}
 	}
 	return n
-}
-
-// eventually waits for cond (the metrics of a request are recorded after
-// its response was written).
-func eventually(t *testing.T, what string, cond func() bool) {
-	t.Helper()
-	for deadline := time.Now().Add(2 * time.Second); !cond(); {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
 }
 
 func TestOperationDuration(t *testing.T) {

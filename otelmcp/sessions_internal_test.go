@@ -6,18 +6,7 @@ import (
 	"sync"
 	"testing"
 	"time"
-
-	metricnoop "go.opentelemetry.io/otel/metric/noop"
 )
-
-func newTestMetrics(t testing.TB, ttl time.Duration) *metrics {
-	t.Helper()
-	m, err := newMetrics(metricnoop.NewMeterProvider(), ttl)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return m
-}
 
 // A session counts as open until it was idle for the TTL; a request of a
 // session forgotten that way does not bring it back (its record has

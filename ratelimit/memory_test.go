@@ -11,15 +11,6 @@ import (
 	"github.com/mcphandler/mcphandler"
 )
 
-func testLimit(t *testing.T, in Limit) *limit {
-	t.Helper()
-	lim, err := newLimit(in)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return &lim
-}
-
 // TestMemoryGCRA, in a synctest bubble: a full bucket admits Burst calls
 // at once, then one per Period/Rate; a refused call is told exactly when
 // a call would be admitted and consumes nothing; an idle bucket is full

@@ -9,8 +9,6 @@ import (
 	"testing"
 )
 
-func b64(s string) string { return "=?base64?" + base64.StdEncoding.EncodeToString([]byte(s)) + "?=" }
-
 func TestDecodeHeaderValue(t *testing.T) {
 	cases := []struct {
 		in, want string
@@ -55,16 +53,6 @@ func TestDecodeHeaderValue(t *testing.T) {
 			t.Errorf("DecodeHeaderValue(%q) = %q, %v; want %q", tc.in, got, err, tc.want)
 		}
 	}
-}
-
-// hdr builds a Header from name/value pairs without canonicalizing names,
-// as a hand-built Header might be.
-func hdr(kv ...string) http.Header {
-	h := http.Header{}
-	for i := 0; i < len(kv); i += 2 {
-		h[kv[i]] = append(h[kv[i]], kv[i+1])
-	}
-	return h
 }
 
 func TestCheckStandardHeaders(t *testing.T) {

@@ -7,26 +7,6 @@ import (
 	"testing"
 )
 
-const schemaOK = `{
-  "type": "object",
-  "properties": {
-    "region":  {"type": "string",  "x-mcp-header": "Region"},
-    "limit":   {"type": "integer", "x-mcp-header": "Limit"},
-    "dry_run": {"type": "boolean", "x-mcp-header": "Dry-Run"},
-    "opt":     {"type": ["string", "null"], "x-mcp-header": "Opt"},
-    "query":   {"type": "string"},
-    "target":  {
-      "type": "object",
-      "properties": {
-        "project": {"type": "string", "x-mcp-header": "Project.Id"},
-        "deep": {"type": "object", "properties": {"k": {"type": "integer", "x-mcp-header": "K"}}}
-      }
-    },
-    "x-mcp-header": {"type": "string"}
-  },
-  "required": ["region"]
-}`
-
 func TestParamHeaders(t *testing.T) {
 	got, err := ParamHeaders([]byte(schemaOK))
 	if err != nil {

@@ -19,19 +19,6 @@ import (
 
 var testKeys = [][]byte{[]byte("0123456789abcdef0123456789abcdef")}
 
-// validID accepts ids of 4 lowercase letters or digits, like "id07".
-func validID(id string) bool {
-	if len(id) != 4 {
-		return false
-	}
-	for _, c := range id {
-		if !('a' <= c && c <= 'z' || '0' <= c && c <= '9') {
-			return false
-		}
-	}
-	return true
-}
-
 func signer(t testing.TB) *sign.Signer {
 	s, err := sign.NewSigner("test-owner", testKeys...)
 	if err != nil {

@@ -28,15 +28,6 @@ func mustKeys(t testing.TB, secrets ...[]byte) *Keys {
 	return k
 }
 
-func mustDigest(t testing.TB, args string) [32]byte {
-	t.Helper()
-	d, err := Digest([]byte(args))
-	if err != nil {
-		t.Fatalf("Digest(%s): %v", args, err)
-	}
-	return d
-}
-
 func binding(t testing.TB) Binding {
 	return Binding{
 		Subject:    "user-42",

@@ -7,20 +7,6 @@ import (
 	"time"
 )
 
-var (
-	secretA = []byte("0123456789abcdef0123456789abcdef")
-	secretB = []byte("fedcba9876543210fedcba9876543210")
-)
-
-func mustSigner(t testing.TB, purpose string, secrets ...[]byte) *Signer {
-	t.Helper()
-	s, err := NewSigner(purpose, secrets...)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return s
-}
-
 // An attacker with write access to the store flips bytes, moves a record
 // to another key, or presents it for another purpose: nothing verifies.
 func TestRecordRefusesEveryChange(t *testing.T) {

@@ -1,10 +1,12 @@
 package task
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"io"
 	"log/slog"
+	"sync"
 	"testing"
 	"time"
 
@@ -129,4 +131,40 @@ func eventually(t *testing.T, d time.Duration, what string, f func() bool) time.
 func result(text string) json.RawMessage {
 	b, _ := json.Marshal(map[string]any{"content": []any{map[string]any{"type": "text", "text": text}}})
 	return b
+}
+
+func (r *recording) only(t *testing.T, channel string) []byte {
+	t.Helper()
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	var out [][]byte
+	for _, m := range r.msgs {
+		if m.channel == channel {
+			out = append(out, m.msg)
+		}
+	}
+	if len(out) != 1 {
+		t.Fatalf("%d messages on %q, want 1", len(out), channel)
+	}
+	return out[0]
+}
+
+// recording is a store that keeps what is published on it, as something
+// subscribed to every channel would.
+type recording struct {
+	Store
+	mu   sync.Mutex
+	msgs []recorded
+}
+
+type recorded struct {
+	channel string
+	msg     []byte
+}
+
+func (r *recording) Publish(ctx context.Context, channel string, msg []byte) (int, error) {
+	r.mu.Lock()
+	r.msgs = append(r.msgs, recorded{channel, bytes.Clone(msg)})
+	r.mu.Unlock()
+	return r.Store.Publish(ctx, channel, msg)
 }

@@ -1,7 +1,6 @@
 package task
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -723,26 +722,6 @@ func TestRolledBackRecord(t *testing.T) {
 			t.Fatalf("a record kept past its expiry was read: %+v, %v", got, err)
 		}
 	})
-}
-
-// recording is a store that keeps what is published on it, as something
-// subscribed to every channel would.
-type recording struct {
-	Store
-	mu   sync.Mutex
-	msgs []recorded
-}
-
-type recorded struct {
-	channel string
-	msg     []byte
-}
-
-func (r *recording) Publish(ctx context.Context, channel string, msg []byte) (int, error) {
-	r.mu.Lock()
-	r.msgs = append(r.msgs, recorded{channel, bytes.Clone(msg)})
-	r.mu.Unlock()
-	return r.Store.Publish(ctx, channel, msg)
 }
 
 // A task's status notifications are signed and fresh for 30 s. The

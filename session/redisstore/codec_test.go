@@ -88,24 +88,6 @@ func TestCodecEveryCapability(t *testing.T) {
 	}
 }
 
-// The golden session, and its records as this version and as version 1
-// (the bytes the version-1 encoder wrote for it) encode it.
-var (
-	goldenSession = session.Session{
-		ID: "g", Owner: "4:acme/alice", ProtocolVersion: "2025-11-25", ClientName: "client", ClientVersion: "1.0",
-		Capabilities: session.CapElicitationForm | session.CapSampling | session.CapRootsListChanged,
-		Initialized:  true, LogLevel: "info", Subscriptions: []string{"file:///a"}, TTL: time.Minute,
-	}
-	goldenV1 = "\x0160000:13:\f4:acme/alice\n2025-11-25\x06client\x031.0" +
-		"%" + // form|sampling|roots.listChanged as bits 0, 2 and 5
-		"\x80\xe0\xba\x84\xbf\x03\x01\x04info\x01\tfile:///a"
-	goldenV2 = "\x0260000:13:\f4:acme/alice\n2025-11-25\x06client\x031.0" +
-		"\x03\x10elicitation.form\x08sampling\x11roots.listChanged" +
-		"\x80\xe0\xba\x84\xbf\x03\x01\x04info\x01\tfile:///a"
-	goldenEmptyV1 = "\x011800000:1:\x00\x00\x00\x00\x00\x00\x00\x00\x00"
-	goldenEmptyV2 = "\x021800000:1:\x00\x00\x00\x00\x00\x00\x00\x00\x00"
-)
-
 // TestCodecGolden: this version writes the version-2 bytes, and reads
 // both versions' bytes as the same session.
 func TestCodecGolden(t *testing.T) {

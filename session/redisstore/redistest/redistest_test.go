@@ -8,12 +8,7 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
-	"go.uber.org/goleak"
 )
-
-func TestMain(m *testing.M) {
-	goleak.VerifyTestMain(Main(m))
-}
 
 // TestClient: clients of one test share one Redis, and Prefix deletes the
 // test's keys at its end.

@@ -4,6 +4,8 @@ import (
 	"flag"
 	"testing"
 	"time"
+
+	metricnoop "go.opentelemetry.io/otel/metric/noop"
 )
 
 // checkLinear runs f, which handles an input of size bytes, and fails t
@@ -55,4 +57,13 @@ func runCost(f func()) time.Duration {
 		return wall
 	}
 	return min(wall, cpu1-cpu0)
+}
+
+func newTestMetrics(t testing.TB, ttl time.Duration) *metrics {
+	t.Helper()
+	m, err := newMetrics(metricnoop.NewMeterProvider(), ttl)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return m
 }

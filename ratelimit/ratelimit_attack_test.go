@@ -156,15 +156,6 @@ func TestAttackKeys(t *testing.T) {
 	}
 }
 
-func contains(list []string, s string) bool {
-	for _, v := range list {
-		if v == s {
-			return true
-		}
-	}
-	return false
-}
-
 // TestAttackOtherTenantsTraffic, in memory: a tenant spending its whole
 // limit, and far more, leaves another tenant's limit untouched, and a
 // global limit (By zero), which every tenant shares, is the only way one

@@ -15,7 +15,6 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"strings"
-	"sync"
 	"testing"
 	"testing/synctest"
 	"time"
@@ -24,44 +23,6 @@ import (
 	"github.com/mcphandler/mcphandler/mcptest"
 	"github.com/mcphandler/mcphandler/session"
 )
-
-// syncBuffer is a log destination safe for concurrent writes.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
-
-// sharedHandler is a handler over its own view of a shared store.
-func sharedHandler(t *testing.T, store session.Store, tools []mcphandler.Tool, log io.Writer) (*mcphandler.Handler, *faultStore, *httptest.Server) {
-	t.Helper()
-	st := &faultStore{Store: store}
-	if log == nil {
-		log = io.Discard
-	}
-	h := mcphandler.New(mcphandler.Config{
-		Authenticate: bearer,
-		StateKeys:    testStateKeys,
-		Store:        st,
-		Logger:       slog.New(slog.NewTextHandler(log, nil)),
-		ListTools:    func(context.Context) ([]mcphandler.Tool, error) { return tools, nil },
-		Sessions:     mcphandler.SessionOptions{KeepAlive: time.Hour},
-	})
-	srv := httptest.NewServer(h)
-	t.Cleanup(func() { srv.Close(); h.Close() })
-	return h, st, srv
-}
 
 // blockingTool runs until its context ends or it receives from release.
 func blockingTool(started chan<- struct{}, release <-chan struct{}, stopped chan<- error) mcphandler.Tool {

@@ -17,69 +17,6 @@ import (
 	"github.com/mcphandler/mcphandler/session/redisstore/redistest"
 )
 
-// discardWriter is a ResponseWriter that keeps nothing, so benchmarks
-// measure the handler and not a recorder.
-type discardWriter struct {
-	h    http.Header
-	code int
-	n    int
-}
-
-func (w *discardWriter) Header() http.Header         { return w.h }
-func (w *discardWriter) Write(p []byte) (int, error) { w.n += len(p); return len(p), nil }
-func (w *discardWriter) WriteHeader(code int)        { w.code = code }
-func (w *discardWriter) Flush()                      {}
-
-func (w *discardWriter) reset() {
-	clear(w.h)
-	w.code, w.n = 0, 0
-}
-
-var echoTool = mcphandler.Tool{
-	Name:        "echo",
-	Description: "Echoes its text.",
-	InputSchema: []byte(`{"type":"object","properties":{"text":{"type":"string"}},"required":["text"]}`),
-	Handler: func(_ context.Context, call *mcphandler.ToolCall) (*mcphandler.ToolResult, error) {
-		return mcphandler.TextResult(string(call.Arguments)), nil
-	},
-}
-
-// benchSession opens a session on h and returns the headers of a request in
-// it.
-func benchSession(_ testing.TB, h http.Handler) http.Header {
-	w := &discardWriter{h: http.Header{}}
-	req, _ := http.NewRequest("POST", "/", strings.NewReader(initBody))
-	req.Header.Set("Authorization", "Bearer acme-viewer")
-	req.Header.Set("Content-Type", "application/json")
-	req.Header.Set("Accept", "application/json, text/event-stream")
-	h.ServeHTTP(w, req)
-	hdr := req.Header.Clone()
-	hdr.Set("Mcp-Session-Id", w.h.Get("Mcp-Session-Id"))
-	hdr.Set("Mcp-Protocol-Version", "2025-11-25")
-	return hdr
-}
-
-// serveLoop serves body b.N times in one live session, reusing the request.
-func serveLoop(b *testing.B, h http.Handler, body string) {
-	hdr := benchSession(b, h)
-	rd := strings.NewReader(body)
-	req, _ := http.NewRequest("POST", "/", rd)
-	req.Header = hdr
-	req.ContentLength = int64(len(body))
-	w := &discardWriter{h: http.Header{}}
-	b.ReportAllocs()
-	for b.Loop() {
-		rd.Reset(body)
-		req.Body = io.NopCloser(rd)
-		w.reset()
-		h.ServeHTTP(w, req)
-		if w.code != 200 {
-			b.Fatalf("status %d", w.code)
-		}
-	}
-	b.SetBytes(int64(len(body)))
-}
-
 // BenchmarkToolsCall measures one tools/call of a small tool in a live
 // session, answered as JSON.
 func BenchmarkToolsCall(b *testing.B) {
@@ -103,11 +40,6 @@ func BenchmarkToolsCallIntercepted(b *testing.B) {
 	})
 	serveLoop(b, h, `{"jsonrpc":"2.0","id":42,"method":"tools/call","params":{"name":"echo","arguments":{"text":"hello"}}}`)
 }
-
-// modernCall is a 2026-07-28 tools/call of echo with its _meta.
-const modernCall = `{"jsonrpc":"2.0","id":42,"method":"tools/call","params":{"name":"echo","arguments":{"text":"hello"},` +
-	`"_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28","io.modelcontextprotocol/clientCapabilities":{},` +
-	`"io.modelcontextprotocol/clientInfo":{"name":"bench","version":"1"}}}}`
 
 // BenchmarkToolsCallModern measures one 2026-07-28 tools/call of a small
 // tool (no session: version, routing headers and _meta on the request),
@@ -145,15 +77,6 @@ func serveModernLoop(b *testing.B, h http.Handler, body string) {
 	}
 	b.SetBytes(int64(len(body)))
 }
-
-type typedEchoIn struct {
-	Text string `json:"text" jsonschema:"Text to echo."`
-}
-
-// typedEcho is the echo tool as the load harness's server declares it:
-// NewTool, so its arguments are validated against the derived schema.
-var typedEcho = mcphandler.NewTool(mcphandler.Tool{Name: "echo", Description: "Echoes its text."},
-	func(_ context.Context, _ *mcphandler.ToolCall, in typedEchoIn) (string, error) { return in.Text, nil })
 
 // BenchmarkToolsCallTyped and BenchmarkToolsCallTypedModern measure a
 // tools/call of a NewTool tool (arguments validated, then decoded into a

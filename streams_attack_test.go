@@ -8,7 +8,6 @@ package mcphandler_test
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"io"
 	"net"
@@ -24,51 +23,6 @@ import (
 	"github.com/mcphandler/mcphandler/mcptest"
 	"github.com/mcphandler/mcphandler/session"
 )
-
-// tokenTable is an authorization server whose tokens can be revoked,
-// reissued or given an expiry while streams are open.
-type tokenTable struct {
-	mu     sync.Mutex
-	ids    map[string]mcphandler.Identity
-	down   bool // answer ErrAuthUnavailable
-	panics bool // panic instead of answering
-	checks atomic.Int64
-}
-
-func newTokenTable() *tokenTable {
-	tt := &tokenTable{ids: map[string]mcphandler.Identity{}}
-	for tok, id := range users {
-		tt.ids[tok] = id
-	}
-	return tt
-}
-
-func (tt *tokenTable) authenticate(r *http.Request) (mcphandler.Identity, error) {
-	tt.checks.Add(1)
-	tok, _ := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer ")
-	tt.mu.Lock()
-	defer tt.mu.Unlock()
-	if tt.panics {
-		panic("authorization hook bug")
-	}
-	if tt.down {
-		return mcphandler.Identity{}, fmt.Errorf("introspection endpoint down: %w", mcphandler.ErrAuthUnavailable)
-	}
-	id, ok := tt.ids[tok]
-	if !ok {
-		return mcphandler.Identity{}, errors.New("revoked")
-	}
-	if !id.Expires.IsZero() && !time.Now().Before(id.Expires) {
-		return mcphandler.Identity{}, errors.New("expired")
-	}
-	return id, nil
-}
-
-func (tt *tokenTable) set(f func(ids map[string]mcphandler.Identity)) {
-	tt.mu.Lock()
-	f(tt.ids)
-	tt.mu.Unlock()
-}
 
 // streamKind opens one kind of long-lived stream for token and returns a
 // channel closed when the server ends it.

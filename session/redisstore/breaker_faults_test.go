@@ -14,17 +14,6 @@ import (
 	"github.com/mcphandler/mcphandler/session/redisstore/redistest"
 )
 
-// pollUntil calls ok every few milliseconds until it reports true, and
-// fails the test after d.
-func pollUntil(t *testing.T, d time.Duration, what string, ok func() bool) {
-	t.Helper()
-	for deadline := time.Now().Add(d); !ok(); time.Sleep(5 * time.Millisecond) {
-		if time.Now().After(deadline) {
-			t.Fatalf("%s: not within %v", what, d)
-		}
-	}
-}
-
 // cachedGet reports whether a Get of id on st is served from the cache:
 // it succeeds without sending a command (h counts st's client).
 func cachedGet(t *testing.T, st *Store, h *redistest.CountingHook, id string) bool {
@@ -158,19 +147,6 @@ func TestCacheStopsServingWhileEvictionsAreLost(t *testing.T) {
 		got, err := a.Get(ctx, "s1")
 		return err == nil && got.LogLevel == "info"
 	})
-}
-
-// setup creates sessions under prefix through a store of its own, with
-// the default OpTimeout, so that a loaded machine does not fail a test
-// before its faults begin.
-func setup(t *testing.T, prefix string, ids ...string) {
-	t.Helper()
-	st := newStoreOn(t, redistest.Client(t), prefix)
-	for _, id := range ids {
-		if err := st.Create(context.Background(), sample(id)); err != nil {
-			t.Fatal(err)
-		}
-	}
 }
 
 // failsFast makes calls of st until they fail with ErrUnavailable in less

@@ -3,6 +3,7 @@ package auth
 import (
 	"encoding/base64"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"maps"
 	"net/http"
@@ -241,4 +242,59 @@ func bearerRequest(authz string) *http.Request {
 		r.Header.Set("Authorization", authz)
 	}
 	return r
+}
+
+const testAudience = "https://api.example.com/mcp"
+
+func newTestOIDC(t *testing.T, p *fakeProvider, mod func(*OIDCConfig)) *OIDC {
+	t.Helper()
+	cfg := OIDCConfig{Issuer: p.issuer(), Audience: testAudience, HTTPClient: p.client()}
+	if mod != nil {
+		mod(&cfg)
+	}
+	o, err := NewOIDC(t.Context(), cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return o
+}
+
+func assertReason(t *testing.T, err error, reason string) {
+	t.Helper()
+	var te *TokenError
+	if !errors.As(err, &te) || te.Reason != reason || !errors.Is(err, ErrInvalidToken) {
+		t.Fatalf("err = %v, want a TokenError %q", err, reason)
+	}
+}
+
+func newTestIntrospection(t *testing.T, p *fakeProvider, mod func(*IntrospectionConfig)) *Introspection {
+	t.Helper()
+	cfg := IntrospectionConfig{
+		Endpoint:     p.issuer() + "/introspect",
+		ClientID:     p.clientID,
+		ClientSecret: p.clientSecret,
+		Audience:     testAudience,
+		HTTPClient:   p.client(),
+	}
+	if mod != nil {
+		mod(&cfg)
+	}
+	in, err := NewIntrospection(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return in
+}
+
+func activeAnswer(p *fakeProvider, sub, tenant string, exp time.Time) map[string]any {
+	return map[string]any{
+		"active":    true,
+		"sub":       sub,
+		"tenant":    tenant,
+		"scope":     "mcp:tools",
+		"aud":       []string{testAudience},
+		"iss":       p.issuer(),
+		"client_id": "some-client",
+		"exp":       exp.Unix(),
+	}
 }

@@ -18,11 +18,6 @@ import (
 	"github.com/mcphandler/mcphandler/session/redisstore/redistest"
 )
 
-// replicaTopology, while a topology test runs the replica tests, returns
-// the clients redisClient gives them: of a Redis Cluster or of Sentinels
-// instead of the test Redis.
-var replicaTopology func(t *testing.T) func() redis.UniversalClient
-
 // replicaTests are the replica tests (replica_test.go) that run, as they
 // are, on every topology.
 var replicaTests = []struct {

@@ -16,21 +16,6 @@ import (
 	"github.com/mcphandler/mcphandler/session/redisstore/redistest"
 )
 
-// redisReplica returns a handler for cfg on a Redis store of c under
-// prefix; both are closed when the test ends.
-func redisReplica(t *testing.T, cfg mcphandler.Config, c redis.UniversalClient, prefix string, opts redisstore.Options) *mcphandler.Handler {
-	t.Helper()
-	opts.Prefix = prefix
-	st := redisstore.New(c, opts)
-	t.Cleanup(func() { st.Close() })
-	cfg.Store = st
-	cfg.StateKeys = testStateKeys // replicas share their keys
-	cfg.Logger = slog.New(slog.DiscardHandler)
-	h := mcphandler.New(cfg)
-	t.Cleanup(func() { h.Close() })
-	return h
-}
-
 // slowTool is a tool that runs until cancelled (or 10s): started receives
 // when it starts, stopped why it stopped (nil for the 10s).
 func slowTool(cfg *mcphandler.Config) (started chan struct{}, stopped chan error) {

@@ -87,14 +87,6 @@ func TestAttackVersionHeaderContradictsSession(t *testing.T) {
 	}
 }
 
-// newHTTPErrorFrom reads a response whose status the test checks; a
-// stream (which must not be there) is read only until the test's timeout.
-func newHTTPErrorFrom(resp *http.Response) *mcptest.HTTPError {
-	defer resp.Body.Close()
-	b, _ := io.ReadAll(io.LimitReader(resp.Body, 1<<16))
-	return &mcptest.HTTPError{Status: resp.StatusCode, Body: b, Header: resp.Header}
-}
-
 // boundsHost serves a template every caller may subscribe through.
 func boundsConfig(store session.Store) mcphandler.Config {
 	f := &fixture{}
@@ -242,16 +234,6 @@ func TestAttackListenFilterBounds(t *testing.T) {
 	if n := lists.Load(); n != 0 {
 		t.Fatalf("the list hook ran %d times for refused filters", n)
 	}
-}
-
-// postRaw POSTs body in c's session and returns the answer.
-func postRaw(t *testing.T, c *mcptest.Client, body string) *mcptest.HTTPError {
-	t.Helper()
-	resp, err := c.Post(context.Background(), []byte(body), nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return newHTTPErrorFrom(resp)
 }
 
 // The attacker, holding one valid token, opens session after session

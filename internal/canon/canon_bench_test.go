@@ -2,69 +2,9 @@ package canon
 
 import (
 	"encoding/json"
-	"fmt"
 	"strconv"
-	"strings"
 	"testing"
 )
-
-// The attacker's inputs: one family per way of making a parser work hard,
-// each at growing sizes. A linear parser keeps ns/B flat across sizes.
-var families = []struct {
-	name string
-	gen  func(n int) []byte
-}{
-	{"huge_exponent", func(n int) []byte { return []byte(`{"a":1e` + strings.Repeat("7", n-9) + `}`) }},
-	{"huge_mantissa", func(n int) []byte { return []byte(`{"a":1` + strings.Repeat("3", n-12) + `.5e-7}`) }},
-	{"many_numbers", func(n int) []byte {
-		var b strings.Builder
-		b.WriteString(`[`)
-		for i := 0; b.Len() < n-16; i++ {
-			fmt.Fprintf(&b, "%d.%de%d,", i, i%97, i%41-20)
-		}
-		b.WriteString(`0]`)
-		return []byte(b.String())
-	}},
-	{"deep_nesting", func(n int) []byte {
-		// The payload at the bottom of nesting as deep as the limit allows:
-		// a parser that copies each level into its parent pays depth × size.
-		const d = DefaultMaxDepth - 1
-		head, tail := strings.Repeat(`{"a":`, d), strings.Repeat(`}`, d)
-		return []byte(head + `"` + strings.Repeat("x", n-len(head)-len(tail)-2) + `"` + tail)
-	}},
-	{"deep_many", func(n int) []byte {
-		// Many values, each nested to the limit.
-		const d = DefaultMaxDepth - 1
-		one := strings.Repeat(`[`, d) + `1` + strings.Repeat(`]`, d)
-		var b strings.Builder
-		b.WriteString("[")
-		for b.Len() < n-len(one)-2 {
-			b.WriteString(one)
-			b.WriteString(",")
-		}
-		b.WriteString("0]")
-		return []byte(b.String())
-	}},
-	{"wide_object", func(n int) []byte {
-		// About 100 000 keys per MiB, in an order far from sorted.
-		var b strings.Builder
-		b.WriteString("{")
-		for i := 0; b.Len() < n-16; i++ {
-			fmt.Fprintf(&b, `"%x":%d,`, uint32(i)*2654435761, i%10)
-		}
-		b.WriteString(`"":0}`)
-		return []byte(b.String())
-	}},
-	{"escaped_strings", func(n int) []byte {
-		var b strings.Builder
-		b.WriteString(`{"s":"`)
-		for b.Len() < n-40 {
-			b.WriteString(`\u00e9\n\"\\é\ud83d\ude00 x`)
-		}
-		b.WriteString(`"}`)
-		return []byte(b.String())
-	}},
-}
 
 var sizes = []int{64 << 10, 256 << 10, 1 << 20, 4 << 20}
 
@@ -132,9 +72,6 @@ func BenchmarkCheck(b *testing.B) {
 	}
 }
 
-// toolsCall is a typical tools/call body (about 200 bytes).
-var toolsCall = []byte(`{"jsonrpc":"2.0","id":17,"method":"tools/call","params":{"name":"delete_project","arguments":{"project":"alpha-7","force":true,"limit":50,"filters":{"labels":["bug","p1"],"since":"2026-07-01"}},"_meta":{"progressToken":"t-17"}}}`)
-
 // BenchmarkCheckSmall is the hot path: one tools/call body.
 func BenchmarkCheckSmall(b *testing.B) {
 	b.Run("Check", func(b *testing.B) {
@@ -163,9 +100,6 @@ func BenchmarkCheckSmall(b *testing.B) {
 		}
 	})
 }
-
-// args are the arguments of toolsCall.
-var args = []byte(`{"project":"alpha-7","force":true,"limit":50,"filters":{"labels":["bug","p1"],"since":"2026-07-01"}}`)
 
 func BenchmarkCanonicalSmall(b *testing.B) {
 	b.Run("new", func(b *testing.B) {

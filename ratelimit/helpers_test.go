@@ -5,8 +5,6 @@ import (
 	"encoding/base64"
 	"encoding/json"
 	"errors"
-	"fmt"
-	"log"
 	"log/slog"
 	"net/http"
 	"strings"
@@ -14,7 +12,6 @@ import (
 	"testing"
 
 	"github.com/redis/go-redis/v9"
-	"go.uber.org/goleak"
 
 	"github.com/mcphandler/mcphandler"
 	"github.com/mcphandler/mcphandler/mcptest"
@@ -22,23 +19,6 @@ import (
 	"github.com/mcphandler/mcphandler/session/redisstore"
 	"github.com/mcphandler/mcphandler/session/redisstore/redistest"
 )
-
-func TestMain(m *testing.M) {
-	redis.SetLogger(quietLogger{})
-	// go-redis retries a refused dial from a goroutine of its own that
-	// sleeps a second before it notices its pool was closed; it is not ours.
-	goleak.VerifyTestMain(m, goleak.IgnoreAnyFunction("github.com/redis/go-redis/v9/internal/pool.(*ConnPool).tryDial"))
-}
-
-// quietLogger drops the dial failures go-redis logs while the fault tests
-// keep Redis down, and prints the rest.
-type quietLogger struct{}
-
-func (quietLogger) Printf(_ context.Context, format string, v ...any) {
-	if s := fmt.Sprintf(format, v...); !strings.Contains(s, "failed to dial") {
-		log.Print("redis: ", s)
-	}
-}
 
 // token is the bearer token of an identity: its JSON in base64url, so
 // that tests can call as any tenant and subject, odd bytes included.
@@ -209,4 +189,13 @@ func call(t testing.TB, c caller, tool string) (bool, *refusal, *mcptest.RPCErro
 		t.Fatalf("%s: -32000 with data %s", tool, re.Data)
 	}
 	return false, &r, re
+}
+
+func contains(list []string, s string) bool {
+	for _, v := range list {
+		if v == s {
+			return true
+		}
+	}
+	return false
 }

@@ -12,59 +12,6 @@ import (
 	"github.com/mcphandler/mcphandler/session/redisstore/redistest"
 )
 
-// calls exercises every method of st once; each returns its error.
-func calls(st *Store) map[string]func(ctx context.Context) error {
-	return map[string]func(ctx context.Context) error{
-		"Create": func(ctx context.Context) error { return st.Create(ctx, sample("new")) },
-		"Get":    func(ctx context.Context) error { _, err := st.Get(ctx, "s1"); return err },
-		"Update": func(ctx context.Context) error { return st.Update(ctx, sample("s1")) },
-		"Delete": func(ctx context.Context) error { return st.Delete(ctx, "s1") },
-		"Publish": func(ctx context.Context) error {
-			_, err := st.Publish(ctx, "ch", []byte("x"))
-			return err
-		},
-		"Subscribe": func(ctx context.Context) error {
-			sub, err := st.Subscribe(ctx, "another")
-			if err == nil {
-				sub.Close()
-			}
-			return err
-		},
-		"PutIfAbsent": func(ctx context.Context) error {
-			_, err := st.PutIfAbsent(ctx, "k", []byte("v"), time.Minute)
-			return err
-		},
-		"Load": func(ctx context.Context) error { _, err := st.Load(ctx, "k"); return err },
-		"CompareAndSwap": func(ctx context.Context) error {
-			_, err := st.CompareAndSwap(ctx, "k", []byte("v"), []byte("w"), time.Minute)
-			return err
-		},
-		"AppendEvent": func(ctx context.Context) error {
-			_, err := st.AppendEvent(ctx, "log", []byte("e"), time.Minute)
-			return err
-		},
-		"EventsAfter": func(ctx context.Context) error { _, err := st.EventsAfter(ctx, "log", 0); return err },
-	}
-}
-
-// failFast checks that every call fails with ErrUnavailable within the
-// store's OpTimeout plus a margin.
-func failFast(t *testing.T, st *Store) {
-	t.Helper()
-	const margin = 500 * time.Millisecond
-	for name, call := range calls(st) {
-		start := time.Now()
-		err := call(context.Background())
-		el := time.Since(start)
-		if !errors.Is(err, session.ErrUnavailable) {
-			t.Errorf("%s with Redis down: %v, want ErrUnavailable", name, err)
-		}
-		if el > st.opTimeout+margin {
-			t.Errorf("%s with Redis down took %v, more than OpTimeout %v + %v", name, el, st.opTimeout, margin)
-		}
-	}
-}
-
 // TestRedisRestart stops Redis under a working store: calls fail fast with
 // ErrUnavailable; once Redis is back the same store works again, and a
 // subscription made before the outage receives messages again, as go-redis

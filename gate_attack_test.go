@@ -7,10 +7,8 @@ package mcphandler_test
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"net/http"
-	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -75,34 +73,6 @@ func (s *shadowHost) config() mcphandler.Config {
 			return &mcphandler.CompleteResult{Values: []string{"alice", "bob"}}, nil
 		},
 	}
-}
-
-// refusal returns err's HTTP status (0 for 200), JSON-RPC code, message
-// and data with name replaced (raw, Go-quoted and JSON-quoted), so that two
-// refusals for different names compare equal when they say the same thing.
-func refusal(t *testing.T, err error, name string) string {
-	t.Helper()
-	status := 0
-	var re *mcptest.RPCError
-	var he *mcptest.HTTPError
-	if errors.As(err, &he) {
-		status = he.Status
-		var m mcptest.Message
-		if json.Unmarshal(he.Body, &m) == nil && m.Error != nil {
-			re = m.Error
-		}
-	} else {
-		errors.As(err, &re)
-	}
-	if re == nil {
-		t.Fatalf("%q: %v, want a JSON-RPC error", name, err)
-	}
-	text := re.Message + " " + string(re.Data)
-	jq, _ := json.Marshal(name)
-	for _, form := range []string{strconv.Quote(name), string(jq), name} {
-		text = strings.ReplaceAll(text, form, "NAME")
-	}
-	return strconv.Itoa(status) + " " + strconv.Itoa(int(re.Code)) + " " + text
 }
 
 // The attacker, a viewer without the hr:read scope, reads an admin-only

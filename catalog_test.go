@@ -14,65 +14,6 @@ import (
 	"github.com/mcphandler/mcphandler/mcptest"
 )
 
-// surface is a host with tenant-scoped resources, templates and prompts,
-// some of them admin-only.
-func surfaceConfig(reads *atomic.Int64) mcphandler.Config {
-	docs := map[string]map[string]string{
-		"acme":   {"a1": "Q3 roadmap text"},
-		"globex": {"g1": "Price list text"},
-	}
-	return mcphandler.Config{
-		Authenticate: bearer,
-		Roles:        []string{"viewer", "editor", "admin"},
-		ListResources: func(ctx context.Context) ([]mcphandler.Resource, error) {
-			id, _ := mcphandler.IdentityFrom(ctx)
-			return []mcphandler.Resource{
-				{URI: "info://" + id.Tenant, Name: "info", MimeType: "text/plain"},
-				{URI: "audit://" + id.Tenant, Name: "audit log", MinRole: "admin"},
-			}, nil
-		},
-		ListResourceTemplates: func(ctx context.Context) ([]mcphandler.ResourceTemplate, error) {
-			return []mcphandler.ResourceTemplate{{URITemplate: "docs://{id}", Name: "doc"}}, nil
-		},
-		ReadResource: func(ctx context.Context, req *mcphandler.ResourceRequest) ([]mcphandler.ResourceContents, error) {
-			reads.Add(1)
-			if req.Template != nil {
-				text, ok := docs[req.Identity.Tenant][req.Params["id"]]
-				if !ok {
-					return nil, mcphandler.ErrResourceNotFound
-				}
-				return []mcphandler.ResourceContents{{URI: req.URI, MimeType: "text/plain", Text: text}}, nil
-			}
-			if strings.HasPrefix(req.URI, "audit://") {
-				return []mcphandler.ResourceContents{{URI: req.URI, Blob: []byte{0, 1, 2}, MimeType: "application/octet-stream"}}, nil
-			}
-			return []mcphandler.ResourceContents{{URI: req.URI, Text: "tenant " + req.Identity.Tenant}}, nil
-		},
-		ListPrompts: func(ctx context.Context) ([]mcphandler.Prompt, error) {
-			return []mcphandler.Prompt{
-				{Name: "summarize", Description: "Summarize a doc", Arguments: []mcphandler.PromptArgument{{Name: "id", Required: true}, {Name: "tone"}}},
-				{Name: "purge_plan", Description: "admin only", MinRole: "admin"},
-			}, nil
-		},
-		GetPrompt: func(ctx context.Context, req *mcphandler.PromptRequest) (*mcphandler.PromptResult, error) {
-			reads.Add(1)
-			return &mcphandler.PromptResult{Messages: []mcphandler.PromptMessage{
-				{Role: "user", Content: mcphandler.TextContent("Summarize " + req.Arguments["id"])},
-				{Role: "user", Content: mcphandler.EmbeddedResourceContent(mcphandler.ResourceContents{URI: "docs://" + req.Arguments["id"], Text: "body"})},
-			}}, nil
-		},
-		Complete: func(ctx context.Context, req *mcphandler.CompleteRequest) (*mcphandler.CompleteResult, error) {
-			var vals []string
-			for _, v := range []string{"a1", "a2", "b7"} {
-				if strings.HasPrefix(v, req.Value) {
-					vals = append(vals, v)
-				}
-			}
-			return &mcphandler.CompleteResult{Values: vals}, nil
-		},
-	}
-}
-
 func TestResources(t *testing.T) {
 	var reads atomic.Int64
 	h := mcphandler.New(surfaceConfig(&reads))
@@ -240,22 +181,6 @@ func TestCapabilitiesFollowHooks(t *testing.T) {
 	}
 	if _, err := c.Call(context.Background(), "tools/list", nil); !isRPC(err, -32601) {
 		t.Errorf("tools/list without tools: %v", err)
-	}
-}
-
-// nextMessage reads the next JSON-RPC message of a GET stream.
-func nextMessage(t *testing.T, s *mcptest.Stream, wait time.Duration) *mcptest.Message {
-	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), wait)
-	defer cancel()
-	for {
-		ev, err := s.Next(ctx)
-		if err != nil {
-			return nil
-		}
-		if ev.Message != nil {
-			return ev.Message
-		}
 	}
 }
 

@@ -13,7 +13,6 @@ import (
 	"io"
 	"log/slog"
 	"net/http"
-	"net/http/httptest"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -25,14 +24,6 @@ import (
 	"github.com/mcphandler/mcphandler/mcptest"
 	"github.com/mcphandler/mcphandler/session"
 )
-
-// eachStore runs f against the memory store and against Redis.
-func eachStore(t *testing.T, f func(t *testing.T, stores func(int) session.Store)) {
-	t.Run("memory", func(t *testing.T) { f(t, memoryStores()) })
-	t.Run("redis", func(t *testing.T) { f(t, redisStores(t)) })
-}
-
-func alwaysAlive(int) bool { return true }
 
 // The answer arrives in the instant the asker gives up: after its wait
 // ended, just before it closes the record. The client must not be told
@@ -262,65 +253,6 @@ func TestAttackConfirmGarbageLease(t *testing.T) {
 		}
 	})
 }
-
-// modernLab is one 2026-07-28 endpoint over a store the test can reach.
-type modernLab struct {
-	t   *testing.T
-	srv *httptest.Server
-	st  *faultStore
-}
-
-func newModernLab(t *testing.T, store session.Store, tool mcphandler.Tool, before mcphandler.BeforeCallFunc) *modernLab {
-	st := &faultStore{Store: store}
-	cfg := mcphandler.Config{
-		Authenticate: bearer,
-		Roles:        []string{"viewer", "editor", "admin"},
-		StateKeys:    testStateKeys,
-		Store:        st,
-		ListTools:    func(context.Context) ([]mcphandler.Tool, error) { return []mcphandler.Tool{tool}, nil },
-		BeforeCall:   before,
-	}
-	h := mcphandler.New(cfg)
-	srv := httptest.NewServer(h)
-	t.Cleanup(func() { srv.Close(); h.Close() })
-	return &modernLab{t: t, srv: srv, st: st}
-}
-
-// call sends tools/call with the given inputResponses and state and
-// returns the decoded result (or error) object.
-func (ml *modernLab) call(id int, tool, args string, responses map[string]any, state string) (int, map[string]any) {
-	ml.t.Helper()
-	params := `"name":"` + tool + `","arguments":` + args
-	if responses != nil {
-		b, _ := json.Marshal(responses)
-		params += `,"inputResponses":` + string(b)
-	}
-	if state != "" {
-		params += `,"requestState":"` + state + `"`
-	}
-	status, _, b := modernPost(ml.t, ml.srv, "acme-admin", modernBody(id, "tools/call", params, `{"elicitation":{}}`), nil)
-	var m map[string]any
-	if err := json.Unmarshal(b, &m); err != nil {
-		ml.t.Fatalf("response %q: %v", b, err)
-	}
-	return status, m
-}
-
-// inputRound returns the keys asked and the state of an input_required
-// result, or nil keys when m is not one.
-func inputRound(m map[string]any) ([]string, string) {
-	res, _ := m["result"].(map[string]any)
-	if res == nil || res["resultType"] != "input_required" {
-		return nil, ""
-	}
-	var keys []string
-	for k := range res["inputRequests"].(map[string]any) {
-		keys = append(keys, k)
-	}
-	return keys, res["requestState"].(string)
-}
-
-var acceptConfirm = map[string]any{"action": "accept", "content": map[string]any{"confirm": true}}
 
 // A confirmed 2026-07-28 tool that then asks its own question goes on
 // through the rounds to its result. Retrying any round's state — the

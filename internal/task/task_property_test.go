@@ -8,15 +8,7 @@ import (
 	"math/rand/v2"
 	"sync"
 	"testing"
-
-	"go.uber.org/goleak"
 )
-
-// TestMain checks that no test leaves a goroutine behind: Close stops the
-// signal dispatcher, and a Listener's Close its reader.
-func TestMain(m *testing.M) {
-	goleak.VerifyTestMain(m, goleak.IgnoreTopFunction("github.com/mcphandler/mcphandler/internal/task.(*Run).check"))
-}
 
 // Random interleavings of everything a runner and two clients on other
 // replicas may do to one task: an observer never sees an illegal

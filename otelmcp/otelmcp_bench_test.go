@@ -2,9 +2,7 @@ package otelmcp_test
 
 import (
 	"context"
-	"io"
 	"net/http"
-	"strings"
 	"testing"
 
 	"github.com/mcphandler/mcphandler"
@@ -15,48 +13,7 @@ import (
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 	"go.opentelemetry.io/otel/sdk/trace/tracetest"
 	"go.opentelemetry.io/otel/trace"
-	"go.opentelemetry.io/otel/trace/noop"
 )
-
-type discardWriter struct {
-	h    http.Header
-	code int
-}
-
-func (w *discardWriter) Header() http.Header         { return w.h }
-func (w *discardWriter) Write(p []byte) (int, error) { return len(p), nil }
-func (w *discardWriter) WriteHeader(code int)        { w.code = code }
-func (w *discardWriter) Flush()                      {}
-
-// discardTracerProvider's spans say they record, carry a valid span
-// context and drop everything given to them: with it, a benchmark measures
-// what the interceptor itself does for a recorded span (its attributes,
-// events, contexts), without the SDK's cost.
-type discardTracerProvider struct{ noop.TracerProvider }
-
-type discardTracer struct{ noop.Tracer }
-
-type discardSpan struct{ noop.Span }
-
-var theDiscardSpan = &discardSpan{}
-
-func (discardTracerProvider) Tracer(string, ...trace.TracerOption) trace.Tracer {
-	return discardTracer{}
-}
-
-func (discardTracer) Start(ctx context.Context, _ string, _ ...trace.SpanStartOption) (context.Context, trace.Span) {
-	return trace.ContextWithSpan(ctx, theDiscardSpan), theDiscardSpan
-}
-
-func (*discardSpan) IsRecording() bool { return true }
-
-func (*discardSpan) SpanContext() trace.SpanContext { return discardSC }
-
-var discardSC = func() trace.SpanContext {
-	tid, _ := trace.TraceIDFromHex(remoteTrace)
-	sid, _ := trace.SpanIDFromHex(remoteSpan)
-	return trace.NewSpanContext(trace.SpanContextConfig{TraceID: tid, SpanID: sid, TraceFlags: trace.FlagsSampled})
-}()
 
 // dropProcessor is a span processor that drops every span it is given:
 // the SDK's cost of a recorded span, without a batch processor.
@@ -146,34 +103,6 @@ func benchHandler(b *testing.B, mode string) http.Handler {
 	return mcphandler.New(cfg)
 }
 
-const benchCall = `{"jsonrpc":"2.0","id":42,"method":"tools/call","params":{"name":"echo","arguments":{"text":"hello"}}}`
-
-// modernCall is a 2026-07-28 tools/call of echo with its _meta;
-// modernTracedCall the same with a client's trace context.
-const (
-	modernCall = `{"jsonrpc":"2.0","id":42,"method":"tools/call","params":{"name":"echo","arguments":{"text":"hello"},` +
-		`"_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28","io.modelcontextprotocol/clientCapabilities":{},` +
-		`"io.modelcontextprotocol/clientInfo":{"name":"bench","version":"1"}}}}`
-	modernTracedCall = `{"jsonrpc":"2.0","id":42,"method":"tools/call","params":{"name":"echo","arguments":{"text":"hello"},` +
-		`"_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28","io.modelcontextprotocol/clientCapabilities":{},` +
-		`"io.modelcontextprotocol/clientInfo":{"name":"bench","version":"1"},"traceparent":"` + traceparent + `"}}}`
-)
-
-// benchConfig serves a small tool, echo, to tenant acme.
-func benchConfig() mcphandler.Config {
-	return mcphandler.Config{
-		Authenticate: func(*http.Request) (mcphandler.Identity, error) {
-			return mcphandler.Identity{Tenant: "acme", Subject: "alice"}, nil
-		},
-		ListTools: func(context.Context) ([]mcphandler.Tool, error) {
-			return []mcphandler.Tool{{Name: "echo", Annotations: &mcphandler.ToolAnnotations{ReadOnlyHint: true},
-				Handler: func(_ context.Context, call *mcphandler.ToolCall) (*mcphandler.ToolResult, error) {
-					return mcphandler.TextResult(string(call.Arguments)), nil
-				}}}, nil
-		},
-	}
-}
-
 // benchProviders returns the TracerProvider and MeterProvider of a
 // BenchmarkToolsCall mode.
 func benchProviders(b *testing.B, mode string) (trace.TracerProvider, metric.MeterProvider) {
@@ -216,47 +145,4 @@ func serveLoop(b *testing.B, h http.Handler, body string) {
 	for b.Loop() {
 		call()
 	}
-}
-
-// caller opens a 2025 session on h and returns a func that serves body in
-// it, in process, failing tb unless it is answered 200.
-func caller(tb testing.TB, h http.Handler, body string) func() {
-	w := &discardWriter{h: http.Header{}}
-	init := `{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-11-25","capabilities":{},"clientInfo":{"name":"bench","version":"1"}}}`
-	req, _ := http.NewRequest("POST", "/", strings.NewReader(init))
-	req.Header.Set("Content-Type", "application/json")
-	req.Header.Set("Accept", "application/json, text/event-stream")
-	h.ServeHTTP(w, req)
-	req.Header.Set("Mcp-Session-Id", w.h.Get("Mcp-Session-Id"))
-	req.Header.Set("Mcp-Protocol-Version", "2025-11-25")
-	return replay(tb, h, req, w, body)
-}
-
-// replay returns a func that serves req with body on h, answered to w,
-// failing tb unless it is answered 200.
-func replay(tb testing.TB, h http.Handler, req *http.Request, w *discardWriter, body string) func() {
-	rd := strings.NewReader(body)
-	req.ContentLength = int64(len(body))
-	return func() {
-		rd.Reset(body)
-		req.Body = io.NopCloser(rd)
-		clear(w.h)
-		w.code = 0
-		h.ServeHTTP(w, req)
-		if w.code != 200 {
-			tb.Fatalf("status %d", w.code)
-		}
-	}
-}
-
-// modernCaller returns a func that serves the 2026-07-28 tools/call of
-// echo in body on h, in process, failing tb unless it is answered 200.
-func modernCaller(tb testing.TB, h http.Handler, body string) func() {
-	req, _ := http.NewRequest("POST", "/", nil)
-	req.Header.Set("Content-Type", "application/json")
-	req.Header.Set("Accept", "application/json, text/event-stream")
-	req.Header.Set("MCP-Protocol-Version", "2026-07-28")
-	req.Header.Set("Mcp-Method", "tools/call")
-	req.Header.Set("Mcp-Name", "echo")
-	return replay(tb, h, req, &discardWriter{h: http.Header{}}, body)
 }

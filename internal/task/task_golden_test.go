@@ -113,22 +113,6 @@ func atGoldenNow(t *testing.T, s *sign.Signer, channel string, msg []byte) []byt
 	return s.SignMessage(channel, goldenNow, p)
 }
 
-func (r *recording) only(t *testing.T, channel string) []byte {
-	t.Helper()
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	var out [][]byte
-	for _, m := range r.msgs {
-		if m.channel == channel {
-			out = append(out, m.msg)
-		}
-	}
-	if len(out) != 1 {
-		t.Fatalf("%d messages on %q, want 1", len(out), channel)
-	}
-	return out[0]
-}
-
 type goldenCase struct {
 	name  string
 	build func(t *testing.T, m *Manager, st *recording) []byte

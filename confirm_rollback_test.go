@@ -3,10 +3,10 @@ package mcphandler_test
 // Attacks by something that can write the shared store but holds no
 // StateKeys, with genuine records: one written back after it moved on
 // (rolled back), or kept past its lifetime (its TTL rewritten). Such an
-// attacker cannot forge anything (see attack_store_test.go); each case
+// attacker cannot forge anything (see storeauth_attack_test.go); each case
 // here says what a record rolled back must not get: a tool run again, or
 // a decision used past its signed end of life. Values copied to another
-// position are in attack_replay_test.go.
+// position are in stream_replay_test.go.
 
 import (
 	"bytes"
@@ -23,74 +23,7 @@ import (
 	"github.com/mcphandler/mcphandler/elicitation"
 	"github.com/mcphandler/mcphandler/mcptest"
 	"github.com/mcphandler/mcphandler/session"
-	"github.com/mcphandler/mcphandler/session/redisstore"
-	"github.com/mcphandler/mcphandler/session/redisstore/redistest"
-	"github.com/redis/go-redis/v9"
 )
-
-// redisAttacker reaches the Redis the replicas share with a client of its
-// own, as another application holding the Redis password would.
-type redisAttacker struct {
-	t      *testing.T
-	c      redis.UniversalClient
-	prefix string
-}
-
-// redisLabStores is redisStores with the attacker of their Redis.
-func redisLabStores(t *testing.T) (func(int) session.Store, *redisAttacker) {
-	c := redistest.Client(t)
-	prefix := redistest.Prefix(t, c)
-	return func(int) session.Store {
-		st := redisstore.New(redistest.Client(t), redisstore.Options{Prefix: prefix})
-		t.Cleanup(func() { st.Close() })
-		return st
-	}, &redisAttacker{t: t, c: c, prefix: prefix}
-}
-
-// record and log are the Redis keys of a record and of an event log.
-func (a *redisAttacker) record(key string) string { return a.prefix + "{" + key + "}:r" }
-func (a *redisAttacker) log(key string) string    { return a.prefix + "{" + key + "}:l" }
-
-// dump snapshots a key (DUMP).
-func (a *redisAttacker) dump(key string) string {
-	v, err := a.c.Dump(context.Background(), key).Result()
-	if err != nil {
-		a.t.Errorf("DUMP %s: %v", key, err)
-	}
-	return v
-}
-
-// restore writes a snapshot back (RESTORE ... REPLACE) with no TTL: the
-// key lives for ever.
-func (a *redisAttacker) restore(key, snapshot string) {
-	if err := a.c.RestoreReplace(context.Background(), key, 0, snapshot).Err(); err != nil {
-		a.t.Fatalf("RESTORE %s: %v", key, err)
-	}
-}
-
-// entries reads a list (an event log) whole.
-func (a *redisAttacker) entries(key string) []string {
-	v, err := a.c.LRange(context.Background(), key, 0, -1).Result()
-	if err != nil {
-		a.t.Fatalf("LRANGE %s: %v", key, err)
-	}
-	return v
-}
-
-// rewrite replaces a list by entries, kept for ever.
-func (a *redisAttacker) rewrite(key string, entries []string) {
-	ctx := context.Background()
-	_, err := a.c.TxPipelined(ctx, func(p redis.Pipeliner) error {
-		p.Del(ctx, key)
-		for _, e := range entries {
-			p.RPush(ctx, key, e)
-		}
-		return nil
-	})
-	if err != nil {
-		a.t.Fatalf("rewriting %s: %v", key, err)
-	}
-}
 
 // resumeFor resumes a POST stream through c after last and returns the
 // response it delivers within wait (nil if none).
