@@ -5,7 +5,7 @@ import "github.com/mcphandler/mcphandler/session"
 // sessions is the transport of the protocol revisions that have sessions:
 // the 2025 Streamable HTTP transport (transport_sessions.go: a POST's
 // session, batches, the GET stream and its resumption, DELETE,
-// initialize) and the 2024-11-05 HTTP+SSE transport (transport_sse.go).
+// initialize) and the 2024-11-05 HTTP+SSE transport (transport_legacy.go).
 // It owns the session records' life (created at initialize or when a
 // legacy stream opens, admitted under Config.Limits.MaxSessionsPerIdentity,
 // deleted by DELETE or when the legacy stream ends), the session ids that
