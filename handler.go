@@ -516,7 +516,7 @@ func (rq *request) context() context.Context {
 }
 
 // servePOST serves one POSTed message or batch: the checks every era
-// shares, then the era's path (serveModern for 2026-07-28, serveSession
+// shares, then the era's path (serveStateless for 2026-07-28, serveSession
 // for the 2025 revisions).
 func (h *Handler) servePOST(w http.ResponseWriter, r *http.Request) {
 	start := time.Now()
@@ -542,8 +542,8 @@ func (h *Handler) servePOST(w http.ResponseWriter, r *http.Request) {
 	if !ok {
 		return
 	}
-	if isModern, rawMeta, meta := classifyEra(hv, &m); isModern {
-		h.serveModern(w, rq, &m, kind, rawMeta, meta)
+	if isStateless, rawMeta, meta := classifyEra(hv, &m); isStateless {
+		h.serveStateless(w, rq, &m, kind, rawMeta, meta)
 		return
 	}
 	h.sessions.serveSession(w, rq, &m, kind)

@@ -159,7 +159,7 @@ func (ss *sessions) serveBatch(w http.ResponseWriter, rq *request, body []byte) 
 // malformed), 404 or 503 and
 // returns false when the batch cannot be served.
 func (ss *sessions) openBatch(w http.ResponseWriter, rq *request, body []byte) ([]json.RawMessage, bool) {
-	if hv := rq.version; isModernVersion(hv) {
+	if hv := rq.version; isStatelessVersion(hv) {
 		writeHTTPError(w, http.StatusBadRequest, jsonrpc.CodeInvalidRequest, "Invalid Request: batches are not accepted in protocol version "+Version20260728)
 		return nil, false
 	} else if hv != "" && !isSupported(hv) {
@@ -366,7 +366,7 @@ func (ss *sessions) openGET(w http.ResponseWriter, r *http.Request) (*request, b
 // sessionMethodAllowed answers 405 to a GET or DELETE that has no session
 // to address: the server is stateless, or the request is 2026-07-28's.
 func (ss *sessions) sessionMethodAllowed(w http.ResponseWriter, r *http.Request) bool {
-	if ss.cfg.Stateless || isModernVersion(strings.TrimSpace(headerValue(r, hdrProtocolVersion))) {
+	if ss.cfg.Stateless || isStatelessVersion(strings.TrimSpace(headerValue(r, hdrProtocolVersion))) {
 		w.Header().Set("Allow", "POST")
 		writeHTTPError(w, http.StatusMethodNotAllowed, jsonrpc.CodeInvalidRequest, "Method not allowed: the server is stateless")
 		return false
