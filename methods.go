@@ -127,32 +127,6 @@ func clip(s string, n int) string {
 	return strings.Clone(s[:n])
 }
 
-// initializeResult answers initialize with the negotiated version, the
-// capabilities and the caller's server info.
-func (h *Handler) initializeResult(rq *request, m *jsonrpc.Message, version string) {
-	info := ServerInfo{Name: h.cfg.Name, Version: h.cfg.Version, Instructions: h.cfg.Instructions}
-	if h.cfg.ServerInfo != nil {
-		info = h.cfg.ServerInfo(rq.ctx)
-	}
-	if info.Version == "" {
-		info.Version = "0.0.0"
-	}
-	si, _ := json.Marshal(info)
-	b := make([]byte, 0, 128+len(h.caps)+len(si)+len(info.Instructions))
-	b = append(b, `{"protocolVersion":`...)
-	b = jsonrpc.AppendString(b, version)
-	b = append(b, `,"capabilities":`...)
-	b = h.tasks.appendInitCaps(b, version, h.catalog.offersApps(rq))
-	b = append(b, `,"serverInfo":`...)
-	b = append(b, si...)
-	if info.Instructions != "" {
-		b = append(b, `,"instructions":`...)
-		b = jsonrpc.AppendString(b, info.Instructions)
-	}
-	b = append(b, '}')
-	rq.reply(m.ID, b)
-}
-
 func runKey(sid string, id json.RawMessage) string { return sid + "/" + string(id) }
 
 // running is an in-flight request that notifications/cancelled can stop.

@@ -376,6 +376,3 @@ func (ss *servedSkill) children(dir string) []dirChild {
 	sort.Slice(kids, func(i, j int) bool { return kids[i].URI < kids[j].URI })
 	return kids
 }
-
-// skillsCapability is the extension's settings in capabilities.extensions.
-const skillsCapability = `"` + SkillsExtensionID + `":{"directoryRead":true}`

@@ -38,23 +38,6 @@ import (
 //
 // See https://modelcontextprotocol.io/specification/2025-11-25/basic/utilities/tasks.
 
-// tasksCapsSessions is the capabilities.tasks member of 2025-11-25.
-const tasksCapsSessions = `"tasks":{"list":{},"cancel":{},"requests":{"tools":{"call":{}}}}`
-
-// appendInitCaps appends the initialize capabilities for version and a
-// caller: the Handler's, with capabilities.tasks on 2025-11-25 and MCP
-// Apps when apps (the caller is offered apps, see offersApps).
-func (t *tasks) appendInitCaps(dst []byte, version string, apps bool) []byte {
-	caps := t.caps
-	if version == Version20251125 && t.cfg.ListTools != nil {
-		caps = append(caps[:len(caps)-1:len(caps)-1], ","+tasksCapsSessions+"}"...)
-	}
-	if apps {
-		caps = addExtension(caps, appsCapability)
-	}
-	return append(dst, caps...)
-}
-
 // appendExecution adds execution.taskSupport to the tools/list entry of
 // t just appended to dst, for 2025-11-25.
 func appendExecution(rq *request, t *Tool, dst []byte) []byte {

@@ -249,7 +249,7 @@ func (ss *sessions) initializeLegacy(rq *request, m *jsonrpc.Message) {
 		ss.h.storeFailed(rq, m, err)
 		return
 	}
-	ss.h.initializeResult(rq, m, version)
+	ss.h.caps.initializeResult(rq, m, version)
 }
 
 // serveInitializeLegacy is initializeLegacy as Config.Interceptors call

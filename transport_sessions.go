@@ -771,7 +771,7 @@ func (ss *sessions) initialize(rq *request, m *jsonrpc.Message) {
 		}
 		rq.st.w.Header().Set("Mcp-Session-Id", s.ID)
 	}
-	ss.h.initializeResult(rq, m, version)
+	ss.h.caps.initializeResult(rq, m, version)
 }
 
 // serveInitialize is initialize as Config.Interceptors call it back

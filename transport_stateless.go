@@ -282,42 +282,8 @@ func (rq *request) decorateStateless(dst []byte, method string) []byte {
 		dst = append(dst, `,"cacheScope":"private",`...)
 	}
 	dst = append(dst, `"_meta":{"`+metaServerInfo+`":`...)
-	dst = append(dst, rq.h.serverInfoJSON(rq)...)
+	dst = append(dst, rq.h.caps.serverInfoJSON(rq)...)
 	return append(dst, "},"...)
-}
-
-// serverInfoJSON is the serverInfo object for the caller of rq.
-func (h *Handler) serverInfoJSON(rq *request) []byte {
-	if h.cfg.ServerInfo == nil {
-		return h.staticInfo
-	}
-	info := h.cfg.ServerInfo(rq.ctx)
-	if info.Version == "" {
-		info.Version = "0.0.0"
-	}
-	b, _ := json.Marshal(info)
-	return b
-}
-
-// discover answers server/discover.
-func (h *Handler) discover(rq *request, m *jsonrpc.Message) {
-	info := ServerInfo{Name: h.cfg.Name, Version: h.cfg.Version, Instructions: h.cfg.Instructions}
-	if h.cfg.ServerInfo != nil {
-		info = h.cfg.ServerInfo(rq.ctx)
-	}
-	b := make([]byte, 0, 256)
-	b = append(b, `{"supportedVersions":`...)
-	vs, _ := json.Marshal(discoverVersions)
-	b = append(b, vs...)
-	b = append(b, `,"capabilities":`...)
-	// The same capabilities as for 2025: subscribe and listChanged announce
-	// what subscriptions/listen delivers.
-	b = h.tasks.appendDiscoverCaps(b, h.catalog.offersApps(rq))
-	if info.Instructions != "" {
-		b = append(b, `,"instructions":`...)
-		b = jsonrpc.AppendString(b, info.Instructions)
-	}
-	rq.reply(m.ID, append(b, '}'))
 }
 
 // statelessEra is the era seam for 2026-07-28: no session; capabilities,
@@ -328,7 +294,7 @@ type statelessEra struct{}
 // statelessMethods adds the methods of 2026-07-28 to the shared table
 // (its removed methods are refused before dispatch, see serveStateless).
 var statelessMethods = withMethods(withMethods(sharedMethods, map[string]method{
-	"server/discover":      {serve: (*Handler).discover},
+	"server/discover":      {serve: func(h *Handler, rq *request, m *jsonrpc.Message) { h.caps.discover(rq, m) }},
 	"subscriptions/listen": {serve: func(h *Handler, rq *request, m *jsonrpc.Message) { h.streams.listen(rq, m) }},
 }), taskMethodsStateless)
 
