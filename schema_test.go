@@ -8,9 +8,9 @@ import (
 	"time"
 )
 
-// TestStoreSchema holds SPEC.md's storage table against schema.go: every
+// TestStoreSchema holds SPEC.md's storage table against store_keys.go: every
 // row names a key, channel or lifetime the code uses, and every key and
-// channel of schema.go has its row.
+// channel of store_keys.go has its row.
 func TestStoreSchema(t *testing.T) {
 	b, err := os.ReadFile("SPEC.md")
 	if err != nil {
@@ -46,7 +46,7 @@ func TestStoreSchema(t *testing.T) {
 		case !ok:
 			t.Errorf("SPEC.md's storage table has no row for key %s", c.key)
 		case "`"+c.made+"`" != c.key:
-			t.Errorf("SPEC.md says key %s, schema.go makes %q", c.key, c.made)
+			t.Errorf("SPEC.md says key %s, store_keys.go makes %q", c.key, c.made)
 		case !strings.Contains(life, c.lifetime):
 			t.Errorf("key %s: SPEC.md says lifetime %q, want it to say %q", c.key, life, c.lifetime)
 		case c.ttl != c.want:

@@ -18,10 +18,11 @@ import "github.com/mcphandler/mcphandler/session"
 // event logs, and the confirm machinery's periods (a resumed stream
 // re-reads its log every poll). Everything else it reaches through h, the
 // Handler that composes it, as its dispatcher: a message, once its session
-// is settled, is served by request dispatch (serveRequest, notification,
-// intercept, initializeResult), a stream runs on the streams' loop and
-// their published messages and changes (runStream, checkCaller,
-// watchChanges, publishSession, openSession, …), an answer to a confirm
+// is settled, is served by request dispatch (serveRequest, intercept), and
+// initialize is answered by what the server declares
+// (caps.initializeResult); a stream runs on the streams' loop and their
+// published messages and changes (runStream, checkCaller, watchChanges,
+// publishSession, openSession, …), an answer to a confirm
 // goes to the confirms (answerConfirm, watchConfirm), and the checks and
 // answers every transport shares stay on Handler (authenticate,
 // checkOrigin, readBody, decodeMessage, storeUnavailable, …). Those are

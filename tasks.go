@@ -272,7 +272,7 @@ func (rq *request) taskFailed(m *jsonrpc.Message, err error) {
 	code := task.Code(err)
 	switch {
 	case errors.Is(err, session.ErrUnavailable):
-		rq.h.storeFailed(rq, m, err)
+		rq.storeFailed(m, err)
 	case errors.Is(err, task.ErrNotFound):
 		rq.fail(m.ID, invalidParams("Invalid params: task not found"))
 	case code == jsonrpc.CodeInternalError:

@@ -88,17 +88,6 @@ func (rq *request) checkTaskSessions(m *jsonrpc.Message, call *ToolCall, ev *Cal
 	return &taskSlot{owner: ownerOf(rq.id), sessions: true, ttl: ttl}, true
 }
 
-// taskMethodsSessions are the tasks methods of 2025-11-25.
-var taskMethodsSessions = map[string]method{
-	task.MethodGet:    {serve: func(h *Handler, rq *request, m *jsonrpc.Message) { h.tasks.getSessions(rq, m) }, needs: hasTools, revision: Version20251125},
-	task.MethodCancel: {serve: func(h *Handler, rq *request, m *jsonrpc.Message) { h.tasks.cancelSessions(rq, m) }, needs: hasTools, revision: Version20251125},
-	task.MethodList:   {serve: func(h *Handler, rq *request, m *jsonrpc.Message) { h.tasks.listSessions(rq, m) }, needs: hasTools, revision: Version20251125},
-	task.MethodResult: {serve: func(h *Handler, rq *request, m *jsonrpc.Message) { h.tasks.resultSessions(rq, m) }, needs: hasTools, revision: Version20251125, cancellable: true},
-}
-
-// sessionsMethods is the dispatch table of the 2025 revisions.
-var sessionsMethods = withMethods(sharedMethods, taskMethodsSessions)
-
 // taskRequestSessions checks the params of a 2025-11-25 tasks method (the
 // dispatch table serves them to that revision only): they carry a taskId.
 func (rq *request) taskRequestSessions(m *jsonrpc.Message) (string, bool) {

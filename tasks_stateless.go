@@ -62,13 +62,6 @@ func (rq *request) sendCreateTask(id json.RawMessage, task []byte) {
 	rq.st.finish(append(out, '}'))
 }
 
-// taskMethodsStateless are the tasks methods of 2026-07-28.
-var taskMethodsStateless = map[string]method{
-	task.MethodGet:    {serve: func(h *Handler, rq *request, m *jsonrpc.Message) { h.tasks.getStateless(rq, m) }, needs: hasTools},
-	task.MethodUpdate: {serve: func(h *Handler, rq *request, m *jsonrpc.Message) { h.tasks.updateStateless(rq, m) }, needs: hasTools},
-	task.MethodCancel: {serve: func(h *Handler, rq *request, m *jsonrpc.Message) { h.tasks.cancelStateless(rq, m) }, needs: hasTools},
-}
-
 // taskRequestStateless checks a tasks method: the extension declared (else
 // -32021), its taskId, and the Mcp-Name header, which when present must
 // name that taskId (else -32020). It answers and returns false when the

@@ -95,7 +95,7 @@ func (ss *sessions) createLegacySession(w http.ResponseWriter, ctx context.Conte
 	}
 	err := ss.store.Create(ctx, s)
 	if err == nil {
-		err = ss.h.admit(ctx, id, s)
+		err = ss.admit(ctx, id, s)
 	}
 	if err != nil {
 		ss.closeStream(sub, changes)
@@ -168,7 +168,7 @@ func (ss *sessions) serveLegacyRequest(rq *request, m *jsonrpc.Message, kind jso
 	// The client may hang up now; that cancels nothing it asked for.
 	rq.r = rq.r.WithContext(context.WithoutCancel(rq.r.Context()))
 	if kind == jsonrpc.KindNotification {
-		ss.h.notification(rq, m)
+		ss.notification(rq, m)
 		return
 	}
 	ctx, sid := rq.context(), rq.sess.ID
@@ -246,7 +246,7 @@ func (ss *sessions) initializeLegacy(rq *request, m *jsonrpc.Message) {
 	rq.info = &reqInfo{identity: rq.id, request: rq.r, version: version, sessionID: rq.sess.ID}
 	rq.ctx = context.WithValue(rq.context(), ctxKey{}, rq.info)
 	if err := ss.store.Update(rq.ctx, rq.sess); err != nil {
-		ss.h.storeFailed(rq, m, err)
+		rq.storeFailed(m, err)
 		return
 	}
 	ss.h.caps.initializeResult(rq, m, version)

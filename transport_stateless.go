@@ -134,16 +134,6 @@ func statelessStatus(code Code) int {
 	return http.StatusOK
 }
 
-// removedMethods existed in the 2025 revisions and are gone in 2026-07-28.
-var removedMethods = map[string]bool{
-	"initialize": true, "ping": true, "logging/setLevel": true,
-	"resources/subscribe": true, "resources/unsubscribe": true,
-}
-
-// namedMethods carry Mcp-Name: the tool or prompt name, or the resource
-// URI, they address.
-var namedMethods = map[string]bool{"tools/call": true, "prompts/get": true, "resources/read": true}
-
 // serveStateless serves one 2026-07-28 message: the checks of the spec in
 // its order, then the same methods as the 2025 path, statelessly.
 //
@@ -263,13 +253,6 @@ func parseCaps(raw json.RawMessage) session.Capabilities {
 	return pc.flags()
 }
 
-// cacheable methods carry ttlMs and cacheScope in 2026-07-28 results.
-var cacheable = map[string]bool{
-	"server/discover": true, "tools/list": true, "prompts/list": true,
-	"resources/list": true, "resources/templates/list": true, "resources/read": true,
-	"skills/list": true, "skills/get": true, "resources/directory/read": true,
-}
-
 // decorateStateless inserts the 2026-07-28 result members (resultType, cache hints,
 // serverInfo) at the start of a result object. Results of a request that
 // carried inputResponses or requestState are never cacheable.
@@ -290,13 +273,6 @@ func (rq *request) decorateStateless(dst []byte, method string) []byte {
 // log level and progress token come from each request's _meta; results
 // are decorated; questions and confirms travel in input_required rounds.
 type statelessEra struct{}
-
-// statelessMethods adds the methods of 2026-07-28 to the shared table
-// (its removed methods are refused before dispatch, see serveStateless).
-var statelessMethods = withMethods(withMethods(sharedMethods, map[string]method{
-	"server/discover":      {serve: func(h *Handler, rq *request, m *jsonrpc.Message) { h.caps.discover(rq, m) }},
-	"subscriptions/listen": {serve: func(h *Handler, rq *request, m *jsonrpc.Message) { h.streams.listen(rq, m) }},
-}), taskMethodsStateless)
 
 func (statelessEra) methods() map[string]method { return statelessMethods }
 
