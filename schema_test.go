@@ -35,7 +35,7 @@ func TestStoreSchema(t *testing.T) {
 		{"`confirm/<id>`", confirmKey("<id>"), "`ConfirmTimeout` + 1 min", h.confirms.confirmTTL(), h.cfg.ConfirmTimeout + time.Minute},
 		{"`confirm-of/<session>/<stream>`", confirmOfKey("<session>", "<stream>"), "`ConfirmTimeout` + 1 min + `Config.Sessions.ResumeWindow`", h.confirms.confirmOfTTL(), h.cfg.ConfirmTimeout + time.Minute + h.cfg.Sessions.ResumeWindow},
 		{"`lease/<id>`", leaseKey("<id>"), "5 s, renewed every 5 s / 3", leaseTTL, 5 * time.Second},
-		{"`getstream/<session>`", getStreamKey("<session>"), "2 × `Config.Sessions.KeepAlive`", h.getStreamTTL(), 2 * h.cfg.Sessions.KeepAlive},
+		{"`getstream/<session>`", getStreamKey("<session>"), "2 × `Config.Sessions.KeepAlive`", h.sessions.getStreamTTL(), 2 * h.cfg.Sessions.KeepAlive},
 		{"`nonce/<n>`", nonceKey("<n>"), "`ConfirmTimeout` + 1 min", h.confirms.confirmTTL(), h.cfg.ConfirmTimeout + time.Minute},
 		{"`events/<session>/<stream>`", eventKey("<session>", "<stream>"), "`Config.Sessions.ResumeWindow` (5 min)", h.cfg.Sessions.ResumeWindow, 5 * time.Minute},
 		{"`event-logs/<session>`", eventLogsKey("<session>"), "`Config.Sessions.ResumeWindow` after its first event", h.cfg.Sessions.ResumeWindow, h.cfg.Sessions.ResumeWindow},

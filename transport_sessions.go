@@ -382,7 +382,7 @@ func (ss *sessions) sessionMethodAllowed(w http.ResponseWriter, r *http.Request)
 // holder's lapses after two.
 func (ss *sessions) openGETStream(w http.ResponseWriter, rq *request) (*streamLoop, *stream, func()) {
 	ctx, sid := rq.context(), rq.sess.ID
-	claim, claimTTL := []byte(randText()), ss.h.getStreamTTL()
+	claim, claimTTL := []byte(randText()), ss.getStreamTTL()
 	if !ss.claimGETStream(w, ctx, sid, claim, claimTTL) {
 		return nil, nil, nil
 	}
@@ -447,6 +447,10 @@ func (ss *sessions) startGETStream(w http.ResponseWriter, rq *request) (*stream,
 	}
 	return st, st.startSSELocked()
 }
+
+// getStreamTTL is the lifetime of a GET stream's claim (getStreamKey): a
+// dead holder's lapses after two missed keep-alives.
+func (ss *sessions) getStreamTTL() time.Duration { return 2 * ss.cfg.Sessions.KeepAlive }
 
 // claimGETStream claims session sid's standalone stream for claim; it
 // answers 409 when another stream holds it, 503 when the store fails.
