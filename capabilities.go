@@ -37,10 +37,13 @@ type extensionCaps struct {
 	Skills *skillsCaps `json:"io.modelcontextprotocol/skills,omitempty"`
 }
 
+// listChanged is the capability of a list whose changes are announced.
 type listChanged struct {
 	ListChanged bool `json:"listChanged"`
 }
 
+// resourceCaps is capabilities.resources: subscribe when ReadResource is
+// set, so that there is something to subscribe to.
 type resourceCaps struct {
 	Subscribe   bool `json:"subscribe"`
 	ListChanged bool `json:"listChanged"`
