@@ -42,8 +42,8 @@ type listChanged struct {
 	ListChanged bool `json:"listChanged"`
 }
 
-// resourceCaps is capabilities.resources: subscribe when ReadResource is
-// set, so that there is something to subscribe to.
+// resourceCaps is capabilities.resources; subscribe is true when
+// Config.ReadResource is set.
 type resourceCaps struct {
 	Subscribe   bool `json:"subscribe"`
 	ListChanged bool `json:"listChanged"`
