@@ -73,10 +73,6 @@ type ResourcePermissions struct {
 	ClipboardWrite *struct{} `json:"clipboardWrite,omitempty"`
 }
 
-// appsCapability is the extension's member of the server's
-// capabilities.extensions: the MIME type its pages are served as.
-const appsCapability = `"` + AppsExtensionID + `":{"mimeTypes":["` + AppMimeType + `"]}`
-
 // offersApps reports whether the server declares MCP Apps to the caller
 // of rq: when the caller's tools (ListTools, after MinRole and Scopes)
 // include one with a UI. Hosts find pages through tools, so a ui://

@@ -20,8 +20,8 @@ import (
 // subscription bounds, and Store, where resources/subscribe records a
 // session's subscriptions) and on log, which returns the logger for lines
 // about the operation in a context (Handler.loggerFor). A method that
-// answers a request does it through the request (reply, fail, and its
-// Handler's hookFailed and storeFailed).
+// answers a request does it through the request (reply, fail,
+// hookFailed, storeFailed).
 //
 // A catalog keeps nothing about a caller between requests: every list is
 // asked of its hook per request. It is safe for concurrent use: cfg and

@@ -78,7 +78,7 @@ func listPage[T any](c *catalog, rq *request, m *jsonrpc.Message, key string, en
 	}
 	b, err := json.Marshal(res)
 	if err != nil {
-		rq.h.hookFailed(rq, m, "encoding "+key, err)
+		rq.hookFailed(m, "encoding "+key, err)
 		return
 	}
 	rq.reply(m.ID, b)

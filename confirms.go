@@ -90,7 +90,7 @@ func connectConfirms(h *Handler) {
 		findTool: func(ctx context.Context, id Identity, name string) (Tool, bool, error) {
 			return h.catalog.findTool(ctx, id, name)
 		},
-		storeFailed: func(rq *request, m *jsonrpc.Message, err error) { h.storeFailed(rq, m, err) },
+		storeFailed: func(rq *request, m *jsonrpc.Message, err error) { rq.storeFailed(m, err) },
 	}
 	cs := h.confirms
 	cs.callPath = path

@@ -3,76 +3,10 @@ package mcphandler
 import (
 	"context"
 	"encoding/json"
-	"maps"
 	"strconv"
 
 	"github.com/mcphandler/mcphandler/internal/jsonrpc"
 )
-
-// method is one entry of a dispatch table: the handler of a JSON-RPC
-// method and the hook it needs.
-type method struct {
-	serve func(h *Handler, rq *request, m *jsonrpc.Message)
-	// needs reports whether the hooks the method needs are set; if not,
-	// the method is not found. Nil: always served.
-	needs func(h *Handler) bool
-	// revision, if set, is the only protocol revision that has the method
-	// (the tasks methods of 2025-11-25 in the sessions table): in another
-	// one it is not found.
-	revision string
-	// cancellable methods run, in a session, under a context that a
-	// client disconnect does not cancel: the work goes on until it ends or
-	// the client sends notifications/cancelled.
-	cancellable bool
-}
-
-func hasTools(h *Handler) bool   { return h.cfg.ListTools != nil }
-func hasPrompts(h *Handler) bool { return h.cfg.ListPrompts != nil }
-func hasComplete(h *Handler) bool {
-	return h.cfg.Complete != nil
-}
-func hasResources(h *Handler) bool { return h.catalog.hasResources() }
-func hasSkills(h *Handler) bool    { return h.catalog.hasSkills() }
-
-// sharedMethods is the dispatch table of every era: the methods of the
-// 2025 revisions (and 2024-11-05). An era's table adds to it (see
-// era.methods).
-var sharedMethods = map[string]method{
-	"ping":             {serve: func(_ *Handler, rq *request, m *jsonrpc.Message) { rq.reply(m.ID, emptyResult) }},
-	"logging/setLevel": {serve: (*Handler).setLevel},
-	"tools/list": {needs: hasTools,
-		serve: func(h *Handler, rq *request, m *jsonrpc.Message) { h.catalog.listTools(rq, m) }},
-	"tools/call": {serve: serveToolsCall, needs: hasTools, cancellable: true},
-	"skills/list": {needs: hasSkills,
-		serve: func(h *Handler, rq *request, m *jsonrpc.Message) { h.catalog.listSkills(rq, m) }},
-	"skills/get": {needs: hasSkills,
-		serve: func(h *Handler, rq *request, m *jsonrpc.Message) { h.catalog.getSkill(rq, m) }},
-	"resources/directory/read": {needs: hasSkills,
-		serve: func(h *Handler, rq *request, m *jsonrpc.Message) { h.catalog.readDirectory(rq, m) }},
-	"resources/list": {needs: hasResources,
-		serve: func(h *Handler, rq *request, m *jsonrpc.Message) { h.catalog.listResources(rq, m) }},
-	"resources/templates/list": {needs: hasResources,
-		serve: func(h *Handler, rq *request, m *jsonrpc.Message) { h.catalog.listTemplates(rq, m) }},
-	"resources/read": {needs: hasResources, cancellable: true,
-		serve: func(h *Handler, rq *request, m *jsonrpc.Message) { h.catalog.readResource(rq, m) }},
-	"resources/subscribe": {needs: hasResources,
-		serve: func(h *Handler, rq *request, m *jsonrpc.Message) { h.catalog.subscribe(rq, m, true) }},
-	"resources/unsubscribe": {needs: hasResources,
-		serve: func(h *Handler, rq *request, m *jsonrpc.Message) { h.catalog.subscribe(rq, m, false) }},
-	"prompts/list": {needs: hasPrompts,
-		serve: func(h *Handler, rq *request, m *jsonrpc.Message) { h.catalog.listPrompts(rq, m) }},
-	"prompts/get": {needs: hasPrompts, cancellable: true,
-		serve: func(h *Handler, rq *request, m *jsonrpc.Message) { h.catalog.getPrompt(rq, m) }},
-	"completion/complete": {needs: hasComplete, cancellable: true,
-		serve: func(h *Handler, rq *request, m *jsonrpc.Message) { h.catalog.complete(rq, m) }},
-}
-
-// withMethods returns table with more entries.
-func withMethods(table map[string]method, more map[string]method) map[string]method {
-	t := maps.Clone(table)
-	maps.Copy(t, more)
-	return t
-}
 
 // serveRequest answers one JSON-RPC request of an established session (or
 // a stateless POST), through the dispatch table of the request's era.
@@ -113,6 +47,31 @@ func (h *Handler) serveRequest(rq *request, m *jsonrpc.Message) {
 		defer h.bus.untrack(rq.sess.ID, key, cancel)
 	}
 	md.serve(h, rq, m)
+}
+
+// notification handles a client notification. Unknown ones are ignored,
+// as JSON-RPC requires. Only the transports with sessions take them
+// (2026-07-28 defines none over HTTP): notifications/cancelled stops a
+// request of the session on whichever replica runs it, and
+// notifications/initialized marks the session initialized.
+func (ss *sessions) notification(rq *request, m *jsonrpc.Message) {
+	switch m.Method {
+	case "notifications/cancelled":
+		var p struct {
+			RequestID json.RawMessage `json:"requestId"`
+		}
+		if rq.sess == nil || json.Unmarshal(m.Params, &p) != nil || len(p.RequestID) == 0 {
+			return
+		}
+		ss.h.bus.cancel(rq.context(), runKey(rq.sess.ID, p.RequestID))
+	case "notifications/initialized":
+		if rq.sess != nil && !rq.sess.Initialized {
+			rq.sess.Initialized = true
+			if err := ss.store.Update(rq.context(), rq.sess); err != nil {
+				ss.h.logger().Error("mcphandler: session store", "err", err)
+			}
+		}
+	}
 }
 
 // lookup returns the entry of method in rq's dispatch table, and whether
@@ -180,4 +139,16 @@ func (rq *request) newExchange(meta json.RawMessage) *Exchange {
 	x := &Exchange{h: rq.h, st: rq.st, sess: rq.sess, version: rq.version}
 	rq.setupExchange(x, meta)
 	return x
+}
+
+// exchange returns the Exchange of a request, with the progress token of
+// its params' _meta.
+func (rq *request) exchange(m *jsonrpc.Message) *Exchange {
+	var p struct {
+		Meta json.RawMessage `json:"_meta"`
+	}
+	if len(m.Params) > 0 {
+		json.Unmarshal(m.Params, &p)
+	}
+	return rq.newExchange(p.Meta)
 }

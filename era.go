@@ -12,7 +12,7 @@ import (
 //
 //	sessionsEra   transport_sessions.go   2025 Streamable HTTP (2025-03-26 … 2025-11-25)
 //	statelessEra  transport_stateless.go  2026-07-28, no sessions
-//	sseEra        transport_sse.go        2024-11-05 HTTP+SSE
+//	legacyEra     transport_legacy.go     2024-11-05 HTTP+SSE
 //
 // A new revision that changes any of these gets its own implementation
 // and file; one that does not reuses its predecessor's.
@@ -50,7 +50,7 @@ func (rq *request) decorate(dst []byte) []byte {
 	switch e := rq.era.(type) {
 	case sessionsEra:
 		return e.decorate(rq, dst)
-	case sseEra:
+	case legacyEra:
 		return e.decorate(rq, dst)
 	case statelessEra:
 		return e.decorate(rq, dst)
@@ -62,7 +62,7 @@ func (rq *request) errorStatus(code Code) {
 	switch e := rq.era.(type) {
 	case sessionsEra:
 		e.errorStatus(rq, code)
-	case sseEra:
+	case legacyEra:
 		e.errorStatus(rq, code)
 	case statelessEra:
 		e.errorStatus(rq, code)
@@ -75,7 +75,7 @@ func (rq *request) progressToken(m *jsonrpc.Message) json.RawMessage {
 	switch e := rq.era.(type) {
 	case sessionsEra:
 		return e.progressToken(rq, m)
-	case sseEra:
+	case legacyEra:
 		return e.progressToken(rq, m)
 	case statelessEra:
 		return e.progressToken(rq, m)
@@ -87,7 +87,7 @@ func (rq *request) setupExchange(x *Exchange, meta json.RawMessage) {
 	switch e := rq.era.(type) {
 	case sessionsEra:
 		e.exchange(rq, x, meta)
-	case sseEra:
+	case legacyEra:
 		e.exchange(rq, x, meta)
 	case statelessEra:
 		e.exchange(rq, x, meta)
@@ -100,7 +100,7 @@ func (rq *request) checkCall(t *Tool, args []byte) *jsonrpc.Error {
 	switch e := rq.era.(type) {
 	case sessionsEra:
 		return e.checkCall(rq, t, args)
-	case sseEra:
+	case legacyEra:
 		return e.checkCall(rq, t, args)
 	case statelessEra:
 		return e.checkCall(rq, t, args)
@@ -113,7 +113,7 @@ func (rq *request) prepareRounds(x *Exchange, m *jsonrpc.Message, name string, a
 	switch e := rq.era.(type) {
 	case sessionsEra:
 		return e.rounds(rq, x, m, name, args)
-	case sseEra:
+	case legacyEra:
 		return e.rounds(rq, x, m, name, args)
 	case statelessEra:
 		return e.rounds(rq, x, m, name, args)
@@ -124,9 +124,9 @@ func (rq *request) prepareRounds(x *Exchange, m *jsonrpc.Message, name string, a
 // errNoEra reports a request built without its era: a bug.
 var errNoEra = "mcphandler: a request without an era"
 
-// The eras, stateless values.
+// The eras, as values: they hold no state.
 var (
 	eraSessions  era = sessionsEra{}
 	eraStateless era = statelessEra{}
-	eraSSE       era = sseEra{}
+	eraLegacy    era = legacyEra{}
 )

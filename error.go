@@ -4,6 +4,8 @@ import (
 	"encoding/json"
 	"errors"
 	"strconv"
+	"strings"
+	"unicode/utf8"
 
 	"github.com/mcphandler/mcphandler/internal/jsonrpc"
 )
@@ -106,6 +108,29 @@ func clipEcho(s string) string { return clip(s, maxEchoBytes) }
 
 // quoteEcho is s quoted for an error message, cut to maxEchoBytes first.
 func quoteEcho(s string) string { return strconv.Quote(clipEcho(s)) }
+
+// clip returns s cut to at most n bytes, at a UTF-8 boundary. A cut
+// string is a copy: a prefix that pointed into s would keep all of s
+// alive in whatever holds it (a session record in memory, a span
+// processor's queue, a cache).
+func clip(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	for n > 0 && !utf8.RuneStart(s[n]) {
+		n--
+	}
+	return strings.Clone(s[:n])
+}
+
+// jsonError describes a params decoding error without echoing input.
+func jsonError(err error) string {
+	var te *json.UnmarshalTypeError
+	if errors.As(err, &te) && te.Field != "" {
+		return te.Field + " must be " + te.Type.String()
+	}
+	return "malformed params"
+}
 
 // errUnknownTool is the one answer for a tool that does not exist, is
 // hidden from the caller, or is above the caller's role: the three must be

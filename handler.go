@@ -2,7 +2,7 @@ package mcphandler
 
 import (
 	"bytes"
-	"cmp"
+
 	"context"
 	crand "crypto/rand"
 	"encoding/json"
@@ -29,16 +29,15 @@ import (
 // concurrent use. With a store shared by replicas, call [Handler.Close]
 // when done with it.
 type Handler struct {
-	cfg        Config
-	catalog    *catalog // what a caller sees (catalog.go)
-	origins    map[string]bool
-	anyOrig    bool
-	caps       []byte // the initialize result's capabilities object
-	staticInfo []byte // serverInfo when Config.ServerInfo is nil
-	keys       *seal.Keys
-	macs       *macs      // authenticate what replicas exchange through the store
-	confirms   *confirms  // Confirm decisions: their records, leases and bounds (confirms.go)
-	approvals  *approvals // Approve decisions, in every era (approvals.go)
+	cfg       Config
+	catalog   *catalog // what a caller sees (catalog.go)
+	origins   map[string]bool
+	anyOrig   bool
+	caps      *capabilities // what the server declares of itself (capabilities.go)
+	keys      *seal.Keys
+	macs      *macs      // authenticate what replicas exchange through the store
+	confirms  *confirms  // Confirm decisions: their records, leases and bounds (confirms.go)
+	approvals *approvals // Approve decisions, in every era (approvals.go)
 
 	bus     *replicaBus // what replicas tell each other, and the requests running here (replica_bus.go)
 	streams *streams    // what every long-lived stream shares (streams.go)
@@ -75,8 +74,7 @@ func New(cfg Config) *Handler {
 		}
 		h.origins[strings.ToLower(strings.TrimSuffix(o, "/"))] = true
 	}
-	h.caps = h.capabilities()
-	h.staticInfo, _ = json.Marshal(ServerInfo{Name: cfg.Name, Version: cmp.Or(cfg.Version, "0.0.0")})
+	h.caps = newCapabilities(&h.cfg, h.catalog)
 	secrets := cfg.StateKeys
 	if len(secrets) == 0 {
 		if sharedStore(cfg.Store) {
@@ -102,39 +100,10 @@ func New(cfg Config) *Handler {
 		panic("mcphandler: Config.StateKeys: " + err.Error())
 	}
 	h.streams = newStreams(&h.cfg, h.bus, h.streamLogs)
-	h.tasks = newTasks(&h.cfg, secrets, h.caps)
+	h.tasks = newTasks(&h.cfg, secrets)
 	h.sessions = newSessions(h)
 	connectConfirms(h)
 	return h
-}
-
-// capabilities reflects the hooks that are set. List changes are announced
-// through the Notify methods, so every list declares listChanged.
-func (h *Handler) capabilities() []byte {
-	type listChanged struct {
-		ListChanged bool `json:"listChanged"`
-	}
-	caps := map[string]any{"logging": struct{}{}}
-	if h.cfg.ListTools != nil {
-		caps["tools"] = listChanged{true}
-	}
-	if h.catalog.hasResources() {
-		caps["resources"] = struct {
-			Subscribe   bool `json:"subscribe"`
-			ListChanged bool `json:"listChanged"`
-		}{h.cfg.ReadResource != nil, true}
-	}
-	if h.cfg.ListPrompts != nil {
-		caps["prompts"] = listChanged{true}
-	}
-	if h.cfg.Complete != nil {
-		caps["completions"] = struct{}{}
-	}
-	if h.catalog.hasSkills() {
-		caps["extensions"] = json.RawMessage("{" + skillsCapability + "}")
-	}
-	b, _ := json.Marshal(caps)
-	return b
 }
 
 func (h *Handler) logger() *slog.Logger { return h.cfg.Logger }
@@ -516,7 +485,7 @@ func (rq *request) context() context.Context {
 }
 
 // servePOST serves one POSTed message or batch: the checks every era
-// shares, then the era's path (serveModern for 2026-07-28, serveSession
+// shares, then the era's path (serveStateless for 2026-07-28, serveSession
 // for the 2025 revisions).
 func (h *Handler) servePOST(w http.ResponseWriter, r *http.Request) {
 	start := time.Now()
@@ -542,8 +511,8 @@ func (h *Handler) servePOST(w http.ResponseWriter, r *http.Request) {
 	if !ok {
 		return
 	}
-	if isModern, rawMeta, meta := classifyEra(hv, &m); isModern {
-		h.serveModern(w, rq, &m, kind, rawMeta, meta)
+	if isStateless, rawMeta, meta := classifyEra(hv, &m); isStateless {
+		h.serveStateless(w, rq, &m, kind, rawMeta, meta)
 		return
 	}
 	h.sessions.serveSession(w, rq, &m, kind)

@@ -381,7 +381,7 @@ func requestTarget(method string, params json.RawMessage, x *paramsIndex) (strin
 // servedVersion is v if it names a revision the handler serves (or is
 // empty), else Other.
 func servedVersion(v string) string {
-	if v == "" || isLegacyVersion(v) || v == Version20260728 {
+	if v == "" || isSessionsOrLegacyVersion(v) || v == Version20260728 {
 		return v
 	}
 	return Other

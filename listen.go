@@ -35,13 +35,13 @@ func (ss *streams) listen(rq *request, m *jsonrpc.Message) {
 	}
 	w, err := ss.watchChanges(rq.ctx, rq.id)
 	if err != nil {
-		h.storeFailed(rq, m, err)
+		rq.storeFailed(m, err)
 		return
 	}
 	defer ss.unwatchChanges(w)
 	feed, err := h.tasks.feed(rq, agreed.TaskIDs, m.ID)
 	if err != nil {
-		h.storeFailed(rq, m, err)
+		rq.storeFailed(m, err)
 		return
 	}
 	defer feed.stop()

@@ -1,216 +1,121 @@
 package mcphandler
 
 import (
-	"context"
-	"crypto/rand"
-	"encoding/json"
-	"errors"
-	"net/http"
-	"strings"
-	"unicode/utf8"
+	"maps"
 
 	"github.com/mcphandler/mcphandler/internal/jsonrpc"
-	"github.com/mcphandler/mcphandler/session"
+	"github.com/mcphandler/mcphandler/internal/task"
 )
 
-// hookFailed answers a request whose hook failed: an *Error is sent as is,
-// anything else as an internal error that reveals nothing.
-func (h *Handler) hookFailed(rq *request, m *jsonrpc.Message, hook string, err error) {
-	var e *Error
-	if !errors.As(err, &e) {
-		h.logger().Error("mcphandler: "+hook, "method", m.Method, "err", err)
-	}
-	rq.fail(m.ID, wireError(err))
+// This file is the method tables: which JSON-RPC methods each era serves,
+// with what, needing which hooks, and the per-method facts the 2026-07-28
+// checks and results read. An era's table is what era.methods returns
+// (serveRequest in dispatch.go looks a method up in it); the handlers
+// live with their owners (catalog, tasks, sessions, streams, …).
+
+// method is one entry of a dispatch table: the handler of a JSON-RPC
+// method and the hook it needs.
+type method struct {
+	serve func(h *Handler, rq *request, m *jsonrpc.Message)
+	// needs reports whether the hooks the method needs are set; if not,
+	// the method is not found. Nil: always served.
+	needs func(h *Handler) bool
+	// revision, if set, is the only protocol revision that has the method
+	// (the tasks methods of 2025-11-25 in the sessions table): in another
+	// one it is not found.
+	revision string
+	// cancellable methods run, in a session, under a context that a
+	// client disconnect does not cancel: the work goes on until it ends or
+	// the client sends notifications/cancelled.
+	cancellable bool
 }
 
-// storeFailed answers a request whose session store call failed.
-func (h *Handler) storeFailed(rq *request, m *jsonrpc.Message, err error) {
-	h.logger().Error("mcphandler: session store", "err", err)
-	rq.st.status = http.StatusServiceUnavailable
-	rq.fail(m.ID, errStoreUnavailable())
+func hasTools(h *Handler) bool   { return h.cfg.ListTools != nil }
+func hasPrompts(h *Handler) bool { return h.cfg.ListPrompts != nil }
+func hasComplete(h *Handler) bool {
+	return h.cfg.Complete != nil
+}
+func hasResources(h *Handler) bool { return h.catalog.hasResources() }
+func hasSkills(h *Handler) bool    { return h.catalog.hasSkills() }
+
+// sharedMethods is the dispatch table of every era: the methods of the
+// 2025 revisions (and 2024-11-05). An era's table adds to it (see
+// era.methods).
+var sharedMethods = map[string]method{
+	"ping":             {serve: func(_ *Handler, rq *request, m *jsonrpc.Message) { rq.reply(m.ID, emptyResult) }},
+	"logging/setLevel": {serve: func(h *Handler, rq *request, m *jsonrpc.Message) { h.sessions.setLevel(rq, m) }},
+	"tools/list": {needs: hasTools,
+		serve: func(h *Handler, rq *request, m *jsonrpc.Message) { h.catalog.listTools(rq, m) }},
+	"tools/call": {serve: serveToolsCall, needs: hasTools, cancellable: true},
+	"skills/list": {needs: hasSkills,
+		serve: func(h *Handler, rq *request, m *jsonrpc.Message) { h.catalog.listSkills(rq, m) }},
+	"skills/get": {needs: hasSkills,
+		serve: func(h *Handler, rq *request, m *jsonrpc.Message) { h.catalog.getSkill(rq, m) }},
+	"resources/directory/read": {needs: hasSkills,
+		serve: func(h *Handler, rq *request, m *jsonrpc.Message) { h.catalog.readDirectory(rq, m) }},
+	"resources/list": {needs: hasResources,
+		serve: func(h *Handler, rq *request, m *jsonrpc.Message) { h.catalog.listResources(rq, m) }},
+	"resources/templates/list": {needs: hasResources,
+		serve: func(h *Handler, rq *request, m *jsonrpc.Message) { h.catalog.listTemplates(rq, m) }},
+	"resources/read": {needs: hasResources, cancellable: true,
+		serve: func(h *Handler, rq *request, m *jsonrpc.Message) { h.catalog.readResource(rq, m) }},
+	"resources/subscribe": {needs: hasResources,
+		serve: func(h *Handler, rq *request, m *jsonrpc.Message) { h.catalog.subscribe(rq, m, true) }},
+	"resources/unsubscribe": {needs: hasResources,
+		serve: func(h *Handler, rq *request, m *jsonrpc.Message) { h.catalog.subscribe(rq, m, false) }},
+	"prompts/list": {needs: hasPrompts,
+		serve: func(h *Handler, rq *request, m *jsonrpc.Message) { h.catalog.listPrompts(rq, m) }},
+	"prompts/get": {needs: hasPrompts, cancellable: true,
+		serve: func(h *Handler, rq *request, m *jsonrpc.Message) { h.catalog.getPrompt(rq, m) }},
+	"completion/complete": {needs: hasComplete, cancellable: true,
+		serve: func(h *Handler, rq *request, m *jsonrpc.Message) { h.catalog.complete(rq, m) }},
 }
 
-// exchange returns the Exchange of a request, with the progress token of
-// its params' _meta.
-func (rq *request) exchange(m *jsonrpc.Message) *Exchange {
-	var p struct {
-		Meta json.RawMessage `json:"_meta"`
-	}
-	if len(m.Params) > 0 {
-		json.Unmarshal(m.Params, &p)
-	}
-	return rq.newExchange(p.Meta)
+// sessionsMethods is the dispatch table of the 2025 revisions.
+var sessionsMethods = withMethods(sharedMethods, taskMethodsSessions)
+
+// taskMethodsSessions are the tasks methods of 2025-11-25.
+var taskMethodsSessions = map[string]method{
+	task.MethodGet:    {serve: func(h *Handler, rq *request, m *jsonrpc.Message) { h.tasks.getSessions(rq, m) }, needs: hasTools, revision: Version20251125},
+	task.MethodCancel: {serve: func(h *Handler, rq *request, m *jsonrpc.Message) { h.tasks.cancelSessions(rq, m) }, needs: hasTools, revision: Version20251125},
+	task.MethodList:   {serve: func(h *Handler, rq *request, m *jsonrpc.Message) { h.tasks.listSessions(rq, m) }, needs: hasTools, revision: Version20251125},
+	task.MethodResult: {serve: func(h *Handler, rq *request, m *jsonrpc.Message) { h.tasks.resultSessions(rq, m) }, needs: hasTools, revision: Version20251125, cancellable: true},
 }
 
-var emptyResult = []byte("{}")
+// statelessMethods adds the methods of 2026-07-28 to the shared table
+// (its removed methods are refused before dispatch, see serveStateless).
+var statelessMethods = withMethods(withMethods(sharedMethods, map[string]method{
+	"server/discover":      {serve: func(h *Handler, rq *request, m *jsonrpc.Message) { h.caps.discover(rq, m) }},
+	"subscriptions/listen": {serve: func(h *Handler, rq *request, m *jsonrpc.Message) { h.streams.listen(rq, m) }},
+}), taskMethodsStateless)
 
-// randText returns 130 random bits as 26 characters of base32, for ids
-// that must be unguessable.
-func randText() string { return rand.Text() }
-
-// openResult appends the start of a result response up to and including
-// the result object's opening brace (and, on 2026-07-28, its resultType,
-// cache hints and serverInfo). closeResult ends it.
-func (rq *request) openResult(dst []byte, id json.RawMessage) []byte {
-	dst = append(dst, `{"jsonrpc":"2.0","id":`...)
-	dst = append(dst, id...)
-	dst = append(dst, `,"result":{`...)
-	return rq.decorate(dst)
+// taskMethodsStateless are the tasks methods of 2026-07-28.
+var taskMethodsStateless = map[string]method{
+	task.MethodGet:    {serve: func(h *Handler, rq *request, m *jsonrpc.Message) { h.tasks.getStateless(rq, m) }, needs: hasTools},
+	task.MethodUpdate: {serve: func(h *Handler, rq *request, m *jsonrpc.Message) { h.tasks.updateStateless(rq, m) }, needs: hasTools},
+	task.MethodCancel: {serve: func(h *Handler, rq *request, m *jsonrpc.Message) { h.tasks.cancelStateless(rq, m) }, needs: hasTools},
 }
 
-func closeResult(dst []byte) []byte {
-	if dst[len(dst)-1] == ',' {
-		dst = dst[:len(dst)-1]
-	}
-	return append(dst, "}}"...)
+// removedMethods existed in the 2025 revisions and are gone in 2026-07-28.
+var removedMethods = map[string]bool{
+	"initialize": true, "ping": true, "logging/setLevel": true,
+	"resources/subscribe": true, "resources/unsubscribe": true,
 }
 
-// reply sends result, a JSON object, as the request's final message. A
-// result that is not one (never from the handler itself) is an internal
-// error rather than a malformed response.
-func (rq *request) reply(id json.RawMessage, result []byte) {
-	if len(result) < 2 || result[0] != '{' || result[len(result)-1] != '}' {
-		rq.h.logger().Error("mcphandler: a result to send is not a JSON object")
-		rq.fail(id, errInternal())
-		return
-	}
-	b := rq.openResult(make([]byte, 0, len(result)+len(id)+160), id)
-	b = append(b, result[1:len(result)-1]...)
-	rq.st.finish(closeResult(b))
+// namedMethods carry Mcp-Name: the tool or prompt name, or the resource
+// URI, they address.
+var namedMethods = map[string]bool{"tools/call": true, "prompts/get": true, "resources/read": true}
+
+// cacheable methods carry ttlMs and cacheScope in 2026-07-28 results.
+var cacheable = map[string]bool{
+	"server/discover": true, "tools/list": true, "prompts/list": true,
+	"resources/list": true, "resources/templates/list": true, "resources/read": true,
+	"skills/list": true, "skills/get": true, "resources/directory/read": true,
 }
 
-// fail sends an error as the request's final message.
-func (rq *request) fail(id json.RawMessage, e *jsonrpc.Error) {
-	rq.ic.failed(e) // for Config.Interceptors (intercept.go)
-	rq.errorStatus(Code(e.Code))
-	rq.st.finish(jsonrpc.AppendError(nil, id, e))
-}
-
-type initializeParams struct {
-	ProtocolVersion string     `json:"protocolVersion"`
-	Capabilities    clientCaps `json:"capabilities"`
-	ClientInfo      struct {
-		Name    string `json:"name"`
-		Version string `json:"version"`
-	} `json:"clientInfo"`
-}
-
-// admit enforces Config.Limits.MaxSessionsPerIdentity once the session s of id
-// is created: the store ends id's oldest sessions beyond the limit, and
-// their streams are told to end. The zero identity is not limited. If the
-// store fails, s is deleted again and the error returned.
-func (h *Handler) admit(ctx context.Context, id Identity, s *session.Session) error {
-	if id.Tenant == "" && id.Subject == "" {
-		return nil
-	}
-	ended, err := h.cfg.Store.Admit(ctx, s, h.cfg.Limits.MaxSessionsPerIdentity)
-	for _, sid := range ended {
-		h.bus.publishSession(ctx, sid, nil, sessionEnded)
-	}
-	if err != nil {
-		h.cfg.Store.Delete(context.WithoutCancel(ctx), s.ID)
-	}
-	return err
-}
-
-// clip returns s cut to at most n bytes, at a UTF-8 boundary. A cut
-// string is a copy: a prefix that pointed into s would keep all of s
-// alive in whatever holds it (a session record in memory, a span
-// processor's queue, a cache).
-func clip(s string, n int) string {
-	if len(s) <= n {
-		return s
-	}
-	for n > 0 && !utf8.RuneStart(s[n]) {
-		n--
-	}
-	return strings.Clone(s[:n])
-}
-
-// initializeResult answers initialize with the negotiated version, the
-// capabilities and the caller's server info.
-func (h *Handler) initializeResult(rq *request, m *jsonrpc.Message, version string) {
-	info := ServerInfo{Name: h.cfg.Name, Version: h.cfg.Version, Instructions: h.cfg.Instructions}
-	if h.cfg.ServerInfo != nil {
-		info = h.cfg.ServerInfo(rq.ctx)
-	}
-	if info.Version == "" {
-		info.Version = "0.0.0"
-	}
-	si, _ := json.Marshal(info)
-	b := make([]byte, 0, 128+len(h.caps)+len(si)+len(info.Instructions))
-	b = append(b, `{"protocolVersion":`...)
-	b = jsonrpc.AppendString(b, version)
-	b = append(b, `,"capabilities":`...)
-	b = h.tasks.appendInitCaps(b, version, h.catalog.offersApps(rq))
-	b = append(b, `,"serverInfo":`...)
-	b = append(b, si...)
-	if info.Instructions != "" {
-		b = append(b, `,"instructions":`...)
-		b = jsonrpc.AppendString(b, info.Instructions)
-	}
-	b = append(b, '}')
-	rq.reply(m.ID, b)
-}
-
-func runKey(sid string, id json.RawMessage) string { return sid + "/" + string(id) }
-
-// running is an in-flight request that notifications/cancelled can stop.
-type running struct {
-	cancel context.CancelFunc
-	st     *stream
-}
-
-// notification handles a client notification. Unknown ones are ignored,
-// as JSON-RPC requires.
-func (h *Handler) notification(rq *request, m *jsonrpc.Message) {
-	switch m.Method {
-	case "notifications/cancelled":
-		var p struct {
-			RequestID json.RawMessage `json:"requestId"`
-		}
-		if rq.sess == nil || json.Unmarshal(m.Params, &p) != nil || len(p.RequestID) == 0 {
-			return
-		}
-		h.bus.cancel(rq.context(), runKey(rq.sess.ID, p.RequestID))
-	case "notifications/initialized":
-		if rq.sess != nil && !rq.sess.Initialized {
-			rq.sess.Initialized = true
-			if err := h.cfg.Store.Update(rq.context(), rq.sess); err != nil {
-				h.logger().Error("mcphandler: session store", "err", err)
-			}
-		}
-	}
-}
-
-// setLevel sets the session's minimum log level.
-func (h *Handler) setLevel(rq *request, m *jsonrpc.Message) {
-	var p struct {
-		Level LogLevel `json:"level"`
-	}
-	if err := json.Unmarshal(m.Params, &p); err != nil || p.Level == "" {
-		rq.fail(m.ID, invalidParams("Invalid params: level is required"))
-		return
-	}
-	if _, ok := logLevels[p.Level]; !ok {
-		rq.fail(m.ID, invalidParams("Invalid params: unknown log level "+quoteEcho(string(p.Level))))
-		return
-	}
-	if rq.sess != nil {
-		rq.sess.LogLevel = string(p.Level)
-		if err := h.cfg.Store.Update(rq.ctx, rq.sess); err != nil {
-			h.storeFailed(rq, m, err)
-			return
-		}
-	}
-	rq.reply(m.ID, emptyResult)
-}
-
-// jsonError describes a params decoding error without echoing input.
-func jsonError(err error) string {
-	var te *json.UnmarshalTypeError
-	if errors.As(err, &te) && te.Field != "" {
-		return te.Field + " must be " + te.Type.String()
-	}
-	return "malformed params"
+// withMethods returns table with more entries.
+func withMethods(table map[string]method, more map[string]method) map[string]method {
+	t := maps.Clone(table)
+	maps.Copy(t, more)
+	return t
 }

@@ -7,9 +7,10 @@ import (
 )
 
 // paramsIndex is what one walk of a 2026-07-28 request's params finds
-// (indexParams, run by modernMeta), so that the readers that each walked
-// them do not walk them again: modernMeta (_meta), checkModern (the name
-// Mcp-Name must match), decodeCall and requestTarget. Each field answers
+// (indexParams, run by statelessMeta), so that the readers that each
+// walked them do not walk them again: statelessMeta (_meta),
+// checkStateless (the name Mcp-Name must match), decodeCall and
+// requestTarget. Each field answers
 // as its reader's own walk did; FuzzParamsIndex holds them to it.
 type paramsIndex struct {
 	src       []byte          // the params walked

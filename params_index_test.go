@@ -8,7 +8,7 @@ import (
 	"github.com/mcphandler/mcphandler/internal/jsonrpc"
 )
 
-// stringMember, checkModern's former walk and the reference for
+// stringMember, checkStateless's former walk and the reference for
 // paramString.last, returns the string member key of the object params, as
 // json.Unmarshal into a struct with that string field would set it when
 // its error is ignored: the last string value of a matching key, or "".
@@ -25,7 +25,7 @@ func stringMember(params []byte, key string) string {
 	return s
 }
 
-// metaMember is modernMeta's former walk: the last _meta member.
+// metaMember is statelessMeta's former walk: the last _meta member.
 func metaMember(params []byte) json.RawMessage {
 	var raw json.RawMessage
 	jsonrpc.Members(params, func(k, v []byte) bool {

@@ -115,7 +115,7 @@ func errUnknownPrompt(name string) *jsonrpc.Error {
 func (c *catalog) listPrompts(rq *request, m *jsonrpc.Message) {
 	ps, err := c.visiblePrompts(rq.ctx, rq.id)
 	if err != nil {
-		rq.h.hookFailed(rq, m, "ListPrompts", err)
+		rq.hookFailed(m, "ListPrompts", err)
 		return
 	}
 	listPage(c, rq, m, "prompts", ps)
@@ -136,7 +136,7 @@ func (c *catalog) getPrompt(rq *request, m *jsonrpc.Message) {
 		return
 	}
 	if err != nil {
-		rq.h.hookFailed(rq, m, "GetPrompt", err)
+		rq.hookFailed(m, "GetPrompt", err)
 		return
 	}
 	if res == nil {
@@ -144,7 +144,7 @@ func (c *catalog) getPrompt(rq *request, m *jsonrpc.Message) {
 	}
 	b, err := res.appendJSON(make([]byte, 0, 256))
 	if err != nil {
-		rq.h.hookFailed(rq, m, "encoding prompt", err)
+		rq.hookFailed(m, "encoding prompt", err)
 		return
 	}
 	rq.reply(m.ID, b)
@@ -167,7 +167,7 @@ func (c *catalog) promptToGet(rq *request, m *jsonrpc.Message) (*Prompt, getProm
 	}
 	prompt, err := c.findPrompt(rq.ctx, rq.id, p.Name)
 	if err != nil {
-		rq.h.hookFailed(rq, m, "ListPrompts", err)
+		rq.hookFailed(m, "ListPrompts", err)
 		return nil, p, false
 	}
 	if prompt == nil || c.cfg.GetPrompt == nil {
@@ -260,7 +260,7 @@ func (c *catalog) complete(rq *request, m *jsonrpc.Message) {
 	}
 	res, err := c.cfg.Complete(rq.ctx, req)
 	if err != nil {
-		rq.h.hookFailed(rq, m, "Complete", err)
+		rq.hookFailed(m, "Complete", err)
 		return
 	}
 	rq.reply(m.ID, completionJSON(res))
@@ -278,7 +278,7 @@ func (c *catalog) completeRef(rq *request, m *jsonrpc.Message, p *completeParams
 		}
 		prompt, err := c.findPrompt(rq.ctx, rq.id, p.Ref.Name)
 		if err != nil {
-			rq.h.hookFailed(rq, m, "ListPrompts", err)
+			rq.hookFailed(m, "ListPrompts", err)
 			return false
 		}
 		if prompt == nil {
@@ -289,7 +289,7 @@ func (c *catalog) completeRef(rq *request, m *jsonrpc.Message, p *completeParams
 	case "ref/resource":
 		ts, err := c.visibleTemplates(rq.ctx, rq.id)
 		if err != nil {
-			rq.h.hookFailed(rq, m, "ListResourceTemplates", err)
+			rq.hookFailed(m, "ListResourceTemplates", err)
 			return false
 		}
 		for i := range ts {

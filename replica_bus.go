@@ -1,6 +1,10 @@
 package mcphandler
 
-import "sync"
+import (
+	"context"
+	"encoding/json"
+	"sync"
+)
 
 // replicaBus is what replicas sharing a store tell each other, and what a
 // replica must know to act on it:
@@ -42,3 +46,12 @@ func newReplicaBus(cfg *Config, m *macs) *replicaBus {
 		runningIn: make(map[string]int),
 	}
 }
+
+// running is an in-flight request that notifications/cancelled can stop.
+type running struct {
+	cancel context.CancelFunc
+	st     *stream
+}
+
+// runKey is the key of a running request: its session and JSON-RPC id.
+func runKey(sid string, id json.RawMessage) string { return sid + "/" + string(id) }

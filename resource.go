@@ -278,12 +278,12 @@ type uriParams struct {
 func (c *catalog) listResources(rq *request, m *jsonrpc.Message) {
 	rs, err := c.visibleResources(rq.ctx, rq.id)
 	if err != nil {
-		rq.h.hookFailed(rq, m, "ListResources", err)
+		rq.hookFailed(m, "ListResources", err)
 		return
 	}
 	sk, err := c.skillResources(rq.ctx, rq.id)
 	if err != nil {
-		rq.h.hookFailed(rq, m, "ListSkills", err)
+		rq.hookFailed(m, "ListSkills", err)
 		return
 	}
 	// Clipped: the skills never go into spare room of the host's slice.
@@ -294,7 +294,7 @@ func (c *catalog) listResources(rq *request, m *jsonrpc.Message) {
 func (c *catalog) listTemplates(rq *request, m *jsonrpc.Message) {
 	ts, err := c.visibleTemplates(rq.ctx, rq.id)
 	if err != nil {
-		rq.h.hookFailed(rq, m, "ListResourceTemplates", err)
+		rq.hookFailed(m, "ListResourceTemplates", err)
 		return
 	}
 	listPage(c, rq, m, "resourceTemplates", ts)
@@ -307,7 +307,7 @@ func (c *catalog) readResource(rq *request, m *jsonrpc.Message) {
 	}
 	req, ok, err := c.findResource(rq.ctx, rq.id, p.URI)
 	if err != nil {
-		rq.h.hookFailed(rq, m, "ListResources", err)
+		rq.hookFailed(m, "ListResources", err)
 		return
 	}
 	if !ok || c.cfg.ReadResource == nil {
@@ -330,7 +330,7 @@ func (c *catalog) readResource(rq *request, m *jsonrpc.Message) {
 		rq.fail(m.ID, rq.resourceNotFound(p.URI))
 		return
 	case err != nil:
-		rq.h.hookFailed(rq, m, "ReadResource", err)
+		rq.hookFailed(m, "ReadResource", err)
 		return
 	}
 	rq.replyContents(m, contents)
@@ -344,7 +344,7 @@ func (rq *request) replyContents(m *jsonrpc.Message, contents []ResourceContents
 	appContents(contents)
 	b, err := json.Marshal(map[string]any{"contents": contents})
 	if err != nil {
-		rq.h.hookFailed(rq, m, "encoding resource", err)
+		rq.hookFailed(m, "encoding resource", err)
 		return
 	}
 	rq.reply(m.ID, b)
@@ -375,7 +375,7 @@ func (c *catalog) subscribe(rq *request, m *jsonrpc.Message, on bool) {
 			return
 		}
 		if err := c.cfg.Store.Update(rq.ctx, rq.sess); err != nil {
-			rq.h.storeFailed(rq, m, err)
+			rq.storeFailed(m, err)
 			return
 		}
 	}
@@ -395,7 +395,7 @@ func (c *catalog) mayWatch(rq *request, m *jsonrpc.Message, uri string) bool {
 		return false
 	}
 	if _, ok, err := c.findResource(rq.ctx, rq.id, uri); err != nil {
-		rq.h.hookFailed(rq, m, "ListResources", err)
+		rq.hookFailed(m, "ListResources", err)
 		return false
 	} else if !ok {
 		rq.fail(m.ID, rq.resourceNotFound(uri))

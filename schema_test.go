@@ -8,9 +8,9 @@ import (
 	"time"
 )
 
-// TestStoreSchema holds SPEC.md's storage table against schema.go: every
+// TestStoreSchema holds SPEC.md's storage table against store_keys.go: every
 // row names a key, channel or lifetime the code uses, and every key and
-// channel of schema.go has its row.
+// channel of store_keys.go has its row.
 func TestStoreSchema(t *testing.T) {
 	b, err := os.ReadFile("SPEC.md")
 	if err != nil {
@@ -35,7 +35,7 @@ func TestStoreSchema(t *testing.T) {
 		{"`confirm/<id>`", confirmKey("<id>"), "`ConfirmTimeout` + 1 min", h.confirms.confirmTTL(), h.cfg.ConfirmTimeout + time.Minute},
 		{"`confirm-of/<session>/<stream>`", confirmOfKey("<session>", "<stream>"), "`ConfirmTimeout` + 1 min + `Config.Sessions.ResumeWindow`", h.confirms.confirmOfTTL(), h.cfg.ConfirmTimeout + time.Minute + h.cfg.Sessions.ResumeWindow},
 		{"`lease/<id>`", leaseKey("<id>"), "5 s, renewed every 5 s / 3", leaseTTL, 5 * time.Second},
-		{"`getstream/<session>`", getStreamKey("<session>"), "2 × `Config.Sessions.KeepAlive`", h.getStreamTTL(), 2 * h.cfg.Sessions.KeepAlive},
+		{"`getstream/<session>`", getStreamKey("<session>"), "2 × `Config.Sessions.KeepAlive`", h.sessions.getStreamTTL(), 2 * h.cfg.Sessions.KeepAlive},
 		{"`nonce/<n>`", nonceKey("<n>"), "`ConfirmTimeout` + 1 min", h.confirms.confirmTTL(), h.cfg.ConfirmTimeout + time.Minute},
 		{"`events/<session>/<stream>`", eventKey("<session>", "<stream>"), "`Config.Sessions.ResumeWindow` (5 min)", h.cfg.Sessions.ResumeWindow, 5 * time.Minute},
 		{"`event-logs/<session>`", eventLogsKey("<session>"), "`Config.Sessions.ResumeWindow` after its first event", h.cfg.Sessions.ResumeWindow, h.cfg.Sessions.ResumeWindow},
@@ -46,7 +46,7 @@ func TestStoreSchema(t *testing.T) {
 		case !ok:
 			t.Errorf("SPEC.md's storage table has no row for key %s", c.key)
 		case "`"+c.made+"`" != c.key:
-			t.Errorf("SPEC.md says key %s, schema.go makes %q", c.key, c.made)
+			t.Errorf("SPEC.md says key %s, store_keys.go makes %q", c.key, c.made)
 		case !strings.Contains(life, c.lifetime):
 			t.Errorf("key %s: SPEC.md says lifetime %q, want it to say %q", c.key, life, c.lifetime)
 		case c.ttl != c.want:

@@ -30,6 +30,10 @@ var tagEncoding = base32.StdEncoding.WithPadding(base32.NoPadding)
 // newSessionID mints the id of a new session of id.
 func (ss *sessions) newSessionID(id Identity) string { return ss.sessionID(rand.Text(), id) }
 
+// randText returns 130 random bits as 26 characters of base32, for ids
+// that must be unguessable.
+func randText() string { return rand.Text() }
+
 // sessionID is the session id of id with random part r.
 func (ss *sessions) sessionID(r string, id Identity) string {
 	var buf [320]byte

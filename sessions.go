@@ -5,7 +5,7 @@ import "github.com/mcphandler/mcphandler/session"
 // sessions is the transport of the protocol revisions that have sessions:
 // the 2025 Streamable HTTP transport (transport_sessions.go: a POST's
 // session, batches, the GET stream and its resumption, DELETE,
-// initialize) and the 2024-11-05 HTTP+SSE transport (transport_sse.go).
+// initialize) and the 2024-11-05 HTTP+SSE transport (transport_legacy.go).
 // It owns the session records' life (created at initialize or when a
 // legacy stream opens, admitted under Config.Limits.MaxSessionsPerIdentity,
 // deleted by DELETE or when the legacy stream ends), the session ids that
@@ -18,10 +18,11 @@ import "github.com/mcphandler/mcphandler/session"
 // event logs, and the confirm machinery's periods (a resumed stream
 // re-reads its log every poll). Everything else it reaches through h, the
 // Handler that composes it, as its dispatcher: a message, once its session
-// is settled, is served by request dispatch (serveRequest, notification,
-// intercept, initializeResult), a stream runs on the streams' loop and
-// their published messages and changes (runStream, checkCaller,
-// watchChanges, publishSession, openSession, …), an answer to a confirm
+// is settled, is served by request dispatch (serveRequest, intercept), and
+// initialize is answered by what the server declares
+// (caps.initializeResult); a stream runs on the streams' loop and their
+// published messages and changes (runStream, checkCaller, watchChanges,
+// publishSession, openSession, …), an answer to a confirm
 // goes to the confirms (answerConfirm, watchConfirm), and the checks and
 // answers every transport shares stay on Handler (authenticate,
 // checkOrigin, readBody, decodeMessage, storeUnavailable, …). Those are

@@ -223,7 +223,7 @@ func (c *catalog) hasSkills() bool { return c.cfg.ListSkills != nil }
 func (c *catalog) listSkills(rq *request, m *jsonrpc.Message) {
 	skills, err := c.visibleSkills(rq.ctx, rq.id)
 	if err != nil {
-		rq.h.hookFailed(rq, m, "ListSkills", err)
+		rq.hookFailed(m, "ListSkills", err)
 		return
 	}
 	entries := make([]skillEntry, len(skills))
@@ -247,7 +247,7 @@ func (c *catalog) getSkill(rq *request, m *jsonrpc.Message) {
 	}
 	skills, err := c.visibleSkills(rq.ctx, rq.id)
 	if err != nil {
-		rq.h.hookFailed(rq, m, "ListSkills", err)
+		rq.hookFailed(m, "ListSkills", err)
 		return
 	}
 	ss := skillOf(skills, p.URI)
@@ -267,7 +267,7 @@ func (c *catalog) readSkillFile(rq *request, m *jsonrpc.Message, uri string) boo
 	}
 	skills, err := c.visibleSkills(rq.ctx, rq.id)
 	if err != nil {
-		rq.h.hookFailed(rq, m, "ListSkills", err)
+		rq.hookFailed(m, "ListSkills", err)
 		return true
 	}
 	if ss := skillOf(skills, uri); ss != nil {
@@ -331,7 +331,7 @@ func (c *catalog) readDirectory(rq *request, m *jsonrpc.Message) {
 	}
 	skills, err := c.visibleSkills(rq.ctx, rq.id)
 	if err != nil {
-		rq.h.hookFailed(rq, m, "ListSkills", err)
+		rq.hookFailed(m, "ListSkills", err)
 		return
 	}
 	ss := skillOf(skills, p.URI)
@@ -376,6 +376,3 @@ func (ss *servedSkill) children(dir string) []dirChild {
 	sort.Slice(kids, func(i, j int) bool { return kids[i].URI < kids[j].URI })
 	return kids
 }
-
-// skillsCapability is the extension's settings in capabilities.extensions.
-const skillsCapability = `"` + SkillsExtensionID + `":{"directoryRead":true}`

@@ -269,7 +269,7 @@ func (rq *request) sendInputRequired(id json.RawMessage, members []byte) {
 	out = append(out, `{"jsonrpc":"2.0","id":`...)
 	out = append(out, id...)
 	out = append(out, `,"result":{"resultType":"input_required","_meta":{"`+metaServerInfo+`":`...)
-	out = append(out, rq.h.serverInfoJSON(rq)...)
+	out = append(out, rq.h.caps.serverInfoJSON(rq)...)
 	out = append(out, "},"...)
 	out = append(out, members...)
 	rq.st.finish(append(out, "}}"...))

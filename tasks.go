@@ -1,7 +1,6 @@
 package mcphandler
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -46,15 +45,14 @@ const (
 // whose records live in Config.Store signed with the Handler's keys, and
 // the goroutines running this replica's tasks, which close stops and
 // waits for. It depends on the Handler's Config (ListTools,
-// MaxSubscriptions), its capabilities object and its logger, all fixed at
-// New; it is safe for concurrent use.
+// MaxSubscriptions) and its logger, both fixed at New; it is safe for
+// concurrent use.
 //
 // What only one revision has is named for the era that serves it (see
 // era.go): a suffix Stateless for 2026-07-28 (getStateless), Sessions
 // for 2025-11-25 (getSessions).
 type tasks struct {
 	cfg    *Config
-	caps   []byte // the initialize result's capabilities (Handler.capabilities)
 	logger *slog.Logger
 	m      *task.Manager
 	wg     sync.WaitGroup
@@ -64,8 +62,8 @@ type tasks struct {
 }
 
 // newTasks makes the tasks of a Handler with cfg, whose records are
-// signed with secrets; caps is the Handler's capabilities object.
-func newTasks(cfg *Config, secrets [][]byte, caps []byte) *tasks {
+// signed with secrets.
+func newTasks(cfg *Config, secrets [][]byte) *tasks {
 	m, err := task.New(task.Config{
 		Store: cfg.Store, Keys: secrets, TTL: cfg.Tasks.TTL, ResultRetention: cfg.Tasks.ResultRetention,
 		MaxTasks: cfg.Tasks.MaxPerIdentity, MaxResultBytes: cfg.Tasks.MaxResultBytes, Logger: cfg.Logger,
@@ -73,7 +71,7 @@ func newTasks(cfg *Config, secrets [][]byte, caps []byte) *tasks {
 	if err != nil {
 		panic("mcphandler: tasks: " + err.Error())
 	}
-	return &tasks{cfg: cfg, caps: caps, logger: cfg.Logger, m: m}
+	return &tasks{cfg: cfg, logger: cfg.Logger, m: m}
 }
 
 // close fails the tasks still running here and waits for their work.
@@ -274,7 +272,7 @@ func (rq *request) taskFailed(m *jsonrpc.Message, err error) {
 	code := task.Code(err)
 	switch {
 	case errors.Is(err, session.ErrUnavailable):
-		rq.h.storeFailed(rq, m, err)
+		rq.storeFailed(m, err)
 	case errors.Is(err, task.ErrNotFound):
 		rq.fail(m.ID, invalidParams("Invalid params: task not found"))
 	case code == jsonrpc.CodeInternalError:
@@ -294,27 +292,4 @@ func trimTaskErr(err error) string {
 		return msg[len(prefix):]
 	}
 	return msg
-}
-
-// addExtension returns a copy of caps, a capabilities object, with member
-// (a "name":settings pair) first in its extensions object, which it adds
-// when caps has none. capabilities and addExtension write no other
-// "extensions" key.
-func addExtension(caps []byte, member string) []byte {
-	const key = `"extensions":{`
-	out := make([]byte, 0, len(caps)+len(member)+len(key)+2)
-	at := bytes.Index(caps, []byte(key))
-	if at < 0 {
-		out = append(out, caps[:len(caps)-1]...)
-		out = append(out, ","+key...)
-		out = append(out, member...)
-		return append(out, "}}"...)
-	}
-	at += len(key)
-	out = append(out, caps[:at]...)
-	out = append(out, member...)
-	if caps[at] != '}' {
-		out = append(out, ',')
-	}
-	return append(out, caps[at:]...)
 }

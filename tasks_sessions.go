@@ -38,23 +38,6 @@ import (
 //
 // See https://modelcontextprotocol.io/specification/2025-11-25/basic/utilities/tasks.
 
-// tasksCapsSessions is the capabilities.tasks member of 2025-11-25.
-const tasksCapsSessions = `"tasks":{"list":{},"cancel":{},"requests":{"tools":{"call":{}}}}`
-
-// appendInitCaps appends the initialize capabilities for version and a
-// caller: the Handler's, with capabilities.tasks on 2025-11-25 and MCP
-// Apps when apps (the caller is offered apps, see offersApps).
-func (t *tasks) appendInitCaps(dst []byte, version string, apps bool) []byte {
-	caps := t.caps
-	if version == Version20251125 && t.cfg.ListTools != nil {
-		caps = append(caps[:len(caps)-1:len(caps)-1], ","+tasksCapsSessions+"}"...)
-	}
-	if apps {
-		caps = addExtension(caps, appsCapability)
-	}
-	return append(dst, caps...)
-}
-
 // appendExecution adds execution.taskSupport to the tools/list entry of
 // t just appended to dst, for 2025-11-25.
 func appendExecution(rq *request, t *Tool, dst []byte) []byte {
@@ -104,17 +87,6 @@ func (rq *request) checkTaskSessions(m *jsonrpc.Message, call *ToolCall, ev *Cal
 	}
 	return &taskSlot{owner: ownerOf(rq.id), sessions: true, ttl: ttl}, true
 }
-
-// taskMethodsSessions are the tasks methods of 2025-11-25.
-var taskMethodsSessions = map[string]method{
-	task.MethodGet:    {serve: func(h *Handler, rq *request, m *jsonrpc.Message) { h.tasks.getSessions(rq, m) }, needs: hasTools, revision: Version20251125},
-	task.MethodCancel: {serve: func(h *Handler, rq *request, m *jsonrpc.Message) { h.tasks.cancelSessions(rq, m) }, needs: hasTools, revision: Version20251125},
-	task.MethodList:   {serve: func(h *Handler, rq *request, m *jsonrpc.Message) { h.tasks.listSessions(rq, m) }, needs: hasTools, revision: Version20251125},
-	task.MethodResult: {serve: func(h *Handler, rq *request, m *jsonrpc.Message) { h.tasks.resultSessions(rq, m) }, needs: hasTools, revision: Version20251125, cancellable: true},
-}
-
-// sessionsMethods is the dispatch table of the 2025 revisions.
-var sessionsMethods = withMethods(sharedMethods, taskMethodsSessions)
 
 // taskRequestSessions checks the params of a 2025-11-25 tasks method (the
 // dispatch table serves them to that revision only): they carry a taskId.

@@ -56,17 +56,10 @@ func errTasksNotDeclared(why string) *jsonrpc.Error {
 func (rq *request) sendCreateTask(id json.RawMessage, task []byte) {
 	out := append([]byte(`{"jsonrpc":"2.0","id":`), id...)
 	out = append(out, `,"result":{"resultType":"task","_meta":{"`+metaServerInfo+`":`...)
-	out = append(out, rq.h.serverInfoJSON(rq)...)
+	out = append(out, rq.h.caps.serverInfoJSON(rq)...)
 	out = append(out, "},"...)
 	out = append(out, task[1:]...)
 	rq.st.finish(append(out, '}'))
-}
-
-// taskMethodsStateless are the tasks methods of 2026-07-28.
-var taskMethodsStateless = map[string]method{
-	task.MethodGet:    {serve: func(h *Handler, rq *request, m *jsonrpc.Message) { h.tasks.getStateless(rq, m) }, needs: hasTools},
-	task.MethodUpdate: {serve: func(h *Handler, rq *request, m *jsonrpc.Message) { h.tasks.updateStateless(rq, m) }, needs: hasTools},
-	task.MethodCancel: {serve: func(h *Handler, rq *request, m *jsonrpc.Message) { h.tasks.cancelStateless(rq, m) }, needs: hasTools},
 }
 
 // taskRequestStateless checks a tasks method: the extension declared (else
@@ -143,19 +136,4 @@ func (t *tasks) cancelStateless(rq *request, m *jsonrpc.Message) {
 		return
 	}
 	rq.reply(m.ID, emptyResult)
-}
-
-// appendDiscoverCaps appends the server/discover capabilities for a
-// caller: those of initialize (with the skills extension when the server
-// has skills), the tasks extension when the server has tools, and MCP
-// Apps when apps (the caller is offered apps, see offersApps).
-func (t *tasks) appendDiscoverCaps(dst []byte, apps bool) []byte {
-	if t.cfg.ListTools == nil {
-		return append(dst, t.caps...)
-	}
-	caps := addExtension(t.caps, `"`+task.ExtensionID+`":{}`)
-	if apps {
-		caps = addExtension(caps, appsCapability)
-	}
-	return append(dst, caps...)
 }

@@ -53,7 +53,7 @@ func (ss *sessions) serveSession(w http.ResponseWriter, rq *request, m *jsonrpc.
 	}
 	switch kind {
 	case jsonrpc.KindNotification:
-		ss.h.notification(rq, m)
+		ss.notification(rq, m)
 		w.WriteHeader(http.StatusAccepted)
 	case jsonrpc.KindResponse:
 		if err := ss.deliverResponse(rq, m); err != nil {
@@ -159,7 +159,7 @@ func (ss *sessions) serveBatch(w http.ResponseWriter, rq *request, body []byte) 
 // malformed), 404 or 503 and
 // returns false when the batch cannot be served.
 func (ss *sessions) openBatch(w http.ResponseWriter, rq *request, body []byte) ([]json.RawMessage, bool) {
-	if hv := rq.version; isModernVersion(hv) {
+	if hv := rq.version; isStatelessVersion(hv) {
 		writeHTTPError(w, http.StatusBadRequest, jsonrpc.CodeInvalidRequest, "Invalid Request: batches are not accepted in protocol version "+Version20260728)
 		return nil, false
 	} else if hv != "" && !isSupported(hv) {
@@ -209,7 +209,7 @@ func (ss *sessions) serveBatchMember(rq *request, e []byte) []byte {
 	}
 	switch kind {
 	case jsonrpc.KindNotification:
-		ss.h.notification(rq, &m)
+		ss.notification(rq, &m)
 		return nil
 	case jsonrpc.KindResponse:
 		ss.deliverResponse(rq, &m)
@@ -366,7 +366,7 @@ func (ss *sessions) openGET(w http.ResponseWriter, r *http.Request) (*request, b
 // sessionMethodAllowed answers 405 to a GET or DELETE that has no session
 // to address: the server is stateless, or the request is 2026-07-28's.
 func (ss *sessions) sessionMethodAllowed(w http.ResponseWriter, r *http.Request) bool {
-	if ss.cfg.Stateless || isModernVersion(strings.TrimSpace(headerValue(r, hdrProtocolVersion))) {
+	if ss.cfg.Stateless || isStatelessVersion(strings.TrimSpace(headerValue(r, hdrProtocolVersion))) {
 		w.Header().Set("Allow", "POST")
 		writeHTTPError(w, http.StatusMethodNotAllowed, jsonrpc.CodeInvalidRequest, "Method not allowed: the server is stateless")
 		return false
@@ -382,7 +382,7 @@ func (ss *sessions) sessionMethodAllowed(w http.ResponseWriter, r *http.Request)
 // holder's lapses after two.
 func (ss *sessions) openGETStream(w http.ResponseWriter, rq *request) (*streamLoop, *stream, func()) {
 	ctx, sid := rq.context(), rq.sess.ID
-	claim, claimTTL := []byte(randText()), ss.h.getStreamTTL()
+	claim, claimTTL := []byte(randText()), ss.getStreamTTL()
 	if !ss.claimGETStream(w, ctx, sid, claim, claimTTL) {
 		return nil, nil, nil
 	}
@@ -447,6 +447,10 @@ func (ss *sessions) startGETStream(w http.ResponseWriter, rq *request) (*stream,
 	}
 	return st, st.startSSELocked()
 }
+
+// getStreamTTL is the lifetime of a GET stream's claim (getStreamKey): a
+// dead holder's lapses after two missed keep-alives.
+func (ss *sessions) getStreamTTL() time.Duration { return 2 * ss.cfg.Sessions.KeepAlive }
 
 // claimGETStream claims session sid's standalone stream for claim; it
 // answers 409 when another stream holds it, 503 when the store fails.
@@ -740,6 +744,17 @@ func negotiate(requested string) string {
 	return supportedVersions[0]
 }
 
+// initializeParams are the params of initialize, in both transports with
+// sessions.
+type initializeParams struct {
+	ProtocolVersion string     `json:"protocolVersion"`
+	Capabilities    clientCaps `json:"capabilities"`
+	ClientInfo      struct {
+		Name    string `json:"name"`
+		Version string `json:"version"`
+	} `json:"clientInfo"`
+}
+
 // initialize answers the initialize request and, unless stateless, opens a
 // session bound to the caller and returns its id in Mcp-Session-Id.
 //
@@ -766,12 +781,12 @@ func (ss *sessions) initialize(rq *request, m *jsonrpc.Message) {
 	if !ss.cfg.Stateless {
 		s, err := ss.createSession(rq, &p, version)
 		if err != nil {
-			ss.h.storeFailed(rq, m, err)
+			rq.storeFailed(m, err)
 			return
 		}
 		rq.st.w.Header().Set("Mcp-Session-Id", s.ID)
 	}
-	ss.h.initializeResult(rq, m, version)
+	ss.h.caps.initializeResult(rq, m, version)
 }
 
 // serveInitialize is initialize as Config.Interceptors call it back
@@ -794,7 +809,49 @@ func (ss *sessions) createSession(rq *request, p *initializeParams, version stri
 	}
 	err := ss.store.Create(rq.ctx, s)
 	if err == nil {
-		err = ss.h.admit(rq.ctx, rq.id, s)
+		err = ss.admit(rq.ctx, rq.id, s)
 	}
 	return s, err
+}
+
+// admit enforces Config.Limits.MaxSessionsPerIdentity once the session s of id
+// is created: the store ends id's oldest sessions beyond the limit, and
+// their streams are told to end. The zero identity is not limited. If the
+// store fails, s is deleted again and the error returned.
+func (ss *sessions) admit(ctx context.Context, id Identity, s *session.Session) error {
+	if id.Tenant == "" && id.Subject == "" {
+		return nil
+	}
+	ended, err := ss.store.Admit(ctx, s, ss.cfg.Limits.MaxSessionsPerIdentity)
+	for _, sid := range ended {
+		ss.h.bus.publishSession(ctx, sid, nil, sessionEnded)
+	}
+	if err != nil {
+		ss.store.Delete(context.WithoutCancel(ctx), s.ID)
+	}
+	return err
+}
+
+// setLevel serves logging/setLevel: it sets the session's minimum log
+// level (2026-07-28 has no such method: a request carries its level).
+func (ss *sessions) setLevel(rq *request, m *jsonrpc.Message) {
+	var p struct {
+		Level LogLevel `json:"level"`
+	}
+	if err := json.Unmarshal(m.Params, &p); err != nil || p.Level == "" {
+		rq.fail(m.ID, invalidParams("Invalid params: level is required"))
+		return
+	}
+	if _, ok := logLevels[p.Level]; !ok {
+		rq.fail(m.ID, invalidParams("Invalid params: unknown log level "+quoteEcho(string(p.Level))))
+		return
+	}
+	if rq.sess != nil {
+		rq.sess.LogLevel = string(p.Level)
+		if err := ss.store.Update(rq.ctx, rq.sess); err != nil {
+			rq.storeFailed(m, err)
+			return
+		}
+	}
+	rq.reply(m.ID, emptyResult)
 }

@@ -33,17 +33,19 @@ const (
 	metaSubscriptionID  = "io.modelcontextprotocol/subscriptionId"
 )
 
-// discoverVersions are the versions server/discover and -32022 name: the
-// modern one first, then the 2025 revisions a client may fall back to.
+// discoverVersions are the versions server/discover and -32022 name:
+// 2026-07-28 first, then the 2025 revisions a client may fall back to.
 var discoverVersions = []string{Version20260728, Version20251125, Version20250618, Version20250326}
 
-func isLegacyVersion(v string) bool { return v == "2024-11-05" || isSupported(v) }
+// isSessionsOrLegacyVersion reports whether v is a revision of the eras
+// with sessions: 2024-11-05 or a 2025 one.
+func isSessionsOrLegacyVersion(v string) bool { return v == "2024-11-05" || isSupported(v) }
 
-// isModernVersion reports whether a version string selects the stateless
-// path: any version that is not a known legacy one and sorts at or after
-// 2026-07-28, as the SDKs compare.
-func isModernVersion(v string) bool {
-	return v != "" && !isLegacyVersion(v) && v >= Version20260728
+// isStatelessVersion reports whether a version string selects the stateless
+// path: any version that is not one of the eras with sessions and sorts at
+// or after 2026-07-28, as the SDKs compare.
+func isStatelessVersion(v string) bool {
+	return v != "" && !isSessionsOrLegacyVersion(v) && v >= Version20260728
 }
 
 // requestMeta is the _meta of a 2026-07-28 request.
@@ -56,9 +58,9 @@ type requestMeta struct {
 	params paramsIndex // the request's params, walked once (params_index.go)
 }
 
-// modernMeta extracts the version claim of a request, reading _meta only
+// statelessMeta extracts the version claim of a request, reading _meta only
 // when the body mentions the key at all (2025 requests never do).
-func modernMeta(params json.RawMessage) (raw json.RawMessage, meta *requestMeta, ok bool) {
+func statelessMeta(params json.RawMessage) (raw json.RawMessage, meta *requestMeta, ok bool) {
 	if !containsKey(params, metaProtocolVersion) {
 		return nil, nil, false
 	}
@@ -105,11 +107,11 @@ func (m *requestMeta) decode(raw []byte) bool {
 // classifyEra decides whether a POSTed message is a 2026-07-28 request: its
 // _meta claims a version that is not a 2025 one, or its header names one.
 func classifyEra(hv string, m *jsonrpc.Message) (bool, json.RawMessage, *requestMeta) {
-	raw, meta, ok := modernMeta(m.Params)
-	if ok && !isLegacyVersion(*meta.ProtocolVersion) {
+	raw, meta, ok := statelessMeta(m.Params)
+	if ok && !isSessionsOrLegacyVersion(*meta.ProtocolVersion) {
 		return true, raw, meta
 	}
-	if isModernVersion(hv) {
+	if isStatelessVersion(hv) {
 		if ok {
 			return true, raw, meta
 		}
@@ -118,8 +120,8 @@ func classifyEra(hv string, m *jsonrpc.Message) (bool, json.RawMessage, *request
 	return false, nil, nil
 }
 
-// modernStatus is the HTTP status of a JSON-RPC error on the modern path.
-func modernStatus(code Code) int {
+// statelessStatus is the HTTP status of a JSON-RPC error on the stateless path.
+func statelessStatus(code Code) int {
 	switch code {
 	case CodeMethodNotFound:
 		return http.StatusNotFound
@@ -132,21 +134,11 @@ func modernStatus(code Code) int {
 	return http.StatusOK
 }
 
-// removedMethods existed in the 2025 revisions and are gone in 2026-07-28.
-var removedMethods = map[string]bool{
-	"initialize": true, "ping": true, "logging/setLevel": true,
-	"resources/subscribe": true, "resources/unsubscribe": true,
-}
-
-// namedMethods carry Mcp-Name: the tool or prompt name, or the resource
-// URI, they address.
-var namedMethods = map[string]bool{"tools/call": true, "prompts/get": true, "resources/read": true}
-
-// serveModern serves one 2026-07-28 message: the checks of the spec in
+// serveStateless serves one 2026-07-28 message: the checks of the spec in
 // its order, then the same methods as the 2025 path, statelessly.
 //
 // See https://modelcontextprotocol.io/specification/2026-07-28/basic/transports/streamable-http.
-func (h *Handler) serveModern(w http.ResponseWriter, rq *request, m *jsonrpc.Message, kind jsonrpc.Kind, rawMeta json.RawMessage, meta *requestMeta) {
+func (h *Handler) serveStateless(w http.ResponseWriter, rq *request, m *jsonrpc.Message, kind jsonrpc.Kind, rawMeta json.RawMessage, meta *requestMeta) {
 	if kind == jsonrpc.KindResponse {
 		writeRPCError(w, http.StatusBadRequest, m.ID, rpcError(CodeInvalidRequest, "Invalid Request: responses are not accepted in protocol version "+Version20260728))
 		return
@@ -155,7 +147,7 @@ func (h *Handler) serveModern(w http.ResponseWriter, rq *request, m *jsonrpc.Mes
 		w.WriteHeader(http.StatusAccepted) // 2026-07-28 defines no client notifications over HTTP
 		return
 	}
-	if status, e := checkModern(rq.r.Header, m, meta); e != nil {
+	if status, e := checkStateless(rq.r.Header, m, meta); e != nil {
 		writeRPCError(w, status, m.ID, e)
 		return
 	}
@@ -168,11 +160,11 @@ func (h *Handler) serveModern(w http.ResponseWriter, rq *request, m *jsonrpc.Mes
 	h.serveRequest(rq, m)
 }
 
-// checkModern makes the checks of a 2026-07-28 request, in the spec's
+// checkStateless makes the checks of a 2026-07-28 request, in the spec's
 // order: the version header and _meta, the standard headers, removed
 // methods, the log level. It returns the HTTP status and error of the
 // first that fails, or a nil error.
-func checkModern(hdr http.Header, m *jsonrpc.Message, meta *requestMeta) (int, *jsonrpc.Error) {
+func checkStateless(hdr http.Header, m *jsonrpc.Message, meta *requestMeta) (int, *jsonrpc.Error) {
 	hv := strings.TrimSpace(hdr.Get(hdrProtocolVersion))
 	switch {
 	case hv == "":
@@ -261,13 +253,6 @@ func parseCaps(raw json.RawMessage) session.Capabilities {
 	return pc.flags()
 }
 
-// cacheable methods carry ttlMs and cacheScope in 2026-07-28 results.
-var cacheable = map[string]bool{
-	"server/discover": true, "tools/list": true, "prompts/list": true,
-	"resources/list": true, "resources/templates/list": true, "resources/read": true,
-	"skills/list": true, "skills/get": true, "resources/directory/read": true,
-}
-
 // decorateStateless inserts the 2026-07-28 result members (resultType, cache hints,
 // serverInfo) at the start of a result object. Results of a request that
 // carried inputResponses or requestState are never cacheable.
@@ -280,42 +265,8 @@ func (rq *request) decorateStateless(dst []byte, method string) []byte {
 		dst = append(dst, `,"cacheScope":"private",`...)
 	}
 	dst = append(dst, `"_meta":{"`+metaServerInfo+`":`...)
-	dst = append(dst, rq.h.serverInfoJSON(rq)...)
+	dst = append(dst, rq.h.caps.serverInfoJSON(rq)...)
 	return append(dst, "},"...)
-}
-
-// serverInfoJSON is the serverInfo object for the caller of rq.
-func (h *Handler) serverInfoJSON(rq *request) []byte {
-	if h.cfg.ServerInfo == nil {
-		return h.staticInfo
-	}
-	info := h.cfg.ServerInfo(rq.ctx)
-	if info.Version == "" {
-		info.Version = "0.0.0"
-	}
-	b, _ := json.Marshal(info)
-	return b
-}
-
-// discover answers server/discover.
-func (h *Handler) discover(rq *request, m *jsonrpc.Message) {
-	info := ServerInfo{Name: h.cfg.Name, Version: h.cfg.Version, Instructions: h.cfg.Instructions}
-	if h.cfg.ServerInfo != nil {
-		info = h.cfg.ServerInfo(rq.ctx)
-	}
-	b := make([]byte, 0, 256)
-	b = append(b, `{"supportedVersions":`...)
-	vs, _ := json.Marshal(discoverVersions)
-	b = append(b, vs...)
-	b = append(b, `,"capabilities":`...)
-	// The same capabilities as for 2025: subscribe and listChanged announce
-	// what subscriptions/listen delivers.
-	b = h.tasks.appendDiscoverCaps(b, h.catalog.offersApps(rq))
-	if info.Instructions != "" {
-		b = append(b, `,"instructions":`...)
-		b = jsonrpc.AppendString(b, info.Instructions)
-	}
-	rq.reply(m.ID, append(b, '}'))
 }
 
 // statelessEra is the era seam for 2026-07-28: no session; capabilities,
@@ -323,20 +274,13 @@ func (h *Handler) discover(rq *request, m *jsonrpc.Message) {
 // are decorated; questions and confirms travel in input_required rounds.
 type statelessEra struct{}
 
-// statelessMethods adds the methods of 2026-07-28 to the shared table
-// (its removed methods are refused before dispatch, see serveModern).
-var statelessMethods = withMethods(withMethods(sharedMethods, map[string]method{
-	"server/discover":      {serve: (*Handler).discover},
-	"subscriptions/listen": {serve: func(h *Handler, rq *request, m *jsonrpc.Message) { h.streams.listen(rq, m) }},
-}), taskMethodsStateless)
-
 func (statelessEra) methods() map[string]method { return statelessMethods }
 
 func (statelessEra) decorate(rq *request, dst []byte) []byte {
 	return rq.decorateStateless(dst, rq.method)
 }
 
-func (statelessEra) errorStatus(rq *request, code Code) { rq.st.status = modernStatus(code) }
+func (statelessEra) errorStatus(rq *request, code Code) { rq.st.status = statelessStatus(code) }
 
 func (statelessEra) codeResourceNotFound() Code { return CodeInvalidParams }
 

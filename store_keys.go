@@ -110,7 +110,3 @@ func (cs *confirms) confirmTTL() time.Duration { return cs.cfg.ConfirmTimeout + 
 func (cs *confirms) confirmOfTTL() time.Duration {
 	return cs.confirmTTL() + cs.cfg.Sessions.ResumeWindow
 }
-
-// getStreamTTL is the lifetime of a GET stream's claim: a dead holder's
-// lapses after two missed keep-alives.
-func (h *Handler) getStreamTTL() time.Duration { return 2 * h.cfg.Sessions.KeepAlive }

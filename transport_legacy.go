@@ -37,11 +37,11 @@ const Version20241105 = "2024-11-05"
 //
 // See https://modelcontextprotocol.io/specification/2024-11-05/basic/transports.
 func (h *Handler) LegacySSE(messagePath string) (stream, messages http.Handler) {
-	return h.sessions.legacySSE(messagePath)
+	return h.sessions.legacyHandlers(messagePath)
 }
 
-// legacySSE returns the handlers of LegacySSE.
-func (ss *sessions) legacySSE(messagePath string) (stream, messages http.Handler) {
+// legacyHandlers returns the handlers of LegacySSE.
+func (ss *sessions) legacyHandlers(messagePath string) (stream, messages http.Handler) {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { ss.serveLegacyStream(w, r, messagePath) }),
 		http.HandlerFunc(ss.serveLegacyMessage)
 }
@@ -95,7 +95,7 @@ func (ss *sessions) createLegacySession(w http.ResponseWriter, ctx context.Conte
 	}
 	err := ss.store.Create(ctx, s)
 	if err == nil {
-		err = ss.h.admit(ctx, id, s)
+		err = ss.admit(ctx, id, s)
 	}
 	if err != nil {
 		ss.closeStream(sub, changes)
@@ -148,7 +148,7 @@ func (ss *sessions) serveLegacyMessage(w http.ResponseWriter, r *http.Request) {
 	if !ok {
 		return
 	}
-	rq := &request{h: ss.h, r: r, start: start, id: id, sess: s, version: s.ProtocolVersion, era: eraSSE}
+	rq := &request{h: ss.h, r: r, start: start, id: id, sess: s, version: s.ProtocolVersion, era: eraLegacy}
 	if kind == jsonrpc.KindResponse {
 		if err := ss.deliverResponse(rq, &m); err != nil {
 			ss.refuseResponse(w, err)
@@ -168,7 +168,7 @@ func (ss *sessions) serveLegacyRequest(rq *request, m *jsonrpc.Message, kind jso
 	// The client may hang up now; that cancels nothing it asked for.
 	rq.r = rq.r.WithContext(context.WithoutCancel(rq.r.Context()))
 	if kind == jsonrpc.KindNotification {
-		ss.h.notification(rq, m)
+		ss.notification(rq, m)
 		return
 	}
 	ctx, sid := rq.context(), rq.sess.ID
@@ -246,10 +246,10 @@ func (ss *sessions) initializeLegacy(rq *request, m *jsonrpc.Message) {
 	rq.info = &reqInfo{identity: rq.id, request: rq.r, version: version, sessionID: rq.sess.ID}
 	rq.ctx = context.WithValue(rq.context(), ctxKey{}, rq.info)
 	if err := ss.store.Update(rq.ctx, rq.sess); err != nil {
-		ss.h.storeFailed(rq, m, err)
+		rq.storeFailed(m, err)
 		return
 	}
-	ss.h.initializeResult(rq, m, version)
+	ss.h.caps.initializeResult(rq, m, version)
 }
 
 // serveInitializeLegacy is initializeLegacy as Config.Interceptors call
@@ -258,11 +258,11 @@ func serveInitializeLegacy(h *Handler, rq *request, m *jsonrpc.Message) {
 	h.sessions.initializeLegacy(rq, m)
 }
 
-// sseEra is the era seam for the 2024-11-05 HTTP+SSE transport: as the
+// legacyEra is the era seam for the 2024-11-05 HTTP+SSE transport: as the
 // 2025 revisions, but a POST is not the stream (its connection may close
 // as soon as it got its 202), so the client is never gone by it.
-type sseEra struct{ sessionsEra }
+type legacyEra struct{ sessionsEra }
 
-func (sseEra) exchange(rq *request, x *Exchange, meta json.RawMessage) {
+func (legacyEra) exchange(rq *request, x *Exchange, meta json.RawMessage) {
 	sessionExchange(rq, x, meta)
 }
