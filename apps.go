@@ -27,9 +27,10 @@ import (
 //
 // See https://modelcontextprotocol.io/extensions/apps.
 
-// The identifiers of MCP Apps.
+// The identifier of the MCP Apps extension, and the MIME type of an
+// app's ui:// resource.
 const (
-	AppsExtensionID = "io.modelcontextprotocol/ui"
+	appsExtensionID = "io.modelcontextprotocol/ui"
 	AppMimeType     = "text/html;profile=mcp-app"
 )
 
@@ -105,7 +106,7 @@ type appsCaps struct {
 // the app MIME type.
 func declaresApps(ext map[string]json.RawMessage) bool {
 	var a appsCaps
-	return json.Unmarshal(ext[AppsExtensionID], &a) == nil && slices.Contains(a.MimeTypes, AppMimeType)
+	return json.Unmarshal(ext[appsExtensionID], &a) == nil && slices.Contains(a.MimeTypes, AppMimeType)
 }
 
 // appsDeclared reports whether the client of rq declared MCP Apps.

@@ -30,7 +30,7 @@ type serverCaps struct {
 // extensionCaps is capabilities.extensions, its members in the order they
 // are written: MCP Apps (apps.go), tasks of 2026-07-28
 // (tasks_stateless.go), skills (skills.go). The tags are the extensions'
-// ids: AppsExtensionID, task.ExtensionID, SkillsExtensionID.
+// ids: appsExtensionID, task.ExtensionID, skillsExtensionID.
 type extensionCaps struct {
 	Apps   *appsCaps   `json:"io.modelcontextprotocol/ui,omitempty"`
 	Tasks  *struct{}   `json:"io.modelcontextprotocol/tasks,omitempty"`

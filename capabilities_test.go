@@ -123,8 +123,8 @@ func TestCapabilitiesUnchanged(t *testing.T) {
 // of TestCapabilitiesUnchanged.
 
 const (
-	refAppsCapability    = `"` + AppsExtensionID + `":{"mimeTypes":["` + AppMimeType + `"]}`
-	refSkillsCapability  = `"` + SkillsExtensionID + `":{"directoryRead":true}`
+	refAppsCapability    = `"` + appsExtensionID + `":{"mimeTypes":["` + AppMimeType + `"]}`
+	refSkillsCapability  = `"` + skillsExtensionID + `":{"directoryRead":true}`
 	refTasksCapsSessions = `"tasks":{"list":{},"cancel":{},"requests":{"tools":{"call":{}}}}`
 	refTasksExtension    = `"io.modelcontextprotocol/tasks":{}`
 )

@@ -66,3 +66,7 @@ func HeldStreams(h *Handler) (streams, running int) {
 	defer h.bus.runMu.Unlock()
 	return streams, len(h.bus.running)
 }
+
+// MatchTemplate is matchTemplate, which resources/read uses to fill
+// ResourceRequest.Params.
+var MatchTemplate = matchTemplate

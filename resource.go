@@ -89,11 +89,11 @@ func (r *ResourceRequest) scopes() []string {
 	return r.Template.Scopes
 }
 
-// MatchTemplate reports whether uri matches the RFC 6570 level-1 template
+// matchTemplate reports whether uri matches the RFC 6570 level-1 template
 // tmpl and returns the placeholder values. A placeholder matches one or
 // more characters up to the literal text that follows it; a value never
 // contains "/" unless the placeholder ends the template.
-func MatchTemplate(tmpl, uri string) (map[string]string, bool) {
+func matchTemplate(tmpl, uri string) (map[string]string, bool) {
 	var vars map[string]string
 	for {
 		open := strings.IndexByte(tmpl, '{')
@@ -235,7 +235,7 @@ func (rr *resourceResolver) find(uri string) (*ResourceRequest, bool, error) {
 		return nil, false, rr.templatesErr
 	}
 	for i := range rr.templates {
-		if vars, ok := MatchTemplate(rr.templates[i].URITemplate, uri); ok {
+		if vars, ok := matchTemplate(rr.templates[i].URITemplate, uri); ok {
 			return &ResourceRequest{URI: uri, Template: &rr.templates[i], Params: vars, Identity: rr.id}, true, nil
 		}
 	}

@@ -30,8 +30,8 @@ import (
 //
 // See https://modelcontextprotocol.io/seps/2640-skills-extension.
 
-// SkillsExtensionID is the identifier of the skills extension.
-const SkillsExtensionID = "io.modelcontextprotocol/skills"
+// skillsExtensionID is the identifier of the skills extension.
+const skillsExtensionID = "io.modelcontextprotocol/skills"
 
 // Limits of the skills extension. A skill past MaxSkillFiles or
 // MaxSkillBytes, or with an invalid name or file path, is left out of the

@@ -21,7 +21,7 @@ func FuzzSkillURI(f *testing.F) {
 	}
 	skills := []*servedSkill{ss}
 	f.Fuzz(func(t *testing.T, uri string) {
-		declaresApps(map[string]json.RawMessage{AppsExtensionID: json.RawMessage(uri)})
+		declaresApps(map[string]json.RawMessage{appsExtensionID: json.RawMessage(uri)})
 		got := skillOf(skills, uri)
 		if got == nil {
 			return
