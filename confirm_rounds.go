@@ -95,7 +95,7 @@ func (cs *confirms) openConfirmRound(rq *request, m *jsonrpc.Message, x *Exchang
 		return
 	}
 	x.mr.state.Nonce, x.mr.state.Round = n, 1
-	cs.askConfirmModern(rq, m, x, q.form, q.msg, ev)
+	cs.askConfirmRounds(rq, m, x, q.form, q.msg, ev)
 }
 
 // confirmAsk is what a confirm asks: the form, the answer that approves,
@@ -140,7 +140,7 @@ func (cs *confirms) answerConfirmRound(t *toolRun, q confirmAsk, rec nonceRecord
 	n := r.state.Nonce
 	a, ok := r.confirmAnswer()
 	if !ok { // a missing answer is asked again
-		cs.askConfirmModern(rq, m, x, q.form, q.msg, ev)
+		cs.askConfirmRounds(rq, m, x, q.form, q.msg, ev)
 		return false
 	}
 	res, err := elicitation.ParseResult(a)
@@ -172,8 +172,8 @@ func (cs *confirms) answerConfirmRound(t *toolRun, q confirmAsk, rec nonceRecord
 	return false
 }
 
-// askConfirmModern ends the round asking the confirm's question.
-func (cs *confirms) askConfirmModern(rq *request, m *jsonrpc.Message, x *Exchange, form *elicitation.Schema, msg string, ev *CallEvent) {
+// askConfirmRounds ends the round asking the confirm's question.
+func (cs *confirms) askConfirmRounds(rq *request, m *jsonrpc.Message, x *Exchange, form *elicitation.Schema, msg string, ev *CallEvent) {
 	params, err := x.elicitParams(ElicitRequest{Message: msg, Schema: form})
 	if err != nil {
 		ev.Outcome = OutcomeError
