@@ -4,11 +4,9 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
-	"flag"
 	"fmt"
 	"log/slog"
 	"net/http/httptest"
-	"os"
 	"path/filepath"
 	"reflect"
 	"strconv"
@@ -17,6 +15,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/mcphandler/mcphandler/internal/golden"
 	"github.com/mcphandler/mcphandler/internal/jsonrpc"
 	"github.com/mcphandler/mcphandler/internal/seal"
 	"github.com/mcphandler/mcphandler/internal/sign"
@@ -39,33 +38,9 @@ import (
 //
 // go test -run TestGolden -update rewrites the files: do that only for a
 // change that says how mixed releases still interoperate.
-var update = flag.Bool("update", false, "rewrite the golden files of testdata/golden from this release's encoders")
 
 // goldenFile compares got with testdata/golden/name (or writes it, with
 // -update) and returns the file's bytes.
-func goldenFile(t *testing.T, name string, got []byte) []byte {
-	t.Helper()
-	path := filepath.Join("testdata", "golden", name)
-	if *update {
-		if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
-			t.Fatal(err)
-		}
-		if err := os.WriteFile(path, got, 0o644); err != nil {
-			t.Fatal(err)
-		}
-		return got
-	}
-	want, err := os.ReadFile(path)
-	if err != nil {
-		t.Fatalf("%v (write it with go test -run %s -update)", err, t.Name())
-	}
-	if !bytes.Equal(got, want) {
-		t.Errorf("%s: this release writes other bytes than %s: replicas of the two releases would not understand each other\n got %q\nwant %q",
-			name, path, got, want)
-	}
-	return want
-}
-
 // The fixed inputs of the golden values.
 var (
 	goldenKeys = [][]byte{[]byte("mcphandler golden key, 32 bytes!")}
@@ -295,7 +270,7 @@ type goldenCase struct {
 }
 
 // TestGolden pins every record and message of the root package that
-// replicas share; see the comment of update.
+// replicas share; see the comment at the top of this file.
 func TestGolden(t *testing.T) {
 	ctx := context.Background()
 	var cases []goldenCase
@@ -415,12 +390,12 @@ func TestGolden(t *testing.T) {
 		names[c.name] = true
 		t.Run(strings.TrimSuffix(c.name, ".golden"), func(t *testing.T) {
 			h, st := goldenHandler(t)
-			want := goldenFile(t, c.name, c.build(t, h, st))
+			want := golden.File(t, c.name, c.build(t, h, st))
 			h, _ = goldenHandler(t)
 			c.check(t, h, want)
 		})
 	}
-	if !*update {
+	if !golden.Updating() {
 		files, _ := filepath.Glob(filepath.Join("testdata", "golden", "*.golden"))
 		for _, f := range files {
 			if !names[filepath.Base(f)] {

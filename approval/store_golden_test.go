@@ -5,9 +5,7 @@ import (
 	"context"
 	"encoding/hex"
 	"encoding/json"
-	"flag"
 	"fmt"
-	"os"
 	"path/filepath"
 	"reflect"
 	"strings"
@@ -15,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/mcphandler/mcphandler/internal/golden"
 	"github.com/mcphandler/mcphandler/session"
 )
 
@@ -29,30 +28,6 @@ import (
 //
 // go test -run TestGolden -update rewrites the files: only for a change
 // that says how mixed releases still interoperate.
-var update = flag.Bool("update", false, "rewrite the golden files of testdata/golden from this release's encoders")
-
-func goldenFile(t *testing.T, name string, got []byte) []byte {
-	t.Helper()
-	path := filepath.Join("testdata", "golden", name)
-	if *update {
-		if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
-			t.Fatal(err)
-		}
-		if err := os.WriteFile(path, got, 0o644); err != nil {
-			t.Fatal(err)
-		}
-		return got
-	}
-	want, err := os.ReadFile(path)
-	if err != nil {
-		t.Fatalf("%v (write it with go test -run %s -update)", err, t.Name())
-	}
-	if !bytes.Equal(got, want) {
-		t.Errorf("%s: this release writes other bytes than %s: replicas of the two releases would not understand each other\n got %q\nwant %q",
-			name, path, got, want)
-	}
-	return want
-}
 
 var (
 	goldenKeys  = [][]byte{[]byte("mcphandler golden key, 32 bytes!")}
@@ -297,12 +272,12 @@ func TestGolden(t *testing.T) {
 		names[c.name] = true
 		t.Run(strings.TrimSuffix(c.name, ".golden"), func(t *testing.T) {
 			s, sh := goldenStore(t)
-			want := goldenFile(t, c.name, c.build(t, s, sh))
+			want := golden.File(t, c.name, c.build(t, s, sh))
 			s, _ = goldenStore(t)
 			c.check(t, s, want)
 		})
 	}
-	if !*update {
+	if !golden.Updating() {
 		files, _ := filepath.Glob(filepath.Join("testdata", "golden", "*.golden"))
 		for _, f := range files {
 			if !names[filepath.Base(f)] {

@@ -1,18 +1,15 @@
 package ratelimit
 
 import (
-	"bytes"
 	"context"
-	"flag"
 	"fmt"
-	"os"
-	"path/filepath"
 	"strconv"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/mcphandler/mcphandler"
+	"github.com/mcphandler/mcphandler/internal/golden"
 	"github.com/mcphandler/mcphandler/session/redisstore"
 	"github.com/mcphandler/mcphandler/session/redisstore/redistest"
 )
@@ -26,32 +23,8 @@ import (
 //
 // go test -run TestGolden -update rewrites the file: only for a change
 // that says how mixed releases still interoperate.
-var update = flag.Bool("update", false, "rewrite the golden files of testdata/golden from this release's encoders")
 
-func goldenFile(t *testing.T, name string, got []byte) []byte {
-	t.Helper()
-	path := filepath.Join("testdata", "golden", name)
-	if *update {
-		if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
-			t.Fatal(err)
-		}
-		if err := os.WriteFile(path, got, 0o644); err != nil {
-			t.Fatal(err)
-		}
-		return got
-	}
-	want, err := os.ReadFile(path)
-	if err != nil {
-		t.Fatalf("%v (write it with go test -run %s -update)", err, t.Name())
-	}
-	if !bytes.Equal(got, want) {
-		t.Errorf("%s: this release writes other bytes than %s: replicas of the two releases would not understand each other\n got %q\nwant %q",
-			name, path, got, want)
-	}
-	return want
-}
-
-// TestGolden pins the bucket keys; see the comment of update.
+// TestGolden pins the bucket keys; see the comment at the top of this file.
 func TestGolden(t *testing.T) {
 	ctx := context.Background()
 	c := redistest.Client(t)
@@ -96,5 +69,5 @@ func TestGolden(t *testing.T) {
 			t.Fatalf("no key of bucket %q among %q", id, keys)
 		}
 	}
-	goldenFile(t, "keys.golden", []byte(b.String()))
+	golden.File(t, "keys.golden", []byte(b.String()))
 }

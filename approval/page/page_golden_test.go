@@ -1,19 +1,16 @@
 package page
 
 import (
-	"bytes"
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
-	"flag"
 	"fmt"
 	"net/http/httptest"
-	"os"
-	"path/filepath"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/mcphandler/mcphandler/internal/golden"
 	"github.com/mcphandler/mcphandler/session"
 )
 
@@ -27,30 +24,6 @@ import (
 //
 // go test -run TestGolden -update rewrites the files: only for a change
 // that says how mixed releases still interoperate.
-var update = flag.Bool("update", false, "rewrite the golden files of testdata/golden from this release's encoders")
-
-func goldenFile(t *testing.T, name string, got []byte) []byte {
-	t.Helper()
-	path := filepath.Join("testdata", "golden", name)
-	if *update {
-		if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
-			t.Fatal(err)
-		}
-		if err := os.WriteFile(path, got, 0o644); err != nil {
-			t.Fatal(err)
-		}
-		return got
-	}
-	want, err := os.ReadFile(path)
-	if err != nil {
-		t.Fatalf("%v (write it with go test -run %s -update)", err, t.Name())
-	}
-	if !bytes.Equal(got, want) {
-		t.Errorf("%s: this release writes other bytes than %s: replicas of the two releases would not understand each other\n got %q\nwant %q",
-			name, path, got, want)
-	}
-	return want
-}
 
 var (
 	goldenKeys = [][]byte{[]byte("mcphandler golden key, 32 bytes!")}
@@ -79,7 +52,7 @@ func goldenMark() string {
 }
 
 // TestGolden pins what the page stores and what it gives a browser; see
-// the comment of update.
+// the comment at the top of this file.
 func TestGolden(t *testing.T) {
 	ctx := context.Background()
 	// A replica as in production: HTTPS, __Host- cookies.
@@ -195,7 +168,7 @@ func TestGolden(t *testing.T) {
 	} {
 		t.Run(strings.TrimSuffix(c.name, ".golden"), func(t *testing.T) {
 			h, st := replica(t)
-			want := goldenFile(t, c.name, c.build(t, h, st))
+			want := golden.File(t, c.name, c.build(t, h, st))
 			h, st = replica(t)
 			c.check(t, h, st, want)
 		})

@@ -1,15 +1,12 @@
 package ownerindex
 
 import (
-	"bytes"
 	"context"
-	"flag"
-	"os"
-	"path/filepath"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/mcphandler/mcphandler/internal/golden"
 	"github.com/mcphandler/mcphandler/internal/sign"
 	"github.com/mcphandler/mcphandler/session"
 )
@@ -24,30 +21,6 @@ import (
 //
 // go test -run TestGolden -update rewrites the files: only for a change
 // that says how mixed releases still interoperate.
-var update = flag.Bool("update", false, "rewrite the golden files of testdata/golden from this release's encoders")
-
-func goldenFile(t *testing.T, name string, got []byte) []byte {
-	t.Helper()
-	path := filepath.Join("testdata", "golden", name)
-	if *update {
-		if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
-			t.Fatal(err)
-		}
-		if err := os.WriteFile(path, got, 0o644); err != nil {
-			t.Fatal(err)
-		}
-		return got
-	}
-	want, err := os.ReadFile(path)
-	if err != nil {
-		t.Fatalf("%v (write it with go test -run %s -update)", err, t.Name())
-	}
-	if !bytes.Equal(got, want) {
-		t.Errorf("%s: this release writes other bytes than %s: replicas of the two releases would not understand each other\n got %q\nwant %q",
-			name, path, got, want)
-	}
-	return want
-}
 
 var (
 	goldenKeys = [][]byte{[]byte("mcphandler golden key, 32 bytes!")}
@@ -65,7 +38,7 @@ func goldenIndex(t *testing.T, st session.Records) *Index {
 }
 
 // TestGolden pins an index as Admit writes it, with and without the time
-// of its last check; see the comment of update.
+// of its last check; see the comment at the top of this file.
 func TestGolden(t *testing.T) {
 	ctx := context.Background()
 	until := func(d time.Duration) int64 { return goldenNow.Add(d).UnixMilli() }
@@ -99,7 +72,7 @@ func TestGolden(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			want := goldenFile(t, c.name, b)
+			want := golden.File(t, c.name, b)
 			st = session.NewMemory()
 			st.PutIfAbsent(ctx, goldenKey, want, time.Hour)
 			x := goldenIndex(t, st)

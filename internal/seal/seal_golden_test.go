@@ -1,17 +1,15 @@
 package seal
 
 import (
-	"bytes"
 	"encoding/hex"
 	"errors"
-	"flag"
 	"fmt"
-	"os"
-	"path/filepath"
 	"strings"
 	"testing"
 	"testing/cryptotest"
 	"time"
+
+	"github.com/mcphandler/mcphandler/internal/golden"
 )
 
 // The golden files of testdata/golden hold, byte for byte, a sealed
@@ -24,30 +22,6 @@ import (
 //
 // go test -run TestGolden -update rewrites the files: only for a change
 // that says how mixed releases still interoperate.
-var update = flag.Bool("update", false, "rewrite the golden files of testdata/golden from this release's encoders")
-
-func goldenFile(t *testing.T, name string, got []byte) []byte {
-	t.Helper()
-	path := filepath.Join("testdata", "golden", name)
-	if *update {
-		if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
-			t.Fatal(err)
-		}
-		if err := os.WriteFile(path, got, 0o644); err != nil {
-			t.Fatal(err)
-		}
-		return got
-	}
-	want, err := os.ReadFile(path)
-	if err != nil {
-		t.Fatalf("%v (write it with go test -run %s -update)", err, t.Name())
-	}
-	if !bytes.Equal(got, want) {
-		t.Errorf("%s: this release writes other bytes than %s: replicas of the two releases would not understand each other\n got %q\nwant %q",
-			name, path, got, want)
-	}
-	return want
-}
 
 var (
 	goldenKey    = []byte("mcphandler golden key, 32 bytes!")
@@ -78,7 +52,7 @@ func TestGolden(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		want := string(goldenFile(t, "token.golden", []byte(token)))
+		want := string(golden.File(t, "token.golden", []byte(token)))
 		// Every replica opens it, one whose newest key is another too.
 		for _, secrets := range [][][]byte{{goldenKey}, {goldenOldKey, goldenKey}} {
 			k, _ := NewKeys(secrets...)
@@ -104,7 +78,7 @@ func TestGolden(t *testing.T) {
 			}
 			fmt.Fprintf(&out, "%s %s\n", hex.EncodeToString(d[:]), args)
 		}
-		for line := range strings.Lines(string(goldenFile(t, "digests.golden", []byte(out.String())))) {
+		for line := range strings.Lines(string(golden.File(t, "digests.golden", []byte(out.String())))) {
 			sum, args, _ := strings.Cut(strings.TrimSuffix(line, "\n"), " ")
 			if d, err := Digest([]byte(args)); err != nil || hex.EncodeToString(d[:]) != sum {
 				t.Errorf("Digest(%s) = %x, %v; the file says %s", args, d, err, sum)

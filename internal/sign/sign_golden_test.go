@@ -3,11 +3,10 @@ package sign
 import (
 	"bytes"
 	"encoding/hex"
-	"flag"
-	"os"
-	"path/filepath"
 	"testing"
 	"time"
+
+	"github.com/mcphandler/mcphandler/internal/golden"
 )
 
 // The golden files of testdata/golden hold, byte for byte, a signed
@@ -20,30 +19,6 @@ import (
 //
 // go test -run TestGolden -update rewrites the files: only for a change
 // that says how mixed releases still interoperate.
-var update = flag.Bool("update", false, "rewrite the golden files of testdata/golden from this release's encoders")
-
-func goldenFile(t *testing.T, name string, got []byte) []byte {
-	t.Helper()
-	path := filepath.Join("testdata", "golden", name)
-	if *update {
-		if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
-			t.Fatal(err)
-		}
-		if err := os.WriteFile(path, got, 0o644); err != nil {
-			t.Fatal(err)
-		}
-		return got
-	}
-	want, err := os.ReadFile(path)
-	if err != nil {
-		t.Fatalf("%v (write it with go test -run %s -update)", err, t.Name())
-	}
-	if !bytes.Equal(got, want) {
-		t.Errorf("%s: this release writes other bytes than %s: replicas of the two releases would not understand each other\n got %q\nwant %q",
-			name, path, got, want)
-	}
-	return want
-}
 
 var (
 	goldenKey    = []byte("mcphandler golden key, 32 bytes!")
@@ -57,12 +32,12 @@ const (
 )
 
 // TestGolden pins the two envelopes of package sign and a tag; see the
-// comment of update.
+// comment at the top of this file.
 func TestGolden(t *testing.T) {
 	s := mustSigner(t, "golden", goldenKey)
 	rotated := mustSigner(t, "golden", goldenNewKey, goldenKey)
 	t.Run("record", func(t *testing.T) {
-		b := goldenFile(t, "record.golden", s.Sign(goldenName, []byte(goldenPayload)))
+		b := golden.File(t, "record.golden", s.Sign(goldenName, []byte(goldenPayload)))
 		for _, v := range []*Signer{s, rotated} {
 			if p, err := v.Open(goldenName, b); err != nil || string(p) != goldenPayload {
 				t.Errorf("Open: %q, %v", p, err)
@@ -70,7 +45,7 @@ func TestGolden(t *testing.T) {
 		}
 	})
 	t.Run("message", func(t *testing.T) {
-		b := goldenFile(t, "message.golden", s.SignMessage("golden-channel", goldenNow, []byte(goldenPayload)))
+		b := golden.File(t, "message.golden", s.SignMessage("golden-channel", goldenNow, []byte(goldenPayload)))
 		for _, v := range []*Signer{s, rotated} {
 			if p, err := v.OpenMessage("golden-channel", goldenNow.Add(29*time.Second), 30*time.Second, b); err != nil || string(p) != goldenPayload {
 				t.Errorf("OpenMessage: %q, %v", p, err)
@@ -83,7 +58,7 @@ func TestGolden(t *testing.T) {
 			t.Fatal(err)
 		}
 		tag := tg.Tag([]byte("GOLDENSESSIONRANDOMPART2344:acme/alice"))
-		b := goldenFile(t, "tag.golden", []byte(hex.EncodeToString(tag[:])+"\n"))
+		b := golden.File(t, "tag.golden", []byte(hex.EncodeToString(tag[:])+"\n"))
 		want, err := hex.DecodeString(string(bytes.TrimSuffix(b, []byte("\n"))))
 		if err != nil {
 			t.Fatal(err)

@@ -1,20 +1,18 @@
 package task
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
-	"flag"
 	"fmt"
 	"io"
 	"log/slog"
-	"os"
 	"path/filepath"
 	"reflect"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/mcphandler/mcphandler/internal/golden"
 	"github.com/mcphandler/mcphandler/internal/jsonrpc"
 	"github.com/mcphandler/mcphandler/internal/sign"
 	"github.com/mcphandler/mcphandler/session"
@@ -30,30 +28,6 @@ import (
 //
 // go test -run TestGolden -update rewrites the files: only for a change
 // that says how mixed releases still interoperate.
-var update = flag.Bool("update", false, "rewrite the golden files of testdata/golden from this release's encoders")
-
-func goldenFile(t *testing.T, name string, got []byte) []byte {
-	t.Helper()
-	path := filepath.Join("testdata", "golden", name)
-	if *update {
-		if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
-			t.Fatal(err)
-		}
-		if err := os.WriteFile(path, got, 0o644); err != nil {
-			t.Fatal(err)
-		}
-		return got
-	}
-	want, err := os.ReadFile(path)
-	if err != nil {
-		t.Fatalf("%v (write it with go test -run %s -update)", err, t.Name())
-	}
-	if !bytes.Equal(got, want) {
-		t.Errorf("%s: this release writes other bytes than %s: replicas of the two releases would not understand each other\n got %q\nwant %q",
-			name, path, got, want)
-	}
-	return want
-}
 
 var (
 	goldenKeys = [][]byte{[]byte("mcphandler golden key, 32 bytes!")}
@@ -120,7 +94,7 @@ type goldenCase struct {
 }
 
 // TestGolden pins the task record, the owner index, the lease and the
-// two kinds of message; see the comment of update.
+// two kinds of message; see the comment at the top of this file.
 func TestGolden(t *testing.T) {
 	ctx := context.Background()
 	var cases []goldenCase
@@ -253,12 +227,12 @@ func TestGolden(t *testing.T) {
 		names[c.name] = true
 		t.Run(strings.TrimSuffix(c.name, ".golden"), func(t *testing.T) {
 			m, st := goldenManager(t)
-			want := goldenFile(t, c.name, c.build(t, m, st))
+			want := golden.File(t, c.name, c.build(t, m, st))
 			m, _ = goldenManager(t)
 			c.check(t, m, want)
 		})
 	}
-	if !*update {
+	if !golden.Updating() {
 		files, _ := filepath.Glob(filepath.Join("testdata", "golden", "*.golden"))
 		for _, f := range files {
 			if !names[filepath.Base(f)] {

@@ -3,10 +3,7 @@ package redisstore
 import (
 	"bytes"
 	"context"
-	"flag"
 	"fmt"
-	"os"
-	"path/filepath"
 	"reflect"
 	"slices"
 	"strconv"
@@ -16,6 +13,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/mcphandler/mcphandler/internal/golden"
 	"github.com/mcphandler/mcphandler/session"
 	"github.com/mcphandler/mcphandler/session/redisstore/redistest"
 )
@@ -31,30 +29,6 @@ import (
 //
 // go test -run TestGolden -update rewrites the files: only for a change
 // that says how mixed releases still interoperate.
-var update = flag.Bool("update", false, "rewrite the golden files of testdata/golden from this release's encoders")
-
-func goldenFile(t *testing.T, name string, got []byte) []byte {
-	t.Helper()
-	path := filepath.Join("testdata", "golden", name)
-	if *update {
-		if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
-			t.Fatal(err)
-		}
-		if err := os.WriteFile(path, got, 0o644); err != nil {
-			t.Fatal(err)
-		}
-		return got
-	}
-	want, err := os.ReadFile(path)
-	if err != nil {
-		t.Fatalf("%v (write it with go test -run %s -update)", err, t.Name())
-	}
-	if !bytes.Equal(got, want) {
-		t.Errorf("%s: this release writes other bytes than %s: replicas of the two releases would not understand each other\n got %q\nwant %q",
-			name, path, got, want)
-	}
-	return want
-}
 
 const goldenSID = "GOLDENSESSIONRANDOMPART234RWZIFHK35NC5P7M4"
 
@@ -76,14 +50,14 @@ func goldenBareSession() *session.Session {
 }
 
 // TestGolden pins the session record, the key and channel names and the
-// layout in Redis; see the comment of update.
+// layout in Redis; see the comment at the top of this file.
 func TestGolden(t *testing.T) {
 	for _, c := range []struct {
 		name string
 		s    func() *session.Session
 	}{{"session-record.golden", goldenFullSession}, {"session-record-minimal.golden", goldenBareSession}} {
 		t.Run(strings.TrimSuffix(c.name, ".golden"), func(t *testing.T) {
-			b := goldenFile(t, c.name, encodeSession(c.s()))
+			b := golden.File(t, c.name, encodeSession(c.s()))
 			got, err := decodeSession(goldenSID, string(b))
 			if err != nil {
 				t.Fatal(err)
@@ -118,7 +92,7 @@ func TestGolden(t *testing.T) {
 			cname, tag := cluster.channelName(ch)
 			fmt.Fprintf(&b, "channel %s = %s, on a cluster %s (shard %s)\n", ch, name, cname, tag)
 		}
-		want := goldenFile(t, "names.golden", []byte(b.String()))
+		want := golden.File(t, "names.golden", []byte(b.String()))
 		if !bytes.Contains(want, []byte("session = mcph:{"+goldenSID+"}:s\n")) || !bytes.Contains(want, []byte("channel notify = mcph:notify, on a cluster mcph:{")) {
 			t.Errorf("names %q", want)
 		}
@@ -127,7 +101,7 @@ func TestGolden(t *testing.T) {
 		c := redistest.Client(t)
 		prefix := redistest.Prefix(t, c)
 		layout := goldenLayout(t, c, prefix)
-		want := goldenFile(t, "redis-layout.golden", layout)
+		want := golden.File(t, "redis-layout.golden", layout)
 		readLayout(t, want)
 	})
 }
