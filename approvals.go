@@ -12,8 +12,8 @@ import "log/slog"
 // It depends on the Handler's Config (cfg: Approvals, ConfirmTimeout,
 // OnCall, the store), on confirms, whose records, nonces, leases and
 // per-identity bound a call waiting for its approval uses, and on the
-// parts of a tools/call it finishes a call with (callPath), which New
-// connects (connectConfirms).
+// catalog, where a call taken over finds its tool again (set by New:
+// connectConfirms).
 //
 // It keeps no state in memory: an approval's decision is the approval
 // store's, and what a call waiting for it decides is a CompareAndSwap on
@@ -22,12 +22,11 @@ import "log/slog"
 type approvals struct {
 	cfg      *Config
 	confirms *confirms
-
-	callPath
+	catalog  *catalog
 }
 
 // newApprovals returns the approvals of cfg, waiting under the records of
-// cs; New connects its callPath (connectConfirms).
+// cs; New connects it to the catalog (connectConfirms).
 func newApprovals(cfg *Config, cs *confirms) *approvals {
 	return &approvals{cfg: cfg, confirms: cs}
 }

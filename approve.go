@@ -120,7 +120,7 @@ func (ap *approvals) approvalFailed(rq *request, m *jsonrpc.Message, call *ToolC
 		ev.IsError = true
 		rq.sendResult(m.ID, ErrorResult("Not run: the arguments of "+call.Tool.Name+" are too large for an approval."))
 	case errors.Is(err, session.ErrUnavailable):
-		ap.storeFailed(rq, m, err)
+		rq.storeFailed(m, err)
 	default:
 		ap.logger().Error("mcphandler: approval", "tool", call.Tool.Name, "err", err)
 		ev.IsError = true

@@ -256,7 +256,7 @@ func (ap *approvals) adoptApproval(rq *request, id string, rec confirmRecord, ra
 // the tool, and logs its result.
 func (ap *approvals) runAdopted(out *request, c *confirmCall, run *confirmRun, ev *CallEvent) {
 	defer run.finish(out.ctx)
-	tool, ok, err := ap.findTool(out.ctx, c.ident, c.tool)
+	tool, ok, err := ap.catalog.findTool(out.ctx, c.ident, c.tool)
 	if err != nil || !ok {
 		ev.Outcome = OutcomeRevoked
 		out.fail(c.rec.ReqID, errUnknownTool(c.tool))

@@ -69,7 +69,7 @@ func (ap *approvals) openApprovalRound(t *toolRun, d Decision) bool {
 	ok, err := ap.cfg.Store.PutIfAbsent(rq.ctx, nonceKey(n), ap.confirms.encodeNonce(n, &rec), ap.confirms.confirmTTL())
 	if err != nil || !ok {
 		ev.Outcome = OutcomeError
-		ap.storeFailed(rq, m, err)
+		rq.storeFailed(m, err)
 		return false
 	}
 	x.mr.state.Nonce, x.mr.state.Round = n, 1
@@ -114,7 +114,7 @@ func (ap *approvals) answerApprovalRound(t *toolRun, rec nonceRecord, raw []byte
 		return false
 	case err != nil:
 		ev.Outcome = OutcomeError
-		ap.storeFailed(rq, m, err)
+		rq.storeFailed(m, err)
 		return false
 	}
 	outcome, result := approvalOutcome(got, call.Tool.Name)

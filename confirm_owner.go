@@ -113,5 +113,5 @@ func (cs *confirms) confirmRefused(rq *request, m *jsonrpc.Message, err error, e
 		return
 	}
 	ev.Outcome = OutcomeError
-	cs.storeFailed(rq, m, err)
+	rq.storeFailed(m, err)
 }

@@ -410,7 +410,7 @@ func (c *confirmCall) judge(ctx context.Context, rec *confirmRecord) (Outcome, *
 	}
 	now := c.ident
 	now.Role = rec.Role
-	tool, ok, err := c.cs.findTool(toolCtx(ctx, now), now, c.tool)
+	tool, ok, err := c.cs.catalog.findTool(toolCtx(ctx, now), now, c.tool)
 	if err != nil || !ok {
 		return OutcomeRevoked, nil
 	}
@@ -516,7 +516,7 @@ func (cs *confirms) adopt(ctx context.Context, from *request, start time.Time, i
 // logOnly is a stream whose client is not connected here: what is sent
 // goes to the event log of stream, for the client's resume.
 func (cs *confirms) logOnly(sid, streamID string) *stream {
-	return &stream{id: streamID, sse: true, gone: true, log: cs.eventLog(sid)}
+	return &stream{id: streamID, sse: true, gone: true, log: cs.streams.eventLog(sid)}
 }
 
 // closeLapsedPending closes as timed out a pending confirm past its
@@ -577,7 +577,7 @@ func (cs *confirms) watchConfirm(rq *request, streamID string) {
 		return
 	case statePending:
 		if rec.Approval != "" && cs.cfg.Approvals != nil {
-			cs.adoptApproval(rq, id, rec, raw) // see approve_push.go
+			cs.approvals.adoptApproval(rq, id, rec, raw) // see approve_push.go
 			return
 		}
 		var ls *lease

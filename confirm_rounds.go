@@ -91,7 +91,7 @@ func (cs *confirms) openConfirmRound(rq *request, m *jsonrpc.Message, x *Exchang
 	}
 	if err := cs.createNonce(rq.ctx, n); err != nil {
 		ev.Outcome = OutcomeError
-		cs.storeFailed(rq, m, err)
+		rq.storeFailed(m, err)
 		return
 	}
 	x.mr.state.Nonce, x.mr.state.Round = n, 1
@@ -124,7 +124,7 @@ func (cs *confirms) loadRound(rq *request, m *jsonrpc.Message, n string, ev *Cal
 		return rec, nil, false
 	case err != nil:
 		ev.Outcome = OutcomeError
-		cs.storeFailed(rq, m, err)
+		rq.storeFailed(m, err)
 		return rec, nil, false
 	}
 	return rec, raw, true
@@ -275,7 +275,7 @@ func (rq *request) nextConfirmRound(r *rounds, prev nonceRecord, ev *CallEvent) 
 func (cs *confirms) nonceRaced(rq *request, m *jsonrpc.Message, n string, round int, err error, ev *CallEvent) {
 	if err != nil {
 		ev.Outcome = OutcomeError
-		cs.storeFailed(rq, m, err)
+		rq.storeFailed(m, err)
 		return
 	}
 	rec, _, err := cs.loadNonce(rq.ctx, n)

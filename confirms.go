@@ -1,10 +1,8 @@
 package mcphandler
 
 import (
-	"context"
 	"log/slog"
 
-	"github.com/mcphandler/mcphandler/internal/jsonrpc"
 	"github.com/mcphandler/mcphandler/internal/ownerindex"
 )
 
@@ -19,10 +17,10 @@ import (
 // It depends on the Handler's Config (cfg: the store, ConfirmTimeout,
 // Sessions, OnCall, Approvals), the signers of what replicas exchange
 // (macs) and the replica bus that signs, publishes and verifies it (bus,
-// storeauth.go), its owner index and its periods (ct), and reaches the
-// rest of the handler only through the func fields New sets
-// (connectConfirms): the parts of a tools/call it finishes a call with
-// (callPath), the sessions' event logs and the approvals' take-over.
+// storeauth.go), its owner index and its periods (ct), and the parts of
+// the handler New connects (connectConfirms): the catalog, where a call
+// taken over finds its tool again, the streams' event logs, where it is
+// answered, and the approvals, which take over a call that waits for one.
 //
 // It keeps no state of its own in memory but the revisions macs.revs
 // remembers: every decision is a CompareAndSwap on a record in the store,
@@ -36,29 +34,14 @@ type confirms struct {
 	owners *ownerindex.Index // the confirm records of each identity (confirm_owner.go)
 	ct     confirmTimes      // the confirm machinery's periods
 
-	callPath
-
-	// eventLog is the event log of a session's POST streams (stream.go),
-	// where a call finished by a replica other than its asker is answered.
-	eventLog func(sid string) *eventLog
-	// adoptApproval takes over a resumed stream's call that waits for an
-	// approval (approve_push.go).
-	adoptApproval func(rq *request, id string, rec confirmRecord, raw []byte)
-}
-
-// callPath is what confirms and approvals reach of the rest of a
-// tools/call to finish a call they decided, besides the call's own
-// toolRun (call.go), which runs and answers it: finding the tool again
-// (the catalog), and answering a request whose store call failed. Each
-// func is set once, by New, and is safe for concurrent use.
-type callPath struct {
-	findTool    func(ctx context.Context, id Identity, name string) (Tool, bool, error)
-	storeFailed func(rq *request, m *jsonrpc.Message, err error)
+	catalog   *catalog   // finds the tool of a call taken over again
+	streams   *streams   // the event logs where a call taken over is answered
+	approvals *approvals // takes over a resumed stream's call that waits for an approval
 }
 
 // newConfirms returns the confirms of cfg, exchanging signed records and
 // messages through bus, with its periods at their defaults and its owner
-// index signed with secrets; New connects its func fields
+// index signed with secrets; New connects it to the rest of the handler
 // (connectConfirms).
 func newConfirms(cfg *Config, m *macs, bus *replicaBus, secrets [][]byte) (*confirms, error) {
 	owners, err := newConfirmOwners(cfg, secrets)
@@ -81,22 +64,9 @@ func (cs *confirms) decide(t *toolRun, d Decision) bool {
 	return cs.confirmPush(t, d)
 }
 
-// connectConfirms sets the func fields of h's confirms and approvals. Each
-// calls h at the time of the call, so that neither depends on which of h's
-// parts holds what it calls, nor on the order in which New builds them.
-// It allocates once, here: nothing on a request's path.
+// connectConfirms connects h's confirms and approvals to the parts of h
+// they call, once New has built them all.
 func connectConfirms(h *Handler) {
-	path := callPath{
-		findTool: func(ctx context.Context, id Identity, name string) (Tool, bool, error) {
-			return h.catalog.findTool(ctx, id, name)
-		},
-		storeFailed: func(rq *request, m *jsonrpc.Message, err error) { rq.storeFailed(m, err) },
-	}
-	cs := h.confirms
-	cs.callPath = path
-	cs.eventLog = func(sid string) *eventLog { return h.streams.eventLog(sid) }
-	cs.adoptApproval = func(rq *request, id string, rec confirmRecord, raw []byte) {
-		h.approvals.adoptApproval(rq, id, rec, raw)
-	}
-	h.approvals.callPath = path
+	h.confirms.catalog, h.confirms.streams, h.confirms.approvals = h.catalog, h.streams, h.approvals
+	h.approvals.catalog = h.catalog
 }
