@@ -122,7 +122,7 @@ func (c *confirmCall) awaitDecision(ctx context.Context, a *approval.Approval, h
 			}
 			return c.approvalDecided(context.WithoutCancel(ctx), got)
 		case <-limit.C:
-			c.ls.release()
+			c.ls.Release()
 			return outcomeHandedOver, nil, nil
 		case <-lost:
 			return c.giveUp(context.WithoutCancel(ctx), OutcomeRevoked)
@@ -167,7 +167,7 @@ func refusedToOpen(p []byte) bool {
 func (c *confirmCall) approvalDecided(ctx context.Context, got *approval.Approval) (Outcome, *ToolResult, *confirmRun) {
 	cs := c.cs
 	if got == nil || got.State == approval.Pending {
-		c.ls.release()
+		c.ls.Release()
 		return outcomeHandedOver, nil, nil
 	}
 	outcome, result := approvalOutcome(got, c.tool)
@@ -177,7 +177,7 @@ func (c *confirmCall) approvalDecided(ctx context.Context, got *approval.Approva
 		return c.giveUp(ctx, OutcomeRevoked)
 	}
 	next := c.rec
-	next.By = c.ls.by()
+	next.By = c.ls.Token()
 	if result == nil {
 		next.State = stateRunning
 	} else {
@@ -185,20 +185,20 @@ func (c *confirmCall) approvalDecided(ctx context.Context, got *approval.Approva
 	}
 	raw, ok, _ := cs.moveConfirm(ctx, c.id, c.raw, statePending, &next)
 	if !ok {
-		c.ls.release()
+		c.ls.Release()
 		return outcomeHandedOver, nil, nil
 	}
 	c.rec, c.raw = next, raw
 	c.completeElicitation(got.ID)
 	if result != nil {
-		c.ls.release()
+		c.ls.Release()
 		return outcome, result, nil
 	}
 	if _, err := cs.cfg.Approvals.Consume(ctx, got.ID, approvalAsker(c.ident), c.tool, c.rec.Args); err != nil {
 		done := c.rec
 		done.State, done.Outcome = stateDone, OutcomeReplayRefused
 		cs.moveConfirm(ctx, c.id, c.raw, stateRunning, &done)
-		c.ls.release()
+		c.ls.Release()
 		o, r := approvalOutcome(&approval.Approval{State: approval.Used}, c.tool)
 		return o, r, nil
 	}

@@ -65,9 +65,7 @@ func (ap *approvals) openApprovalRound(t *toolRun, d Decision) bool {
 		ap.confirms.confirmRefused(rq, m, err, ev)
 		return false
 	}
-	rec := nonceRecord{State: statePending, Round: 1, Approval: a.ID}
-	ok, err := ap.cfg.Store.PutIfAbsent(rq.ctx, nonceKey(n), ap.confirms.encodeNonce(n, &rec), ap.confirms.confirmTTL())
-	if err != nil || !ok {
+	if err := ap.confirms.createNonce(rq.ctx, n, &nonceRecord{State: statePending, Round: 1, Approval: a.ID}); err != nil {
 		ev.Outcome = OutcomeError
 		rq.storeFailed(m, err)
 		return false

@@ -12,6 +12,7 @@ import (
 	"crypto/rand"
 	"encoding/json"
 	"errors"
+	"github.com/mcphandler/mcphandler/internal/record"
 	"time"
 
 	"github.com/mcphandler/mcphandler/elicitation"
@@ -120,7 +121,7 @@ func (c *confirmCall) record(ctx context.Context) error {
 	}
 	if err == nil {
 		if c.raw, err = cs.createConfirm(ctx, c.id, &c.rec); err != nil {
-			c.ls.release()
+			c.ls.Release()
 		}
 	}
 	if err == nil && c.rec.Stream != "" {
@@ -139,7 +140,7 @@ type confirmCall struct {
 	ident  Identity // who called; the role of the answer replaces its role
 	form   *elicitation.Schema
 	expect map[string]any
-	ls     *lease
+	ls     *record.Lease
 	rec    confirmRecord // as last read or written
 	raw    []byte        // its exact bytes in the store
 	found  Tool          // the tool, found again when the answer is judged
@@ -163,7 +164,7 @@ func (r *confirmRun) finish(ctx context.Context) {
 	if _, ok, err := c.cs.moveConfirm(ctx, c.id, r.raw, stateRunning, &next); !ok {
 		c.cs.logger().Error("mcphandler: recording a confirmed call's end", "confirm", c.id, "err", err)
 	}
-	c.ls.release()
+	c.ls.Release()
 }
 
 // wait sends the question and waits for the record to leave pending.
@@ -240,11 +241,11 @@ func (c *confirmCall) giveUp(ctx context.Context, outcome Outcome) (Outcome, *To
 	limit := c.rec.deadline().Add(cs.ct.skew)
 	for {
 		next := c.rec
-		next.State, next.By, next.Outcome = stateClosed, c.ls.by(), outcome
+		next.State, next.By, next.Outcome = stateClosed, c.ls.Token(), outcome
 		raw, ok, err := cs.moveConfirm(ctx, c.id, c.raw, statePending, &next)
 		if ok {
 			c.rec, c.raw = next, raw
-			c.ls.release()
+			c.ls.Release()
 			if outcome == OutcomeTimedOut && c.x != nil {
 				p := append([]byte(`{"requestId":`), jsonrpc.AppendString(nil, c.id)...)
 				p = append(p, `,"reason":"the server stopped waiting"}`...)
@@ -264,7 +265,7 @@ func (c *confirmCall) giveUp(ctx context.Context, outcome Outcome) (Outcome, *To
 		}
 		if time.Now().After(limit) {
 			cs.logger().Error("mcphandler: a confirm's outcome is unknown: the session store is unavailable", "confirm", c.id, "err", err)
-			c.ls.release()
+			c.ls.Release()
 			return outcomeHandedOver, nil, nil
 		}
 		time.Sleep(cs.ct.poll)
@@ -307,19 +308,19 @@ func (c *confirmCall) follow(ctx context.Context, rec confirmRecord, raw []byte,
 	switch {
 	case err != nil:
 		c.cs.logger().Error("mcphandler: a confirm's record is gone or invalid", "confirm", c.id, "err", err)
-		c.ls.release()
+		c.ls.Release()
 		return OutcomeError, ErrorResult("Not run: the confirmation of " + c.tool + " was lost."), nil
 	case rec.State == stateAnswered:
 		return c.decideAnswer(ctx, rec, raw, refuse)
-	case rec.By == c.ls.by() && rec.State == stateClosed:
+	case rec.By == c.ls.Token() && rec.State == stateClosed:
 		c.rec, c.raw = rec, raw
-		c.ls.release()
+		c.ls.Release()
 		return rec.Outcome, c.notRun(rec.Outcome), nil
-	case rec.By == c.ls.by() && rec.State == stateRunning:
+	case rec.By == c.ls.Token() && rec.State == stateRunning:
 		c.rec, c.raw = rec, raw
 		return OutcomeConfirmed, nil, &confirmRun{c: c, raw: raw}
 	}
-	c.ls.release()
+	c.ls.Release()
 	return outcomeHandedOver, nil, nil
 }
 
@@ -339,7 +340,7 @@ func (c *confirmCall) decideAnswer(ctx context.Context, rec confirmRecord, raw [
 		outcome, result = refuse, c.notRun(refuse)
 	}
 	next := rec
-	next.By = c.ls.by()
+	next.By = c.ls.Token()
 	if outcome == OutcomeConfirmed {
 		next.State = stateRunning
 	} else {
@@ -352,7 +353,7 @@ func (c *confirmCall) decideAnswer(ctx context.Context, rec confirmRecord, raw [
 			if next.State == stateRunning {
 				return OutcomeConfirmed, nil, &confirmRun{c: c, raw: b}
 			}
-			c.ls.release()
+			c.ls.Release()
 			return outcome, result, nil
 		}
 		if err == nil {
@@ -368,15 +369,15 @@ func (c *confirmCall) decideAnswer(ctx context.Context, rec confirmRecord, raw [
 func (c *confirmCall) decisionLost(ctx context.Context, next confirmRecord, outcome Outcome, result *ToolResult, refuse Outcome) (Outcome, *ToolResult, *confirmRun) {
 	got, graw, err := c.cs.loadConfirm(ctx, c.id)
 	if err != nil && !isAbsent(err) {
-		c.ls.release()
+		c.ls.Release()
 		return outcomeHandedOver, nil, nil
 	}
 	if err == nil && got.State == stateAnswered {
-		c.ls.release() // we could not record the decision: leave it to whoever can
+		c.ls.Release() // we could not record the decision: leave it to whoever can
 		return outcomeHandedOver, nil, nil
 	}
 	if err == nil && got.By == next.By && got.State == stateClosed {
-		c.ls.release()
+		c.ls.Release()
 		return outcome, result, nil
 	}
 	return c.follow(ctx, got, graw, err, refuse)
@@ -475,7 +476,7 @@ func (cs *confirms) answerConfirm(rq *request, id string, m *jsonrpc.Message) er
 // receives it. from is the request that led here, whose identity asks,
 // in its session; the call is reported to OnCall; ctx is the operation's
 // context.
-func (cs *confirms) adopt(ctx context.Context, from *request, start time.Time, id string, ls *lease, rec confirmRecord, raw []byte) {
+func (cs *confirms) adopt(ctx context.Context, from *request, start time.Time, id string, ls *record.Lease, rec confirmRecord, raw []byte) {
 	r, ident, sess := from.r, from.id, from.sess
 	rq := &request{h: from.h, r: r, start: start, id: ident, sess: sess, version: sess.ProtocolVersion, era: eraSessions}
 	rq.info = &reqInfo{identity: ident, request: r, version: sess.ProtocolVersion, sessionID: sess.ID}
@@ -484,7 +485,7 @@ func (cs *confirms) adopt(ctx context.Context, from *request, start time.Time, i
 	rq.st = cs.logOnly(sess.ID, rec.Stream)
 	form, err := elicitation.Parse(rec.Form)
 	if err != nil {
-		ls.release()
+		ls.Release()
 		return
 	}
 	c := &confirmCall{cs: cs, id: id, tool: rec.Tool, ident: ident, form: form, expect: rec.Expect, ls: ls, rec: rec, raw: raw}
@@ -522,7 +523,7 @@ func (cs *confirms) logOnly(sid, streamID string) *stream {
 // closeLapsedPending closes as timed out a pending confirm past its
 // deadline whose lease it could take; it returns a nil result when it did
 // not, else the lease, which the caller releases once the result is sent.
-func (cs *confirms) closeLapsedPending(ctx context.Context, id string, raw []byte, rec confirmRecord) (Outcome, *ToolResult, *lease) {
+func (cs *confirms) closeLapsedPending(ctx context.Context, id string, raw []byte, rec confirmRecord) (Outcome, *ToolResult, *record.Lease) {
 	if time.Now().Before(rec.deadline()) {
 		return "", nil, nil
 	}
@@ -531,9 +532,9 @@ func (cs *confirms) closeLapsedPending(ctx context.Context, id string, raw []byt
 		return "", nil, nil
 	}
 	next := rec
-	next.State, next.By, next.Outcome = stateClosed, ls.by(), OutcomeTimedOut
+	next.State, next.By, next.Outcome = stateClosed, ls.Token(), OutcomeTimedOut
 	if _, ok, _ := cs.moveConfirm(ctx, id, raw, statePending, &next); !ok {
-		ls.release()
+		ls.Release()
 		return "", nil, nil
 	}
 	return OutcomeTimedOut, ErrorResult("Not run: the confirmation of " + rec.Tool + " timed out."), ls
@@ -580,10 +581,10 @@ func (cs *confirms) watchConfirm(rq *request, streamID string) {
 			cs.approvals.adoptApproval(rq, id, rec, raw) // see approve_push.go
 			return
 		}
-		var ls *lease
+		var ls *record.Lease
 		ev.Outcome, msg, ls = cs.closeLapsedPending(ctx, id, raw, rec)
 		if ls != nil {
-			defer ls.release()
+			defer ls.Release()
 		}
 	case stateRunning:
 		ev.Outcome, msg = cs.markLapsedRunning(ctx, id, raw, rec)

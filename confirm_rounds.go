@@ -89,7 +89,7 @@ func (cs *confirms) openConfirmRound(rq *request, m *jsonrpc.Message, x *Exchang
 		cs.confirmRefused(rq, m, err, ev)
 		return
 	}
-	if err := cs.createNonce(rq.ctx, n); err != nil {
+	if err := cs.createNonce(rq.ctx, n, &nonceRecord{State: statePending, Round: 1}); err != nil {
 		ev.Outcome = OutcomeError
 		rq.storeFailed(m, err)
 		return

@@ -1,19 +1,16 @@
 package mcphandler
 
 import (
-	"cmp"
 	"context"
 	"encoding/hex"
 	"encoding/json"
 	"errors"
-	"sync"
 	"time"
 
 	"github.com/mcphandler/mcphandler/elicitation"
 	"github.com/mcphandler/mcphandler/internal/jsonrpc"
-	"github.com/mcphandler/mcphandler/internal/sign"
+	"github.com/mcphandler/mcphandler/internal/record"
 	"github.com/mcphandler/mcphandler/internal/task"
-	"github.com/mcphandler/mcphandler/session"
 )
 
 // A confirm is a state machine kept in the store, one record per confirm
@@ -94,9 +91,10 @@ type confirmTimes struct {
 
 var defaultConfirmTimes = confirmTimes{lease: leaseTTL, poll: confirmPoll, skew: clockSkew, linger: confirmLinger}
 
-// errBadRecord reports a record that does not verify or has an unexpected
-// shape: it is treated as absent, and nothing acts on it.
-var errBadRecord = errors.New("mcphandler: invalid record in the session store")
+// errBadRecord reports a record that does not verify, has an unexpected
+// shape, was rolled back or is past its end of life: it is treated as
+// absent, and nothing acts on it.
+var errBadRecord = record.ErrInvalid
 
 // confirmRecord is the record of a 2025 confirm. It binds the answer to
 // the session and identity that were asked and to the tool and arguments
@@ -154,6 +152,9 @@ type recordLife struct {
 	End int64  `json:"x,omitempty"`
 }
 
+func (l *recordLife) Life() record.Life     { return record.Life{Rev: l.Rev, End: l.End} }
+func (l *recordLife) SetLife(n record.Life) { l.Rev, l.End = n.Rev, n.End }
+
 // confirmTask is the task request of a confirmed 2025-11-25 call: the ttl
 // the client asked for (milliseconds, 0 for the default, at most 2^53 as
 // params.task.ttl) and the task's owner, which must be the record's Owner.
@@ -209,62 +210,34 @@ func (r *confirmRecord) keepCall(x *Exchange, args json.RawMessage) {
 	}
 }
 
-// Errors of a genuine record that must not be acted on; they read as
-// errBadRecord (absent) and are logged like a forgery.
-var (
-	errRolledBack = errors.New("mcphandler: a record older than one this replica saw (written back)")
-	errRecordEnd  = errors.New("mcphandler: a record past its signed end of life")
-)
-
-// live checks a verified record of key, read by a read that began at
-// since (revs.Memory.Begin), against its signed end of life (End, or when
-// the record has none, written by an earlier release, implied) and this
-// replica's memory of its revisions, and remembers its revision; a record
-// that fails reads as absent.
-func (cs *confirms) live(key string, l recordLife, implied int64, since uint64) bool {
-	end, now := l.End, time.Now().UnixMilli()
-	if end == 0 {
-		end = implied
-	}
-	switch {
-	case end != 0 && now >= end:
-		cs.bus.dropped(key, errRecordEnd)
-		return false
-	case !cs.macs.revs.See(key, l.Rev, cmp.Or(end, now+cs.confirmTTL().Milliseconds()), now, since):
-		cs.bus.dropped(key, errRolledBack)
-		return false
-	}
-	return true
+// confirmKinds are the kinds of confirm records (record.Kind): 2025
+// confirms and 2026-07-28 nonces, signed each for its purpose, sharing
+// this replica's memory of revisions. A record that says no end of life
+// (written by an earlier release) ends, for a confirm, confirmTTL after
+// its deadline; for a nonce, when the sealed requestState that names it
+// expires.
+type confirmKinds struct {
+	confirm record.Kind[confirmRecord, *confirmRecord]
+	nonce   record.Kind[nonceRecord, *nonceRecord]
 }
 
-// nextLife is the life of the record that replaces the one read as raw
-// under key (nil for a new record): the next revision, living confirmTTL
-// from now. It reports false when this replica knows a later revision
-// than raw's: the transition could only fail (a stale read) or succeed on
-// a rolled-back record, so the caller must read the record again.
-func (cs *confirms) nextLife(key string, raw []byte) (recordLife, bool) {
-	now := time.Now()
-	rev := revOf(raw)
-	return recordLife{Rev: rev + 1, End: now.Add(cs.confirmTTL()).UnixMilli()}, !cs.macs.revs.Newer(key, rev, now.UnixMilli())
+// setKinds sets cs's record kinds from its config and periods: once by
+// newConfirms, again when tests change the periods.
+func (cs *confirms) setKinds() {
+	ttl := cs.confirmTTL()
+	cs.kinds.confirm = record.Kind[confirmRecord, *confirmRecord]{Store: cs.cfg.Store, Signer: cs.macs.confirm,
+		Revs: &cs.macs.revs, Span: ttl, Dropped: cs.bus.dropped,
+		Implied: func(r *confirmRecord) int64 { return r.Deadline + ttl.Milliseconds() }}
+	cs.kinds.nonce = record.Kind[nonceRecord, *nonceRecord]{Store: cs.cfg.Store, Signer: cs.macs.nonce,
+		Revs: &cs.macs.revs, Span: ttl, Dropped: cs.bus.dropped}
 }
 
-// wrote remembers the life of a record this replica wrote under key.
-func (cs *confirms) wrote(key string, l recordLife) {
-	cs.macs.revs.See(key, l.Rev, l.End, time.Now().UnixMilli(), cs.macs.revs.Begin())
-}
+// endOfLife is the end of life of a record written now: confirmTTL ahead,
+// as its lifetime in the store.
+func (cs *confirms) endOfLife() int64 { return time.Now().Add(cs.confirmTTL()).UnixMilli() }
 
-// revOf is the revision of a record as read from the store (verified by
-// its load): 0 when it has none.
-func revOf(raw []byte) uint64 {
-	var l recordLife
-	if len(raw) > sign.RecordOverhead {
-		json.Unmarshal(raw[sign.RecordOverhead:], &l)
-	}
-	return l.Rev
-}
-
-// valid checks a decoded record like client input.
-func (r *confirmRecord) valid() bool {
+// Valid checks a decoded record like client input.
+func (r *confirmRecord) Valid() bool {
 	if !r.State.valid() || r.State == stateAwaiting || r.Session == "" || r.Owner == "" || r.Tool == "" || r.Deadline <= 0 {
 		return false
 	}
@@ -293,33 +266,17 @@ func isObject(b []byte) bool {
 }
 
 // loadConfirm reads the record of confirm id and the exact bytes a
-// transition must swap from. A record that does not verify or decode is
-// errBadRecord; a missing one session.ErrNotFound.
+// transition must swap from. A record that does not verify or decode, was
+// rolled back or is past its end of life (when it says none: its deadline
+// plus confirmTTL) is errBadRecord; a missing one session.ErrNotFound.
 func (cs *confirms) loadConfirm(ctx context.Context, id string) (confirmRecord, []byte, error) {
-	var rec confirmRecord
-	since := cs.macs.revs.Begin()
-	raw, err := cs.cfg.Store.Load(ctx, confirmKey(id))
-	if err != nil {
-		return rec, nil, err
-	}
-	p, ok := cs.bus.openRecord(cs.macs.confirm, confirmKey(id), raw)
-	if !ok || json.Unmarshal(p, &rec) != nil || !rec.valid() ||
-		!cs.live(confirmKey(id), rec.recordLife, rec.Deadline+cs.confirmTTL().Milliseconds(), since) {
-		return confirmRecord{}, nil, errBadRecord
-	}
-	return rec, raw, nil
-}
-
-func (cs *confirms) encodeConfirm(id string, rec *confirmRecord) []byte {
-	b, _ := json.Marshal(rec)
-	return cs.macs.confirm.Sign(confirmKey(id), b)
+	return cs.kinds.confirm.Load(ctx, confirmKey(id))
 }
 
 // createConfirm stores the pending record of a new confirm.
 func (cs *confirms) createConfirm(ctx context.Context, id string, rec *confirmRecord) ([]byte, error) {
-	rec.recordLife, _ = cs.nextLife(confirmKey(id), nil)
-	raw := cs.encodeConfirm(id, rec)
-	ok, err := cs.cfg.Store.PutIfAbsent(ctx, confirmKey(id), raw, cs.confirmTTL())
+	rec.End = cs.endOfLife()
+	raw, ok, err := cs.kinds.confirm.Create(ctx, confirmKey(id), rec, cs.confirmTTL())
 	if err == nil && !ok {
 		err = errors.New("mcphandler: confirm id already in use")
 	}
@@ -333,16 +290,8 @@ func (cs *confirms) moveConfirm(ctx context.Context, id string, raw []byte, from
 	if !from.canMove(next.State) {
 		return nil, false, errors.New("mcphandler: confirm cannot move from " + string(from) + " to " + string(next.State))
 	}
-	var fresh bool
-	if next.recordLife, fresh = cs.nextLife(confirmKey(id), raw); !fresh {
-		return nil, false, nil
-	}
-	b := cs.encodeConfirm(id, next)
-	ok, err := cs.cfg.Store.CompareAndSwap(context.WithoutCancel(ctx), confirmKey(id), raw, b, cs.confirmTTL())
-	if ok && err == nil {
-		cs.wrote(confirmKey(id), next.recordLife)
-	}
-	return b, ok && err == nil, err
+	next.End = cs.endOfLife()
+	return cs.kinds.confirm.Swap(ctx, confirmKey(id), raw, next, cs.confirmTTL())
 }
 
 // nonceRecord is the record of a 2026-07-28 confirm. Round is the round
@@ -366,7 +315,8 @@ type nonceRecord struct {
 	recordLife
 }
 
-func (r *nonceRecord) valid() bool {
+// Valid checks a decoded record like client input.
+func (r *nonceRecord) Valid() bool {
 	if r.Task && r.State != stateDone {
 		return false
 	}
@@ -389,34 +339,18 @@ func (r *nonceRecord) valid() bool {
 // maxRounds bounds the input_required rounds of one confirmed call.
 const maxRounds = 64
 
+// loadNonce reads the record of nonce and the exact bytes a transition
+// must swap from, like loadConfirm. A record of an earlier release has no
+// end of life: the sealed expiry of the requestState that names it bounds
+// it.
 func (cs *confirms) loadNonce(ctx context.Context, nonce string) (nonceRecord, []byte, error) {
-	var rec nonceRecord
-	since := cs.macs.revs.Begin()
-	raw, err := cs.cfg.Store.Load(ctx, nonceKey(nonce))
-	if err != nil {
-		return rec, nil, err
-	}
-	p, ok := cs.bus.openRecord(cs.macs.nonce, nonceKey(nonce), raw)
-	// A record of an earlier release has no end of life: the sealed
-	// expiry of the requestState that names it bounds it.
-	if !ok || json.Unmarshal(p, &rec) != nil || !rec.valid() || !cs.live(nonceKey(nonce), rec.recordLife, 0, since) {
-		return nonceRecord{}, nil, errBadRecord
-	}
-	return rec, raw, nil
+	return cs.kinds.nonce.Load(ctx, nonceKey(nonce))
 }
 
-// encodeNonce signs rec for nonce; a record without a revision yet (a new
-// one) is given its first life.
-func (cs *confirms) encodeNonce(nonce string, rec *nonceRecord) []byte {
-	if rec.Rev == 0 {
-		rec.recordLife, _ = cs.nextLife(nonceKey(nonce), nil)
-	}
-	b, _ := json.Marshal(rec)
-	return cs.macs.nonce.Sign(nonceKey(nonce), b)
-}
-
-func (cs *confirms) createNonce(ctx context.Context, nonce string) error {
-	ok, err := cs.cfg.Store.PutIfAbsent(ctx, nonceKey(nonce), cs.encodeNonce(nonce, &nonceRecord{State: statePending, Round: 1}), cs.confirmTTL())
+// createNonce stores rec, the first record of nonce.
+func (cs *confirms) createNonce(ctx context.Context, nonce string, rec *nonceRecord) error {
+	rec.End = cs.endOfLife()
+	_, ok, err := cs.kinds.nonce.Create(ctx, nonceKey(nonce), rec, cs.confirmTTL())
 	if err == nil && !ok {
 		err = errors.New("mcphandler: nonce already in use")
 	}
@@ -427,87 +361,25 @@ func (cs *confirms) moveNonce(ctx context.Context, nonce string, raw []byte, fro
 	if !from.canMove(next.State) {
 		return nil, false, errors.New("mcphandler: confirm cannot move from " + string(from) + " to " + string(next.State))
 	}
-	var fresh bool
-	if next.recordLife, fresh = cs.nextLife(nonceKey(nonce), raw); !fresh {
-		return nil, false, nil
-	}
-	b := cs.encodeNonce(nonce, next)
-	ok, err := cs.cfg.Store.CompareAndSwap(context.WithoutCancel(ctx), nonceKey(nonce), raw, b, cs.confirmTTL())
-	if ok && err == nil {
-		cs.wrote(nonceKey(nonce), next.recordLife)
-	}
-	return b, ok && err == nil, err
+	next.End = cs.endOfLife()
+	return cs.kinds.nonce.Swap(ctx, nonceKey(nonce), raw, next, cs.confirmTTL())
 }
 
-// lease is this replica's claim to be responsible for one confirm: held by
-// the asker while it waits and decides, and by the runner while the tool
-// runs. It is renewed every lease/3 until released; a replica that finds
-// it absent may take it (and the confirm) over. The token is random: it
-// carries no decision, so a forged or deleted lease can delay or move who
-// finishes a confirm, never make anything run twice (every transition is
-// a CompareAndSwap on the record).
-type lease struct {
-	store session.Store
-	ttl   time.Duration // how long it lasts without renewal (confirmTimes.lease)
-	key   string
-	token []byte
-
-	mu      sync.Mutex // guards timer and stopped; held while renewing
-	timer   *time.Timer
-	stopped bool
-}
-
-// takeLease takes the lease of confirm id if nobody holds it, and starts
-// renewing it. It returns nil when another replica holds it.
-func (cs *confirms) takeLease(ctx context.Context, id string) (*lease, error) {
-	l := &lease{store: cs.cfg.Store, ttl: cs.ct.lease, key: leaseKey(id), token: []byte(randText())}
-	ok, err := cs.cfg.Store.PutIfAbsent(context.WithoutCancel(ctx), l.key, l.token, cs.ct.lease)
-	if err != nil || !ok {
-		return nil, err
+// takeLease takes the lease of confirm id (record.Lease): this replica's
+// claim to be responsible for the confirm, held by the asker while it
+// waits and decides and by the runner while the tool runs, renewed every
+// ct.lease/3 until released. It returns nil when another replica holds
+// it; a replica that finds it lapsed may take the confirm over.
+func (cs *confirms) takeLease(ctx context.Context, id string) (*record.Lease, error) {
+	l, err := record.Take(ctx, cs.cfg.Store, leaseKey(id), randText(), cs.ct.lease)
+	if l != nil {
+		l.Keep(nil)
 	}
-	l.mu.Lock()
-	l.timer = time.AfterFunc(cs.ct.lease/3, l.renew)
-	l.mu.Unlock()
-	return l, nil
-}
-
-func (l *lease) renew() {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	if l.stopped {
-		return
-	}
-	st, ctx := l.store, context.Background()
-	if ok, err := st.CompareAndSwap(ctx, l.key, l.token, l.token, l.ttl); err == nil && !ok {
-		// It lapsed: take it back if nobody else did. Whoever holds it,
-		// every transition of the confirm stays a CompareAndSwap.
-		st.PutIfAbsent(ctx, l.key, l.token, l.ttl)
-	}
-	l.timer = time.AfterFunc(l.ttl/3, l.renew)
-}
-
-// by is the lease's token, recorded in the transitions its holder makes.
-func (l *lease) by() string { return string(l.token) }
-
-// release stops renewing and drops the lease. It is safe to call more
-// than once.
-func (l *lease) release() {
-	if l == nil {
-		return
-	}
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	if l.stopped {
-		return
-	}
-	l.stopped = true
-	l.timer.Stop()
-	l.store.CompareAndSwap(context.Background(), l.key, l.token, l.token, time.Millisecond)
+	return l, err
 }
 
 // leaseLapsed reports whether nobody holds the lease of confirm id (false
 // when the store cannot tell now).
 func (cs *confirms) leaseLapsed(ctx context.Context, id string) bool {
-	_, err := cs.cfg.Store.Load(ctx, leaseKey(id))
-	return errors.Is(err, session.ErrNotFound)
+	return record.Lapsed(ctx, cs.cfg.Store, leaseKey(id))
 }

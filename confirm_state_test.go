@@ -99,14 +99,14 @@ func TestConfirmRecordTaskRequest(t *testing.T) {
 		rec := base
 		rec.Task = &tk
 		id := confirmPrefix + name
-		h.cfg.Store.PutIfAbsent(ctx, confirmKey(id), h.confirms.encodeConfirm(id, &rec), time.Minute)
+		h.cfg.Store.PutIfAbsent(ctx, confirmKey(id), h.confirms.kinds.confirm.Encode(confirmKey(id), &rec), time.Minute)
 		if _, _, err := h.confirms.loadConfirm(ctx, id); err != errBadRecord {
 			t.Errorf("%s: %v, want errBadRecord", name, err)
 		}
 	}
 	rec := base
 	rec.Task = &confirmTask{TTL: 5000, Tenant: "acme", Subject: "alice"}
-	h.cfg.Store.PutIfAbsent(ctx, confirmKey("good"), h.confirms.encodeConfirm("good", &rec), time.Minute)
+	h.cfg.Store.PutIfAbsent(ctx, confirmKey("good"), h.confirms.kinds.confirm.Encode(confirmKey("good"), &rec), time.Minute)
 	got, _, err := h.confirms.loadConfirm(ctx, "good")
 	if err != nil {
 		t.Fatal(err)

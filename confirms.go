@@ -33,6 +33,7 @@ type confirms struct {
 	bus    *replicaBus       // signed records and messages: publish, openRecord, openMessage, dropped
 	owners *ownerindex.Index // the confirm records of each identity (confirm_owner.go)
 	ct     confirmTimes      // the confirm machinery's periods
+	kinds  confirmKinds      // its records, as ct says (setKinds)
 
 	catalog   *catalog   // finds the tool of a call taken over again
 	streams   *streams   // the event logs where a call taken over is answered
@@ -48,7 +49,9 @@ func newConfirms(cfg *Config, m *macs, bus *replicaBus, secrets [][]byte) (*conf
 	if err != nil {
 		return nil, err
 	}
-	return &confirms{cfg: cfg, macs: m, bus: bus, owners: owners, ct: defaultConfirmTimes}, nil
+	cs := &confirms{cfg: cfg, macs: m, bus: bus, owners: owners, ct: defaultConfirmTimes}
+	cs.setKinds()
+	return cs, nil
 }
 
 func (cs *confirms) logger() *slog.Logger { return cs.cfg.Logger }

@@ -9,6 +9,7 @@ import "time"
 // serves any request.
 func SetConfirmTimes(h *Handler, lease, poll time.Duration) {
 	h.confirms.ct = confirmTimes{lease: lease, poll: poll, skew: poll, linger: h.confirms.ct.linger}
+	h.confirms.setKinds()
 }
 
 // SetConfirmLinger shortens how long a confirm's record outlives its
@@ -16,6 +17,7 @@ func SetConfirmTimes(h *Handler, lease, poll time.Duration) {
 // life. Call it before h serves any request.
 func SetConfirmLinger(h *Handler, linger time.Duration) {
 	h.confirms.ct.linger = linger
+	h.confirms.setKinds()
 }
 
 // SkillDigestCacheSize is the bound of the skill digest cache.

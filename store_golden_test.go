@@ -279,7 +279,7 @@ func TestGolden(t *testing.T) {
 			name: "confirm-record-" + state + ".golden",
 			build: func(t *testing.T, h *Handler, _ *goldenStore) []byte {
 				rec := goldenConfirmRecords(t, h)[state]
-				return h.confirms.encodeConfirm(goldenConfirmID, &rec)
+				return h.confirms.kinds.confirm.Encode(confirmKey(goldenConfirmID), &rec)
 			},
 			check: func(t *testing.T, h *Handler, b []byte) {
 				h.cfg.Store.PutIfAbsent(ctx, confirmKey(goldenConfirmID), b, time.Minute)
@@ -298,7 +298,7 @@ func TestGolden(t *testing.T) {
 			name: "nonce-record-" + state + ".golden",
 			build: func(t *testing.T, h *Handler, _ *goldenStore) []byte {
 				rec := goldenNonceRecords(t)[state]
-				return h.confirms.encodeNonce(goldenNonce, &rec)
+				return h.confirms.kinds.nonce.Encode(nonceKey(goldenNonce), &rec)
 			},
 			check: func(t *testing.T, h *Handler, b []byte) {
 				h.cfg.Store.PutIfAbsent(ctx, nonceKey(goldenNonce), b, time.Minute)
@@ -323,7 +323,7 @@ func TestGolden(t *testing.T) {
 				if err := c.record(ctx); err != nil {
 					t.Fatal(err)
 				}
-				c.ls.release()
+				c.ls.Release()
 				b, err := h.cfg.Store.Load(ctx, confirmOfKey(rec.Session, rec.Stream))
 				if err != nil {
 					t.Fatal(err)

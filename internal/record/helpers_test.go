@@ -112,7 +112,7 @@ func mustCreate(t testing.TB, k *things, key string, v *thing) []byte {
 
 func mustLoad(t testing.TB, k *things, key string) (thing, []byte) {
 	t.Helper()
-	v, raw, err := k.Load(ctxT(t), key, 0)
+	v, raw, err := k.Load(ctxT(t), key)
 	if err != nil {
 		t.Fatalf("Load(%s): %v", key, err)
 	}

@@ -77,11 +77,17 @@ type Kind[T any, P interface {
 	// Revs remembers the revisions this process saw; nil keeps no
 	// memory (the kind bounds copies otherwise).
 	Revs *revs.Memory
-	// Span is how long Revs remembers a record that says no end of life
-	// and whose end Load is not told.
+	// Implied, if set, is the end of life (unix ms) of a record that says
+	// none, from what it says (a record of an earlier release, say); 0
+	// means none.
+	Implied func(P) int64
+	// Span is how long Revs remembers a record that has no end of life,
+	// said or implied.
 	Span time.Duration
-	// Dropped, if set, is told of every record Load refused, with why
-	// (a sign error, ErrInvalid, ErrRolledBack or ErrEnded).
+	// Dropped, if set, is told of every genuine-looking record Load
+	// refused, with why: one that does not verify (a sign error), was
+	// rolled back (ErrRolledBack) or is past its end (ErrEnded). A
+	// verified record that does not decode or check is refused silently.
 	Dropped func(key string, err error)
 	// Now is the clock; nil means time.Now.
 	Now func() time.Time
@@ -103,10 +109,9 @@ func (k *Kind[T, P]) drop(key string, err error) {
 // Load reads the record under key, and the exact bytes a Swap must start
 // from. A missing record is the store's error (session.ErrNotFound). A
 // record that does not verify, decode or check, that is older than a
-// revision this process saw, or that is past its end of life is refused:
-// Dropped is told why and Load returns an error wrapping ErrInvalid.
-// implied is the end of life of a record that says none (0: none).
-func (k *Kind[T, P]) Load(ctx context.Context, key string, implied int64) (T, []byte, error) {
+// revision this process saw, or that is past its end of life is refused
+// (see Dropped): Load returns an error wrapping ErrInvalid.
+func (k *Kind[T, P]) Load(ctx context.Context, key string) (T, []byte, error) {
 	var v T
 	var since uint64
 	if k.Revs != nil {
@@ -125,7 +130,7 @@ func (k *Kind[T, P]) Load(ctx context.Context, key string, implied int64) (T, []
 		var zero T
 		return zero, nil, ErrInvalid
 	}
-	if err := k.live(key, P(&v).Life(), implied, since); err != nil {
+	if err := k.live(key, P(&v), since); err != nil {
 		k.drop(key, err)
 		var zero T
 		return zero, nil, errors.Join(ErrInvalid, err)
@@ -135,10 +140,11 @@ func (k *Kind[T, P]) Load(ctx context.Context, key string, implied int64) (T, []
 
 // live checks a verified record's life against its end and this process's
 // memory of its revisions, and remembers its revision.
-func (k *Kind[T, P]) live(key string, l Life, implied int64, since uint64) error {
+func (k *Kind[T, P]) live(key string, v P, since uint64) error {
+	l := v.Life()
 	end, now := l.End, k.now().UnixMilli()
-	if end == 0 {
-		end = implied
+	if end == 0 && k.Implied != nil {
+		end = k.Implied(v)
 	}
 	switch {
 	case end != 0 && now >= end:

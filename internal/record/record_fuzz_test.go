@@ -24,7 +24,7 @@ func FuzzLoad(f *testing.F) {
 		if ok, err := w.store.PutIfAbsent(t.Context(), "thing/f", b, time.Minute); !ok || err != nil {
 			t.Skip()
 		}
-		v, raw, err := k.Load(t.Context(), "thing/f", 0)
+		v, raw, err := k.Load(t.Context(), "thing/f")
 		if err != nil {
 			if raw != nil || v != (thing{}) {
 				t.Fatalf("refused, but returned %+v, %q", v, raw)

@@ -44,7 +44,7 @@ func TestCreateLoadSwap(t *testing.T) {
 		if v, _ := mustLoad(t, k, "thing/a"); v.St != "moved" || v.Rev != 2 {
 			t.Fatalf("loaded %+v after the swap", v)
 		}
-		if _, _, err := k.Load(ctx, "thing/none", 0); !errors.Is(err, session.ErrNotFound) {
+		if _, _, err := k.Load(ctx, "thing/none"); !errors.Is(err, session.ErrNotFound) {
 			t.Fatalf("Load of a missing record: %v, want session.ErrNotFound", err)
 		}
 	})
@@ -123,7 +123,7 @@ func TestAttackForgedRecords(t *testing.T) {
 						t.Fatalf("planting: %v %v", ok, err)
 					}
 				}
-				v, raw, err := k.Load(ctx, key, 0)
+				v, raw, err := k.Load(ctx, key)
 				if !errors.Is(err, ErrInvalid) || raw != nil || v != (thing{}) {
 					t.Fatalf("Load = %+v, %q, %v; want ErrInvalid and nothing", v, raw, err)
 				}
@@ -164,7 +164,7 @@ func TestAttackRolledBack(t *testing.T) {
 		if ok, err := w.store.CompareAndSwap(ctx, "thing/rb", cur, old, time.Minute); !ok || err != nil {
 			t.Fatal(ok, err)
 		}
-		if _, _, err := a.Load(ctx, "thing/rb", 0); !errors.Is(err, ErrRolledBack) || !errors.Is(err, ErrInvalid) {
+		if _, _, err := a.Load(ctx, "thing/rb"); !errors.Is(err, ErrRolledBack) || !errors.Is(err, ErrInvalid) {
 			t.Fatalf("Load of the rolled-back record: %v, want ErrRolledBack (ErrInvalid)", err)
 		}
 		if !drops.has(ErrRolledBack) {
@@ -200,7 +200,7 @@ func TestStaleReadIsNotARollback(t *testing.T) {
 		}
 	}
 	st.hold = old
-	v, raw, err := k.Load(ctx, "thing/s", 0)
+	v, raw, err := k.Load(ctx, "thing/s")
 	if err != nil || v.St != "new" {
 		t.Fatalf("stale read: %+v, %v; want the revision before the write", v, err)
 	}
@@ -241,27 +241,39 @@ func TestEndOfLife(t *testing.T) {
 	mustCreate(t, k, "thing/none", &thing{St: "new"})
 	for _, at := range []time.Duration{0, 999 * time.Millisecond} {
 		now = time.UnixMilli(1_800_000_000_000).Add(at)
-		if _, _, err := k.Load(ctx, "thing/e", 0); err != nil {
+		if _, _, err := k.Load(ctx, "thing/e"); err != nil {
 			t.Fatalf("at +%v: %v", at, err)
 		}
 	}
 	for _, at := range []time.Duration{time.Second, time.Hour} {
 		now = time.UnixMilli(1_800_000_000_000).Add(at)
-		if _, _, err := k.Load(ctx, "thing/e", 0); !errors.Is(err, ErrEnded) {
+		if _, _, err := k.Load(ctx, "thing/e"); !errors.Is(err, ErrEnded) {
 			t.Fatalf("at +%v: %v, want ErrEnded", at, err)
 		}
 	}
 	if !drops.has(ErrEnded) {
 		t.Fatal("the ended record was not reported")
 	}
-	if _, _, err := k.Load(ctx, "thing/none", now.UnixMilli()); !errors.Is(err, ErrEnded) {
-		t.Fatalf("implied end reached: %v, want ErrEnded", err)
-	}
-	if _, _, err := k.Load(ctx, "thing/none", now.UnixMilli()+1); err != nil {
-		t.Fatalf("implied end not reached: %v", err)
-	}
-	if _, _, err := k.Load(ctx, "thing/none", 0); err != nil {
+	if _, _, err := k.Load(ctx, "thing/none"); err != nil {
 		t.Fatalf("no end at all: %v", err)
+	}
+	// The end a record implies is read from the record itself: here its
+	// counter, as seconds from the start.
+	start := time.UnixMilli(1_800_000_000_000)
+	k.Implied = func(v *thing) int64 { return start.Add(time.Duration(v.N) * time.Second).UnixMilli() }
+	mustCreate(t, k, "thing/implied", &thing{St: "new", N: 5})
+	for at, want := range map[time.Duration]error{0: nil, 4999 * time.Millisecond: nil, 5 * time.Second: ErrEnded, time.Hour: ErrEnded} {
+		now = start.Add(at)
+		if _, _, err := k.Load(ctx, "thing/implied"); !errors.Is(err, want) || want == nil && err != nil {
+			t.Fatalf("implied end, at +%v: %v, want %v", at, err, want)
+		}
+	}
+	// A said end wins over the implied one.
+	now = start
+	mustCreate(t, k, "thing/said", &thing{St: "new", N: 5, End: start.Add(time.Hour).UnixMilli()})
+	now = start.Add(time.Minute)
+	if _, _, err := k.Load(ctx, "thing/said"); err != nil {
+		t.Fatalf("a said end of life an hour ahead: %v", err)
 	}
 }
 
@@ -300,7 +312,7 @@ func TestSwapStoreFaults(t *testing.T) {
 		if _, ok, err := k.Swap(ctx, "thing/f", raw, &thing{St: "moved"}, time.Minute); ok || !errors.Is(err, errDown) {
 			t.Fatalf("Swap on a failing store = %v, %v", ok, err)
 		}
-		if _, _, err := k.Load(ctx, "thing/f", 0); !errors.Is(err, errDown) {
+		if _, _, err := k.Load(ctx, "thing/f"); !errors.Is(err, errDown) {
 			t.Fatalf("Load on a failing store: %v", err)
 		}
 		st.set(false)
