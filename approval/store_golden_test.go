@@ -81,20 +81,20 @@ var goldenRequest = Request{Asker: goldenAsker, Tool: "delete_file", Arguments: 
 	Message: "Delete the readme?", Policy: Policy{MinRole: "admin", Rule: "same-team"}}
 
 // goldenRecords are the golden approval in each state.
-func goldenRecords(t *testing.T, s *Store) map[State]*record {
+func goldenRecords(t *testing.T, s *Store) map[State]*stored {
 	args, digest, err := s.check(&goldenRequest)
 	if err != nil {
 		t.Fatal(err)
 	}
 	now := goldenNow.UnixMilli()
-	pending := &record{State: Pending, Asker: goldenAsker, Tool: goldenRequest.Tool, Digest: hex.EncodeToString(digest[:]),
+	pending := &stored{State: Pending, Asker: goldenAsker, Tool: goldenRequest.Tool, Digest: hex.EncodeToString(digest[:]),
 		Args: args, Message: goldenRequest.Message, Policy: goldenRequest.Policy, Created: now, Expires: now + s.cfg.TTL.Milliseconds()}
-	decided := func(st State, by Identity) *record {
+	decided := func(st State, by Identity) *stored {
 		r := pending.with(st)
 		r.By, r.Decided = &by, now+30_000
 		return r
 	}
-	return map[State]*record{
+	return map[State]*stored{
 		Pending: pending, Approved: decided(Approved, goldenAdmin), Declined: decided(Declined, goldenAdmin),
 		Used: decided(Used, goldenAdmin), Expired: pending.with(Expired), Withdrawn: pending.with(Withdrawn),
 	}
