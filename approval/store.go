@@ -16,6 +16,7 @@ import (
 
 	"github.com/mcphandler/mcphandler/internal/canon"
 	"github.com/mcphandler/mcphandler/internal/ownerindex"
+	"github.com/mcphandler/mcphandler/internal/record"
 	"github.com/mcphandler/mcphandler/internal/sign"
 	"github.com/mcphandler/mcphandler/session"
 )
@@ -99,8 +100,9 @@ type Config struct {
 type Store struct {
 	cfg     Config
 	mac     *sign.Signer
-	owners  *ownerindex.Index // pending approvals per caller (pending.go)
-	seen    seen              // approvals known to have left pending (seen.go)
+	records record.Kind[stored, *stored] // approval/<id>
+	owners  *ownerindex.Index            // pending approvals per caller (pending.go)
+	seen    seen                         // approvals known to have left pending (seen.go)
 	hearing hearing
 	now     func() time.Time
 }
@@ -142,6 +144,7 @@ func New(cfg Config) (*Store, error) {
 		return nil, fmt.Errorf("approval: Config.Keys: %w", err)
 	}
 	s := &Store{cfg: cfg, mac: mac, now: time.Now}
+	s.records = record.Kind[stored, *stored]{Store: cfg.Store, Signer: mac, Now: func() time.Time { return s.now() }}
 	s.owners = ownerindex.New(ownerindex.Config{Store: cfg.Store, Signer: owner, Max: cfg.MaxPendingPerIdentity,
 		ValidID: ValidID, MaxIDLen: IDLen, Recheck: recheck, Now: func() time.Time { return s.now() }})
 	return s, nil
@@ -212,8 +215,8 @@ type stored struct {
 	Decided int64           `json:"at,omitempty"`
 }
 
-// valid checks a decoded record like client input.
-func (r *stored) valid() bool {
+// Valid checks a decoded record like client input.
+func (r *stored) Valid() bool {
 	if !r.State.valid() || r.Asker.Subject == "" || r.Tool == "" || r.Created <= 0 || r.Expires < r.Created {
 		return false
 	}
@@ -225,6 +228,11 @@ func (r *stored) valid() bool {
 	}
 	return canon.Check(r.Args, canon.Limits{}) == nil
 }
+
+// Life and SetLife make stored a record.Body without a Life: it keeps no
+// revision (see seen.go), and load checks its end, which depends on Linger.
+func (r *stored) Life() record.Life   { return record.Life{} }
+func (r *stored) SetLife(record.Life) {}
 
 func (s *Store) approval(id string, r *stored) *Approval {
 	a := &Approval{
@@ -249,15 +257,10 @@ func (s *Store) ttl(r *stored) time.Duration {
 	return max(time.Duration(s.end(r)-s.now().UnixMilli())*time.Millisecond, time.Second)
 }
 
-func (s *Store) encode(id string, r *stored) []byte {
-	b, _ := json.Marshal(r)
-	return s.mac.Sign(recordKey(id), b)
-}
-
 // load reads approval id and the exact bytes a transition swaps from. A
-// record that does not verify, read at or after its end, or in an earlier
-// state than this Store knows the approval in (a copy written back, see
-// seen.go) is ErrNotFound.
+// record that does not verify or check, read at or after its end, or in an
+// earlier state than this Store knows the approval in (a copy written back,
+// see seen.go) is ErrNotFound.
 func (s *Store) load(ctx context.Context, id string) (*stored, []byte, error) {
 	if !ValidID(id) {
 		return nil, nil, ErrNotFound
@@ -266,16 +269,13 @@ func (s *Store) load(ctx context.Context, id string) (*stored, []byte, error) {
 	// What was known before the read: a transition heard while the read
 	// was under way may be newer than what it returns.
 	known := s.seen.known(id)
-	raw, err := s.cfg.Store.Load(ctx, recordKey(id))
-	if errors.Is(err, session.ErrNotFound) {
+	r, raw, err := s.records.Load(ctx, recordKey(id), 0)
+	switch {
+	case errors.Is(err, session.ErrNotFound), errors.Is(err, record.ErrInvalid):
 		return nil, nil, ErrNotFound
-	}
-	if err != nil {
+	case err != nil:
 		return nil, nil, fmt.Errorf("approval: load: %w", err)
-	}
-	p, err := s.mac.Open(recordKey(id), raw)
-	var r stored
-	if err != nil || json.Unmarshal(p, &r) != nil || !r.valid() || s.now().UnixMilli() >= s.end(&r) || rolledBack(known, r.State) {
+	case s.now().UnixMilli() >= s.end(&r), rolledBack(known, r.State):
 		return nil, nil, ErrNotFound
 	}
 	s.remember(ctx, id, &r, false)
@@ -289,7 +289,7 @@ func (s *Store) move(ctx context.Context, id string, raw []byte, from State, nex
 	if !from.canMove(next.State) {
 		return false, fmt.Errorf("approval: cannot move from %s to %s", from, next.State)
 	}
-	ok, err := s.cfg.Store.CompareAndSwap(context.WithoutCancel(ctx), recordKey(id), raw, s.encode(id, next), s.ttl(next))
+	_, ok, err := s.records.Swap(ctx, recordKey(id), raw, next, s.ttl(next))
 	if err != nil {
 		return false, fmt.Errorf("approval: %w", err)
 	}
@@ -402,24 +402,23 @@ func (s *Store) Begin(ctx context.Context, req Request) (a *Approval, created bo
 }
 
 // drop deletes the record of approval id as written new (r), unless it
-// changed since.
+// changed since: it swaps it for itself, to live a millisecond.
 func (s *Store) drop(ctx context.Context, id string, r *stored) {
-	b := s.encode(id, r)
-	s.cfg.Store.CompareAndSwap(context.WithoutCancel(ctx), recordKey(id), b, b, time.Millisecond)
+	s.records.Swap(ctx, recordKey(id), s.records.Encode(recordKey(id), r), r, time.Millisecond)
 }
 
 // create writes the record of new approval id and points the index idx,
 // whose value was old (nil: absent), at it. It reports whether the index
 // now points at it.
 func (s *Store) create(ctx context.Context, idx string, old []byte, id string, r *stored) (bool, error) {
-	if ok, err := s.cfg.Store.PutIfAbsent(ctx, recordKey(id), s.encode(id, r), s.ttl(r)); err != nil {
+	_, ok, err := s.records.Create(ctx, recordKey(id), r, s.ttl(r))
+	switch {
+	case err != nil:
 		return false, fmt.Errorf("approval: create: %w", err)
-	} else if !ok {
+	case !ok:
 		return false, errors.New("approval: create: id in use")
 	}
-	ptr := s.mac.Sign(idx, []byte(id))
-	var ok bool
-	var err error
+	ptr := s.mac.Sign(idx, []byte(id)) // the bare id, not a record's JSON
 	if old == nil {
 		ok, err = s.cfg.Store.PutIfAbsent(ctx, idx, ptr, s.ttl(r))
 	} else {
