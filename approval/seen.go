@@ -128,7 +128,7 @@ func rolledBack(known, st State) bool {
 
 // remember notes that approval id is in r's state, and if this Store made
 // the transition (tell), tells the other replicas.
-func (s *Store) remember(ctx context.Context, id string, r *record, tell bool) {
+func (s *Store) remember(ctx context.Context, id string, r *stored, tell bool) {
 	end := r.Expires + s.cfg.Linger.Milliseconds()
 	now := s.now()
 	s.seen.note(id, r.State, end, now.UnixMilli())

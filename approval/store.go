@@ -16,6 +16,7 @@ import (
 
 	"github.com/mcphandler/mcphandler/internal/canon"
 	"github.com/mcphandler/mcphandler/internal/ownerindex"
+	"github.com/mcphandler/mcphandler/internal/record"
 	"github.com/mcphandler/mcphandler/internal/sign"
 	"github.com/mcphandler/mcphandler/session"
 )
@@ -99,8 +100,9 @@ type Config struct {
 type Store struct {
 	cfg     Config
 	mac     *sign.Signer
-	owners  *ownerindex.Index // pending approvals per caller (pending.go)
-	seen    seen              // approvals known to have left pending (seen.go)
+	records record.Kind[stored, *stored] // approval/<id>
+	owners  *ownerindex.Index            // pending approvals per caller (pending.go)
+	seen    seen                         // approvals known to have left pending (seen.go)
 	hearing hearing
 	now     func() time.Time
 }
@@ -142,6 +144,7 @@ func New(cfg Config) (*Store, error) {
 		return nil, fmt.Errorf("approval: Config.Keys: %w", err)
 	}
 	s := &Store{cfg: cfg, mac: mac, now: time.Now}
+	s.records = record.Kind[stored, *stored]{Store: cfg.Store, Signer: mac, Now: func() time.Time { return s.now() }}
 	s.owners = ownerindex.New(ownerindex.Config{Store: cfg.Store, Signer: owner, Max: cfg.MaxPendingPerIdentity,
 		ValidID: ValidID, MaxIDLen: IDLen, Recheck: recheck, Now: func() time.Time { return s.now() }})
 	return s, nil
@@ -197,8 +200,8 @@ func bindingKey(asker Identity, tool string, digest [32]byte) string {
 	return "approval-for/" + hex.EncodeToString(h.Sum(nil))
 }
 
-// record is what the store keeps under approval/<id>.
-type record struct {
+// stored is what the store keeps under approval/<id>.
+type stored struct {
 	State   State           `json:"st"`
 	Asker   Identity        `json:"ask"`
 	Tool    string          `json:"tool"`
@@ -212,8 +215,8 @@ type record struct {
 	Decided int64           `json:"at,omitempty"`
 }
 
-// valid checks a decoded record like client input.
-func (r *record) valid() bool {
+// Valid checks a decoded record like client input.
+func (r *stored) Valid() bool {
 	if !r.State.valid() || r.Asker.Subject == "" || r.Tool == "" || r.Created <= 0 || r.Expires < r.Created {
 		return false
 	}
@@ -226,7 +229,12 @@ func (r *record) valid() bool {
 	return canon.Check(r.Args, canon.Limits{}) == nil
 }
 
-func (s *Store) approval(id string, r *record) *Approval {
+// Life and SetLife make stored a record.Body without a Life: it keeps no
+// revision (see seen.go), and load checks its end, which depends on Linger.
+func (r *stored) Life() record.Life   { return record.Life{} }
+func (r *stored) SetLife(record.Life) {}
+
+func (s *Store) approval(id string, r *stored) *Approval {
 	a := &Approval{
 		ID: id, URL: s.cfg.URL + id, State: r.State, Asker: r.Asker, Tool: r.Tool,
 		Arguments: slices.Clone([]byte(r.Args)), Message: r.Message, Policy: r.Policy,
@@ -241,24 +249,19 @@ func (s *Store) approval(id string, r *record) *Approval {
 
 // end is when approval r ends: its expiry plus Linger. Its record is
 // gone from the store by then, and no copy of it is acted on after.
-func (s *Store) end(r *record) int64 { return r.Expires + s.cfg.Linger.Milliseconds() }
+func (s *Store) end(r *stored) int64 { return r.Expires + s.cfg.Linger.Milliseconds() }
 
 // ttl is the lifetime to give a record written now: until its end, at
 // least a second.
-func (s *Store) ttl(r *record) time.Duration {
+func (s *Store) ttl(r *stored) time.Duration {
 	return max(time.Duration(s.end(r)-s.now().UnixMilli())*time.Millisecond, time.Second)
 }
 
-func (s *Store) encode(id string, r *record) []byte {
-	b, _ := json.Marshal(r)
-	return s.mac.Sign(recordKey(id), b)
-}
-
 // load reads approval id and the exact bytes a transition swaps from. A
-// record that does not verify, read at or after its end, or in an earlier
-// state than this Store knows the approval in (a copy written back, see
-// seen.go) is ErrNotFound.
-func (s *Store) load(ctx context.Context, id string) (*record, []byte, error) {
+// record that does not verify or check, read at or after its end, or in an
+// earlier state than this Store knows the approval in (a copy written back,
+// see seen.go) is ErrNotFound.
+func (s *Store) load(ctx context.Context, id string) (*stored, []byte, error) {
 	if !ValidID(id) {
 		return nil, nil, ErrNotFound
 	}
@@ -266,16 +269,13 @@ func (s *Store) load(ctx context.Context, id string) (*record, []byte, error) {
 	// What was known before the read: a transition heard while the read
 	// was under way may be newer than what it returns.
 	known := s.seen.known(id)
-	raw, err := s.cfg.Store.Load(ctx, recordKey(id))
-	if errors.Is(err, session.ErrNotFound) {
+	r, raw, err := s.records.Load(ctx, recordKey(id), 0)
+	switch {
+	case errors.Is(err, session.ErrNotFound), errors.Is(err, record.ErrInvalid):
 		return nil, nil, ErrNotFound
-	}
-	if err != nil {
+	case err != nil:
 		return nil, nil, fmt.Errorf("approval: load: %w", err)
-	}
-	p, err := s.mac.Open(recordKey(id), raw)
-	var r record
-	if err != nil || json.Unmarshal(p, &r) != nil || !r.valid() || s.now().UnixMilli() >= s.end(&r) || rolledBack(known, r.State) {
+	case s.now().UnixMilli() >= s.end(&r), rolledBack(known, r.State):
 		return nil, nil, ErrNotFound
 	}
 	s.remember(ctx, id, &r, false)
@@ -285,11 +285,11 @@ func (s *Store) load(ctx context.Context, id string) (*record, []byte, error) {
 // move makes the transition from the record read as raw to next, and
 // reports whether this call made it; false means another replica changed
 // the record first.
-func (s *Store) move(ctx context.Context, id string, raw []byte, from State, next *record) (bool, error) {
+func (s *Store) move(ctx context.Context, id string, raw []byte, from State, next *stored) (bool, error) {
 	if !from.canMove(next.State) {
 		return false, fmt.Errorf("approval: cannot move from %s to %s", from, next.State)
 	}
-	ok, err := s.cfg.Store.CompareAndSwap(context.WithoutCancel(ctx), recordKey(id), raw, s.encode(id, next), s.ttl(next))
+	_, ok, err := s.records.Swap(ctx, recordKey(id), raw, next, s.ttl(next))
 	if err != nil {
 		return false, fmt.Errorf("approval: %w", err)
 	}
@@ -376,7 +376,7 @@ func (s *Store) Begin(ctx context.Context, req Request) (a *Approval, created bo
 			return cur, false, nil
 		}
 		now := s.now()
-		r := &record{State: Pending, Asker: req.Asker, Tool: req.Tool, Digest: hex.EncodeToString(digest[:]),
+		r := &stored{State: Pending, Asker: req.Asker, Tool: req.Tool, Digest: hex.EncodeToString(digest[:]),
 			Args: args, Message: req.Message, Policy: req.Policy,
 			Created: now.UnixMilli(), Expires: now.Add(s.cfg.TTL).UnixMilli()}
 		id := newID()
@@ -402,24 +402,23 @@ func (s *Store) Begin(ctx context.Context, req Request) (a *Approval, created bo
 }
 
 // drop deletes the record of approval id as written new (r), unless it
-// changed since.
-func (s *Store) drop(ctx context.Context, id string, r *record) {
-	b := s.encode(id, r)
-	s.cfg.Store.CompareAndSwap(context.WithoutCancel(ctx), recordKey(id), b, b, time.Millisecond)
+// changed since: it swaps it for itself, to live a millisecond.
+func (s *Store) drop(ctx context.Context, id string, r *stored) {
+	s.records.Swap(ctx, recordKey(id), s.records.Encode(recordKey(id), r), r, time.Millisecond)
 }
 
 // create writes the record of new approval id and points the index idx,
 // whose value was old (nil: absent), at it. It reports whether the index
 // now points at it.
-func (s *Store) create(ctx context.Context, idx string, old []byte, id string, r *record) (bool, error) {
-	if ok, err := s.cfg.Store.PutIfAbsent(ctx, recordKey(id), s.encode(id, r), s.ttl(r)); err != nil {
+func (s *Store) create(ctx context.Context, idx string, old []byte, id string, r *stored) (bool, error) {
+	_, ok, err := s.records.Create(ctx, recordKey(id), r, s.ttl(r))
+	switch {
+	case err != nil:
 		return false, fmt.Errorf("approval: create: %w", err)
-	} else if !ok {
+	case !ok:
 		return false, errors.New("approval: create: id in use")
 	}
-	ptr := s.mac.Sign(idx, []byte(id))
-	var ok bool
-	var err error
+	ptr := s.mac.Sign(idx, []byte(id)) // the bare id, not a record's JSON
 	if old == nil {
 		ok, err = s.cfg.Store.PutIfAbsent(ctx, idx, ptr, s.ttl(r))
 	} else {
@@ -458,7 +457,7 @@ func (s *Store) current(ctx context.Context, idx string) (*Approval, []byte, err
 // expired. A malformed id, or a record that does not verify, is
 // ErrNotFound.
 func (s *Store) Get(ctx context.Context, id string) (*Approval, error) {
-	return s.transition(ctx, id, func(a *Approval, r *record) (*record, error) {
+	return s.transition(ctx, id, func(a *Approval, r *stored) (*stored, error) {
 		if r.State != Pending || s.now().UnixMilli() < r.Expires {
 			return nil, nil
 		}
@@ -477,7 +476,7 @@ const maxTries = 8
 // move is made with one CompareAndSwap from the bytes read, and returned
 // with step's error, or, if another replica changed the record first,
 // everything starts again from a fresh read.
-func (s *Store) transition(ctx context.Context, id string, step func(a *Approval, r *record) (*record, error)) (*Approval, error) {
+func (s *Store) transition(ctx context.Context, id string, step func(a *Approval, r *stored) (*stored, error)) (*Approval, error) {
 	for range maxTries {
 		r, raw, err := s.load(ctx, id)
 		if err != nil {
@@ -500,7 +499,7 @@ func (s *Store) transition(ctx context.Context, id string, step func(a *Approval
 }
 
 // with returns a copy of r in state st.
-func (r *record) with(st State) *record {
+func (r *stored) with(st State) *stored {
 	next := *r
 	next.State = st
 	return &next
@@ -547,7 +546,7 @@ func (s *Store) atLeast(role, min string) bool {
 // after Expires; nothing is decided), ErrDecided (the approval is returned
 // too, as decided before), or a *NotAllowedError (nothing is decided).
 func (s *Store) Decide(ctx context.Context, id string, approver Identity, approve bool) (*Approval, error) {
-	a, err := s.transition(ctx, id, func(a *Approval, r *record) (*record, error) {
+	a, err := s.transition(ctx, id, func(a *Approval, r *stored) (*stored, error) {
 		switch {
 		case r.State == Expired:
 			return nil, ErrExpired
@@ -582,7 +581,7 @@ func (s *Store) Consume(ctx context.Context, id string, asker Identity, tool str
 	if err != nil {
 		return nil, ErrMismatch
 	}
-	a, err := s.transition(ctx, id, func(a *Approval, r *record) (*record, error) {
+	a, err := s.transition(ctx, id, func(a *Approval, r *stored) (*stored, error) {
 		switch {
 		case !a.Asker.same(asker) || a.Tool != tool || a.Digest != d:
 			return nil, ErrMismatch
@@ -606,7 +605,7 @@ func (s *Store) Consume(ctx context.Context, id string, asker Identity, tool str
 // before (with ErrDecided or ErrExpired); ErrMismatch for another caller
 // (nothing changes).
 func (s *Store) Withdraw(ctx context.Context, id string, asker Identity) (*Approval, error) {
-	a, err := s.transition(ctx, id, func(a *Approval, r *record) (*record, error) {
+	a, err := s.transition(ctx, id, func(a *Approval, r *stored) (*stored, error) {
 		switch {
 		case !a.Asker.same(asker):
 			return nil, ErrMismatch

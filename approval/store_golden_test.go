@@ -81,20 +81,20 @@ var goldenRequest = Request{Asker: goldenAsker, Tool: "delete_file", Arguments: 
 	Message: "Delete the readme?", Policy: Policy{MinRole: "admin", Rule: "same-team"}}
 
 // goldenRecords are the golden approval in each state.
-func goldenRecords(t *testing.T, s *Store) map[State]*record {
+func goldenRecords(t *testing.T, s *Store) map[State]*stored {
 	args, digest, err := s.check(&goldenRequest)
 	if err != nil {
 		t.Fatal(err)
 	}
 	now := goldenNow.UnixMilli()
-	pending := &record{State: Pending, Asker: goldenAsker, Tool: goldenRequest.Tool, Digest: hex.EncodeToString(digest[:]),
+	pending := &stored{State: Pending, Asker: goldenAsker, Tool: goldenRequest.Tool, Digest: hex.EncodeToString(digest[:]),
 		Args: args, Message: goldenRequest.Message, Policy: goldenRequest.Policy, Created: now, Expires: now + s.cfg.TTL.Milliseconds()}
-	decided := func(st State, by Identity) *record {
+	decided := func(st State, by Identity) *stored {
 		r := pending.with(st)
 		r.By, r.Decided = &by, now+30_000
 		return r
 	}
-	return map[State]*record{
+	return map[State]*stored{
 		Pending: pending, Approved: decided(Approved, goldenAdmin), Declined: decided(Declined, goldenAdmin),
 		Used: decided(Used, goldenAdmin), Expired: pending.with(Expired), Withdrawn: pending.with(Withdrawn),
 	}
@@ -115,7 +115,7 @@ func TestGolden(t *testing.T) {
 		cases = append(cases, goldenCase{
 			name: "record-" + string(st) + ".golden",
 			build: func(t *testing.T, s *Store, _ *goldenShared) []byte {
-				return s.encode(goldenID, goldenRecords(t, s)[st])
+				return s.records.Encode(recordKey(goldenID), goldenRecords(t, s)[st])
 			},
 			check: func(t *testing.T, s *Store, b []byte) {
 				s.cfg.Store.PutIfAbsent(ctx, recordKey(goldenID), b, time.Hour)
@@ -152,7 +152,7 @@ func TestGolden(t *testing.T) {
 				return b
 			},
 			check: func(t *testing.T, s *Store, b []byte) {
-				s.cfg.Store.PutIfAbsent(ctx, recordKey(goldenID), s.encode(goldenID, goldenRecords(t, s)[Pending]), time.Hour)
+				s.cfg.Store.PutIfAbsent(ctx, recordKey(goldenID), s.records.Encode(recordKey(goldenID), goldenRecords(t, s)[Pending]), time.Hour)
 				s.cfg.Store.PutIfAbsent(ctx, binding(t, s), b, time.Hour)
 				a, raw, err := s.current(ctx, binding(t, s))
 				if err != nil || a == nil || a.ID != goldenID || !bytes.Equal(raw, b) {
@@ -238,7 +238,7 @@ func TestGolden(t *testing.T) {
 					t.Errorf("state %+v", m)
 				}
 				s.seen.note(m.ID, m.State, m.End, goldenNow.UnixMilli())
-				s.cfg.Store.PutIfAbsent(ctx, recordKey(goldenID), s.encode(goldenID, goldenRecords(t, s)[Pending]), time.Hour)
+				s.cfg.Store.PutIfAbsent(ctx, recordKey(goldenID), s.records.Encode(recordKey(goldenID), goldenRecords(t, s)[Pending]), time.Hour)
 				if _, err := s.Get(ctx, goldenID); err != ErrNotFound {
 					t.Errorf("a pending copy after the approval reads as %v", err)
 				}

@@ -345,7 +345,7 @@ func TestForgedRecords(t *testing.T) {
 		rawA, _ := sh.Load(ctx, recordKey(a.ID))
 		rawB, _ := sh.Load(ctx, recordKey(b.ID))
 		other := newTestStore(t, sh, func(c *Config) { c.Keys = [][]byte{[]byte("another key of 32 bytes at least!")} })
-		forged := other.encode(a.ID, &record{State: Approved, Asker: editor, Tool: "delete_note", Digest: strings.Repeat("0", 64),
+		forged := other.records.Encode(recordKey(a.ID), &stored{State: Approved, Asker: editor, Tool: "delete_note", Digest: strings.Repeat("0", 64),
 			Args: []byte(`{}`), Created: 1, Expires: 1 << 50, By: &admin, Decided: 1})
 		for name, v := range map[string][]byte{
 			"garbage":             []byte("approved"),
