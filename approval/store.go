@@ -144,7 +144,7 @@ func New(cfg Config) (*Store, error) {
 		return nil, fmt.Errorf("approval: Config.Keys: %w", err)
 	}
 	s := &Store{cfg: cfg, mac: mac, now: time.Now}
-	s.records = record.Kind[stored, *stored]{Store: cfg.Store, Signer: mac, Now: func() time.Time { return s.now() }}
+	s.records = record.Kind[stored, *stored]{Store: cfg.Store, Signer: mac, Implied: s.end, Now: func() time.Time { return s.now() }}
 	s.owners = ownerindex.New(ownerindex.Config{Store: cfg.Store, Signer: owner, Max: cfg.MaxPendingPerIdentity,
 		ValidID: ValidID, MaxIDLen: IDLen, Recheck: recheck, Now: func() time.Time { return s.now() }})
 	return s, nil
@@ -229,8 +229,9 @@ func (r *stored) Valid() bool {
 	return canon.Check(r.Args, canon.Limits{}) == nil
 }
 
-// Life and SetLife make stored a record.Body without a Life: it keeps no
-// revision (see seen.go), and load checks its end, which depends on Linger.
+// Life and SetLife make stored a record.Body that says no Life: it keeps
+// no revision (see seen.go), and its end (s.end) depends on Linger, so
+// the Store's record.Kind implies it.
 func (r *stored) Life() record.Life   { return record.Life{} }
 func (r *stored) SetLife(record.Life) {}
 
@@ -258,9 +259,10 @@ func (s *Store) ttl(r *stored) time.Duration {
 }
 
 // load reads approval id and the exact bytes a transition swaps from. A
-// record that does not verify or check, read at or after its end, or in an
-// earlier state than this Store knows the approval in (a copy written back,
-// see seen.go) is ErrNotFound.
+// record that does not verify or check, read at or after its end (s.end,
+// which the record implies: it stores no end of its own), or in an
+// earlier state than this Store knows the approval in (a copy written
+// back, see seen.go) is ErrNotFound.
 func (s *Store) load(ctx context.Context, id string) (*stored, []byte, error) {
 	if !ValidID(id) {
 		return nil, nil, ErrNotFound
@@ -269,13 +271,13 @@ func (s *Store) load(ctx context.Context, id string) (*stored, []byte, error) {
 	// What was known before the read: a transition heard while the read
 	// was under way may be newer than what it returns.
 	known := s.seen.known(id)
-	r, raw, err := s.records.Load(ctx, recordKey(id), 0)
+	r, raw, err := s.records.Load(ctx, recordKey(id))
 	switch {
 	case errors.Is(err, session.ErrNotFound), errors.Is(err, record.ErrInvalid):
 		return nil, nil, ErrNotFound
 	case err != nil:
 		return nil, nil, fmt.Errorf("approval: load: %w", err)
-	case s.now().UnixMilli() >= s.end(&r), rolledBack(known, r.State):
+	case rolledBack(known, r.State):
 		return nil, nil, ErrNotFound
 	}
 	s.remember(ctx, id, &r, false)
