@@ -174,7 +174,7 @@ func (m *Manager) storeTTL(exp int64) time.Duration {
 // while it runs; once ended, ResultRetention after now but no sooner than
 // TTL after its creation, and never later than while it ran, so that the
 // owner index (which counts a task until then) never misses it.
-func (m *Manager) expiry(r *record) int64 {
+func (m *Manager) expiry(r *taskRecord) int64 {
 	bound := r.C + r.TTL + m.cfg.ResultRetention.Milliseconds()
 	if !r.St.Terminal() {
 		return bound
@@ -185,38 +185,38 @@ func (m *Manager) expiry(r *record) int64 {
 // load reads task id and the exact bytes a transition must swap from. A
 // malformed id, a missing, expired or forged record, and (when own is not
 // empty) a record of another owner are all ErrNotFound.
-func (m *Manager) load(ctx context.Context, id, own string) (record, []byte, error) {
+func (m *Manager) load(ctx context.Context, id, own string) (taskRecord, []byte, error) {
 	if !validID(id) {
-		return record{}, nil, ErrNotFound
+		return taskRecord{}, nil, ErrNotFound
 	}
 	since := m.revs.Begin()
 	raw, err := m.cfg.Store.Load(ctx, taskKey(id))
 	if err != nil {
-		return record{}, nil, notFound(err)
+		return taskRecord{}, nil, notFound(err)
 	}
 	rec, ok := m.decode(id, raw)
 	now := m.nowMs()
 	if !ok || rec.Exp <= now || (own != "" && rec.Own != own) {
-		return record{}, nil, ErrNotFound
+		return taskRecord{}, nil, ErrNotFound
 	}
 	if !m.revs.See(taskKey(id), rec.Rev, rec.Exp, now, since) {
 		m.cfg.Logger.Warn("task: dropped a record older than one this replica saw (written back)", "task", id, "rev", rec.Rev)
-		return record{}, nil, ErrNotFound
+		return taskRecord{}, nil, ErrNotFound
 	}
 	return rec, raw, nil
 }
 
 // decode verifies and decodes the stored record of task id, checking it
 // like client input.
-func (m *Manager) decode(id string, raw []byte) (record, bool) {
-	var rec record
+func (m *Manager) decode(id string, raw []byte) (taskRecord, bool) {
+	var rec taskRecord
 	p, err := m.rec.Open(taskKey(id), raw)
 	if err != nil {
 		m.cfg.Logger.Warn("task: dropped a record that failed verification", "task", id, "err", err)
 		return rec, false
 	}
-	if json.Unmarshal(p, &rec) != nil || !rec.valid() {
-		return record{}, false
+	if json.Unmarshal(p, &rec) != nil || !rec.Valid() {
+		return taskRecord{}, false
 	}
 	return rec, true
 }
@@ -224,7 +224,7 @@ func (m *Manager) decode(id string, raw []byte) (record, bool) {
 // encode signs the record of task id. Every JSON value in it was checked
 // on its way in; should one not encode, encode panics rather than store a
 // record that would read as absent.
-func (m *Manager) encode(id string, r *record) []byte {
+func (m *Manager) encode(id string, r *taskRecord) []byte {
 	b, err := json.Marshal(r)
 	if err != nil {
 		panic("task: encoding a record: " + err.Error())
@@ -243,12 +243,12 @@ const maxAttempts = 64
 // nothing. It returns the record as written (or as read, when nothing
 // was), and whether this call wrote it. A change to a status the current
 // one cannot move to is ErrTerminal.
-func (m *Manager) update(ctx context.Context, id, own string, change func(*record) error) (record, bool, error) {
+func (m *Manager) update(ctx context.Context, id, own string, change func(*taskRecord) error) (taskRecord, bool, error) {
 	ctx = context.WithoutCancel(ctx)
 	for range maxAttempts {
 		cur, raw, err := m.load(ctx, id, own)
 		if err != nil {
-			return record{}, false, err
+			return taskRecord{}, false, err
 		}
 		next := cur.clone()
 		if err := change(&next); errors.Is(err, errSkip) {
@@ -276,7 +276,7 @@ func (m *Manager) update(ctx context.Context, id, own string, change func(*recor
 			return next, true, nil
 		}
 	}
-	return record{}, false, errContended
+	return taskRecord{}, false, errContended
 }
 
 // newToken returns a random lease token.
@@ -301,7 +301,7 @@ func (m *Manager) Create(ctx context.Context, owner Owner, tool string, ttl time
 		return nil, DetailedTask{}, err
 	}
 	id, now := newID(), m.nowMs()
-	rec := record{V: recordVersion, St: Working, Own: owner.digest(), Ten: digest("tenant", owner.Tenant), Tool: tool,
+	rec := taskRecord{V: recordVersion, St: Working, Own: owner.digest(), Ten: digest("tenant", owner.Tenant), Tool: tool,
 		C: now, U: now, TTL: m.ttl(ttl).Milliseconds(), Poll: m.cfg.PollInterval.Milliseconds(), By: newToken(), Rev: 1}
 	rec.Exp = m.expiry(&rec)
 	if err := m.admit(ctx, rec.Own, id, rec.Exp); err != nil {
@@ -365,7 +365,7 @@ const (
 
 // checkRunner fails rec (non-terminal) when its runner's lease lapsed or
 // its TTL passed, and returns the task as it then is.
-func (m *Manager) checkRunner(ctx context.Context, id string, rec *record) (record, error) {
+func (m *Manager) checkRunner(ctx context.Context, id string, rec *taskRecord) (taskRecord, error) {
 	msg := msgExpired
 	if m.nowMs() < rec.C+rec.TTL {
 		_, err := m.cfg.Store.Load(ctx, leaseKey(id))
@@ -379,8 +379,8 @@ func (m *Manager) checkRunner(ctx context.Context, id string, rec *record) (reco
 
 // fail marks task id failed with msg, if it has not ended and its runner
 // is still by; it returns the task as it then is.
-func (m *Manager) fail(ctx context.Context, id, by, msg string) (record, error) {
-	rec, _, err := m.update(ctx, id, "", func(r *record) error {
+func (m *Manager) fail(ctx context.Context, id, by, msg string) (taskRecord, error) {
+	rec, _, err := m.update(ctx, id, "", func(r *taskRecord) error {
 		if r.St.Terminal() || r.By != by {
 			return errSkip
 		}
@@ -407,7 +407,7 @@ func (m *Manager) Update(ctx context.Context, owner Owner, id string, responses 
 			return fmt.Errorf("%w: inputResponses[%q] must be an object of at most %d bytes under a valid key", ErrInvalidParams, k, MaxInputBytes)
 		}
 	}
-	_, wrote, err := m.update(ctx, id, owner.digest(), func(r *record) error {
+	_, wrote, err := m.update(ctx, id, owner.digest(), func(r *taskRecord) error {
 		n := 0
 		for k, v := range responses {
 			if _, ok := r.Req[k]; ok && r.St == InputRequired {
@@ -438,7 +438,7 @@ func (m *Manager) Update(ctx context.Context, owner Owner, id string, responses 
 // ended is returned unchanged with ErrTerminal (2026-07-28 acks it anyway;
 // 2025-11-25 answers -32602).
 func (m *Manager) Cancel(ctx context.Context, owner Owner, id string) (DetailedTask, error) {
-	rec, wrote, err := m.update(ctx, id, owner.digest(), func(r *record) error {
+	rec, wrote, err := m.update(ctx, id, owner.digest(), func(r *taskRecord) error {
 		r.St, r.Msg, r.Req, r.Ans = Cancelled, "cancelled at the client's request", nil, nil
 		return nil
 	})

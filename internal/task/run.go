@@ -38,7 +38,7 @@ type Run struct {
 
 // start registers the Run of the task just created and starts renewing
 // its lease.
-func (m *Manager) start(id string, rec *record) (*Run, error) {
+func (m *Manager) start(id string, rec *taskRecord) (*Run, error) {
 	r := &Run{m: m, id: id, by: rec.By, deadline: time.UnixMilli(rec.C + rec.TTL), wake: make(chan struct{}, 1)}
 	ctx, cancel := context.WithDeadline(context.Background(), r.deadline)
 	var cancelCause context.CancelCauseFunc
@@ -162,7 +162,7 @@ func (r *Run) Complete(ctx context.Context, result json.RawMessage) error {
 		}
 		return fmt.Errorf("%w: %s", ErrResultTooLarge, msg)
 	}
-	return r.end(ctx, func(rec *record) { rec.St, rec.Res = Completed, compact(result) })
+	return r.end(ctx, func(rec *taskRecord) { rec.St, rec.Res = Completed, compact(result) })
 }
 
 // Fail ends the task as failed with e (a protocol-level error; its
@@ -176,13 +176,13 @@ func (r *Run) Fail(ctx context.Context, e *jsonrpc.Error) error {
 	if len(c.Data) > MaxInputBytes || (len(c.Data) > 0 && !json.Valid(c.Data)) {
 		c.Data = nil
 	}
-	return r.end(ctx, func(rec *record) { rec.St, rec.Err, rec.Msg = Failed, &c, c.Message })
+	return r.end(ctx, func(rec *taskRecord) { rec.St, rec.Err, rec.Msg = Failed, &c, c.Message })
 }
 
 // end makes the runner's terminal transition and stops the Run, whether
 // or not the transition could be made.
-func (r *Run) end(ctx context.Context, set func(*record)) error {
-	_, _, err := r.m.update(ctx, r.id, "", func(rec *record) error {
+func (r *Run) end(ctx context.Context, set func(*taskRecord)) error {
+	_, _, err := r.m.update(ctx, r.id, "", func(rec *taskRecord) error {
 		if rec.By != r.by {
 			return ErrTerminal
 		}
@@ -204,7 +204,7 @@ func (r *Run) end(ctx context.Context, set func(*record)) error {
 // SetMessage sets the task's status message (at most 1024 bytes; longer
 // is cut).
 func (r *Run) SetMessage(ctx context.Context, msg string) error {
-	_, _, err := r.m.update(ctx, r.id, "", func(rec *record) error {
+	_, _, err := r.m.update(ctx, r.id, "", func(rec *taskRecord) error {
 		if rec.By != r.by {
 			return ErrTerminal
 		}
@@ -233,7 +233,7 @@ func (r *Run) RequestInput(ctx context.Context, reqs map[string]json.RawMessage,
 			return fmt.Errorf("%w: request %q must be a JSON object of at most %d bytes", ErrInvalidInput, k, MaxInputBytes)
 		}
 	}
-	_, _, err := r.m.update(ctx, r.id, "", func(rec *record) error {
+	_, _, err := r.m.update(ctx, r.id, "", func(rec *taskRecord) error {
 		if rec.By != r.by || rec.St.Terminal() {
 			return ErrTerminal
 		}
@@ -290,7 +290,7 @@ func (r *Run) AwaitInput(ctx context.Context, keys ...string) (map[string]json.R
 // there; nil, nil means not yet.
 func (r *Run) takeAnswers(ctx context.Context, keys []string) (map[string]json.RawMessage, error) {
 	var got map[string]json.RawMessage
-	_, _, err := r.m.update(ctx, r.id, "", func(rec *record) error {
+	_, _, err := r.m.update(ctx, r.id, "", func(rec *taskRecord) error {
 		got = nil
 		if rec.By != r.by || rec.St.Terminal() {
 			return ErrTerminal

@@ -84,7 +84,7 @@ func FuzzStoredTask(f *testing.F) {
 }
 
 // checkRecord checks what an accepted record promises.
-func checkRecord(t *testing.T, m *Manager, rec *record) {
+func checkRecord(t *testing.T, m *Manager, rec *taskRecord) {
 	t.Helper()
 	d := rec.detailed(fuzzID)
 	switch {
