@@ -285,15 +285,15 @@ func (m *Manager) Create(ctx context.Context, owner Owner, tool string, ttl time
 	if err := m.admit(ctx, rec.Own, id, rec.Exp); err != nil {
 		return nil, DetailedTask{}, err
 	}
-	st := m.cfg.Store
-	if ok, err := st.PutIfAbsent(ctx, leaseKey(id), []byte(rec.By), m.cfg.Lease); err != nil || !ok {
+	lease, err := record.Take(ctx, m.cfg.Store, leaseKey(id), rec.By, m.cfg.Lease)
+	if err != nil || lease == nil {
 		return nil, DetailedTask{}, orInUse(err, "lease")
 	}
 	if _, ok, err := m.records.Create(ctx, taskKey(id), &rec, m.storeTTL(rec.Exp)); err != nil || !ok {
-		st.CompareAndSwap(context.WithoutCancel(ctx), leaseKey(id), []byte(rec.By), []byte(rec.By), time.Millisecond)
+		lease.Release()
 		return nil, DetailedTask{}, orInUse(err, "record")
 	}
-	r, err := m.start(id, &rec)
+	r, err := m.start(id, &rec, lease)
 	if err != nil {
 		return nil, DetailedTask{}, err
 	}
