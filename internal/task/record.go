@@ -15,10 +15,10 @@ import (
 )
 
 // A task is one record in the store, task/<id>, signed (purpose "task")
-// like every record that carries a decision. Every change of state is one
-// CompareAndSwap from the exact bytes read, and every write increments
-// Rev, so of replicas racing for a transition exactly one wins and the
-// others read what it decided.
+// and kept by package internal/record like every record that carries a
+// decision. Every change of state is one CompareAndSwap from the exact
+// bytes read, and every write increments Rev, so of replicas racing for a
+// transition exactly one wins and the others read what it decided.
 //
 //	    ┌──────────────► completed ◄─────────┐
 //	    │ ┌────────────► failed    ◄───────┐ │
