@@ -4,6 +4,7 @@ import (
 	"errors"
 
 	"github.com/mcphandler/mcphandler/internal/jsonrpc"
+	"github.com/mcphandler/mcphandler/internal/record"
 	"github.com/mcphandler/mcphandler/session"
 )
 
@@ -64,10 +65,10 @@ func Code(err error) int {
 	return jsonrpc.CodeInternalError
 }
 
-// notFound maps the store's ErrNotFound to ErrNotFound and passes other
-// errors through.
+// notFound maps the store's ErrNotFound, and a record refused as
+// record.ErrInvalid, to ErrNotFound and passes other errors through.
 func notFound(err error) error {
-	if errors.Is(err, session.ErrNotFound) {
+	if errors.Is(err, session.ErrNotFound) || errors.Is(err, record.ErrInvalid) {
 		return ErrNotFound
 	}
 	return err

@@ -168,3 +168,22 @@ func (r *recording) Publish(ctx context.Context, channel string, msg []byte) (in
 	r.mu.Unlock()
 	return r.Store.Publish(ctx, channel, msg)
 }
+
+// encode returns the bytes the record of task id is stored as.
+func (m *Manager) encode(id string, r *taskRecord) []byte {
+	return m.records.Encode(taskKey(id), r)
+}
+
+// decode reads raw as the record of task id, as the Manager's records
+// check it (signature, decoding, Valid) but whatever its expiry and
+// revision: through a copy of m.records on a store of its own, with no
+// memory of revisions and a clock before every record's life.
+func (m *Manager) decode(id string, raw []byte) (taskRecord, bool) {
+	k := m.records
+	k.Store, k.Revs = session.NewMemory(), nil
+	k.Now = func() time.Time { return time.UnixMilli(0) }
+	ctx := context.Background()
+	k.Store.PutIfAbsent(ctx, taskKey(id), raw, time.Minute)
+	rec, _, err := k.Load(ctx, taskKey(id), 0)
+	return rec, err == nil
+}

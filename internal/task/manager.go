@@ -39,11 +39,13 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"strings"
 	"sync"
 	"time"
 
 	"github.com/mcphandler/mcphandler/internal/jsonrpc"
 	"github.com/mcphandler/mcphandler/internal/ownerindex"
+	"github.com/mcphandler/mcphandler/internal/record"
 	"github.com/mcphandler/mcphandler/internal/revs"
 	"github.com/mcphandler/mcphandler/internal/sign"
 	"github.com/mcphandler/mcphandler/session"
@@ -108,19 +110,19 @@ type Config struct {
 // Manager creates tasks and serves the tasks methods. It is safe for
 // concurrent use; Close stops it.
 type Manager struct {
-	cfg                 Config
-	rec, signal, status *sign.Signer
-	owners              *ownerindex.Index
+	cfg            Config
+	signal, status *sign.Signer
+	owners         *ownerindex.Index
+	// records keeps the task records, signed (purpose "task"). Its Revs
+	// is the newest revision this Manager read or wrote of each: an older
+	// one was written back by something that can write the store but not
+	// sign, and reads as absent (see load), as does one past its expiry.
+	records record.Kind[taskRecord, *taskRecord]
 
 	mu     sync.Mutex // guards runs, sub and closed
 	runs   map[string]*Run
 	sub    session.Subscription
 	closed bool
-
-	// revs is the newest revision this Manager read or wrote of each task
-	// record: an older one was written back by something that can write
-	// the store but not sign, and reads as absent (see load).
-	revs revs.Memory
 }
 
 // New returns a Manager for cfg.
@@ -145,13 +147,14 @@ func New(cfg Config) (*Manager, error) {
 	for _, p := range []struct {
 		s       **sign.Signer
 		purpose string
-	}{{&m.rec, "task"}, {&owner, "task-owner"}, {&m.signal, "task-signal"}, {&m.status, "task-status"}} {
+	}{{&m.records.Signer, "task"}, {&owner, "task-owner"}, {&m.signal, "task-signal"}, {&m.status, "task-status"}} {
 		s, err := sign.NewSigner(p.purpose, cfg.Keys...)
 		if err != nil {
 			return nil, err
 		}
 		*p.s = s
 	}
+	m.records.Store, m.records.Revs, m.records.Now, m.records.Dropped = cfg.Store, new(revs.Memory), cfg.now, m.dropped
 	m.owners = ownerindex.New(ownerindex.Config{Store: cfg.Store, Signer: owner, Max: cfg.MaxTasks,
 		ValidID: validID, MaxIDLen: uuidLen, Now: cfg.now})
 	return m, nil
@@ -174,7 +177,7 @@ func (m *Manager) storeTTL(exp int64) time.Duration {
 // while it runs; once ended, ResultRetention after now but no sooner than
 // TTL after its creation, and never later than while it ran, so that the
 // owner index (which counts a task until then) never misses it.
-func (m *Manager) expiry(r *record) int64 {
+func (m *Manager) expiry(r *taskRecord) int64 {
 	bound := r.C + r.TTL + m.cfg.ResultRetention.Milliseconds()
 	if !r.St.Terminal() {
 		return bound
@@ -183,72 +186,51 @@ func (m *Manager) expiry(r *record) int64 {
 }
 
 // load reads task id and the exact bytes a transition must swap from. A
-// malformed id, a missing, expired or forged record, and (when own is not
-// empty) a record of another owner are all ErrNotFound.
-func (m *Manager) load(ctx context.Context, id, own string) (record, []byte, error) {
+// malformed id, a missing, expired, forged or rolled-back record, and
+// (when own is not empty) a record of another owner are all ErrNotFound.
+func (m *Manager) load(ctx context.Context, id, own string) (taskRecord, []byte, error) {
 	if !validID(id) {
-		return record{}, nil, ErrNotFound
+		return taskRecord{}, nil, ErrNotFound
 	}
-	since := m.revs.Begin()
-	raw, err := m.cfg.Store.Load(ctx, taskKey(id))
+	rec, raw, err := m.records.Load(ctx, taskKey(id), 0)
 	if err != nil {
-		return record{}, nil, notFound(err)
+		return taskRecord{}, nil, notFound(err)
 	}
-	rec, ok := m.decode(id, raw)
-	now := m.nowMs()
-	if !ok || rec.Exp <= now || (own != "" && rec.Own != own) {
-		return record{}, nil, ErrNotFound
-	}
-	if !m.revs.See(taskKey(id), rec.Rev, rec.Exp, now, since) {
-		m.cfg.Logger.Warn("task: dropped a record older than one this replica saw (written back)", "task", id, "rev", rec.Rev)
-		return record{}, nil, ErrNotFound
+	if own != "" && rec.Own != own {
+		return taskRecord{}, nil, ErrNotFound
 	}
 	return rec, raw, nil
 }
 
-// decode verifies and decodes the stored record of task id, checking it
-// like client input.
-func (m *Manager) decode(id string, raw []byte) (record, bool) {
-	var rec record
-	p, err := m.rec.Open(taskKey(id), raw)
-	if err != nil {
+// dropped logs a record that load refused as forged or rolled back; one
+// past its expiry, or that does not decode, is dropped silently.
+func (m *Manager) dropped(key string, err error) {
+	id := strings.TrimPrefix(key, taskKey(""))
+	switch {
+	case errors.Is(err, record.ErrRolledBack):
+		m.cfg.Logger.Warn("task: dropped a record older than one this replica saw (written back)", "task", id)
+	case !errors.Is(err, record.ErrEnded) && !errors.Is(err, record.ErrInvalid):
 		m.cfg.Logger.Warn("task: dropped a record that failed verification", "task", id, "err", err)
-		return rec, false
 	}
-	if json.Unmarshal(p, &rec) != nil || !rec.valid() {
-		return record{}, false
-	}
-	return rec, true
-}
-
-// encode signs the record of task id. Every JSON value in it was checked
-// on its way in; should one not encode, encode panics rather than store a
-// record that would read as absent.
-func (m *Manager) encode(id string, r *record) []byte {
-	b, err := json.Marshal(r)
-	if err != nil {
-		panic("task: encoding a record: " + err.Error())
-	}
-	return m.rec.Sign(taskKey(id), b)
 }
 
 // errSkip, returned by a change, writes nothing.
 var errSkip = errors.New("skip")
 
-// maxAttempts bounds the CompareAndSwap attempts of one transition.
+// maxAttempts bounds the Swap attempts of one transition.
 const maxAttempts = 64
 
-// update applies change to task id until one CompareAndSwap wins. change
-// gets a copy of the current record to modify; returning errSkip writes
-// nothing. It returns the record as written (or as read, when nothing
-// was), and whether this call wrote it. A change to a status the current
-// one cannot move to is ErrTerminal.
-func (m *Manager) update(ctx context.Context, id, own string, change func(*record) error) (record, bool, error) {
+// update applies change to task id until one Swap wins (a stale read is
+// read again). change gets a copy of the current record to modify;
+// returning errSkip writes nothing. It returns the record as written (or
+// as read, when nothing was), and whether this call wrote it. A change to
+// a status the current one cannot move to is ErrTerminal.
+func (m *Manager) update(ctx context.Context, id, own string, change func(*taskRecord) error) (taskRecord, bool, error) {
 	ctx = context.WithoutCancel(ctx)
 	for range maxAttempts {
 		cur, raw, err := m.load(ctx, id, own)
 		if err != nil {
-			return record{}, false, err
+			return taskRecord{}, false, err
 		}
 		next := cur.clone()
 		if err := change(&next); errors.Is(err, errSkip) {
@@ -259,24 +241,20 @@ func (m *Manager) update(ctx context.Context, id, own string, change func(*recor
 		if !canMove(cur.St, next.St) {
 			return cur, false, ErrTerminal
 		}
-		if m.revs.Newer(taskKey(id), cur.Rev, m.nowMs()) {
-			continue // a stale or rolled-back read: read it again
-		}
-		next.Rev, next.U = cur.Rev+1, max(m.nowMs(), cur.U)
+		next.U = max(m.nowMs(), cur.U)
 		next.Exp = m.expiry(&next)
-		ok, err := m.cfg.Store.CompareAndSwap(ctx, taskKey(id), raw, m.encode(id, &next), m.storeTTL(next.Exp))
+		_, ok, err := m.records.Swap(ctx, taskKey(id), raw, &next, m.storeTTL(next.Exp))
 		if err != nil {
 			return cur, false, err
 		}
 		if ok {
-			m.revs.See(taskKey(id), next.Rev, next.Exp, m.nowMs(), m.revs.Begin())
 			if next.St != cur.St || next.Msg != cur.Msg || len(next.Req) != len(cur.Req) {
 				m.publishStatus(ctx, id, &next)
 			}
 			return next, true, nil
 		}
 	}
-	return record{}, false, errContended
+	return taskRecord{}, false, errContended
 }
 
 // newToken returns a random lease token.
@@ -301,21 +279,21 @@ func (m *Manager) Create(ctx context.Context, owner Owner, tool string, ttl time
 		return nil, DetailedTask{}, err
 	}
 	id, now := newID(), m.nowMs()
-	rec := record{V: recordVersion, St: Working, Own: owner.digest(), Ten: digest("tenant", owner.Tenant), Tool: tool,
-		C: now, U: now, TTL: m.ttl(ttl).Milliseconds(), Poll: m.cfg.PollInterval.Milliseconds(), By: newToken(), Rev: 1}
+	rec := taskRecord{V: recordVersion, St: Working, Own: owner.digest(), Ten: digest("tenant", owner.Tenant), Tool: tool,
+		C: now, U: now, TTL: m.ttl(ttl).Milliseconds(), Poll: m.cfg.PollInterval.Milliseconds(), By: newToken()}
 	rec.Exp = m.expiry(&rec)
 	if err := m.admit(ctx, rec.Own, id, rec.Exp); err != nil {
 		return nil, DetailedTask{}, err
 	}
-	st := m.cfg.Store
-	if ok, err := st.PutIfAbsent(ctx, leaseKey(id), []byte(rec.By), m.cfg.Lease); err != nil || !ok {
+	lease, err := record.Take(ctx, m.cfg.Store, leaseKey(id), rec.By, m.cfg.Lease)
+	if err != nil || lease == nil {
 		return nil, DetailedTask{}, orInUse(err, "lease")
 	}
-	if ok, err := st.PutIfAbsent(ctx, taskKey(id), m.encode(id, &rec), m.storeTTL(rec.Exp)); err != nil || !ok {
-		st.CompareAndSwap(context.WithoutCancel(ctx), leaseKey(id), []byte(rec.By), []byte(rec.By), time.Millisecond)
+	if _, ok, err := m.records.Create(ctx, taskKey(id), &rec, m.storeTTL(rec.Exp)); err != nil || !ok {
+		lease.Release()
 		return nil, DetailedTask{}, orInUse(err, "record")
 	}
-	r, err := m.start(id, &rec)
+	r, err := m.start(id, &rec, lease)
 	if err != nil {
 		return nil, DetailedTask{}, err
 	}
@@ -365,7 +343,7 @@ const (
 
 // checkRunner fails rec (non-terminal) when its runner's lease lapsed or
 // its TTL passed, and returns the task as it then is.
-func (m *Manager) checkRunner(ctx context.Context, id string, rec *record) (record, error) {
+func (m *Manager) checkRunner(ctx context.Context, id string, rec *taskRecord) (taskRecord, error) {
 	msg := msgExpired
 	if m.nowMs() < rec.C+rec.TTL {
 		_, err := m.cfg.Store.Load(ctx, leaseKey(id))
@@ -379,8 +357,8 @@ func (m *Manager) checkRunner(ctx context.Context, id string, rec *record) (reco
 
 // fail marks task id failed with msg, if it has not ended and its runner
 // is still by; it returns the task as it then is.
-func (m *Manager) fail(ctx context.Context, id, by, msg string) (record, error) {
-	rec, _, err := m.update(ctx, id, "", func(r *record) error {
+func (m *Manager) fail(ctx context.Context, id, by, msg string) (taskRecord, error) {
+	rec, _, err := m.update(ctx, id, "", func(r *taskRecord) error {
 		if r.St.Terminal() || r.By != by {
 			return errSkip
 		}
@@ -407,7 +385,7 @@ func (m *Manager) Update(ctx context.Context, owner Owner, id string, responses 
 			return fmt.Errorf("%w: inputResponses[%q] must be an object of at most %d bytes under a valid key", ErrInvalidParams, k, MaxInputBytes)
 		}
 	}
-	_, wrote, err := m.update(ctx, id, owner.digest(), func(r *record) error {
+	_, wrote, err := m.update(ctx, id, owner.digest(), func(r *taskRecord) error {
 		n := 0
 		for k, v := range responses {
 			if _, ok := r.Req[k]; ok && r.St == InputRequired {
@@ -438,7 +416,7 @@ func (m *Manager) Update(ctx context.Context, owner Owner, id string, responses 
 // ended is returned unchanged with ErrTerminal (2026-07-28 acks it anyway;
 // 2025-11-25 answers -32602).
 func (m *Manager) Cancel(ctx context.Context, owner Owner, id string) (DetailedTask, error) {
-	rec, wrote, err := m.update(ctx, id, owner.digest(), func(r *record) error {
+	rec, wrote, err := m.update(ctx, id, owner.digest(), func(r *taskRecord) error {
 		r.St, r.Msg, r.Req, r.Ans = Cancelled, "cancelled at the client's request", nil, nil
 		return nil
 	})

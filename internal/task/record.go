@@ -11,13 +11,14 @@ import (
 
 	"github.com/google/uuid"
 	"github.com/mcphandler/mcphandler/internal/jsonrpc"
+	"github.com/mcphandler/mcphandler/internal/record"
 )
 
 // A task is one record in the store, task/<id>, signed (purpose "task")
-// like every record that carries a decision. Every change of state is one
-// CompareAndSwap from the exact bytes read, and every write increments
-// Rev, so of replicas racing for a transition exactly one wins and the
-// others read what it decided.
+// and kept by package internal/record like every record that carries a
+// decision. Every change of state is one CompareAndSwap from the exact
+// bytes read, and every write increments Rev, so of replicas racing for a
+// transition exactly one wins and the others read what it decided.
 //
 //	    ┌──────────────► completed ◄─────────┐
 //	    │ ┌────────────► failed    ◄───────┐ │
@@ -39,7 +40,7 @@ import (
 //     message, the runner taking its answers, a partial answer.
 //
 // Nothing ever leaves a terminal status.
-type record struct {
+type taskRecord struct {
 	V     int      `json:"v"` // recordVersion
 	St    Status   `json:"st"`
 	Own   string   `json:"own"`  // ownerDigest of tenant and subject
@@ -116,9 +117,9 @@ func isDigest(s string) bool {
 	return err == nil && len(b) == sha256.Size && strings.ToLower(s) == s
 }
 
-// valid checks a decoded record like client input: a record that fails is
+// Valid checks a decoded record like client input: a record that fails is
 // treated as absent.
-func (r *record) valid() bool {
+func (r *taskRecord) Valid() bool {
 	if r.V != recordVersion || !r.St.valid() || !isDigest(r.Own) || !isDigest(r.Ten) || r.Tool == "" || len(r.Tool) > 256 {
 		return false
 	}
@@ -145,9 +146,15 @@ func (r *record) valid() bool {
 	return (r.St == InputRequired || len(r.Req) == 0) && (r.St == Completed || r.Res == nil) && (r.St == Failed || r.Err == nil)
 }
 
+// Life is the record's revision and expiry, as package record keeps them.
+func (r *taskRecord) Life() record.Life { return record.Life{Rev: r.Rev, End: r.Exp} }
+
+// SetLife sets the record's revision and expiry.
+func (r *taskRecord) SetLife(l record.Life) { r.Rev, r.Exp = l.Rev, l.End }
+
 // keysValid checks that the asked keys are distinct and valid, and that
 // every pending request and unread answer is under an asked key.
-func (r *record) keysValid() bool {
+func (r *taskRecord) keysValid() bool {
 	seen := make(map[string]bool, len(r.Asked))
 	for _, k := range r.Asked {
 		if checkKey(k) != nil || seen[k] {
@@ -171,7 +178,7 @@ func (r *record) keysValid() bool {
 }
 
 // clone returns a copy of r that shares nothing mutable with it.
-func (r *record) clone() record {
+func (r *taskRecord) clone() taskRecord {
 	c := *r
 	c.Asked = slices.Clone(r.Asked)
 	c.Req = maps.Clone(r.Req)
@@ -184,7 +191,7 @@ func (r *record) clone() record {
 }
 
 // detailed returns the wire view of the task.
-func (r *record) detailed(id string) DetailedTask {
+func (r *taskRecord) detailed(id string) DetailedTask {
 	ttl := r.TTL
 	d := DetailedTask{Task: Task{TaskID: id, Status: r.St, StatusMessage: r.Msg, CreatedAt: wireTime(r.C),
 		LastUpdatedAt: wireTime(r.U), TTLMs: &ttl, PollIntervalMs: r.Poll}}

@@ -13,33 +13,35 @@ import (
 
 	"github.com/google/uuid"
 	"github.com/mcphandler/mcphandler/internal/jsonrpc"
+	"github.com/mcphandler/mcphandler/internal/record"
 )
 
 // newID mints a task id: a random (version 4) UUID.
 func newID() string { return uuid.NewString() }
 
 // Run is the execution of one task on the replica that created it: it
-// holds the task's lease, renewed every Lease/3 by a timer the Run owns,
-// until the task ends or the Manager closes. Its methods are safe for
-// concurrent use.
+// holds the task's lease, renewed every Lease/3, until the task ends or
+// the Manager closes. Its methods are safe for concurrent use.
 type Run struct {
 	m        *Manager
 	id, by   string
 	deadline time.Time
+	lease    *record.Lease
 
 	ctx    context.Context
 	cancel context.CancelCauseFunc
 	wake   chan struct{} // a signal arrived: re-read the record
 
-	mu      sync.Mutex // guards timer and stopped; held while renewing
-	timer   *time.Timer
+	// mu guards stopped, and is held while re-reading the record. Lock
+	// order: mu, then the Manager's mu or the lease's, never the reverse.
+	mu      sync.Mutex
 	stopped bool
 }
 
 // start registers the Run of the task just created and starts renewing
 // its lease.
-func (m *Manager) start(id string, rec *record) (*Run, error) {
-	r := &Run{m: m, id: id, by: rec.By, deadline: time.UnixMilli(rec.C + rec.TTL), wake: make(chan struct{}, 1)}
+func (m *Manager) start(id string, rec *taskRecord, lease *record.Lease) (*Run, error) {
+	r := &Run{m: m, id: id, by: rec.By, deadline: time.UnixMilli(rec.C + rec.TTL), lease: lease, wake: make(chan struct{}, 1)}
 	ctx, cancel := context.WithDeadline(context.Background(), r.deadline)
 	var cancelCause context.CancelCauseFunc
 	r.ctx, cancelCause = context.WithCancelCause(ctx)
@@ -52,12 +54,7 @@ func (m *Manager) start(id string, rec *record) (*Run, error) {
 	}
 	m.runs[id] = r
 	m.mu.Unlock()
-	// Lock order: r.mu before m.mu (stopLocked), never the reverse.
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	if !r.stopped {
-		r.timer = time.AfterFunc(m.cfg.Lease/3, r.renew)
-	}
+	lease.Keep(r.renewed) // a no-op if the Run was stopped already
 	return r, nil
 }
 
@@ -70,31 +67,23 @@ func (r *Run) ID() string { return r.id }
 // closes, and it reaches its deadline at the task's TTL.
 func (r *Run) Context() context.Context { return r.ctx }
 
-// renew extends the lease and re-reads the record: a task that ended
-// elsewhere, or reached its TTL, stops the Run.
-func (r *Run) renew() {
+// renewed runs after each renewal of the lease (which takes a lapsed
+// lease back if nobody took it), with the renewal's error: it re-reads
+// the record, so that a task that ended elsewhere, was marked failed
+// while its lease had lapsed, or reached its TTL, stops the Run.
+func (r *Run) renewed(ctx context.Context, err error) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	if r.stopped {
 		return
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), r.m.cfg.Lease/3)
-	defer cancel()
-	st, key := r.m.cfg.Store, leaseKey(r.id)
-	if ok, err := st.CompareAndSwap(ctx, key, []byte(r.by), []byte(r.by), r.m.cfg.Lease); err == nil && !ok {
-		// It lapsed: take it back if nobody marked the task failed yet
-		// (the check below finds out).
-		st.PutIfAbsent(ctx, key, []byte(r.by), r.m.cfg.Lease)
-	} else if err != nil {
+	if err != nil {
 		r.m.cfg.Logger.Warn("task: renewing a lease failed", "task", r.id, "err", err)
 	}
 	if !time.Now().Before(r.deadline) {
 		r.m.fail(ctx, r.id, r.by, msgExpired)
 	}
 	r.checkLocked(ctx)
-	if !r.stopped {
-		r.timer = time.AfterFunc(r.m.cfg.Lease/3, r.renew)
-	}
 }
 
 // checkLocked stops the Run if its task ended or is no longer its own.
@@ -122,17 +111,15 @@ func (r *Run) check() {
 	}
 }
 
-// stopLocked ends the Run: no more renewals, its context cancelled with
-// cause, the lease dropped when the task ended (release), and the Run
-// forgotten by its Manager.
+// stopLocked ends the Run: no more renewals (the lease lapses Lease after
+// the last one; end drops it at once), its context cancelled with cause,
+// and the Run forgotten by its Manager.
 func (r *Run) stopLocked(cause error) {
 	if r.stopped {
 		return
 	}
 	r.stopped = true
-	if r.timer != nil {
-		r.timer.Stop()
-	}
+	r.lease.Stop()
 	r.cancel(cause)
 	r.m.mu.Lock()
 	delete(r.m.runs, r.id)
@@ -162,7 +149,7 @@ func (r *Run) Complete(ctx context.Context, result json.RawMessage) error {
 		}
 		return fmt.Errorf("%w: %s", ErrResultTooLarge, msg)
 	}
-	return r.end(ctx, func(rec *record) { rec.St, rec.Res = Completed, compact(result) })
+	return r.end(ctx, func(rec *taskRecord) { rec.St, rec.Res = Completed, compact(result) })
 }
 
 // Fail ends the task as failed with e (a protocol-level error; its
@@ -176,13 +163,13 @@ func (r *Run) Fail(ctx context.Context, e *jsonrpc.Error) error {
 	if len(c.Data) > MaxInputBytes || (len(c.Data) > 0 && !json.Valid(c.Data)) {
 		c.Data = nil
 	}
-	return r.end(ctx, func(rec *record) { rec.St, rec.Err, rec.Msg = Failed, &c, c.Message })
+	return r.end(ctx, func(rec *taskRecord) { rec.St, rec.Err, rec.Msg = Failed, &c, c.Message })
 }
 
 // end makes the runner's terminal transition and stops the Run, whether
 // or not the transition could be made.
-func (r *Run) end(ctx context.Context, set func(*record)) error {
-	_, _, err := r.m.update(ctx, r.id, "", func(rec *record) error {
+func (r *Run) end(ctx context.Context, set func(*taskRecord)) error {
+	_, _, err := r.m.update(ctx, r.id, "", func(rec *taskRecord) error {
 		if rec.By != r.by {
 			return ErrTerminal
 		}
@@ -197,14 +184,14 @@ func (r *Run) end(ctx context.Context, set func(*record)) error {
 	// whose outcome could not be recorded (the store failed) is failed by
 	// the next reader once the lease lapses, instead of staying working.
 	r.stop(ErrTerminal)
-	r.m.cfg.Store.CompareAndSwap(context.WithoutCancel(ctx), leaseKey(r.id), []byte(r.by), []byte(r.by), time.Millisecond)
+	r.lease.Release()
 	return err
 }
 
 // SetMessage sets the task's status message (at most 1024 bytes; longer
 // is cut).
 func (r *Run) SetMessage(ctx context.Context, msg string) error {
-	_, _, err := r.m.update(ctx, r.id, "", func(rec *record) error {
+	_, _, err := r.m.update(ctx, r.id, "", func(rec *taskRecord) error {
 		if rec.By != r.by {
 			return ErrTerminal
 		}
@@ -233,7 +220,7 @@ func (r *Run) RequestInput(ctx context.Context, reqs map[string]json.RawMessage,
 			return fmt.Errorf("%w: request %q must be a JSON object of at most %d bytes", ErrInvalidInput, k, MaxInputBytes)
 		}
 	}
-	_, _, err := r.m.update(ctx, r.id, "", func(rec *record) error {
+	_, _, err := r.m.update(ctx, r.id, "", func(rec *taskRecord) error {
 		if rec.By != r.by || rec.St.Terminal() {
 			return ErrTerminal
 		}
@@ -290,7 +277,7 @@ func (r *Run) AwaitInput(ctx context.Context, keys ...string) (map[string]json.R
 // there; nil, nil means not yet.
 func (r *Run) takeAnswers(ctx context.Context, keys []string) (map[string]json.RawMessage, error) {
 	var got map[string]json.RawMessage
-	_, _, err := r.m.update(ctx, r.id, "", func(rec *record) error {
+	_, _, err := r.m.update(ctx, r.id, "", func(rec *taskRecord) error {
 		got = nil
 		if rec.By != r.by || rec.St.Terminal() {
 			return ErrTerminal

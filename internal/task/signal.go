@@ -96,7 +96,7 @@ type statusMsg struct {
 }
 
 // publishStatus publishes the task as it now is on its tenant's channel.
-func (m *Manager) publishStatus(ctx context.Context, id string, r *record) {
+func (m *Manager) publishStatus(ctx context.Context, id string, r *taskRecord) {
 	ch := tenantChannel(r.Ten)
 	b, _ := json.Marshal(statusMsg{Owner: r.Own, Task: r.detailed(id), Rev: r.Rev})
 	if _, err := m.cfg.Store.Publish(context.WithoutCancel(ctx), ch, m.status.SignMessage(ch, time.Now(), b)); err != nil {

@@ -52,7 +52,7 @@ func FuzzStoredTask(f *testing.F) {
 		ctx := context.Background()
 		raw := payload
 		if signed {
-			raw = m.rec.Sign(taskKey(fuzzID), payload)
+			raw = m.records.Signer.Sign(taskKey(fuzzID), payload)
 		}
 		if rec, ok := m.decode(fuzzID, raw); ok {
 			checkRecord(t, m, &rec)
@@ -84,7 +84,7 @@ func FuzzStoredTask(f *testing.F) {
 }
 
 // checkRecord checks what an accepted record promises.
-func checkRecord(t *testing.T, m *Manager, rec *record) {
+func checkRecord(t *testing.T, m *Manager, rec *taskRecord) {
 	t.Helper()
 	d := rec.detailed(fuzzID)
 	switch {

@@ -52,9 +52,9 @@ func goldenManager(t *testing.T) (*Manager, *recording) {
 }
 
 // goldenRecords are a task of alice's in each status.
-func goldenRecords(m *Manager) map[string]record {
+func goldenRecords(m *Manager) map[string]taskRecord {
 	now := goldenNow.UnixMilli()
-	working := record{V: recordVersion, St: Working, Own: alice.digest(), Ten: digest("tenant", alice.Tenant), Tool: "export_docs",
+	working := taskRecord{V: recordVersion, St: Working, Own: alice.digest(), Ten: digest("tenant", alice.Tenant), Tool: "export_docs",
 		C: now, U: now, TTL: time.Hour.Milliseconds(), Poll: time.Second.Milliseconds(), By: goldenToken, Rev: 1}
 	working.Exp = m.expiry(&working)
 	input := working
@@ -73,7 +73,7 @@ func goldenRecords(m *Manager) map[string]record {
 	cancelled := working
 	cancelled.St, cancelled.Rev, cancelled.U = Cancelled, 2, now+3000
 	cancelled.Exp = m.expiry(&cancelled)
-	return map[string]record{"working": working, "input-required": input, "completed": completed, "failed": failed, "cancelled": cancelled}
+	return map[string]taskRecord{"working": working, "input-required": input, "completed": completed, "failed": failed, "cancelled": cancelled}
 }
 
 // atGoldenNow signs again, as published at goldenNow, a message signed

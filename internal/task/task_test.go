@@ -503,8 +503,8 @@ func TestForgedStoreValues(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		forger.rec, _ = sign.NewSigner("task", []byte("another key, 32 bytes or longer!!"))
-		forger.signal, forger.status = forger.rec, forger.rec
+		forger.records.Signer, _ = sign.NewSigner("task", []byte("another key, 32 bytes or longer!!"))
+		forger.signal, forger.status = forger.records.Signer, forger.records.Signer
 		raw, _ := st.Load(ctx, taskKey(d.TaskID))
 		// A copy of d's genuine record under another id, and a record
 		// signed with a key the replicas do not hold.
