@@ -184,6 +184,6 @@ func (m *Manager) decode(id string, raw []byte) (taskRecord, bool) {
 	k.Now = func() time.Time { return time.UnixMilli(0) }
 	ctx := context.Background()
 	k.Store.PutIfAbsent(ctx, taskKey(id), raw, time.Minute)
-	rec, _, err := k.Load(ctx, taskKey(id), 0)
+	rec, _, err := k.Load(ctx, taskKey(id))
 	return rec, err == nil
 }

@@ -192,7 +192,7 @@ func (m *Manager) load(ctx context.Context, id, own string) (taskRecord, []byte,
 	if !validID(id) {
 		return taskRecord{}, nil, ErrNotFound
 	}
-	rec, raw, err := m.records.Load(ctx, taskKey(id), 0)
+	rec, raw, err := m.records.Load(ctx, taskKey(id))
 	if err != nil {
 		return taskRecord{}, nil, notFound(err)
 	}
