@@ -74,16 +74,13 @@ func (ap *approvals) approvePush(t *toolRun, d Decision, a *approval.Approval) b
 func (c *confirmCall) waitApproval(ctx context.Context, a *approval.Approval, msg string) (Outcome, *ToolResult, *confirmRun) {
 	cs, x := c.cs, c.x
 	params, err := x.elicitParams(ElicitRequest{Message: msg, URL: a.URL, ElicitationID: a.ID})
-	qid := approvalPrefix + a.ID
-	channel := replyChannel(c.rec.Session, qid)
-	var hints <-chan []byte
-	if sub, err := cs.cfg.Store.Subscribe(ctx, channel); err == nil {
-		defer sub.Close()
-		hints = sub.C()
-	}
-	lost := x.st.watchCaller() // the wait ends when its caller fails a re-check
+	// The decision comes from the approval: a question that cannot
+	// subscribe waits without replies, and one whose params could not be
+	// encoded, or that cannot reach the client, waits all the same.
+	q, _ := newQuestion(ctx, cs.bus, x, approvalPrefix+a.ID, mayNotHear)
+	defer q.close()
 	if err == nil {
-		x.st.send(jsonrpc.AppendRequest(nil, jsonrpc.AppendString(nil, qid), "elicitation/create", params))
+		q.send("elicitation/create", params)
 	}
 	wctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
 	defer cancel()
@@ -95,15 +92,16 @@ func (c *confirmCall) waitApproval(ctx context.Context, a *approval.Approval, ms
 		}
 		decided <- got
 	}()
-	return c.awaitDecision(ctx, a, hints, channel, decided, lost)
+	return c.awaitDecision(ctx, a, q, decided)
 }
 
 // awaitDecision waits for the approval's decision on decided, withdrawing
 // the approval when the call is cancelled or the client declines to open
-// the page (an answer on hints), and stopping when its caller fails a
-// re-check (lost).
-func (c *confirmCall) awaitDecision(ctx context.Context, a *approval.Approval, hints <-chan []byte, channel string, decided <-chan *approval.Approval, lost <-chan struct{}) (Outcome, *ToolResult, *confirmRun) {
+// the page (one of the question's replies), and stopping when its caller
+// fails a re-check (lost). The client's disconnect does not end it.
+func (c *confirmCall) awaitDecision(ctx context.Context, a *approval.Approval, q *question, decided <-chan *approval.Approval) (Outcome, *ToolResult, *confirmRun) {
 	cs, x := c.cs, c.x
+	hints := q.replies()
 	keep := time.NewTicker(cs.cfg.Sessions.KeepAlive)
 	defer keep.Stop()
 	// Past the expiry the approval is decided (expired, at the latest): a
@@ -124,12 +122,12 @@ func (c *confirmCall) awaitDecision(ctx context.Context, a *approval.Approval, h
 		case <-limit.C:
 			c.ls.Release()
 			return outcomeHandedOver, nil, nil
-		case <-lost:
+		case <-q.lost:
 			return c.giveUp(context.WithoutCancel(ctx), OutcomeRevoked)
 		case b, ok := <-hints:
 			if !ok {
 				hints = nil
-			} else if p, ok := cs.bus.openMessage(cs.macs.reply, channel, b); ok && refusedToOpen(p) {
+			} else if p, ok := q.open(b); ok && refusedToOpen(p) {
 				cs.cfg.Approvals.Withdraw(context.WithoutCancel(ctx), a.ID, approvalAsker(c.ident))
 			}
 		case <-done: // cancelled: withdraw; the decided read follows

@@ -171,28 +171,27 @@ func (r *confirmRun) finish(ctx context.Context) {
 func (c *confirmCall) wait(ctx context.Context, x *Exchange, params []byte) (Outcome, *ToolResult, *confirmRun) {
 	cs := c.cs
 	c.x = x
-	channel := replyChannel(c.rec.Session, c.id)
-	sub, err := cs.cfg.Store.Subscribe(ctx, channel)
+	q, err := newQuestion(ctx, cs.bus, x, c.id, mustHear)
 	if err != nil {
 		cs.logger().Error("mcphandler: session store", "err", err)
 		return c.giveUp(ctx, OutcomeError)
 	}
-	defer sub.Close()
-	lost := x.st.watchCaller() // the wait ends when its caller fails a re-check
-	qid := jsonrpc.AppendString(nil, c.id)
-	if err := x.st.send(jsonrpc.AppendRequest(nil, qid, "elicitation/create", params)); err != nil {
+	defer q.close()
+	if err := q.send("elicitation/create", params); err != nil {
 		return c.giveUp(ctx, OutcomeDisconnected)
 	}
 	step(ctx, StepConfirmAsked, c.id) // for Config.Interceptors (intercept.go)
-	return c.await(ctx, sub.C(), channel, lost)
+	return c.await(ctx, q)
 }
 
-// await waits for the confirm's answer, woken by hints on channel and
-// reading the record every poll, until the deadline, the client's
-// disconnect, the call's cancellation or its caller's failed re-check
-// (lost: revoked, the tool does not run whatever the answer).
-func (c *confirmCall) await(ctx context.Context, hints <-chan []byte, channel string, lost <-chan struct{}) (Outcome, *ToolResult, *confirmRun) {
-	cs, x := c.cs, c.x
+// await waits for the confirm's answer, woken by the question's replies
+// (hints: the answer is in the record) and reading the record every poll,
+// until the deadline, the client's disconnect, the call's cancellation or
+// its caller's failed re-check (lost: revoked, the tool does not run
+// whatever the answer). If the replies end, the poll goes on alone.
+func (c *confirmCall) await(ctx context.Context, q *question) (Outcome, *ToolResult, *confirmRun) {
+	cs := c.cs
+	hints := q.replies()
 	timeout := time.NewTimer(time.Until(c.rec.deadline()))
 	defer timeout.Stop()
 	poll := time.NewTicker(cs.ct.poll)
@@ -204,15 +203,15 @@ func (c *confirmCall) await(ctx context.Context, hints <-chan []byte, channel st
 				hints = nil // the poll still reads the record
 				continue
 			}
-			if _, ok := cs.bus.openMessage(cs.macs.reply, channel, b); !ok {
+			if _, ok := q.open(b); !ok {
 				continue
 			}
 		case <-poll.C:
 		case <-timeout.C:
 			return c.giveUp(ctx, OutcomeTimedOut)
-		case <-x.gone:
+		case <-q.gone:
 			return c.giveUp(ctx, OutcomeDisconnected)
-		case <-lost:
+		case <-q.lost:
 			return c.giveUp(ctx, OutcomeRevoked)
 		case <-ctx.Done():
 			return c.giveUp(ctx, OutcomeCancelled)
@@ -247,9 +246,7 @@ func (c *confirmCall) giveUp(ctx context.Context, outcome Outcome) (Outcome, *To
 			c.rec, c.raw = next, raw
 			c.ls.Release()
 			if outcome == OutcomeTimedOut && c.x != nil {
-				p := append([]byte(`{"requestId":`), jsonrpc.AppendString(nil, c.id)...)
-				p = append(p, `,"reason":"the server stopped waiting"}`...)
-				c.x.st.send(jsonrpc.AppendRequest(nil, nil, "notifications/cancelled", p))
+				stoppedWaiting(c.x.st, jsonrpc.AppendString(nil, c.id))
 			}
 			return outcome, c.notRun(outcome), nil
 		}

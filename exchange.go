@@ -341,31 +341,32 @@ func (x *Exchange) ask(ctx context.Context, key, kind, method string, params []b
 
 // request sends the server-to-client request id and waits for the answer
 // that deliverResponse publishes, on whichever replica the client posts
-// it. A message on the reply channel that does not verify is dropped. The
-// wait ends, without the answer, when the request's caller fails a
-// re-check (see callerWatch).
+// it (see question). A message on the reply channel that does not verify
+// is dropped. The wait ends, without the answer, when the request's
+// caller fails a re-check (see callerWatch).
 func (x *Exchange) request(ctx context.Context, id, method string, params []byte) (json.RawMessage, error) {
 	if x.sess == nil || x.st == nil || x.st.noSSE {
 		return nil, ErrCannotAsk
 	}
-	lost := x.st.watchCaller()
-	channel := replyChannel(x.sess.ID, id)
-	sub, err := x.h.cfg.Store.Subscribe(ctx, channel)
+	// A tool's question arms the caller's watch before it subscribes: one
+	// whose subscription fails has waited all the same, and its call's
+	// final message re-checks the caller (stream.callerFailure).
+	x.st.watchCaller()
+	q, err := newQuestion(ctx, x.h.bus, x, id, mustHear)
 	if err != nil {
 		return nil, err
 	}
-	defer sub.Close()
-	qid := jsonrpc.AppendString(nil, id)
-	if err := x.st.send(jsonrpc.AppendRequest(nil, qid, method, params)); err != nil {
+	defer q.close()
+	if err := q.send(method, params); err != nil {
 		return nil, err
 	}
 	for {
 		select {
-		case b, ok := <-sub.C():
+		case b, ok := <-q.replies():
 			if !ok {
 				return nil, errStreamClosed
 			}
-			p, ok := x.h.bus.openMessage(x.h.macs.reply, channel, b)
+			p, ok := q.open(b)
 			if !ok {
 				continue
 			}
@@ -378,14 +379,12 @@ func (x *Exchange) request(ctx context.Context, id, method string, params []byte
 				return nil, &ClientError{Code: Code(m.Error.Code), Message: m.Error.Message}
 			}
 			return m.Result, nil
-		case <-x.gone:
+		case <-q.gone:
 			return nil, ErrDisconnected
-		case <-lost:
+		case <-q.lost:
 			return nil, errCallerLost
 		case <-ctx.Done():
-			p := append([]byte(`{"requestId":`), qid...)
-			p = append(p, `,"reason":"the server stopped waiting"}`...)
-			x.st.send(jsonrpc.AppendRequest(nil, nil, "notifications/cancelled", p))
+			q.cancel()
 			return nil, ctx.Err()
 		}
 	}
