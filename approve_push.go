@@ -273,7 +273,7 @@ func (ap *approvals) runAdopted(out *request, c *confirmCall, run *confirmRun, e
 func (ap *approvals) adoptRequest(ctx context.Context, from *request, streamID string) *request {
 	r, ident, sess := from.r, from.id, from.sess
 	rq := &request{h: from.h, r: r, start: time.Now(), id: ident, sess: sess, version: sess.ProtocolVersion, era: eraSessions}
-	rq.info = &reqInfo{identity: ident, request: r, version: sess.ProtocolVersion, sessionID: sess.ID}
+	rq.info = &reqInfo{identity: ident, request: r, version: sess.ProtocolVersion, sessionID: sess.ID, caps: sess.Capabilities}
 	rq.base = context.WithoutCancel(ctx)
 	rq.ctx = context.WithValue(rq.base, ctxKey{}, rq.info)
 	rq.st = ap.confirms.logOnly(sess.ID, streamID)

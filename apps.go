@@ -110,13 +110,7 @@ func declaresApps(ext map[string]json.RawMessage) bool {
 }
 
 // appsDeclared reports whether the client of rq declared MCP Apps.
-func (rq *request) appsDeclared() bool {
-	c := rq.caps
-	if rq.sess != nil {
-		c = rq.sess.Capabilities
-	}
-	return c.Has(session.CapUIApps)
-}
+func (rq *request) appsDeclared() bool { return rq.clientCaps().Has(session.CapUIApps) }
 
 // appOnly reports whether t is visible to apps only.
 func (t *Tool) appOnly() bool {

@@ -476,7 +476,7 @@ func (cs *confirms) answerConfirm(rq *request, id string, m *jsonrpc.Message) er
 func (cs *confirms) adopt(ctx context.Context, from *request, start time.Time, id string, ls *record.Lease, rec confirmRecord, raw []byte) {
 	r, ident, sess := from.r, from.id, from.sess
 	rq := &request{h: from.h, r: r, start: start, id: ident, sess: sess, version: sess.ProtocolVersion, era: eraSessions}
-	rq.info = &reqInfo{identity: ident, request: r, version: sess.ProtocolVersion, sessionID: sess.ID}
+	rq.info = &reqInfo{identity: ident, request: r, version: sess.ProtocolVersion, sessionID: sess.ID, caps: sess.Capabilities}
 	rq.base = context.WithoutCancel(ctx)
 	rq.ctx = context.WithValue(rq.base, ctxKey{}, rq.info)
 	rq.st = cs.logOnly(sess.ID, rec.Stream)

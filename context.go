@@ -4,6 +4,8 @@ import (
 	"context"
 	"encoding/json"
 	"net/http"
+
+	"github.com/mcphandler/mcphandler/session"
 )
 
 // ctxKey is the key of the request's *reqInfo in a context.
@@ -16,6 +18,7 @@ type reqInfo struct {
 	sessionID string
 	version   string
 	meta      json.RawMessage
+	caps      session.Capabilities
 }
 
 // IdentityFrom returns the caller of the request being served in ctx. It is
@@ -56,6 +59,18 @@ func ProtocolVersionFrom(ctx context.Context) (string, bool) {
 		return "", false
 	}
 	return ri.version, true
+}
+
+// ClientCapabilitiesFrom returns what the client of the request in ctx
+// declared it can do: in its session's initialize (2025, 2024-11-05), or
+// in the request's own _meta (2026-07-28). None when ctx serves no
+// request, or during a client's initialize before it was read.
+func ClientCapabilitiesFrom(ctx context.Context) session.Capabilities {
+	ri, ok := ctx.Value(ctxKey{}).(*reqInfo)
+	if !ok {
+		return 0
+	}
+	return ri.caps
 }
 
 // MetaFrom returns the raw `_meta` object of the request's params, if it had

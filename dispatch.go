@@ -37,6 +37,7 @@ func (h *Handler) serveRequest(rq *request, m *jsonrpc.Message) {
 	if rq.sess != nil {
 		rq.info.sessionID = rq.sess.ID
 	}
+	rq.info.caps = rq.clientCaps()
 	rq.ctx = context.WithValue(rq.context(), ctxKey{}, rq.info)
 	if md.cancellable && rq.sess != nil {
 		key, cancel, ok := h.bus.track(rq, m.ID)

@@ -473,6 +473,15 @@ type request struct {
 	ic *interception // set while Config.Interceptors run (intercept.go)
 }
 
+// clientCaps is what the client of rq declared it can do: its session's
+// capabilities, or a 2026-07-28 request's own.
+func (rq *request) clientCaps() session.Capabilities {
+	if rq.sess != nil {
+		return rq.sess.Capabilities
+	}
+	return rq.caps
+}
+
 // context is the context the operation runs with: the one the last of
 // Config.Interceptors passed on, else the HTTP request's. (rq.r keeps the
 // HTTP request's own: a copy of it per intercepted request would cost

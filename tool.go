@@ -70,6 +70,9 @@ type Tool struct {
 	// (the extension io.modelcontextprotocol/ui); see apps.go. A call of
 	// such a tool always answers with a text block.
 	UI *ToolUI
+	// Origin, when set, says the tool is served on behalf of another MCP
+	// server (package gateway sets it); nil for a tool of this server.
+	Origin *ToolOrigin
 
 	// input is what the handler made of InputSchema (schema_cache.go),
 	// set on the tool a call resolves to; nil without an InputSchema.
@@ -98,13 +101,38 @@ type ToolAnnotations struct {
 // (server/tools, ToolAnnotations): true unless Annotations has
 // ReadOnlyHint set, or has DestructiveHint set to false. So a tool with
 // no Annotations, or with Annotations that set neither (a Title only),
-// is destructive.
+// is destructive. A tool of another server (Origin set) is destructive
+// whatever its Annotations say unless Origin.TrustHints is set: they are
+// that server's hints, and the spec says not to rely on the hints of a
+// server one does not trust.
 func (t *Tool) Destructive() bool {
 	a := t.Annotations
-	if a == nil {
+	if a == nil || t.Origin != nil && !t.Origin.TrustHints {
 		return true
 	}
 	return !a.ReadOnlyHint && (a.DestructiveHint == nil || *a.DestructiveHint)
+}
+
+// ToolOrigin is where a tool served on behalf of another MCP server (an
+// upstream of package gateway) comes from. Its strings come from the
+// host's configuration (Upstream, Era) or from the upstream (Name,
+// Digest): bounded, but Name is the upstream's choice.
+type ToolOrigin struct {
+	// Upstream is the id the host gave the upstream.
+	Upstream string
+	// Name is the tool's name on the upstream (Tool.Name is the name it
+	// is served under here).
+	Name string
+	// Digest is the hex SHA-256 of the tool's definition exactly as the
+	// upstream sent it: it changes whenever the upstream changes the
+	// tool's description, schemas or annotations.
+	Digest string
+	// Era is the revision the upstream is spoken to in: "2024-11-05",
+	// "2025-03-26", "2025-06-18", "2025-11-25" or "2026-07-28".
+	Era string
+	// TrustHints makes Destructive read the tool's Annotations, which
+	// come from the upstream; by default an upstream tool is destructive.
+	TrustHints bool
 }
 
 // Icon is an image a client may show next to an entry.
@@ -140,6 +168,10 @@ type ToolResult struct {
 	// structuredContent; it must conform to the tool's OutputSchema.
 	StructuredContent any
 	IsError           bool
+
+	// raw holds the members of a result relayed from another server
+	// (ResultJSON), written instead of Content and StructuredContent.
+	raw []byte
 }
 
 // TextResult returns a result with one text block.
@@ -163,6 +195,9 @@ func (r *ToolResult) appendJSON(dst []byte) ([]byte, error) {
 
 // appendMembers appends the members of the result object, without braces.
 func (r *ToolResult) appendMembers(dst []byte) ([]byte, error) {
+	if r.raw != nil {
+		return append(dst, r.raw...), nil
+	}
 	dst = append(dst, `"content":[`...)
 	for i := range r.Content {
 		if i > 0 {

@@ -243,7 +243,7 @@ func (ss *sessions) initializeLegacy(rq *request, m *jsonrpc.Message) {
 	rq.sess.ClientName = clip(p.ClientInfo.Name, ss.cfg.Limits.MaxClientInfoBytes)
 	rq.sess.ClientVersion = clip(p.ClientInfo.Version, ss.cfg.Limits.MaxClientInfoBytes)
 	rq.version = version
-	rq.info = &reqInfo{identity: rq.id, request: rq.r, version: version, sessionID: rq.sess.ID}
+	rq.info = &reqInfo{identity: rq.id, request: rq.r, version: version, sessionID: rq.sess.ID, caps: rq.sess.Capabilities}
 	rq.ctx = context.WithValue(rq.context(), ctxKey{}, rq.info)
 	if err := ss.store.Update(rq.ctx, rq.sess); err != nil {
 		rq.storeFailed(m, err)

@@ -776,7 +776,7 @@ func (ss *sessions) initialize(rq *request, m *jsonrpc.Message) {
 	}
 	version := negotiate(p.ProtocolVersion)
 	rq.version = version
-	rq.info = &reqInfo{identity: rq.id, request: rq.r, version: version}
+	rq.info = &reqInfo{identity: rq.id, request: rq.r, version: version, caps: p.Capabilities.flags()}
 	rq.ctx = context.WithValue(rq.context(), ctxKey{}, rq.info)
 	if !ss.cfg.Stateless {
 		s, err := ss.createSession(rq, &p, version)

@@ -156,7 +156,7 @@ func (h *Handler) serveStateless(w http.ResponseWriter, rq *request, m *jsonrpc.
 	rq.meta = meta
 	rq.caps = parseCaps(meta.ClientCapabilities)
 	rq.st = newStream(w, false, 0)
-	rq.info = &reqInfo{identity: rq.id, request: rq.r, version: rq.version, meta: rawMeta}
+	rq.info = &reqInfo{identity: rq.id, request: rq.r, version: rq.version, meta: rawMeta, caps: rq.caps}
 	h.serveRequest(rq, m)
 }
 
