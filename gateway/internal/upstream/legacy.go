@@ -168,11 +168,13 @@ func (l *legacy) request(ctx context.Context, method string, params []member, _ 
 func (l *legacy) roundTrip(ctx context.Context, method string, params []byte) ([]byte, error) {
 	l.nextID++
 	id := []byte(itoa(l.nextID))
+	if method != "initialize" { // which must never be cancelled
+		// In flight from before it is sent: the upstream may run it before
+		// it accepts it.
+		l.inflight = id
+	}
 	if err := l.post(ctx, "POST "+method, jsonrpc.AppendRequest(nil, id, method, params)); err != nil {
 		return nil, err
-	}
-	if method != "initialize" {
-		l.inflight = id
 	}
 	for {
 		ev, err := l.nextEvent(ctx)

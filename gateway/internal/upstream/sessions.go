@@ -88,6 +88,11 @@ func (s *session) roundTrip(ctx context.Context, method string, params []byte) (
 	s.nextID++
 	id := []byte(itoa(s.nextID))
 	op := "POST " + method
+	if method != "initialize" { // which must never be cancelled
+		// In flight from before it is sent: the upstream may run it before
+		// its answer's header comes, or never send one.
+		s.inflight = id
+	}
 	resp, err := s.c.ep.send(ctx, op, http.MethodPost, s.c.ep.url.String(), jsonrpc.AppendRequest(nil, id, method, params), s.headers)
 	if err != nil {
 		return nil, err
@@ -97,8 +102,6 @@ func (s *session) roundTrip(ctx context.Context, method string, params []byte) (
 			discard(resp)
 			return nil, err
 		}
-	} else {
-		s.inflight = id
 	}
 	left := s.c.ep.max
 	for resumes := 0; ; resumes++ {
