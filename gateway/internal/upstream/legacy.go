@@ -55,23 +55,12 @@ func openLegacy(ctx context.Context, c *call) (*legacy, error) {
 	// on the session the stream holds.
 	gctx, stop := context.WithCancel(context.WithoutCancel(ctx))
 	l.stop = stop
-	resp, err := c.ep.send(gctx, "GET", http.MethodGet, c.ep.url.String(), nil, func(h http.Header) {
-		h.Set("Accept", typeSSE)
-	})
-	if err != nil {
+	if err := l.connect(ctx, gctx); err != nil {
+		if ctx.Err() != nil {
+			err = ctxErr(ctx)
+		}
 		return l, err
 	}
-	if resp.StatusCode < 200 || resp.StatusCode > 299 {
-		return l, c.ep.statusError("GET", resp)
-	}
-	if t := mediaType(resp); t != typeSSE {
-		discard(resp)
-		return l, fmt.Errorf("%w: GET answered with Content-Type %q", ErrMalformed, cutText(resp.Header.Get("Content-Type")))
-	}
-	left := c.ep.max
-	r := newSSEReader(&limitReader{r: resp.Body, left: &left, what: "an SSE stream", max: c.ep.max}, int(c.ep.max), int(c.ep.max))
-	l.wg.Add(1)
-	go l.pump(r, resp.Body)
 
 	p, err := l.nextEvent(ctx)
 	if err != nil {
@@ -111,6 +100,32 @@ func openLegacy(ctx context.Context, c *call) (*legacy, error) {
 		}
 	}
 	return l, nil
+}
+
+// connect GETs the stream on gctx and starts the pump on it. Until the pump
+// runs, the end of ctx ends gctx too, so that an upstream that holds back
+// the stream's header or trickles an error body holds nothing past ctx.
+func (l *legacy) connect(ctx, gctx context.Context) error {
+	defer context.AfterFunc(ctx, l.stop)()
+	ep := l.c.ep
+	resp, err := ep.send(gctx, "GET", http.MethodGet, ep.url.String(), nil, func(h http.Header) {
+		h.Set("Accept", typeSSE)
+	})
+	if err != nil {
+		return err
+	}
+	if resp.StatusCode < 200 || resp.StatusCode > 299 {
+		return ep.statusError("GET", resp)
+	}
+	if t := mediaType(resp); t != typeSSE {
+		discard(resp)
+		return fmt.Errorf("%w: GET answered with Content-Type %q", ErrMalformed, cutText(resp.Header.Get("Content-Type")))
+	}
+	left := ep.max
+	r := newSSEReader(&limitReader{r: resp.Body, left: &left, what: "an SSE stream", max: ep.max}, int(ep.max), int(ep.max))
+	l.wg.Add(1)
+	go l.pump(r, resp.Body)
+	return nil
 }
 
 // sameOrigin resolves the endpoint event's URL against the stream's and
