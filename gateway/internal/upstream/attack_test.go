@@ -532,3 +532,24 @@ func TestLegacyAttacks(t *testing.T) {
 		t.Errorf("another origin got %d requests", elsewhere.Load())
 	}
 }
+
+// An upstream that breaks its stream off again and again is resumed 16
+// times, not more.
+func TestResumeLoop(t *testing.T) {
+	var gets atomic.Int32
+	f := newFake(t, func(w http.ResponseWriter, r *http.Request, m rpc) bool {
+		if r.Method == http.MethodGet || m.is("tools/call") {
+			if r.Method == http.MethodGet {
+				gets.Add(1)
+			}
+			w.Header().Set("Content-Type", "text/event-stream")
+			fmt.Fprint(w, "retry: 1\nid: e1\ndata: \n\n")
+			return true
+		}
+		return false
+	})
+	_, err := upstream.CallTool(context.Background(), f.endpoint(upstream.Sessions), nil, "t", nil, nil)
+	if !errors.Is(err, upstream.ErrTooMany) || gets.Load() != 16 {
+		t.Errorf("err %v after %d resumes", err, gets.Load())
+	}
+}

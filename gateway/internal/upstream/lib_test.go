@@ -357,3 +357,43 @@ func TestDetectInconclusive(t *testing.T) {
 		t.Errorf("nothing MCP: %v", err)
 	}
 }
+
+// A 2025-11-25 answer whose stream the upstream closes before the result
+// (SSE polling) is resumed with GET and Last-Event-ID, and the result
+// arrives there.
+func TestResumeClosedStream(t *testing.T) {
+	poll := mcphandler.Tool{
+		Name: "poll", Description: "closes its stream, then answers",
+		Handler: func(ctx context.Context, call *mcphandler.ToolCall) (*mcphandler.ToolResult, error) {
+			if err := call.Progress(1, 2, "closing"); err != nil {
+				return nil, err
+			}
+			if err := call.CloseStream(); err != nil {
+				return nil, err
+			}
+			time.Sleep(50 * time.Millisecond)
+			return mcphandler.TextResult("after the break"), nil
+		},
+	}
+	l := newLib(t, mcphandler.Config{ListTools: tools(poll), Sessions: mcphandler.SessionOptions{SSERetry: 10 * time.Millisecond}})
+	a := &asker{}
+	res, err := upstream.CallTool(context.Background(), l.at(upstream.Sessions, "/mcp"), nil, "poll", nil, a)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := text(t, res); got != "after the break" {
+		t.Errorf("text %q", got)
+	}
+	var resumed bool
+	for _, r := range l.requests() {
+		if r.method == http.MethodGet && r.header.Get("Last-Event-ID") != "" && r.header.Get("Mcp-Session-Id") != "" {
+			resumed = true
+		}
+	}
+	if !resumed {
+		t.Error("no GET with Last-Event-ID")
+	}
+	if got := a.notified(); len(got) != 1 {
+		t.Errorf("notified %v", got)
+	}
+}

@@ -109,7 +109,7 @@ func (s *session) roundTrip(ctx context.Context, method string, params []byte) (
 		if err != nil {
 			return nil, err
 		}
-		res, done, err := s.read(ctx, in, id)
+		res, done, broke, err := s.read(ctx, in, id)
 		if done || err != nil {
 			in.close()
 			if done {
@@ -120,6 +120,9 @@ func (s *session) roundTrip(ctx context.Context, method string, params []byte) (
 		last, wait, ok := in.resumable()
 		in.close()
 		if !ok || s.sid == "" {
+			if broke != nil {
+				return nil, fmt.Errorf("upstream: the answer to %s broke off: %w", method, broke)
+			}
 			return nil, fmt.Errorf("%w: the answer to %s ended without its response", ErrMalformed, method)
 		}
 		if resumes == maxResumes {
@@ -141,19 +144,24 @@ func (s *session) roundTrip(ctx context.Context, method string, params []byte) (
 }
 
 // read handles the messages of one answer until the response to id: done
-// with its result or *RPCError, or not done when the answer ended before it.
-func (s *session) read(ctx context.Context, in *inbox, id []byte) ([]byte, bool, error) {
+// with its result or *RPCError, or not done when the answer ended before it
+// (broke says why when its connection broke, rather than ended: the
+// upstream may close it without ending the stream, as 2025-11-25 allows,
+// and the stream is resumed as after its end).
+func (s *session) read(ctx context.Context, in *inbox, id []byte) (res []byte, done bool, broke, err error) {
 	for {
 		m, err := in.next()
-		if err == io.EOF || err == errIncomplete {
-			return nil, false, nil
-		}
-		if err != nil {
-			return nil, false, err
+		switch {
+		case err == io.EOF || err == errIncomplete:
+			return nil, false, nil, nil
+		case err != nil && (ctx.Err() != nil || errors.Is(err, ErrTooLarge) || errors.Is(err, ErrMalformed)):
+			return nil, false, nil, err
+		case err != nil:
+			return nil, false, err, nil
 		}
 		res, done, err := s.c.handle(ctx, &m, id, s.reply)
 		if done || err != nil {
-			return res, done, err
+			return res, done, nil, err
 		}
 	}
 }
