@@ -397,3 +397,65 @@ func TestResumeClosedStream(t *testing.T) {
 		t.Errorf("notified %v", got)
 	}
 }
+
+// A 2026-07-28 tool whose schema mirrors arguments into Mcp-Param-*
+// headers is called as the revision says: refused once for the missing
+// headers, tools/list fetched again, the call retried with them (a string
+// that is not plain ASCII Base64-encoded).
+func TestParamHeaders(t *testing.T) {
+	regional := mcphandler.Tool{
+		Name: "regional", Description: "mirrors its arguments",
+		InputSchema: json.RawMessage(`{"type":"object","properties":{
+			"region":{"type":"string","x-mcp-header":"Region"},
+			"limit":{"type":"integer","x-mcp-header":"Limit"},
+			"opts":{"type":"object","properties":{"dry":{"type":"boolean","x-mcp-header":"Dry"}}},
+			"note":{"type":"string","x-mcp-header":"Note"}}}`),
+		Handler: func(ctx context.Context, call *mcphandler.ToolCall) (*mcphandler.ToolResult, error) {
+			return mcphandler.TextResult("ran with " + string(call.Arguments)), nil
+		},
+	}
+	l := newLib(t, mcphandler.Config{ListTools: tools(regional)})
+	args := json.RawMessage(`{"region":"Zürich","limit":42,"opts":{"dry":true}}`)
+	res, err := upstream.CallTool(context.Background(), l.at(upstream.Stateless, "/mcp"), nil, "regional", args, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.HasPrefix(text(t, res), "ran with") {
+		t.Errorf("result %s", res)
+	}
+	var methods []string
+	var last http.Header
+	for _, r := range l.requests() {
+		methods = append(methods, r.header.Get("Mcp-Method"))
+		last = r.header
+	}
+	if strings.Join(methods, " ") != "tools/call tools/list tools/call" {
+		t.Errorf("requests %v", methods)
+	}
+	if last.Get("Mcp-Param-Region") != "=?base64?WsO8cmljaA==?=" || last.Get("Mcp-Param-Limit") != "42" ||
+		last.Get("Mcp-Param-Dry") != "true" || len(last.Values("Mcp-Param-Note")) != 0 {
+		t.Errorf("headers %v", last)
+	}
+
+	// A -32020 that no annotation explains is the caller's error: no loop.
+	greetCalls := 0
+	f := newFake(t, func(w http.ResponseWriter, r *http.Request, m rpc) bool {
+		switch {
+		case m.is("tools/call"):
+			greetCalls++
+			w.Header().Set("Content-Type", "application/json")
+			w.WriteHeader(http.StatusBadRequest)
+			fmt.Fprintf(w, `{"jsonrpc":"2.0","id":%s,"error":{"code":-32020,"message":"Header mismatch"}}`, m.ID)
+		case m.is("tools/list"):
+			writeJSON(w, m.ID, `{"tools":[{"name":"t","inputSchema":{"type":"object"}}]}`)
+		default:
+			return false
+		}
+		return true
+	})
+	_, err = upstream.CallTool(context.Background(), f.endpoint(upstream.Stateless), nil, "t", nil, nil)
+	var re *upstream.RPCError
+	if !errors.As(err, &re) || re.Code != -32020 || greetCalls != 1 {
+		t.Errorf("err %v after %d calls", err, greetCalls)
+	}
+}

@@ -24,6 +24,7 @@ const statelessVersion = "2026-07-28"
 type stateless struct {
 	c      *call
 	nextID int
+	param  http.Header // the Mcp-Param-* headers of tools/call (params.go)
 }
 
 // request sends one request and returns its result: its resultType must
@@ -50,6 +51,11 @@ func (s *stateless) request(ctx context.Context, method string, params []member,
 		h.Set("Mcp-Method", method)
 		if name != "" {
 			h.Set("Mcp-Name", headerValue(name))
+		}
+		if method == "tools/call" {
+			for k, vs := range s.param {
+				h[k] = vs
+			}
 		}
 	})
 	if err != nil {

@@ -160,7 +160,10 @@ func validName(name string) bool {
 // with a progressToken of CallTool's). ask may be nil: every question is
 // then refused. At most 64 questions per call, across 8 input_required
 // rounds at most on Stateless (each round is a retry with inputResponses
-// and the echoed requestState, as the revision says).
+// and the echoed requestState, as the revision says). A Stateless call
+// refused for a missing Mcp-Param-* header (400, -32020) is retried once
+// with the headers its tool's x-mcp-header annotations ask for, found in
+// a fresh tools/list, as the revision says a client does.
 //
 // When ctx ends, or the Timeout, or the upstream breaks the protocol,
 // before the result: in the Sessions and Legacy eras notifications/cancelled
@@ -178,11 +181,19 @@ func CallTool(ctx context.Context, ep Endpoint, caps json.RawMessage, name strin
 	var out json.RawMessage
 	err := operate(ctx, ep, caps, ask, func(ctx context.Context, r requester, era Era) error {
 		var responses, state []byte
-		for round := 0; ; round++ {
-			res, err := r.request(ctx, "tools/call", []member{
+		send := func() ([]byte, error) {
+			return r.request(ctx, "tools/call", []member{
 				{"name", str(name)}, {"arguments", args},
 				{"inputResponses", responses}, {"requestState", state},
 			}, name)
+		}
+		for round := 0; ; round++ {
+			res, err := send()
+			if st, ok := r.(*stateless); ok && err != nil && st.param == nil {
+				if st.param = paramHeadersAfter(ctx, r, err, name, args); st.param != nil {
+					res, err = send() // once, with the Mcp-Param-* headers the tool needs
+				}
+			}
 			if err != nil {
 				return err
 			}
