@@ -553,3 +553,36 @@ func TestResumeLoop(t *testing.T) {
 		t.Errorf("err %v after %d resumes", err, gets.Load())
 	}
 }
+
+// Without an Asker, a 2026-07-28 question ends the call with an error.
+func TestStatelessQuestionWithoutAsker(t *testing.T) {
+	f := newFake(t, func(w http.ResponseWriter, r *http.Request, m rpc) bool {
+		writeJSON(w, m.ID, `{"resultType":"input_required","inputRequests":{"r":{"method":"roots/list"}}}`)
+		return true
+	})
+	_, err := upstream.CallTool(context.Background(), f.endpoint(upstream.Stateless), allCaps, "t", nil, nil)
+	if err == nil || !strings.Contains(err.Error(), "no Asker") {
+		t.Errorf("err %v", err)
+	}
+}
+
+// The caller's Header cannot replace the protocol's headers, however it
+// spells their names.
+func TestHeaderCannotOverrideProtocol(t *testing.T) {
+	f := newFake(t, nil)
+	ep := f.endpoint(upstream.Sessions)
+	ep.Header = http.Header{"mcp-protocol-version": {"1999-01-01"}, "MCP-SESSION-ID": {"forged"}, "X-Api-Key": {"k"}}
+	if _, err := upstream.CallTool(context.Background(), ep, nil, "t", nil, nil); err != nil {
+		t.Fatal(err)
+	}
+	for i, m := range f.posted() {
+		v, sid := "2025-11-25", "s1"
+		if i == 0 {
+			v, sid = "", "" // initialize
+		}
+		if strings.Join(m.header.Values("Mcp-Protocol-Version"), ",") != v || strings.Join(m.header.Values("Mcp-Session-Id"), ",") != sid ||
+			m.header.Get("X-Api-Key") != "k" {
+			t.Errorf("%s headers %v", m.Method, m.header)
+		}
+	}
+}

@@ -3,6 +3,7 @@ package upstream
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 
@@ -74,6 +75,9 @@ func (c *call) answer(ctx context.Context, method string, params []byte) ([]byte
 	if err != nil {
 		var re *RPCError
 		if errors.As(err, &re) {
+			if len(re.Data) > 0 && !json.Valid(re.Data) {
+				return nil, &RPCError{Code: re.Code, Message: re.Message} // what the Asker made cannot be sent
+			}
 			return nil, re
 		}
 		return nil, &RPCError{Code: jsonrpc.CodeInternalError, Message: "Internal error"}

@@ -136,7 +136,7 @@ func (e *endpoint) sameOrigin(ref string) (string, error) {
 		return "", fmt.Errorf("%w: the endpoint event holds no URL", ErrMalformed)
 	}
 	u := e.url.ResolveReference(r)
-	if u.Scheme != e.url.Scheme || u.Host != e.url.Host || u.User != nil {
+	if u.Scheme != e.url.Scheme || u.Host != e.url.Host || r.User != nil {
 		return "", fmt.Errorf("%w: the endpoint event names another origin", ErrMalformed)
 	}
 	return u.String(), nil

@@ -3,6 +3,7 @@ package upstream
 import (
 	"context"
 	"encoding/base64"
+	"errors"
 	"fmt"
 	"io"
 	"net/http"
@@ -132,6 +133,9 @@ func (c *call) inputResponses(ctx context.Context, res []byte) (responses, state
 	}
 	if !isObjectBytes(reqs) {
 		return nil, nil, fmt.Errorf("%w: inputRequests is not an object", ErrMalformed)
+	}
+	if c.ask == nil {
+		return nil, nil, errors.New("upstream: the upstream asks the client a question, and the call has no Asker")
 	}
 	byKey := members(reqs)
 	if len(byKey) == 0 && state == nil {

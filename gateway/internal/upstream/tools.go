@@ -158,7 +158,7 @@ func validName(name string) bool {
 // are refused with -32601 or, on Stateless, fail the call) go to ask.Ask,
 // and its progress and log messages to ask.Notify (progress is asked for
 // with a progressToken of CallTool's). ask may be nil: every question is
-// then refused. At most 64 questions per call, across 8 input_required
+// then refused (-32601; on Stateless, a question ends the call). At most 64 questions per call, across 8 input_required
 // rounds at most on Stateless (each round is a retry with inputResponses
 // and the echoed requestState, as the revision says). A Stateless call
 // refused for a missing Mcp-Param-* header (400, -32020) is retried once

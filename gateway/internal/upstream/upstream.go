@@ -51,8 +51,8 @@ type Endpoint struct {
 	// Header is sent with every request (credentials). It is never sent
 	// on a redirect: redirects are not followed (see HTTP). The headers
 	// the protocol sets (Content-Type, Accept, MCP-Protocol-Version,
-	// Mcp-Session-Id, Mcp-Method, Mcp-Name, Last-Event-ID) override those
-	// of the same name in Header.
+	// Mcp-Session-Id, Mcp-Method, Mcp-Name, Mcp-Param-*, Last-Event-ID)
+	// are never taken from Header, however it spells them.
 	Header http.Header
 	// Era is how URL is spoken to. Probe: find out with [Detect] before
 	// each operation. Set it to override what an upstream advertises
@@ -61,7 +61,8 @@ type Endpoint struct {
 	// HTTP sends the requests. If nil, a client with
 	// http.DefaultTransport is used. Its CheckRedirect is always replaced
 	// by one that refuses every redirect: a 3xx answer is a *StatusError
-	// with its code.
+	// with its code. Its Timeout, if set, bounds each HTTP exchange with
+	// the reading of its body: a stream (Legacy's, an SSE answer) included.
 	HTTP *http.Client
 	// MaxResponseBytes bounds each response body, and the whole of each
 	// SSE stream (every event, comment and line of it, across the

@@ -8,6 +8,7 @@ import (
 	"io"
 	"mime"
 	"net/http"
+	"strings"
 	"time"
 )
 
@@ -31,7 +32,9 @@ func (e *endpoint) send(ctx context.Context, op, method, target string, body []b
 		return nil, fmt.Errorf("upstream: %s: %w", op, err)
 	}
 	for k, vs := range e.header {
-		req.Header[k] = append([]string(nil), vs...)
+		if k = http.CanonicalHeaderKey(k); !protocolHeader(k) {
+			req.Header[k] = append(req.Header[k], vs...)
+		}
 	}
 	if body != nil {
 		req.Header.Set("Content-Type", typeJSON)
@@ -48,6 +51,16 @@ func (e *endpoint) send(ctx context.Context, op, method, target string, body []b
 		return nil, fmt.Errorf("upstream: %s: %w", op, err)
 	}
 	return resp, nil
+}
+
+// protocolHeader reports whether the canonical header name k is one the
+// protocol sets, which Endpoint.Header never provides.
+func protocolHeader(k string) bool {
+	switch k {
+	case "Content-Type", "Accept", "Mcp-Protocol-Version", "Mcp-Session-Id", "Mcp-Method", "Mcp-Name", "Last-Event-Id":
+		return true
+	}
+	return strings.HasPrefix(k, "Mcp-Param-")
 }
 
 // ctxErr is why ctx ended: its cause if it has one, else its error.
