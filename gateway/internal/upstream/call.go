@@ -130,7 +130,12 @@ func (c *call) notify(ctx context.Context, m *message) {
 // come before it are handled on the way.
 type requester interface {
 	request(ctx context.Context, method string, params []member, name string) ([]byte, error)
+	endpoint() *endpoint
 }
+
+func (s *session) endpoint() *endpoint   { return s.c.ep }
+func (s *stateless) endpoint() *endpoint { return s.c.ep }
+func (l *legacy) endpoint() *endpoint    { return l.c.ep }
 
 // withMeta builds a request's params object: params, and a _meta of the
 // members of meta that have a value (none: no _meta).

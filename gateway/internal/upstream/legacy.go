@@ -27,7 +27,7 @@ const legacyVersion = "2024-11-05"
 // pump and waits for it.
 type legacy struct {
 	c        *call
-	endpoint string // the message URL
+	msgURL   string // the message URL (the endpoint event's)
 	version  string // "" until initialize succeeded
 	nextID   int
 	inflight []byte // the id of a request sent and not yet answered
@@ -69,7 +69,7 @@ func openLegacy(ctx context.Context, c *call) (*legacy, error) {
 	if p.name != "endpoint" {
 		return l, fmt.Errorf("%w: the stream's first event is not the endpoint", ErrMalformed)
 	}
-	if l.endpoint, err = c.ep.sameOrigin(strings.TrimSpace(string(p.data))); err != nil {
+	if l.msgURL, err = c.ep.sameOrigin(strings.TrimSpace(string(p.data))); err != nil {
 		return l, err
 	}
 
@@ -217,7 +217,7 @@ func (l *legacy) roundTrip(ctx context.Context, method string, params []byte) ([
 
 // post POSTs one message to the endpoint; any 2xx accepts it.
 func (l *legacy) post(ctx context.Context, op string, msg []byte) error {
-	resp, err := l.c.ep.send(ctx, op, http.MethodPost, l.endpoint, msg, nil)
+	resp, err := l.c.ep.send(ctx, op, http.MethodPost, l.msgURL, msg, nil)
 	if err != nil {
 		return err
 	}

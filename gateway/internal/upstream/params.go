@@ -40,7 +40,7 @@ func paramHeadersAfter(ctx context.Context, r requester, err error, name string,
 // findTool lists the upstream's tools (within the bounds of ListTools)
 // and returns the definition of name, or nil.
 func findTool(ctx context.Context, r requester, name string) []byte {
-	var l toolList
+	l := toolList{max: maxListFactor * r.endpoint().max}
 	cursor := ""
 	for page := 0; page < maxPages; page++ {
 		var params []member

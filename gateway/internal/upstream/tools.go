@@ -19,15 +19,16 @@ import (
 // of A-Z a-z 0-9 _ - ., or that is not a JSON object, is skipped; a name
 // listed twice skips every tool of that name (which of them a call would
 // reach is unknowable). More than 10,000 tools, more than 100 pages or a
-// cursor that repeats fail the list ([ErrTooMany], [ErrMalformed]) rather
-// than return part of it. The upstream's questions during the list are
+// cursor that repeats, or pages of more than 4 × Endpoint.MaxResponseBytes
+// together, fail the list ([ErrTooMany], [ErrMalformed], [ErrTooLarge])
+// rather than return part of it. The upstream's questions during the list are
 // refused (-32601) but for ping.
 //
 // It is safe for concurrent use; each call has its own session.
 func ListTools(ctx context.Context, ep Endpoint, caps json.RawMessage) ([]Tool, error) {
 	var tools []Tool
 	err := operate(ctx, ep, caps, nil, func(ctx context.Context, r requester, _ Era) error {
-		var l toolList
+		l := toolList{max: maxListFactor * r.endpoint().max}
 		cursor := ""
 		for page := 0; ; page++ {
 			if page == maxPages {
@@ -57,6 +58,8 @@ func ListTools(ctx context.Context, ep Endpoint, caps json.RawMessage) ([]Tool, 
 type toolList struct {
 	tools   []Tool
 	seen    int                 // tools listed, valid or not
+	bytes   int64               // of the pages so far
+	max     int64               // of all pages: maxListFactor × MaxResponseBytes
 	names   map[string]int      // how many times each name was listed
 	cursors map[string]struct{} // the cursors given so far
 }
@@ -64,6 +67,9 @@ type toolList struct {
 // page adds one page's tools and returns the cursor of the next page ("":
 // none).
 func (l *toolList) page(res []byte) (string, error) {
+	if l.bytes += int64(len(res)); l.max > 0 && l.bytes > l.max {
+		return "", fmt.Errorf("%w: a tools/list of more than %d bytes", ErrTooLarge, l.max)
+	}
 	m := members(res)
 	raw, ok := m["tools"]
 	if !ok || !bytes.HasPrefix(bytes.TrimLeft(raw, " \t\r\n"), []byte("[")) {
@@ -158,12 +164,13 @@ func validName(name string) bool {
 // are refused with -32601 or, on Stateless, fail the call) go to ask.Ask,
 // and its progress and log messages to ask.Notify (progress is asked for
 // with a progressToken of CallTool's). ask may be nil: every question is
-// then refused (-32601; on Stateless, a question ends the call). At most 64 questions per call, across 8 input_required
-// rounds at most on Stateless (each round is a retry with inputResponses
-// and the echoed requestState, as the revision says). A Stateless call
-// refused for a missing Mcp-Param-* header (400, -32020) is retried once
-// with the headers its tool's x-mcp-header annotations ask for, found in
-// a fresh tools/list, as the revision says a client does.
+// then refused (-32601; on Stateless, a question ends the call). At most
+// 64 questions per call, across at most 8 input_required rounds on
+// Stateless (each round is a retry with inputResponses and the echoed
+// requestState, as the revision says). A Stateless call refused for a
+// missing Mcp-Param-* header (400, -32020) is retried once with the
+// headers its tool's x-mcp-header annotations ask for, found in a fresh
+// tools/list, as the revision says a client does.
 //
 // When ctx ends, or the Timeout, or the upstream breaks the protocol,
 // before the result: in the Sessions and Legacy eras notifications/cancelled

@@ -67,7 +67,8 @@ type Endpoint struct {
 	// MaxResponseBytes bounds each response body, and the whole of each
 	// SSE stream (every event, comment and line of it, across the
 	// reconnections of one request), so also each event and each line.
-	// Past it the operation fails with [ErrTooLarge]. If zero (or
+	// The pages of one tools/list hold at most 4 times as much together.
+	// Past either the operation fails with [ErrTooLarge]. If zero (or
 	// negative), 4 MiB.
 	MaxResponseBytes int64
 	// Timeout bounds each operation (a list with all its pages, a call
@@ -218,6 +219,7 @@ const (
 	maxRounds       = 8
 	maxAsks         = 64
 	maxResumes      = 16
+	maxListFactor   = 4 // a list's pages together: 4 × MaxResponseBytes
 	maxDepth        = 128
 	maxNumberBytes  = 128
 	maxErrorText    = 256
