@@ -1,0 +1,270 @@
+package upstream
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"strconv"
+
+	"github.com/mcphandler/mcphandler/internal/jsonrpc"
+)
+
+// ListTools returns the upstream's tools, every page of tools/list, in
+// the order listed, as the downstream client whose capabilities are caps
+// (nil: none) would see them. In the Sessions and Legacy eras it opens a
+// session of its own and ends it; with ep.Era Probe it runs [Detect] first.
+//
+// What the upstream lists is checked: a tool whose name is not 1–128 bytes
+// of A-Z a-z 0-9 _ - ., or that is not a JSON object, is skipped; a name
+// listed twice skips every tool of that name (which of them a call would
+// reach is unknowable). More than 10,000 tools, more than 100 pages or a
+// cursor that repeats, or pages of more than 4 × Endpoint.MaxResponseBytes
+// together, fail the list ([ErrTooMany], [ErrMalformed], [ErrTooLarge])
+// rather than return part of it. The upstream's questions during the list are
+// refused (-32601) but for ping.
+//
+// It is safe for concurrent use; each call has its own session.
+func ListTools(ctx context.Context, ep Endpoint, caps json.RawMessage) ([]Tool, error) {
+	var tools []Tool
+	err := operate(ctx, ep, caps, nil, func(ctx context.Context, r requester, _ Era) error {
+		l := toolList{max: maxListFactor * r.endpoint().max}
+		cursor := ""
+		for page := 0; ; page++ {
+			if page == maxPages {
+				return fmt.Errorf("%w: more than %d pages of tools/list", ErrTooMany, maxPages)
+			}
+			var params []member
+			if cursor != "" {
+				params = []member{{"cursor", str(cursor)}}
+			}
+			res, err := r.request(ctx, "tools/list", params, "")
+			if err != nil {
+				return err
+			}
+			if cursor, err = l.page(res); err != nil {
+				return err
+			}
+			if cursor == "" {
+				tools = l.result()
+				return nil
+			}
+		}
+	})
+	return tools, err
+}
+
+// toolList gathers the pages of a tools/list.
+type toolList struct {
+	tools   []Tool
+	seen    int                 // tools listed, valid or not
+	bytes   int64               // of the pages so far
+	max     int64               // of all pages: maxListFactor × MaxResponseBytes
+	names   map[string]int      // how many times each name was listed
+	cursors map[string]struct{} // the cursors given so far
+}
+
+// page adds one page's tools and returns the cursor of the next page ("":
+// none).
+func (l *toolList) page(res []byte) (string, error) {
+	if l.bytes += int64(len(res)); l.max > 0 && l.bytes > l.max {
+		return "", fmt.Errorf("%w: a tools/list of more than %d bytes", ErrTooLarge, l.max)
+	}
+	m := members(res)
+	raw, ok := m["tools"]
+	if !ok || !bytes.HasPrefix(bytes.TrimLeft(raw, " \t\r\n"), []byte("[")) {
+		return "", fmt.Errorf("%w: a tools/list result without a tools array", ErrMalformed)
+	}
+	var elems []json.RawMessage
+	if err := json.Unmarshal(raw, &elems); err != nil {
+		return "", fmt.Errorf("%w: a tools array that does not decode", ErrMalformed)
+	}
+	if l.seen += len(elems); l.seen > maxTools {
+		return "", fmt.Errorf("%w: more than %d tools", ErrTooMany, maxTools)
+	}
+	if l.names == nil {
+		l.names = map[string]int{}
+	}
+	for _, def := range elems {
+		name, ok := toolName(def)
+		if !ok {
+			continue
+		}
+		l.names[name]++
+		l.tools = append(l.tools, Tool{Name: name, Def: bytes.Clone(def)})
+	}
+	next, ok := m["nextCursor"]
+	if !ok || string(next) == "null" {
+		return "", nil
+	}
+	cursor, isStr := jsonrpc.String(next)
+	if !isStr || len(cursor) > maxCursor {
+		return "", fmt.Errorf("%w: a nextCursor that is not a string of at most %d bytes", ErrMalformed, maxCursor)
+	}
+	if cursor == "" {
+		return "", nil
+	}
+	if l.cursors == nil {
+		l.cursors = map[string]struct{}{}
+	}
+	if _, again := l.cursors[cursor]; again {
+		return "", fmt.Errorf("%w: tools/list gave a cursor twice", ErrMalformed)
+	}
+	l.cursors[cursor] = struct{}{}
+	return cursor, nil
+}
+
+// result is the tools listed, without the names listed twice.
+func (l *toolList) result() []Tool {
+	out := l.tools[:0]
+	for _, t := range l.tools {
+		if l.names[t.Name] == 1 {
+			out = append(out, t)
+		}
+	}
+	return out
+}
+
+// toolName returns the name of a tool definition, if the definition is an
+// object and its name valid.
+func toolName(def []byte) (string, bool) {
+	if !isObjectBytes(def) {
+		return "", false
+	}
+	name, ok := jsonrpc.String(members(def)["name"])
+	return name, ok && validName(name)
+}
+
+// validName reports whether name is 1–128 bytes of A-Z a-z 0-9 _ - . (the
+// tool name guidance of 2025-11-25, which the handler's own tools follow).
+func validName(name string) bool {
+	if len(name) == 0 || len(name) > 128 {
+		return false
+	}
+	for i := 0; i < len(name); i++ {
+		c := name[i]
+		if !('a' <= c && c <= 'z' || 'A' <= c && c <= 'Z' || '0' <= c && c <= '9' || c == '_' || c == '-' || c == '.') {
+			return false
+		}
+	}
+	return true
+}
+
+// CallTool calls the upstream tool name with args (a JSON object; nil:
+// {}) for the downstream client whose capabilities are caps (nil: none),
+// and returns the CallToolResult object, the same in every era: as the
+// upstream sent it, without resultType and without the _meta keys of
+// prefix io.modelcontextprotocol/ (which describe the hop, not the
+// result). A JSON-RPC error of the upstream is a *RPCError (on Stateless
+// also wrapped in a *StatusError when it came with an HTTP error status).
+// With ep.Era Probe it runs [Detect] first.
+//
+// During the call the upstream's questions (elicitation/create,
+// sampling/createMessage, roots/list; only those caps declares, the others
+// are refused with -32601 or, on Stateless, fail the call) go to ask.Ask,
+// and its progress and log messages to ask.Notify (progress is asked for
+// with a progressToken of CallTool's). ask may be nil: every question is
+// then refused (-32601; on Stateless, a question ends the call). At most
+// 64 questions per call, across at most 8 input_required rounds on
+// Stateless (each round is a retry with inputResponses and the echoed
+// requestState, as the revision says). A Stateless call refused for a
+// missing Mcp-Param-* header (400, -32020) is retried once with the
+// headers its tool's x-mcp-header annotations ask for, found in a fresh
+// tools/list, as the revision says a client does.
+//
+// When ctx ends, or the Timeout, or the upstream breaks the protocol,
+// before the result: in the Sessions and Legacy eras notifications/cancelled
+// goes upstream for the call, then the session ends (DELETE, or the end of
+// the legacy stream), within 5 more seconds; on Stateless, closing the
+// request is the cancellation. No session is ever left open.
+//
+// It is safe for concurrent use; each call has its own session.
+func CallTool(ctx context.Context, ep Endpoint, caps json.RawMessage, name string, args json.RawMessage, ask Asker) (json.RawMessage, error) {
+	if len(args) == 0 || string(args) == "null" {
+		args = json.RawMessage("{}")
+	} else if !isObject(args) {
+		return nil, fmt.Errorf("upstream: the arguments of %s are not a JSON object", strconv.Quote(cutText(name)))
+	}
+	var out json.RawMessage
+	err := operate(ctx, ep, caps, ask, func(ctx context.Context, r requester, era Era) error {
+		var responses, state []byte
+		send := func() ([]byte, error) {
+			return r.request(ctx, "tools/call", []member{
+				{"name", str(name)}, {"arguments", args},
+				{"inputResponses", responses}, {"requestState", state},
+			}, name)
+		}
+		for round := 0; ; round++ {
+			res, err := send()
+			if st, ok := r.(*stateless); ok && err != nil && st.param == nil {
+				if st.param = paramHeadersAfter(ctx, r, err, name, args); st.param != nil {
+					res, err = send() // once, with the Mcp-Param-* headers the tool needs
+				}
+			}
+			if err != nil {
+				return err
+			}
+			if era != Stateless || resultType(res) != "input_required" {
+				out = finalResult(res)
+				return nil
+			}
+			if round == maxRounds {
+				return fmt.Errorf("%w: more than %d input_required rounds", ErrTooMany, maxRounds)
+			}
+			c := r.(*stateless).c
+			if responses, state, err = c.inputResponses(ctx, res); err != nil {
+				return err
+			}
+		}
+	})
+	return out, err
+}
+
+// progressToken is the token CallTool asks progress with.
+var progressToken = []byte(`"upstream-call"`)
+
+// operate runs one operation: checks ep and caps, bounds ctx by the
+// Timeout, finds the era if needed, opens what the era needs, runs op and
+// closes it.
+func operate(ctx context.Context, ep Endpoint, caps json.RawMessage, ask Asker,
+	op func(ctx context.Context, r requester, era Era) error) error {
+	e, err := ep.check()
+	if err != nil {
+		return err
+	}
+	cc, err := parseCaps(caps)
+	if err != nil {
+		return err
+	}
+	ctx, cancel := context.WithTimeout(ctx, e.timeout)
+	defer cancel()
+	era := ep.Era
+	if era == Probe {
+		if era, _, err = detect(ctx, e); err != nil {
+			return err
+		}
+	}
+	c := &call{ep: e, caps: cc, ask: ask}
+	if ask != nil {
+		c.progress = progressToken
+	}
+	switch era {
+	case Sessions:
+		s, err := openSession(ctx, c)
+		defer s.close(ctx)
+		if err != nil {
+			return err
+		}
+		return op(ctx, s, era)
+	case Legacy:
+		l, err := openLegacy(ctx, c)
+		defer l.close(ctx)
+		if err != nil {
+			return err
+		}
+		return op(ctx, l, era)
+	case Stateless:
+		return op(ctx, &stateless{c: c}, era)
+	}
+	return fmt.Errorf("upstream: unknown era %v", era)
+}
