@@ -1,6 +1,7 @@
 package mcphandler
 
 import (
+	"bytes"
 	"context"
 	"crypto/rand"
 	"encoding/json"
@@ -9,6 +10,7 @@ import (
 	"strings"
 
 	"github.com/mcphandler/mcphandler/elicitation"
+	"github.com/mcphandler/mcphandler/internal/canon"
 	"github.com/mcphandler/mcphandler/internal/jsonrpc"
 	"github.com/mcphandler/mcphandler/session"
 )
@@ -277,6 +279,59 @@ func (x *Exchange) createMessage(ctx context.Context, key string, params any) (j
 	}
 	return x.ask(ctx, key, "sample", "sampling/createMessage", b)
 }
+
+// Request puts a request another MCP server made during this call —
+// elicitation/create, sampling/createMessage or roots/list, with its
+// params as that server sent them — to the client, in the request's era
+// (on the call's stream, as an input_required round or through its task),
+// and returns the client's result as the client sent it. It is how a
+// gateway relays an upstream's questions. params must be one JSON object
+// (or empty, for roots/list), nested at most 128 deep, without a repeated
+// key. Like Elicit, CreateMessage and ListRoots, it returns an error
+// naming the missing capability when the client did not declare it (a URL
+// elicitation needs URL mode, any other needs form mode), and a
+// *ClientError when the client answered with an error.
+func (x *Exchange) Request(ctx context.Context, method string, params json.RawMessage) (json.RawMessage, error) {
+	if len(params) == 0 {
+		params = json.RawMessage("{}")
+	}
+	if t := bytes.TrimSpace(params); len(t) == 0 || t[0] != '{' || canon.Check(params, canon.Limits{}) != nil {
+		return nil, errors.New("mcphandler: Request: params must be one JSON object")
+	}
+	var kind string
+	var need session.Capabilities
+	var missing string
+	switch method {
+	case "elicitation/create":
+		var p struct {
+			Mode string `json:"mode"`
+		}
+		json.Unmarshal(params, &p)
+		kind, need, missing = "elicit", session.CapElicitationForm, `{"elicitation":{"form":{}}}`
+		if p.Mode == "url" {
+			need, missing = session.CapElicitationURL, `{"elicitation":{"url":{}}}`
+		}
+	case "sampling/createMessage":
+		kind, need, missing = "sample", session.CapSampling, `{"sampling":{}}`
+	case "roots/list":
+		kind, need, missing = "roots", session.CapRoots, `{"roots":{}}`
+	default:
+		return nil, errors.New("mcphandler: Request: not a request a server may make of a client: " + clipEcho(method))
+	}
+	if !x.ClientCapabilities().Has(need) {
+		return nil, missingCap(missing)
+	}
+	return x.ask(ctx, "", kind, method, params)
+}
+
+// AnswersByRetry reports whether the client answers a question of this
+// call by retrying the call — 2026-07-28 input_required rounds, outside a
+// task — so that the tool's handler runs again, from its start, with the
+// answers. A handler whose work must not run twice (a gateway forwarding
+// the call upstream) must not ask then: [ToolCall.RunAsTask] gives it a
+// task, where a question is answered while it waits, when the client
+// declared tasks.
+func (x *Exchange) AnswersByRetry() bool { return x.inRounds() }
 
 // Root is a directory or file the client exposes.
 type Root struct {
