@@ -1,0 +1,124 @@
+package gateway
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"sync/atomic"
+
+	"github.com/mcphandler/mcphandler"
+	"github.com/mcphandler/mcphandler/gateway/internal/upstream"
+)
+
+// forward calls one upstream tool for one caller: the Handler of the tool
+// served for it.
+type forward struct {
+	g        *Gateway
+	ep       upstream.Endpoint
+	name     string // the tool's name upstream
+	upstream string // the upstream's id
+}
+
+// handle runs the call upstream, as a task when the client asked for one
+// (or, on 2026-07-28, declared tasks: the only way its questions can be
+// answered without a second run upstream).
+func (f *forward) handle(ctx context.Context, call *mcphandler.ToolCall) (*mcphandler.ToolResult, error) {
+	return call.RunAsTask(ctx, f.run)
+}
+
+// run makes the call upstream and relays its result unchanged.
+func (f *forward) run(ctx context.Context, call *mcphandler.ToolCall) (*mcphandler.ToolResult, error) {
+	ctx, cancel := context.WithTimeout(ctx, f.g.cfg.Timeout)
+	defer cancel()
+	a := &asker{call: call}
+	raw, err := upstream.CallTool(ctx, f.ep, capsJSON(call.Exchange.ClientCapabilities()), f.name, call.Arguments, a)
+	if a.refused.Load() {
+		return nil, &mcphandler.ToolError{Class: mcphandler.ClassInternal, Err: errRefusedQuestion,
+			Detail: "upstream " + f.upstream + " asked a question during the call, which this client could answer only by " +
+				"calling again, running the upstream call twice: it was not asked, and the upstream may have acted before " +
+				"asking. A client that declares the tasks extension (io.modelcontextprotocol/tasks) answers it during the call"}
+	}
+	if err != nil {
+		return nil, f.failed(ctx, err)
+	}
+	res, err := mcphandler.ResultJSON(raw)
+	if err != nil {
+		f.g.cfg.Logger.Warn("gateway: upstream result not relayed", "upstream", f.upstream, "tool", clip(f.name), "err", err)
+		return nil, mcphandler.Unavailable(errors.New("upstream " + f.upstream + " answered with a malformed result"))
+	}
+	return res, nil
+}
+
+// failed classifies a failed upstream call for the client.
+func (f *forward) failed(ctx context.Context, err error) error {
+	var rpc *upstream.RPCError
+	switch {
+	case errors.As(err, &rpc):
+		// The upstream refused the call: its own words, cut.
+		return &mcphandler.ToolError{Class: mcphandler.ClassInternal, Detail: "upstream " + f.upstream + ": " + clip(rpc.Message), Err: err}
+	case ctx.Err() != nil && errors.Is(ctx.Err(), context.DeadlineExceeded):
+		return mcphandler.Timeout(err)
+	}
+	f.g.cfg.Logger.Warn("gateway: upstream call failed", "upstream", f.upstream, "tool", clip(f.name), "err", err)
+	return mcphandler.Unavailable(err)
+}
+
+// errRefusedQuestion is the cause of a call whose upstream asked what its
+// client could answer only by retrying.
+var errRefusedQuestion = errors.New("gateway: an upstream question refused: the client answers by retrying")
+
+// asker carries the upstream's questions and notifications of one call to
+// its client, through the call's Exchange.
+type asker struct {
+	call    *mcphandler.ToolCall
+	refused atomic.Bool // a question was refused: the client answers by retrying
+}
+
+// Ask relays a question to the client. A client that would answer by
+// retrying the call (2026-07-28 rounds) is not asked: the upstream gets an
+// error, and the call ends with one that says why.
+func (a *asker) Ask(ctx context.Context, method string, params json.RawMessage) (json.RawMessage, error) {
+	x := a.call.Exchange
+	if x.AnswersByRetry() {
+		a.refused.Store(true)
+		return nil, &upstream.RPCError{Code: -32603, Message: "the client cannot answer during this call"}
+	}
+	res, err := x.Request(ctx, method, params)
+	var ce *mcphandler.ClientError
+	switch {
+	case err == nil:
+		return res, nil
+	case errors.As(err, &ce):
+		return nil, &upstream.RPCError{Code: int(ce.Code), Message: ce.Message}
+	}
+	var mc *mcphandler.MissingCapabilityError
+	if errors.As(err, &mc) {
+		return nil, &upstream.RPCError{Code: -32601, Message: "the client does not support " + method}
+	}
+	return nil, &upstream.RPCError{Code: -32603, Message: "the client could not be asked"}
+}
+
+// Notify relays the upstream's progress and log messages of the call.
+func (a *asker) Notify(ctx context.Context, method string, params json.RawMessage) {
+	x := a.call.Exchange
+	switch method {
+	case "notifications/progress":
+		var p struct {
+			Progress float64 `json:"progress"`
+			Total    float64 `json:"total"`
+			Message  string  `json:"message"`
+		}
+		if json.Unmarshal(params, &p) == nil {
+			x.Progress(p.Progress, p.Total, p.Message)
+		}
+	case "notifications/message":
+		var p struct {
+			Level  mcphandler.LogLevel `json:"level"`
+			Logger string              `json:"logger"`
+			Data   json.RawMessage     `json:"data"`
+		}
+		if json.Unmarshal(params, &p) == nil && len(p.Data) > 0 {
+			x.Log(p.Level, p.Logger, p.Data)
+		}
+	}
+}
