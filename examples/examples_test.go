@@ -17,7 +17,7 @@ import (
 // large are the examples that show a whole service rather than one
 // concept. The conformance server is driven by the official suites
 // (scripts/conformance.sh) rather than a test of its own.
-var large = map[string]bool{"quickstart": true, "saas": true, "conformance": true}
+var large = map[string]bool{"quickstart": true, "saas": true, "conformance": true, "gateway": true}
 
 // maxLines bounds the Go source of a small example, tests aside.
 const maxLines = 120

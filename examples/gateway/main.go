@@ -1,0 +1,207 @@
+// Command gateway serves, on one MCP endpoint, the tools of upstream MCP
+// servers to several tenants, under the same hooks as a local tool.
+//
+//	go run ./examples/gateway -addr 127.0.0.1:8090 -upstreams upstreams.json
+//
+// FILE (-upstreams) lists the upstreams and the tenants that may reach
+// them, with each tenant's static credentials there:
+//
+//	{"upstreams":[{"id":"docs","url":"http://127.0.0.1:8080/mcp",
+//	  "tenants":["acme","globex"],
+//	  "headers":{"acme":{"Authorization":"Bearer acme-admin"},
+//	             "globex":{"Authorization":"Bearer globex-editor"}}}]}
+//
+// Three bearer tokens stand for three users of two tenants, as in the
+// quickstart:
+//
+//	acme-viewer    tenant acme,   subject alice, role viewer
+//	acme-admin     tenant acme,   subject bob,   role admin
+//	globex-editor  tenant globex, subject carol, role editor
+//
+// Upstream tools appear as <id>_<name>, next to the local tool whoami. A
+// viewer sees only the upstream tools annotated readOnlyHint: true (a
+// hidden one answers like an unknown tool), and the gateway asks a human
+// to confirm any other before a byte of it goes upstream. MCP is served at
+// /mcp, and the 2024-11-05 HTTP+SSE transport at /sse.
+//
+// With -redis URL (or $REDIS_URL), replicas share sessions, confirms and
+// decisions through Redis, with the secret -state-key (or $MCP_STATE_KEY,
+// at least 32 bytes); without it, everything is in memory.
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"log"
+	"net/http"
+	"os"
+	"os/signal"
+	"slices"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/mcphandler/mcphandler"
+	"github.com/mcphandler/mcphandler/gateway"
+	"github.com/mcphandler/mcphandler/session/redisstore"
+)
+
+func main() {
+	addr := flag.String("addr", "127.0.0.1:8090", "address to listen on")
+	file := flag.String("upstreams", "", "JSON file listing the upstream MCP servers, the tenants that may reach them and each tenant's headers there (required)")
+	redisURL := flag.String("redis", os.Getenv("REDIS_URL"), "URL of a Redis the replicas share (redis://host:port/db); without it, everything is in memory (default $REDIS_URL)")
+	stateKey := flag.String("state-key", os.Getenv("MCP_STATE_KEY"), "with a Redis, the secret every replica shares, at least 32 bytes (default $MCP_STATE_KEY)")
+	flag.Parse()
+	if *file == "" {
+		flag.Usage()
+		os.Exit(2)
+	}
+	ups, err := loadUpstreams(*file)
+	if err != nil {
+		log.Fatal(err)
+	}
+	cfg, err := config(ups)
+	if err != nil {
+		log.Fatal(err)
+	}
+	if *redisURL != "" {
+		if len(*stateKey) < 32 {
+			log.Fatal("gateway: with a Redis, -state-key (or $MCP_STATE_KEY) must be a secret of at least 32 bytes")
+		}
+		c, err := redisstore.NewClient(redisstore.Single, *redisURL)
+		if err != nil {
+			log.Fatal(err)
+		}
+		store := redisstore.New(c, redisstore.Options{Prefix: "gateway:"})
+		defer store.Close()
+		cfg.Store, cfg.StateKeys = store, [][]byte{[]byte(*stateKey)}
+	}
+	h := mcphandler.New(cfg)
+	defer h.Close()
+	mux := http.NewServeMux()
+	mux.Handle("/mcp", h)
+	sse, msgs := h.LegacySSE("/messages")
+	mux.Handle("/sse", sse)
+	mux.Handle("/messages", msgs)
+	srv := &http.Server{Addr: *addr, Handler: mux, ReadHeaderTimeout: 10 * time.Second}
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	go func() {
+		<-ctx.Done()
+		shutdown, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		srv.Shutdown(shutdown)
+	}()
+	fmt.Printf("MCP gateway: http://%s/mcp (legacy HTTP+SSE: http://%s/sse), %d upstreams\n", *addr, *addr, len(ups))
+	if err := srv.ListenAndServe(); err != nil && !errors.Is(err, http.ErrServerClosed) {
+		log.Fatal(err)
+	}
+}
+
+// users are the demo's callers, by bearer token.
+var users = map[string]mcphandler.Identity{
+	"acme-viewer":   {Tenant: "acme", Subject: "alice", Role: "viewer"},
+	"acme-admin":    {Tenant: "acme", Subject: "bob", Role: "admin"},
+	"globex-editor": {Tenant: "globex", Subject: "carol", Role: "editor"},
+}
+
+func authenticate(r *http.Request) (mcphandler.Identity, error) {
+	tok, ok := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer ")
+	if id, known := users[tok]; ok && known {
+		return id, nil
+	}
+	return mcphandler.Identity{}, errors.New("unknown bearer token")
+}
+
+// upstreamEntry is one upstream of the -upstreams file.
+type upstreamEntry struct {
+	ID      string                       `json:"id"`
+	URL     string                       `json:"url"`
+	Tenants []string                     `json:"tenants"`
+	Headers map[string]map[string]string `json:"headers"`
+}
+
+// loadUpstreams reads the -upstreams file.
+func loadUpstreams(path string) ([]upstreamEntry, error) {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return nil, err
+	}
+	var f struct {
+		Upstreams []upstreamEntry `json:"upstreams"`
+	}
+	dec := json.NewDecoder(strings.NewReader(string(b)))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(&f); err != nil {
+		return nil, fmt.Errorf("%s: %w", path, err)
+	}
+	for _, u := range f.Upstreams {
+		if u.ID == "" || u.URL == "" {
+			return nil, fmt.Errorf("%s: every upstream needs an id and a url", path)
+		}
+	}
+	return f.Upstreams, nil
+}
+
+// config is the handler of the gateway: the upstreams of each caller's
+// tenant, with that tenant's headers, and the local tool whoami.
+func config(ups []upstreamEntry) (mcphandler.Config, error) {
+	gw, err := gateway.New(gateway.Config{
+		Upstreams: func(ctx context.Context, id mcphandler.Identity) ([]gateway.Upstream, error) {
+			var out []gateway.Upstream
+			for _, u := range ups {
+				if !slices.Contains(u.Tenants, id.Tenant) {
+					continue
+				}
+				h := http.Header{}
+				for k, v := range u.Headers[id.Tenant] {
+					h.Set(k, v)
+				}
+				out = append(out, gateway.Upstream{ID: u.ID, URL: u.URL, Header: h})
+			}
+			return out, nil
+		},
+	})
+	if err != nil {
+		return mcphandler.Config{}, err
+	}
+	return mcphandler.Config{
+		Name:         "gateway",
+		Version:      "1.0.0",
+		Authenticate: authenticate,
+		Roles:        []string{"viewer", "editor", "admin"},
+		ListTools: func(ctx context.Context) ([]mcphandler.Tool, error) {
+			tools, err := gw.Tools(ctx)
+			for i := range tools {
+				if !readOnly(&tools[i]) {
+					tools[i].MinRole = "editor" // viewers see only read-only upstream tools
+				}
+			}
+			return append(tools, whoami), err
+		},
+		BeforeCall: func(ctx context.Context, call *mcphandler.ToolCall) (mcphandler.Decision, error) {
+			if call.Tool.Origin != nil && !readOnly(&call.Tool) {
+				return mcphandler.Confirm(fmt.Sprintf("Run %s on %s?", call.Tool.Origin.Name, call.Tool.Origin.Upstream)), nil
+			}
+			return mcphandler.Allow(), nil
+		},
+	}, nil
+}
+
+// readOnly reports whether the upstream annotated t readOnlyHint: this
+// demo's policy takes the upstream's word for it.
+func readOnly(t *mcphandler.Tool) bool { return t.Annotations != nil && t.Annotations.ReadOnlyHint }
+
+// whoami is the gateway's own tool.
+var whoami = mcphandler.Tool{
+	Name:        "whoami",
+	Description: "Says who the caller is: tenant, subject and role.",
+	Annotations: &mcphandler.ToolAnnotations{ReadOnlyHint: true},
+	Handler: func(ctx context.Context, call *mcphandler.ToolCall) (*mcphandler.ToolResult, error) {
+		id := call.Identity
+		return mcphandler.TextResult(fmt.Sprintf("tenant %s, subject %s, role %s", id.Tenant, id.Subject, id.Role)), nil
+	},
+}

@@ -1,0 +1,155 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+
+	"github.com/mcphandler/mcphandler"
+	"github.com/mcphandler/mcphandler/mcptest"
+)
+
+// docsServer is an upstream like the quickstart: it knows the tokens
+// acme-admin and globex-editor, has a read-only search_docs and a
+// delete_doc, and records the Authorization of every request.
+type docsServer struct {
+	srv  *httptest.Server
+	mu   sync.Mutex
+	auth []string
+	runs map[string]int
+}
+
+func newDocsServer(t *testing.T) *docsServer {
+	d := &docsServer{runs: map[string]int{}}
+	tool := func(name string, readOnly bool) mcphandler.Tool {
+		return mcphandler.Tool{Name: name, Description: name, Annotations: &mcphandler.ToolAnnotations{ReadOnlyHint: readOnly},
+			Handler: func(ctx context.Context, call *mcphandler.ToolCall) (*mcphandler.ToolResult, error) {
+				d.mu.Lock()
+				d.runs[name]++
+				d.mu.Unlock()
+				return mcphandler.TextResult(name + " for " + call.Identity.Tenant), nil
+			}}
+	}
+	h := mcphandler.New(mcphandler.Config{
+		Authenticate: func(r *http.Request) (mcphandler.Identity, error) {
+			a := r.Header.Get("Authorization")
+			d.mu.Lock()
+			d.auth = append(d.auth, a)
+			d.mu.Unlock()
+			switch a {
+			case "Bearer acme-admin":
+				return mcphandler.Identity{Tenant: "acme", Subject: "bob"}, nil
+			case "Bearer globex-editor":
+				return mcphandler.Identity{Tenant: "globex", Subject: "carol"}, nil
+			}
+			return mcphandler.Identity{}, errors.New("unknown token")
+		},
+		ListTools: func(context.Context) ([]mcphandler.Tool, error) {
+			return []mcphandler.Tool{tool("search_docs", true), tool("delete_doc", false)}, nil
+		},
+	})
+	d.srv = httptest.NewServer(h)
+	t.Cleanup(func() { d.srv.Close(); h.Close() })
+	return d
+}
+
+// startGateway serves the example with an -upstreams file naming docs.
+func startGateway(t *testing.T, docs *docsServer) http.Handler {
+	file := filepath.Join(t.TempDir(), "upstreams.json")
+	body := `{"upstreams":[{"id":"docs","url":"` + docs.srv.URL + `","tenants":["acme","globex"],
+		"headers":{"acme":{"Authorization":"Bearer acme-admin"},"globex":{"Authorization":"Bearer globex-editor"}}}]}`
+	if err := os.WriteFile(file, []byte(body), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	ups, err := loadUpstreams(file)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg, err := config(ups)
+	if err != nil {
+		t.Fatal(err)
+	}
+	h := mcphandler.New(cfg)
+	t.Cleanup(func() { h.Close() })
+	return h
+}
+
+func names(t *testing.T, c *mcptest.Client) []string {
+	tools, err := c.ListTools(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out []string
+	for _, tl := range tools {
+		out = append(out, tl.Name)
+	}
+	return out
+}
+
+func TestGatewayExample(t *testing.T) {
+	docs := newDocsServer(t)
+	h := startGateway(t, docs)
+	ctx := context.Background()
+	confirms := 0
+	admin := mcptest.New(t, h, mcptest.WithToken("acme-admin"),
+		mcptest.WithElicitationHandler(func(ctx context.Context, p mcptest.ElicitParams) (mcptest.ElicitResult, error) {
+			confirms++
+			if p.Message != "Run delete_doc on docs?" {
+				t.Errorf("asked %q", p.Message)
+			}
+			return mcptest.ElicitResult{Action: "accept", Content: map[string]any{"confirm": true}}, nil
+		}))
+	if _, err := admin.Initialize(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if got := names(t, admin); !slices.Equal(got, []string{"docs_delete_doc", "docs_search_docs", "whoami"}) {
+		t.Fatalf("admin sees %v", got)
+	}
+	res, err := admin.CallTool(ctx, "docs_delete_doc", nil)
+	if err != nil || res.IsError || res.Text() != "delete_doc for acme" || confirms != 1 {
+		t.Fatalf("delete_doc: %+v %v, %d confirms", res, err, confirms)
+	}
+	res, err = admin.CallTool(ctx, "whoami", nil)
+	if err != nil || res.Text() != "tenant acme, subject bob, role admin" {
+		t.Fatalf("whoami: %+v %v", res, err)
+	}
+
+	viewer := mcptest.New(t, h, mcptest.WithToken("acme-viewer"))
+	if _, err := viewer.Initialize(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if got := names(t, viewer); !slices.Equal(got, []string{"docs_search_docs", "whoami"}) {
+		t.Fatalf("viewer sees %v", got)
+	}
+	_, hidden := viewer.CallTool(ctx, "docs_delete_doc", nil)
+	_, unknown := viewer.CallTool(ctx, "docs_nothing_do", nil)
+	if hidden == nil || unknown == nil || strings.ReplaceAll(hidden.Error(), "docs_delete_doc", "X") != strings.ReplaceAll(unknown.Error(), "docs_nothing_do", "X") {
+		t.Fatalf("hidden %v, unknown %v", hidden, unknown)
+	}
+
+	globex := mcptest.New(t, h, mcptest.WithToken("globex-editor"))
+	if _, err := globex.Initialize(ctx); err != nil {
+		t.Fatal(err)
+	}
+	res, err = globex.CallTool(ctx, "docs_search_docs", nil)
+	if err != nil || res.Text() != "search_docs for globex" {
+		t.Fatalf("globex search: %+v %v", res, err)
+	}
+	docs.mu.Lock()
+	defer docs.mu.Unlock()
+	for _, a := range docs.auth {
+		if a != "Bearer acme-admin" && a != "Bearer globex-editor" {
+			t.Fatalf("the upstream saw %q", a)
+		}
+	}
+	if docs.runs["delete_doc"] != 1 {
+		t.Fatalf("delete_doc ran %d times", docs.runs["delete_doc"])
+	}
+}
