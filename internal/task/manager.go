@@ -401,7 +401,8 @@ func (m *Manager) Update(ctx context.Context, owner Owner, id string, responses 
 			return errSkip
 		}
 		if len(r.Req) == 0 {
-			r.St, r.Req = Working, nil
+			// Working again: the message said what the task waited for.
+			r.St, r.Req, r.Msg = Working, nil, ""
 		}
 		return nil
 	})

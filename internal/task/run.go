@@ -173,6 +173,9 @@ func (r *Run) end(ctx context.Context, set func(*taskRecord)) error {
 		if rec.By != r.by {
 			return ErrTerminal
 		}
+		if rec.St == InputRequired {
+			rec.Msg = "" // it said what the task waited for, no longer
+		}
 		rec.Req, rec.Ans = nil, nil
 		set(rec)
 		return nil
