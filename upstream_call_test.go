@@ -2,15 +2,72 @@ package mcphandler_test
 
 import (
 	"context"
+	"io"
+	"log/slog"
 	"net/http"
+	"net/http/httptest"
 	"slices"
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/mcphandler/mcphandler"
+	"github.com/mcphandler/mcphandler/gateway"
 	"github.com/mcphandler/mcphandler/mcptest"
 )
+
+// A call of a gateway's upstream tool reports the upstream, its era, the
+// kind of credentials and the time spent upstream (within the call's) in
+// its CallEvent; a local tool's event has none of them.
+func TestCallEventUpstream(t *testing.T) {
+	upstream := mcphandler.New(mcphandler.Config{
+		Authenticate: mcphandler.InsecureAnonymous,
+		ListTools: func(context.Context) ([]mcphandler.Tool, error) {
+			return []mcphandler.Tool{{Name: "search", Handler: func(context.Context, *mcphandler.ToolCall) (*mcphandler.ToolResult, error) {
+				time.Sleep(2 * time.Millisecond)
+				return mcphandler.TextResult("found"), nil
+			}}}, nil
+		},
+		Logger: slog.New(slog.NewTextHandler(io.Discard, nil)),
+	})
+	srv := httptest.NewServer(upstream)
+	t.Cleanup(func() { srv.Close(); upstream.Close() })
+	gw, err := gateway.New(gateway.Config{Upstreams: func(context.Context, mcphandler.Identity) ([]gateway.Upstream, error) {
+		return []gateway.Upstream{{ID: "docs", URL: srv.URL, Era: gateway.EraStateless, CredentialKind: "token-exchange"}}, nil
+	}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	events := make(chan mcphandler.CallEvent, 2)
+	h := mcphandler.New(mcphandler.Config{
+		Authenticate: bearer,
+		ListTools: func(ctx context.Context) ([]mcphandler.Tool, error) {
+			tools, err := gw.Tools(ctx)
+			return append(tools, echoTool), err
+		},
+		OnCall: func(ev mcphandler.CallEvent) { events <- ev },
+	})
+	t.Cleanup(func() { h.Close() })
+	c := mcptest.New(t, h, mcptest.WithToken("acme-admin"))
+	ctx := context.Background()
+	if _, err := c.Initialize(ctx); err != nil {
+		t.Fatal(err)
+	}
+	for _, name := range []string{"docs_search", "echo"} {
+		if res, err := c.CallTool(ctx, name, map[string]any{"text": "x"}); err != nil || res.IsError {
+			t.Fatalf("%s: %+v %v", name, res, err)
+		}
+	}
+	remote, local := <-events, <-events
+	if remote.Tool != "docs_search" || remote.Upstream != "docs" || remote.UpstreamEra != "2026-07-28" || remote.CredentialKind != "token-exchange" ||
+		remote.UpstreamDuration < 2*time.Millisecond || remote.UpstreamDuration > remote.Duration {
+		t.Fatalf("upstream call's event %+v", remote)
+	}
+	if local.Tool != "echo" || local.Upstream != "" || local.UpstreamEra != "" || local.CredentialKind != "" || local.UpstreamDuration != 0 {
+		t.Fatalf("local call's event %+v", local)
+	}
+}
 
 // Request.OnUpstream wraps ToolCall.CallUpstream, the first interceptor's
 // outermost: each gets the tool's context and passes on its own, what one
