@@ -28,6 +28,14 @@
 // Upstream annotations are the upstream's hints: a tool's Origin keeps
 // them untrusted (Tool.Destructive ignores them) unless the upstream's
 // TrustHints is set.
+//
+// Each call goes upstream through mcphandler.ToolCall.CallUpstream:
+// OnCall's CallEvent names the upstream, its era and the kind of
+// credentials (Upstream.CredentialKind), with the time spent upstream,
+// and the interceptors wrap the call (Request.OnUpstream; otelmcp makes
+// it a CLIENT span whose trace context goes upstream in the headers and
+// the _meta of the call's requests). What an interceptor adds never
+// replaces a header the host set for the upstream, nor the protocol's.
 package gateway
 
 import (
