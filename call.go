@@ -364,6 +364,7 @@ func (t *toolRun) execute() (result *ToolResult, err error) {
 		return toolErrorResult(ClassInternal, ""), nil
 	}
 	r, err := call.Tool.Handler(ctx, call)
+	call.reportUpstream(ev)
 	if err != nil {
 		class, detail := classify(err)
 		if class == ClassInternal && !errors.Is(err, ErrInputRequired) && !errors.Is(err, ErrCannotAsk) {

@@ -289,4 +289,22 @@ type CallEvent struct {
 	// refused replay of its answer, and (on 2026-07-28) the retry that
 	// ran it. Empty when no confirm was involved.
 	ConfirmID string
+
+	// Upstream, UpstreamEra and CredentialKind describe the call the tool
+	// made to another MCP server for the caller, through
+	// [ToolCall.CallUpstream] (package gateway's upstream tools): the
+	// host's id of the server, the protocol revision spoken there, and
+	// the kind of credentials sent ("static", "token-exchange", …; a
+	// label the host declared, never a credential). All three come from
+	// the host's configuration, never from the client or the upstream, so
+	// they are bounded and fit for metric labels; the tool's name on the
+	// upstream is not among them. Empty for a tool that called no
+	// upstream, and for a call run as a task (its work starts after this
+	// event).
+	Upstream       string
+	UpstreamEra    string
+	CredentialKind string
+	// UpstreamDuration is the time spent in the upstream call (the sum,
+	// if the tool made several), within Duration; zero without one.
+	UpstreamDuration time.Duration
 }

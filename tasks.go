@@ -164,7 +164,7 @@ func (c *ToolCall) RunAsTask(ctx context.Context, work ToolHandler) (*ToolResult
 	}
 	s.created = &d
 	tc := *c
-	tc.task = nil
+	tc.task, tc.up = nil, nil
 	tc.Exchange = &Exchange{h: h, caps: c.caps, version: c.version, gone: run.Context().Done(), tk: &taskAsk{run: run}}
 	if !h.tasks.start() {
 		// Closed between Create and now: the task ends here, not running.

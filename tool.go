@@ -158,7 +158,8 @@ type ToolCall struct {
 	SessionID string
 	*Exchange
 
-	task *taskSlot // set when the call may become a task (tasks.go)
+	task *taskSlot     // set when the call may become a task (tasks.go)
+	up   *upstreamSeen // what CallUpstream reported (upstream_call.go)
 }
 
 // ToolResult is the result of a tool call.

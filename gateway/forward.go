@@ -17,6 +17,8 @@ type forward struct {
 	ep       upstream.Endpoint
 	name     string // the tool's name upstream
 	upstream string // the upstream's id
+	era      string // the revision it is spoken to in (ToolOrigin.Era)
+	kind     string // Upstream.CredentialKind
 }
 
 // handle runs the call upstream, as a task when the client asked for one
@@ -31,7 +33,7 @@ func (f *forward) run(ctx context.Context, call *mcphandler.ToolCall) (*mcphandl
 	ctx, cancel := context.WithTimeout(ctx, f.g.cfg.Timeout)
 	defer cancel()
 	a := &asker{call: call}
-	raw, err := upstream.CallTool(ctx, f.ep, capsJSON(call.Exchange.ClientCapabilities()), f.name, call.Arguments, a)
+	raw, err := f.callTool(ctx, call, a) // telemetry.go
 	if a.refused.Load() {
 		return nil, &mcphandler.ToolError{Class: mcphandler.ClassInternal, Err: errRefusedQuestion,
 			Detail: "upstream " + f.upstream + " asked a question during the call, which this client could answer only by " +

@@ -28,6 +28,14 @@
 // Upstream annotations are the upstream's hints: a tool's Origin keeps
 // them untrusted (Tool.Destructive ignores them) unless the upstream's
 // TrustHints is set.
+//
+// Each call goes upstream through mcphandler.ToolCall.CallUpstream:
+// OnCall's CallEvent names the upstream, its era and the kind of
+// credentials (Upstream.CredentialKind), with the time spent upstream,
+// and the interceptors wrap the call (Request.OnUpstream; otelmcp makes
+// it a CLIENT span whose trace context goes upstream in the headers and
+// the _meta of the call's requests). What an interceptor adds never
+// replaces a header the host set for the upstream, nor the protocol's.
 package gateway
 
 import (
@@ -78,6 +86,14 @@ type Upstream struct {
 	// the gateway sends nothing of the downstream request upstream. No
 	// redirect is followed, so it goes nowhere else.
 	Header http.Header
+	// CredentialKind labels what Header carries, for telemetry: a kind
+	// the host declares, such as "static" or "token-exchange", never the
+	// credential. It reaches OnCall (CallEvent.CredentialKind) and the
+	// interceptors (mcphandler.UpstreamCall) with every call of the
+	// upstream's tools, fit for a metric label: 0–32 bytes of a-z, 0-9
+	// and '-'; another value is reported as mcphandler.Other, and
+	// logged.
+	CredentialKind string
 	// Aliases maps an upstream tool name to the name it is served under,
 	// instead of <ID>_<name>.
 	Aliases map[string]string
@@ -210,6 +226,11 @@ func (g *Gateway) checkUpstreams(ups []Upstream) []Upstream {
 		case u.URL == "":
 			g.cfg.Logger.Warn("gateway: upstream without a URL left out", "upstream", u.ID)
 		default:
+			if u.CredentialKind != "" && !validID(u.CredentialKind) {
+				g.cfg.Logger.Warn("gateway: upstream's credential kind is not 1 to 32 bytes of a-z 0-9 -, reported as "+mcphandler.Other,
+					"upstream", u.ID, "kind", clip(u.CredentialKind))
+				u.CredentialKind = mcphandler.Other
+			}
 			out = append(out, u)
 		}
 	}
@@ -295,7 +316,7 @@ func (g *Gateway) tool(u *Upstream, l *list, t upstream.Tool) (mcphandler.Tool, 
 	sum := sha256.Sum256(t.Def)
 	origin := &mcphandler.ToolOrigin{Upstream: u.ID, Name: t.Name, Digest: hex.EncodeToString(sum[:]),
 		Era: l.version, TrustHints: u.TrustHints}
-	f := &forward{g: g, ep: g.endpoint(u), name: t.Name, upstream: u.ID}
+	f := &forward{g: g, ep: g.endpoint(u), name: t.Name, upstream: u.ID, era: l.version, kind: u.CredentialKind}
 	f.ep.Era = l.era
 	return mcphandler.Tool{
 		Name: name, Title: d.Title, Description: d.Description,

@@ -36,6 +36,28 @@
 // and baggage); the ambient span of the HTTP request (e.g. from otelhttp)
 // is then linked. Without _meta, the ambient span is the parent.
 //
+// A call a tool makes to another MCP server through
+// [mcphandler.ToolCall.CallUpstream] — every call of a gateway's upstream
+// tool (package gateway) — is a CLIENT span, child of the span in the
+// tool's context (the request's SERVER span, or the tool's own), named
+// "{mcp.method.name} {target}" with the tool's name upstream as target
+// (e.g. "tools/call search"), with mcp.method.name, gen_ai.tool.name (the
+// name upstream), gen_ai.operation.name = execute_tool,
+// mcp.protocol.version (when the upstream's revision is known before the
+// call), and the project attributes mcphandler.upstream (the host's id of
+// the upstream), mcphandler.upstream.era and
+// mcphandler.upstream.credential_kind (a label the host declared, never
+// the credential); on failures error.type (the upstream's JSON-RPC code,
+// also in rpc.response.status_code, tool_error for an isError result, else
+// the class of the failure: timeout, backend_unavailable, internal) with
+// status ERROR and the upstream's error message. Its trace context goes
+// upstream, written by the propagator of [WithPropagator], in the headers
+// of every HTTP request of the call and in the _meta of each of its
+// requests (initialize included), where the conventions put it and where
+// an upstream served by this package reads it: the upstream's spans
+// continue the trace as the CLIENT span's children. The client's baggage
+// is not sent upstream.
+//
 // The steps of a confirm are span events carrying mcphandler.confirm.id:
 // mcphandler.confirm.asked on the asking call, mcphandler.confirm.answered
 // and mcphandler.confirm.ran wherever they happen — on a 2025 session the
@@ -64,7 +86,10 @@
 //
 // # Bounds
 //
-// No string a client chooses becomes telemetry unbounded. A metric
+// No string a client chooses becomes telemetry unbounded, nor one an
+// upstream chooses: a tool's name upstream is only in the CLIENT span's
+// name and gen_ai.tool.name (cut like a found target), never a metric
+// attribute. A metric
 // attribute takes values from closed sets only: mcp.method.name is a
 // method the handler serves or _OTHER, mcp.protocol.version a revision it
 // serves or _OTHER, gen_ai.tool.name and gen_ai.prompt.name a tool or
@@ -132,8 +157,10 @@ type Option func(*config)
 // ended: the provider must copy what it keeps, as the SDK does.
 func WithTracerProvider(tp trace.TracerProvider) Option { return func(c *config) { c.tp = tp } }
 
-// WithPropagator sets how the trace context is read from params._meta. If
-// unset, W3C trace context and baggage.
+// WithPropagator sets how the trace context is read from params._meta,
+// and written into the headers and _meta of calls to upstream servers
+// (baggage excepted: the caller's is not sent on). If unset, W3C trace
+// context and baggage.
 func WithPropagator(p propagation.TextMapPropagator) Option {
 	return func(c *config) { c.prop = p }
 }
@@ -151,6 +178,9 @@ type interceptor struct {
 	cfg    config
 	tracer trace.Tracer
 	m      *metrics
+	// upstreamFn is i.upstream, made once: the Request.OnUpstream of every
+	// tools/call.
+	upstreamFn func(context.Context, *mcphandler.UpstreamCall, func(context.Context) mcphandler.UpstreamResult) mcphandler.UpstreamResult
 
 	scratch sync.Pool              // *scratch
 	names   cache[nameKey, string] // span names of found targets
@@ -183,6 +213,7 @@ func NewInterceptor(opts ...Option) (mcphandler.Interceptor, error) {
 func newInterceptor(c config, m *metrics) *interceptor {
 	i := &interceptor{cfg: c, tracer: c.tp.Tracer(ScopeName), m: m, names: cache[nameKey, string]{limit: maxNames}}
 	i.scratch.New = func() any { return new(scratch) }
+	i.upstreamFn = i.upstream
 	return i
 }
 
@@ -213,6 +244,11 @@ func (i *interceptor) intercept(ctx context.Context, req *mcphandler.Request, ne
 	if span.IsRecording() && (req.Method == "tools/call" || req.Kind == mcphandler.KindAnswer) {
 		c.prev = req.OnStep
 		req.OnStep = c.onStep
+	}
+	// Only a tool calls upstream: a tools/call, or the confirmed call an
+	// answer runs.
+	if req.Method == "tools/call" || req.Kind == mcphandler.KindAnswer {
+		i.wrapUpstream(req)
 	}
 	res := next(ctx)
 	i.end(ctx, span, req, res, sc)

@@ -8,6 +8,7 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"slices"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -584,5 +585,63 @@ func TestHeaderCannotOverrideProtocol(t *testing.T) {
 			m.header.Get("X-Api-Key") != "k" {
 			t.Errorf("%s headers %v", m.Method, m.header)
 		}
+	}
+}
+
+// The Headers hook adds to every request of an operation, with the
+// operation's context, but cannot replace the protocol's headers either;
+// Meta reaches the _meta of every request but the protocol's keys.
+func TestHeadersHookAndMeta(t *testing.T) {
+	type ctxKey struct{}
+	for _, era := range []upstream.Era{upstream.Sessions, upstream.Stateless} {
+		t.Run(era.String(), func(t *testing.T) {
+			f := newFake(t, nil)
+			ep := f.endpoint(era)
+			ep.Header = http.Header{"X-Api-Key": {"k"}}
+			hooked := 0
+			ep.Headers = func(ctx context.Context, h http.Header) {
+				hooked++
+				if ctx.Value(ctxKey{}) != "op" {
+					t.Errorf("the hook got another context")
+				}
+				if h.Get("X-Api-Key") != "k" {
+					t.Errorf("the hook ran before Header was applied: %v", h)
+				}
+				h.Set("Traceparent", "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01")
+				h["mcp-session-id"] = []string{"forged"}
+				h.Set("Mcp-Method", "forged")
+				h.Set("Content-Type", "text/plain")
+			}
+			ep.Meta = map[string]string{"traceparent": "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01",
+				"progressToken": "forged", "io.modelcontextprotocol/protocolVersion": "forged", "": "x"}
+			ctx := context.WithValue(context.Background(), ctxKey{}, "op")
+			if _, err := upstream.CallTool(ctx, ep, nil, "t", nil, nil); err != nil {
+				t.Fatal(err)
+			}
+			posted := f.posted()
+			if hooked < len(posted) || len(posted) == 0 {
+				t.Fatalf("hook ran %d times for %d POSTs", hooked, len(posted))
+			}
+			for _, m := range posted {
+				h := m.header
+				if h.Get("Traceparent") == "" || h.Get("X-Api-Key") != "k" || h.Get("Content-Type") != "application/json" ||
+					slices.Contains(h.Values("Mcp-Session-Id"), "forged") || slices.Contains(h.Values("Mcp-Method"), "forged") {
+					t.Errorf("%s headers %v", m.Method, h)
+				}
+				if len(m.ID) == 0 {
+					continue // a notification or an answer: no _meta of the endpoint's
+				}
+				var p struct {
+					Meta map[string]any `json:"_meta"`
+				}
+				if err := json.Unmarshal(m.Params, &p); err != nil {
+					t.Fatal(err)
+				}
+				if p.Meta["traceparent"] != ep.Meta["traceparent"] || p.Meta["progressToken"] == "forged" ||
+					p.Meta["io.modelcontextprotocol/protocolVersion"] == "forged" || p.Meta[""] != nil {
+					t.Errorf("%s _meta %v", m.Method, p.Meta)
+				}
+			}
+		})
 	}
 }

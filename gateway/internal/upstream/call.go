@@ -138,8 +138,12 @@ func (s *stateless) endpoint() *endpoint { return s.c.ep }
 func (l *legacy) endpoint() *endpoint    { return l.c.ep }
 
 // withMeta builds a request's params object: params, and a _meta of the
-// members of meta that have a value (none: no _meta).
-func withMeta(params []member, meta ...member) []byte {
+// members of meta that have a value, then of Endpoint.Meta (none: no
+// _meta).
+func (c *call) withMeta(params []member, meta ...member) []byte {
+	if len(c.ep.meta) > 0 {
+		meta = append(meta[:len(meta):len(meta)], c.ep.meta...)
+	}
 	m := object(meta...)
 	if len(m) > 2 {
 		params = append(params[:len(params):len(params)], member{"_meta", m})

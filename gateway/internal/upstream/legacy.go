@@ -73,11 +73,11 @@ func openLegacy(ctx context.Context, c *call) (*legacy, error) {
 		return l, err
 	}
 
-	res, err := l.roundTrip(ctx, "initialize", object(
-		member{"protocolVersion", str(legacyVersion)},
-		member{"capabilities", c.caps.raw},
-		member{"clientInfo", c.ep.clientInfo},
-	))
+	res, err := l.roundTrip(ctx, "initialize", c.withMeta([]member{
+		{"protocolVersion", str(legacyVersion)},
+		{"capabilities", c.caps.raw},
+		{"clientInfo", c.ep.clientInfo},
+	}))
 	if err != nil {
 		return l, err
 	}
@@ -94,7 +94,7 @@ func openLegacy(ctx context.Context, c *call) (*legacy, error) {
 		return l, err
 	}
 	if c.ep.logLevel != "" && l.logging {
-		_, err := l.roundTrip(ctx, "logging/setLevel", object(member{"level", str(c.ep.logLevel)}))
+		_, err := l.roundTrip(ctx, "logging/setLevel", c.withMeta([]member{{"level", str(c.ep.logLevel)}}))
 		if _, refused := err.(*RPCError); err != nil && !refused {
 			return l, err
 		}
@@ -175,7 +175,7 @@ func (l *legacy) nextEvent(ctx context.Context) (event, error) {
 // request sends one request of the operation (tools/call carries the
 // call's progress token) and returns its result.
 func (l *legacy) request(ctx context.Context, method string, params []member, _ string) ([]byte, error) {
-	return l.roundTrip(ctx, method, withMeta(params, l.c.progressMeta(method)))
+	return l.roundTrip(ctx, method, l.c.withMeta(params, l.c.progressMeta(method)))
 }
 
 // roundTrip POSTs the request to the endpoint and handles the stream's

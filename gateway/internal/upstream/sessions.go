@@ -34,11 +34,11 @@ type session struct {
 // error: close it.
 func openSession(ctx context.Context, c *call) (*session, error) {
 	s := &session{c: c}
-	res, err := s.roundTrip(ctx, "initialize", object(
-		member{"protocolVersion", str(sessionVersions[0])},
-		member{"capabilities", c.caps.raw},
-		member{"clientInfo", c.ep.clientInfo},
-	))
+	res, err := s.roundTrip(ctx, "initialize", c.withMeta([]member{
+		{"protocolVersion", str(sessionVersions[0])},
+		{"capabilities", c.caps.raw},
+		{"clientInfo", c.ep.clientInfo},
+	}))
 	if err != nil {
 		return s, err
 	}
@@ -55,7 +55,7 @@ func openSession(ctx context.Context, c *call) (*session, error) {
 		return s, err
 	}
 	if c.ep.logLevel != "" && s.logging {
-		_, err := s.roundTrip(ctx, "logging/setLevel", object(member{"level", str(c.ep.logLevel)}))
+		_, err := s.roundTrip(ctx, "logging/setLevel", c.withMeta([]member{{"level", str(c.ep.logLevel)}}))
 		if re := (*RPCError)(nil); err != nil && !errors.As(err, &re) {
 			return s, err // an upstream that refuses the level still serves the call, without logs
 		}
@@ -76,7 +76,7 @@ func (s *session) headers(h http.Header) {
 // request sends one request of the operation (tools/call carries the
 // call's progress token) and returns its result.
 func (s *session) request(ctx context.Context, method string, params []member, _ string) ([]byte, error) {
-	return s.roundTrip(ctx, method, withMeta(params, s.c.progressMeta(method)))
+	return s.roundTrip(ctx, method, s.c.withMeta(params, s.c.progressMeta(method)))
 }
 
 // roundTrip POSTs the request and reads its answer, JSON or an SSE stream

@@ -37,7 +37,7 @@ func (s *stateless) request(ctx context.Context, method string, params []member,
 	if ep.logLevel != "" {
 		level = str(ep.logLevel)
 	}
-	body := withMeta(params,
+	body := s.c.withMeta(params,
 		member{reservedMeta + "protocolVersion", str(statelessVersion)},
 		member{reservedMeta + "clientCapabilities", s.c.caps.raw},
 		member{reservedMeta + "clientInfo", ep.clientInfo},

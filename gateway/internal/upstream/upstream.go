@@ -6,6 +6,8 @@ import (
 	"errors"
 	"net/http"
 	"net/url"
+	"slices"
+	"strings"
 	"time"
 )
 
@@ -54,6 +56,20 @@ type Endpoint struct {
 	// Mcp-Session-Id, Mcp-Method, Mcp-Name, Mcp-Param-*, Last-Event-ID)
 	// are never taken from Header, however it spells them.
 	Header http.Header
+	// Headers, if set, is called before each HTTP request of an
+	// operation, with the request's context and its header, which holds
+	// Header's already: what it adds or changes is sent (a trace context,
+	// say). The headers the protocol sets are never taken from it either.
+	// It runs on the operation's goroutine.
+	Headers func(ctx context.Context, h http.Header)
+	// Meta holds members added, as JSON strings, to the _meta of every
+	// request an operation sends (initialize included; not its
+	// notifications nor its answers to the upstream's questions): a trace
+	// context, as the OpenTelemetry conventions for MCP carry it. A key the
+	// protocol uses — progressToken, or of prefix io.modelcontextprotocol/
+	// — is not taken from it, nor an empty key. They go in the order of
+	// their keys.
+	Meta map[string]string
 	// Era is how URL is spoken to. Probe: find out with [Detect] before
 	// each operation. Set it to override what an upstream advertises
 	// (some advertise 2026-07-28 only, yet serve 2025 sessions).
@@ -244,6 +260,8 @@ type endpoint struct {
 	timeout    time.Duration
 	clientInfo json.RawMessage
 	logLevel   string
+	headers    func(context.Context, http.Header)
+	meta       []member // from Endpoint.Meta, sorted by key
 }
 
 // refuseRedirect makes the client return a 3xx answer as it is.
@@ -255,7 +273,7 @@ func (ep *Endpoint) check() (*endpoint, error) {
 		return nil, errors.New("upstream: Endpoint.URL must be an absolute http or https URL")
 	}
 	e := &endpoint{url: u, header: ep.Header, max: ep.MaxResponseBytes, timeout: ep.Timeout,
-		clientInfo: ep.ClientInfo, logLevel: ep.LogLevel}
+		clientInfo: ep.ClientInfo, logLevel: ep.LogLevel, headers: ep.Headers, meta: metaMembers(ep.Meta)}
 	c := http.Client{Transport: http.DefaultTransport}
 	if ep.HTTP != nil {
 		c = *ep.HTTP
@@ -277,6 +295,26 @@ func (ep *Endpoint) check() (*endpoint, error) {
 		return nil, errors.New("upstream: Endpoint.LogLevel is not an MCP log level")
 	}
 	return e, nil
+}
+
+// metaMembers are the members of Endpoint.Meta a request's _meta may
+// carry, sorted by key.
+func metaMembers(meta map[string]string) []member {
+	if len(meta) == 0 {
+		return nil
+	}
+	keys := make([]string, 0, len(meta))
+	for k := range meta {
+		if k != "" && k != "progressToken" && !strings.HasPrefix(k, reservedMeta) {
+			keys = append(keys, k)
+		}
+	}
+	slices.Sort(keys)
+	ms := make([]member, len(keys))
+	for i, k := range keys {
+		ms[i] = member{k, str(meta[k])}
+	}
+	return ms
 }
 
 var logLevels = map[string]bool{"debug": true, "info": true, "notice": true, "warning": true,

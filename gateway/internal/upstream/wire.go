@@ -19,7 +19,8 @@ const (
 )
 
 // send makes one HTTP request to target with the endpoint's Header, then
-// the headers set adds (which win), and returns the response. The
+// what its Headers hook adds (but the protocol's headers), then the
+// headers set adds (which win), and returns the response. The
 // client's errors are wrapped with op; the ctx's error is returned as
 // the ctx's error.
 func (e *endpoint) send(ctx context.Context, op, method, target string, body []byte, set func(http.Header)) (*http.Response, error) {
@@ -34,6 +35,14 @@ func (e *endpoint) send(ctx context.Context, op, method, target string, body []b
 	for k, vs := range e.header {
 		if k = http.CanonicalHeaderKey(k); !protocolHeader(k) {
 			req.Header[k] = append(req.Header[k], vs...)
+		}
+	}
+	if e.headers != nil {
+		e.headers(ctx, req.Header)
+		for k := range req.Header {
+			if protocolHeader(http.CanonicalHeaderKey(k)) {
+				delete(req.Header, k)
+			}
 		}
 	}
 	if body != nil {
