@@ -1,0 +1,115 @@
+package gateway_test
+
+import (
+	"context"
+	"encoding/json"
+	"io"
+	"log/slog"
+	"net/http"
+	"net/http/httptest"
+	"testing"
+	"time"
+
+	"github.com/mcphandler/mcphandler"
+	"github.com/mcphandler/mcphandler/gateway"
+)
+
+// slowUpstream is an upstream whose one tool, "work", reports progress
+// twice, then waits until released or cancelled, and says which.
+type slowUpstream struct {
+	srv       *httptest.Server
+	started   chan struct{}
+	release   chan struct{}
+	cancelled chan struct{}
+}
+
+func newSlowUpstream(t *testing.T) *slowUpstream {
+	s := &slowUpstream{started: make(chan struct{}, 1), release: make(chan struct{}), cancelled: make(chan struct{}, 1)}
+	h := mcphandler.New(mcphandler.Config{
+		Authenticate: func(*http.Request) (mcphandler.Identity, error) { return mcphandler.Identity{Subject: "gw"}, nil },
+		ListTools: func(context.Context) ([]mcphandler.Tool, error) {
+			return []mcphandler.Tool{{Name: "work", Annotations: &mcphandler.ToolAnnotations{ReadOnlyHint: true},
+				Handler: func(ctx context.Context, call *mcphandler.ToolCall) (*mcphandler.ToolResult, error) {
+					call.Progress(1, 2, "half")
+					call.Progress(2, 2, "all")
+					s.started <- struct{}{}
+					select {
+					case <-s.release:
+						return mcphandler.TextResult("done"), nil
+					case <-ctx.Done():
+						s.cancelled <- struct{}{}
+						return nil, ctx.Err()
+					}
+				}}}, nil
+		},
+		Logger: slog.New(slog.NewTextHandler(io.Discard, nil)),
+	})
+	s.srv = httptest.NewServer(h)
+	t.Cleanup(func() { s.srv.Close(); h.Close() })
+	return s
+}
+
+func slowGateway(t *testing.T, s *slowUpstream, era gateway.Era) *gatewayHost {
+	return newGateway(t, gateway.Config{Upstreams: func(ctx context.Context, id mcphandler.Identity) ([]gateway.Upstream, error) {
+		return []gateway.Upstream{{ID: "slow", URL: s.srv.URL, Era: era}}, nil
+	}})
+}
+
+// The upstream's progress reaches a client that asked for it, with the
+// client's own progressToken.
+func TestProgressRelayed(t *testing.T) {
+	for _, era := range []gateway.Era{gateway.EraSessions, gateway.EraStateless} {
+		t.Run(string(era), func(t *testing.T) {
+			s := newSlowUpstream(t)
+			close(s.release)
+			gh := slowGateway(t, s, era)
+			c := connect(t, gh.h, "acme-admin")
+			if _, err := c.Call(context.Background(), "tools/call", map[string]any{"name": "slow_work",
+				"_meta": map[string]any{"progressToken": "mine-7"}}); err != nil {
+				t.Fatal(err)
+			}
+			var got []string
+			for _, n := range c.Notifications() {
+				if n.Method != "notifications/progress" {
+					continue
+				}
+				var p struct {
+					Token    json.RawMessage `json:"progressToken"`
+					Progress float64         `json:"progress"`
+					Message  string          `json:"message"`
+				}
+				json.Unmarshal(n.Params, &p)
+				got = append(got, string(p.Token)+" "+p.Message)
+			}
+			if len(got) != 2 || got[0] != `"mine-7" half` || got[1] != `"mine-7" all` {
+				t.Fatalf("progress relayed: %q", got)
+			}
+		})
+	}
+}
+
+// A client that gives up cancels the call upstream, in every upstream era.
+func TestCancelReachesUpstream(t *testing.T) {
+	for _, era := range []gateway.Era{gateway.EraSessions, gateway.EraStateless} {
+		t.Run(string(era), func(t *testing.T) {
+			s := newSlowUpstream(t)
+			gh := slowGateway(t, s, era)
+			c := connect(t, gh.h, "acme-admin")
+			ctx, cancel := context.WithCancel(context.Background())
+			done := make(chan error, 1)
+			go func() { _, err := c.CallTool(ctx, "slow_work", nil); done <- err }()
+			select {
+			case <-s.started:
+			case <-time.After(5 * time.Second):
+				t.Fatal("the call never reached the upstream")
+			}
+			cancel()
+			select {
+			case <-s.cancelled:
+			case <-time.After(5 * time.Second):
+				t.Fatal("the upstream call was not cancelled")
+			}
+			<-done
+		})
+	}
+}
