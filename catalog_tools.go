@@ -31,7 +31,9 @@ func (c *catalog) findTool(ctx context.Context, id Identity, name string) (Tool,
 }
 
 func (c *catalog) listTools(rq *request, m *jsonrpc.Message) {
+	rq.info.beginList() // AddListMeta adds to this result while ListTools runs
 	tools, err := c.visibleTools(rq.ctx, rq.id)
+	rq.info.endList()
 	if err != nil {
 		c.cfg.Logger.Error("mcphandler: ListTools", "err", err)
 		rq.fail(m.ID, wireError(err))
@@ -43,7 +45,7 @@ func (c *catalog) listTools(rq *request, m *jsonrpc.Message) {
 		rq.fail(m.ID, perr)
 		return
 	}
-	b := rq.openResult(make([]byte, 0, 64+len(m.ID)+256*(hi-lo)), m.ID)
+	b := rq.openResult(make([]byte, 0, 64+len(m.ID)+256*(hi-lo)+len(rq.listMeta())), m.ID)
 	b = append(b, `"tools":[`...)
 	for i := lo; i < hi; i++ {
 		if i > lo {

@@ -19,6 +19,7 @@ type reqInfo struct {
 	version   string
 	meta      json.RawMessage
 	caps      session.Capabilities
+	list      listMeta // the _meta members of a tools/list result (AddListMeta)
 }
 
 // IdentityFrom returns the caller of the request being served in ctx. It is

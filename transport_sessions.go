@@ -689,8 +689,19 @@ func parseLastEventID(last string) (streamID string, after uint64, ok bool) {
 // a session or in stateless mode.
 type sessionsEra struct{}
 
-func (sessionsEra) methods() map[string]method                       { return sessionsMethods }
-func (sessionsEra) decorate(_ *request, dst []byte) []byte           { return dst }
+func (sessionsEra) methods() map[string]method { return sessionsMethods }
+
+// decorate writes the _meta members AddListMeta added, if any: a list
+// result's only decoration in these eras.
+func (sessionsEra) decorate(rq *request, dst []byte) []byte {
+	if m := rq.listMeta(); m != nil {
+		dst = append(dst, `"_meta":{`...)
+		dst = append(dst, m...)
+		dst = append(dst, "},"...)
+	}
+	return dst
+}
+
 func (sessionsEra) errorStatus(*request, Code)                       {}
 func (sessionsEra) checkCall(*request, *Tool, []byte) *jsonrpc.Error { return nil }
 func (sessionsEra) codeResourceNotFound() Code                       { return CodeResourceNotFound }

@@ -254,7 +254,7 @@ func parseCaps(raw json.RawMessage) session.Capabilities {
 }
 
 // decorateStateless inserts the 2026-07-28 result members (resultType, cache hints,
-// serverInfo) at the start of a result object. Results of a request that
+// serverInfo, then the _meta members of AddListMeta) at the start of a result object. Results of a request that
 // carried inputResponses or requestState are never cacheable.
 func (rq *request) decorateStateless(dst []byte, method string) []byte {
 	dst = append(dst, `"resultType":"complete",`...)
@@ -266,6 +266,10 @@ func (rq *request) decorateStateless(dst []byte, method string) []byte {
 	}
 	dst = append(dst, `"_meta":{"`+metaServerInfo+`":`...)
 	dst = append(dst, rq.h.caps.serverInfoJSON(rq)...)
+	if m := rq.listMeta(); m != nil { // AddListMeta's members
+		dst = append(dst, ',')
+		dst = append(dst, m...)
+	}
 	return append(dst, "},"...)
 }
 

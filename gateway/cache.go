@@ -3,6 +3,8 @@ package gateway
 import (
 	"crypto/sha256"
 	"encoding/json"
+	"hash"
+	"net/http"
 	"slices"
 	"strings"
 	"sync"
@@ -47,6 +49,15 @@ func (c *listCache) get(k [32]byte, now time.Time) (*list, bool) {
 	return e.l, true
 }
 
+// getStale returns the list kept under k, expired or not: the last good
+// list of an upstream that fails now (see Config.Grace).
+func (c *listCache) getStale(k [32]byte) (*list, bool) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	e, ok := c.m[k]
+	return e.l, ok
+}
+
 func (c *listCache) put(k [32]byte, l *list, exp time.Time) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
@@ -66,29 +77,49 @@ func (c *listCache) put(k [32]byte, l *list, exp time.Time) {
 // from both.
 func cacheKey(u *Upstream, caps json.RawMessage) [32]byte {
 	h := sha256.New()
-	write := func(s string) {
-		var n [8]byte
-		for i, l := 0, len(s); i < 8; i, l = i+1, l>>8 {
-			n[i] = byte(l)
-		}
-		h.Write(n[:])
-		h.Write([]byte(s))
-	}
-	write(u.URL)
-	write(string(u.Era))
-	names := make([]string, 0, len(u.Header))
-	for k := range u.Header {
+	writeUpstream(h, u.URL, u.Header)
+	writeString(h, string(u.Era))
+	writeString(h, string(caps))
+	var k [32]byte
+	h.Sum(k[:0])
+	return k
+}
+
+// breakerKey says which upstream, as which caller, a breaker watches: its
+// URL and the credentials sent (every header, sorted). The era and the
+// client's capabilities change how it is asked, not whether it answers.
+func breakerKey(url string, header http.Header) [32]byte {
+	h := sha256.New()
+	writeUpstream(h, url, header)
+	var k [32]byte
+	h.Sum(k[:0])
+	return k
+}
+
+// writeUpstream writes url and every header, names lowercased and
+// sorted, to h, each string with its length.
+func writeUpstream(h hash.Hash, url string, header http.Header) {
+	writeString(h, url)
+	names := make([]string, 0, len(header))
+	for k := range header {
 		names = append(names, strings.ToLower(k))
 	}
 	slices.Sort(names)
 	for _, k := range names {
-		write(k)
-		for _, v := range u.Header.Values(k) {
-			write(v)
+		writeString(h, k)
+		for _, v := range header.Values(k) {
+			writeString(h, v)
 		}
 	}
-	write(string(caps))
-	var k [32]byte
-	h.Sum(k[:0])
-	return k
+}
+
+// writeString writes s to h after its length, so that no two sequences
+// of strings write the same bytes.
+func writeString(h hash.Hash, s string) {
+	var n [8]byte
+	for i, l := 0, len(s); i < 8; i, l = i+1, l>>8 {
+		n[i] = byte(l)
+	}
+	h.Write(n[:])
+	h.Write([]byte(s))
 }

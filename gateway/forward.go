@@ -23,9 +23,14 @@ type forward struct {
 
 // handle runs the call upstream, as a task when the client asked for one
 // (or, on 2026-07-28, declared tasks: the only way its questions can be
-// answered without a second run upstream).
+// answered without a second run upstream). While the upstream's breaker
+// is open it fails at once, before any task (breaker.go).
 func (f *forward) handle(ctx context.Context, call *mcphandler.ToolCall) (*mcphandler.ToolResult, error) {
-	return call.RunAsTask(ctx, f.run)
+	run, err := f.g.admitCall(ctx, f, call)
+	if err != nil {
+		return nil, err
+	}
+	return call.RunAsTask(ctx, run)
 }
 
 // run makes the call upstream and relays its result unchanged.

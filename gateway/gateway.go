@@ -124,11 +124,53 @@ type Config struct {
 	// negative value never reuses one.
 	ListTTL time.Duration
 	// MaxCachedLists bounds the lists kept; 0 means 4096. Past it, the
-	// oldest is forgotten first.
+	// oldest is forgotten first. An expired list is kept until then, as
+	// the last good list of its upstream (see Grace).
 	MaxCachedLists int
-	// Strict fails the whole list when one upstream fails; by default a
-	// failing upstream is left out (and logged) and the others listed.
+	// Strict fails the whole list when an upstream's tools would be left
+	// out of it (status "failed"); by default that upstream is left out,
+	// logged and reported in the list's _meta (StatusMetaKey), and the
+	// others listed. An upstream whose last good tools are listed within
+	// Grace (status "stale") does not fail a strict list: its tools are
+	// all there, marked stale, and their calls fail fast while its
+	// breaker is open. Set Grace negative for a strict list that fails at
+	// an upstream's first failure.
 	Strict bool
+
+	// FailureThreshold is how many failures in a row of one upstream, per
+	// URL and credentials (the Header), open its breaker: lists that got
+	// no usable answer (a refused connection, a timeout, 401 or 403, 5xx,
+	// a malformed or oversized answer) and calls that got none
+	// (backend_unavailable; a call's timeout or a caller that went away
+	// counts neither way). Any answer closes it again, the upstream's own
+	// JSON-RPC error included. 0 means 3; negative never opens one.
+	//
+	// While a breaker is open the upstream is not contacted: lists serve
+	// its last good tools as "stale" (see Grace), and calls of its tools
+	// fail at once, backend_unavailable (retryable, the detail saying
+	// retryAfterMs). After the cool-down, one request goes through as the
+	// probe (a list, or a call's list of the upstream's tools before it
+	// goes), while the others are answered as while open: an answer
+	// closes the breaker, a failure opens it again for twice as long.
+	FailureThreshold int
+	// CoolDown is how long a breaker stays open the first time; each
+	// failed probe doubles it, up to MaxCoolDown. 0 means 30 s.
+	CoolDown time.Duration
+	// MaxCoolDown caps the doubled cool-down; 0 means 5 min. It is never
+	// less than CoolDown.
+	MaxCoolDown time.Duration
+	// Grace is how long, from the first of its failures in a row, an
+	// upstream's last good list (its newest list still kept, see
+	// MaxCachedLists) stays listed, marked "stale" in the list's _meta;
+	// past it, the upstream's tools are left out ("failed"). 0 means
+	// 5 min; negative lists no stale tools. With a negative ListTTL no
+	// list is kept, so there is nothing stale to list.
+	Grace time.Duration
+	// MaxBreakers bounds the upstreams (per URL and credentials) whose
+	// failures are remembered; one that answers is forgotten at once.
+	// 0 means 4096 (some 300 bytes each). Past it, the one touched least
+	// recently is forgotten, and its upstream is contacted again.
+	MaxBreakers int
 	// Logger receives what was dropped and what failed; nil means
 	// slog.Default(). Names from upstreams are cut before they are logged.
 	Logger *slog.Logger
@@ -137,8 +179,10 @@ type Config struct {
 // Gateway lists and calls the tools of upstream MCP servers. It is safe
 // for concurrent use.
 type Gateway struct {
-	cfg   Config
-	lists *listCache
+	cfg      Config
+	lists    *listCache
+	breakers *breakers
+	now      func() time.Time
 }
 
 // New returns a Gateway of cfg.
@@ -161,7 +205,23 @@ func New(cfg Config) (*Gateway, error) {
 	if cfg.Logger == nil {
 		cfg.Logger = slog.Default()
 	}
-	return &Gateway{cfg: cfg, lists: newListCache(cfg.MaxCachedLists)}, nil
+	if cfg.FailureThreshold == 0 {
+		cfg.FailureThreshold = defaultFailureThreshold
+	}
+	if cfg.CoolDown <= 0 {
+		cfg.CoolDown = defaultCoolDown
+	}
+	if cfg.MaxCoolDown <= 0 {
+		cfg.MaxCoolDown = defaultMaxCoolDown
+	}
+	cfg.MaxCoolDown = max(cfg.MaxCoolDown, cfg.CoolDown)
+	if cfg.Grace == 0 {
+		cfg.Grace = defaultGrace
+	}
+	if cfg.MaxBreakers <= 0 {
+		cfg.MaxBreakers = defaultMaxBreakers
+	}
+	return &Gateway{cfg: cfg, lists: newListCache(cfg.MaxCachedLists), breakers: newBreakers(&cfg), now: time.Now}, nil
 }
 
 // maxParallel bounds the upstreams listed at once for one request.
@@ -171,8 +231,15 @@ const maxParallel = 8
 // stable order (by name), each with Origin set and a Handler that calls it
 // upstream. A name that breaks the spec's rules for this handler (1–64
 // bytes of A-Z a-z 0-9 _ - .) or that two tools claim is dropped, every
-// claimant, and logged: never truncated, never one of them picked. An
-// upstream that fails is left out and logged, unless Config.Strict.
+// claimant, and logged: never truncated, never one of them picked.
+//
+// An upstream that fails is logged, and its last good tools are listed
+// within Config.Grace ("stale"), or it is left out ("failed", which fails
+// the whole list with Config.Strict); one whose breaker is open is not
+// contacted (see Config.FailureThreshold). When ctx builds a tools/list
+// result, each upstream's status is added to its _meta under
+// StatusMetaKey (mcphandler.AddListMeta); the upstreams are listed in
+// parallel, and the statuses added once, after all of them.
 func (g *Gateway) Tools(ctx context.Context) ([]mcphandler.Tool, error) {
 	id, _ := mcphandler.IdentityFrom(ctx)
 	ups, err := g.cfg.Upstreams(ctx, id)
@@ -182,14 +249,14 @@ func (g *Gateway) Tools(ctx context.Context) ([]mcphandler.Tool, error) {
 	ups = g.checkUpstreams(ups)
 	caps := capsJSON(mcphandler.ClientCapabilitiesFrom(ctx))
 	lists := make([][]mcphandler.Tool, len(ups))
-	errs := make([]error, len(ups))
+	sts := make([]upstreamStatus, len(ups))
 	sem := make(chan struct{}, maxParallel)
 	done := make(chan struct{})
 	for i := range ups {
 		go func() {
 			sem <- struct{}{}
 			defer func() { <-sem; done <- struct{}{} }()
-			lists[i], errs[i] = g.list(ctx, &ups[i], caps)
+			lists[i], sts[i] = g.list(ctx, &ups[i], caps)
 		}()
 	}
 	for range ups {
@@ -197,15 +264,12 @@ func (g *Gateway) Tools(ctx context.Context) ([]mcphandler.Tool, error) {
 	}
 	var all []mcphandler.Tool
 	for i, u := range ups {
-		if errs[i] != nil {
-			if g.cfg.Strict {
-				return nil, fmt.Errorf("gateway: upstream %s: %w", u.ID, errs[i])
-			}
-			g.cfg.Logger.Warn("gateway: upstream left out of the list", "upstream", u.ID, "err", errs[i])
-			continue
+		if sts[i].status == statusFailed && g.cfg.Strict {
+			return nil, fmt.Errorf("gateway: upstream %s: %w", u.ID, sts[i].err)
 		}
 		all = append(all, lists[i]...)
 	}
+	g.report(ctx, ups, sts)
 	return g.dropClaimedTwice(all), nil
 }
 
@@ -238,31 +302,81 @@ func (g *Gateway) checkUpstreams(ups []Upstream) []Upstream {
 }
 
 // list returns the tools of u as this caller sees them, from the cache
-// when it holds them.
-func (g *Gateway) list(ctx context.Context, u *Upstream, caps json.RawMessage) ([]mcphandler.Tool, error) {
-	ep := g.endpoint(u)
+// when it holds them, and how u fared: listed now or from the cache
+// (ok), not listed now but its last good tools within Config.Grace
+// (stale), or neither (failed). u is not contacted while its breaker is
+// open.
+func (g *Gateway) list(ctx context.Context, u *Upstream, caps json.RawMessage) ([]mcphandler.Tool, upstreamStatus) {
 	key := cacheKey(u, caps)
-	l, ok := g.lists.get(key, time.Now())
+	bkey := breakerKey(u.URL, u.Header)
+	t, v, ok := g.breakers.admit(bkey, g.now())
 	if !ok {
-		lctx, cancel := context.WithTimeout(ctx, g.cfg.Timeout)
-		defer cancel()
-		version := string(u.Era)
-		if ep.Era == upstream.Probe {
-			era, v, err := upstream.Detect(lctx, ep)
-			if err != nil {
-				return nil, err
+		return g.stale(u, key, v, ErrBreakerOpen)
+	}
+	var l *list
+	fresh := false
+	if !t.probe { // a probe asks the upstream, whatever is kept
+		l, fresh = g.lists.get(key, g.now())
+	}
+	if !fresh {
+		var err error
+		l, err = g.fetch(ctx, u, caps)
+		o, class := listOutcome(ctx, err)
+		v, opened := g.breakers.done(bkey, t, o, class, g.now())
+		if err != nil {
+			tools, st := g.stale(u, key, v, err)
+			if st.class == "" {
+				st.class = failureClass(err)
 			}
-			ep.Era, version = era, v
+			g.cfg.Logger.Warn("gateway: upstream list failed", "upstream", u.ID, "status", st.status, "err", err)
+			if opened {
+				g.cfg.Logger.Warn("gateway: upstream breaker opened", "upstream", u.ID, "for", v.retryAfter)
+			}
+			return tools, st
 		}
-		tools, err := upstream.ListTools(lctx, ep, caps)
+		if g.cfg.ListTTL > 0 {
+			g.lists.put(key, l, g.now().Add(g.cfg.ListTTL))
+		}
+	}
+	return g.tools(u, l), upstreamStatus{status: statusOK}
+}
+
+// fetch lists u's tools upstream, finding its era first if needed.
+func (g *Gateway) fetch(ctx context.Context, u *Upstream, caps json.RawMessage) (*list, error) {
+	ep := g.endpoint(u)
+	ctx, cancel := context.WithTimeout(ctx, g.cfg.Timeout)
+	defer cancel()
+	version := string(u.Era)
+	if ep.Era == upstream.Probe {
+		era, v, err := upstream.Detect(ctx, ep)
 		if err != nil {
 			return nil, err
 		}
-		l = &list{era: ep.Era, version: version, tools: tools}
-		if g.cfg.ListTTL > 0 {
-			g.lists.put(key, l, time.Now().Add(g.cfg.ListTTL))
+		ep.Era, version = era, v
+	}
+	tools, err := upstream.ListTools(ctx, ep, caps)
+	if err != nil {
+		return nil, err
+	}
+	return &list{era: ep.Era, version: version, tools: tools}, nil
+}
+
+// stale answers for u when it was not listed now (v says why, err is
+// the failure): its last good tools, kept under key, while Config.Grace
+// runs from the first failure in a row; else none.
+func (g *Gateway) stale(u *Upstream, key [32]byte, v view, err error) ([]mcphandler.Tool, upstreamStatus) {
+	st := upstreamStatus{status: statusFailed, class: v.class, retryAfter: v.retryAfter, err: err}
+	if g.cfg.Grace > 0 && !v.since.IsZero() && g.now().Before(v.since.Add(g.cfg.Grace)) {
+		if l, ok := g.lists.getStale(key); ok {
+			st.status = statusStale
+			return g.tools(u, l), st
 		}
 	}
+	return nil, st
+}
+
+// tools are the tools served for the upstream tools of l.
+func (g *Gateway) tools(u *Upstream, l *list) []mcphandler.Tool {
 	out := make([]mcphandler.Tool, 0, len(l.tools))
 	for _, t := range l.tools {
 		tool, err := g.tool(u, l, t)
@@ -272,7 +386,7 @@ func (g *Gateway) list(ctx context.Context, u *Upstream, caps json.RawMessage) (
 		}
 		out = append(out, tool)
 	}
-	return out, nil
+	return out
 }
 
 // endpoint is how u is reached: its URL, credentials, era and bounds.

@@ -28,7 +28,7 @@ func (f *forward) callTool(ctx context.Context, call *mcphandler.ToolCall, a *as
 		}
 		ep.Meta = u.Meta
 		raw, err = upstream.CallTool(ctx, ep, capsJSON(call.Exchange.ClientCapabilities()), f.name, call.Arguments, a)
-		return outcome(ctx, raw, err, a)
+		return upstreamResult(ctx, raw, err, a)
 	})
 	return raw, err
 }
@@ -49,11 +49,11 @@ func addHeaders(h, extra http.Header) {
 	}
 }
 
-// outcome is how the upstream call ended, for the interceptors, as run
+// upstreamResult is how the upstream call ended, for the interceptors, as run
 // reports it to the client: a refused question or an error answer is
 // internal, a call past its deadline a timeout, any other failure (a
 // result that is not an object included) backend_unavailable.
-func outcome(ctx context.Context, raw json.RawMessage, err error, a *asker) mcphandler.UpstreamResult {
+func upstreamResult(ctx context.Context, raw json.RawMessage, err error, a *asker) mcphandler.UpstreamResult {
 	var rpc *upstream.RPCError
 	switch {
 	case a.refused.Load():
