@@ -200,6 +200,17 @@ type ElicitRequest struct {
 	URL, ElicitationID string
 }
 
+// LogLevel is the least level of the messages the client asked to be sent
+// (logging/setLevel on its session, or the request's _meta logLevel on
+// 2026-07-28); "" when it asked for none, and Log sends nothing. A
+// gateway asks its upstream for the same.
+func (x *Exchange) LogLevel() LogLevel {
+	if x == nil {
+		return ""
+	}
+	return x.logLevel
+}
+
 // Elicit asks the human through the client and waits for the answer or for
 // ctx to end. An accepted form answer is validated against the schema; an
 // invalid one is an error. It returns [ErrCannotAsk] if the client did not

@@ -113,3 +113,53 @@ func TestCancelReachesUpstream(t *testing.T) {
 		})
 	}
 }
+
+// The upstream's log messages reach a client at the level it asked for,
+// and the upstream is asked for none when the client asked for none.
+func TestLogRelayed(t *testing.T) {
+	for _, era := range []gateway.Era{gateway.EraSessions, gateway.EraStateless} {
+		t.Run(string(era), func(t *testing.T) {
+			h := mcphandler.New(mcphandler.Config{
+				Authenticate: func(*http.Request) (mcphandler.Identity, error) { return mcphandler.Identity{Subject: "gw"}, nil },
+				ListTools: func(context.Context) ([]mcphandler.Tool, error) {
+					return []mcphandler.Tool{{Name: "talk", Annotations: &mcphandler.ToolAnnotations{ReadOnlyHint: true},
+						Handler: func(ctx context.Context, call *mcphandler.ToolCall) (*mcphandler.ToolResult, error) {
+							call.Log(mcphandler.LevelDebug, "up", "too low")
+							call.Log(mcphandler.LevelWarning, "up", map[string]any{"disk": "low"})
+							return mcphandler.TextResult("ok"), nil
+						}}}, nil
+				},
+				Logger: slog.New(slog.NewTextHandler(io.Discard, nil)),
+			})
+			srv := httptest.NewServer(h)
+			t.Cleanup(func() { srv.Close(); h.Close() })
+			gh := newGateway(t, gateway.Config{Upstreams: func(ctx context.Context, id mcphandler.Identity) ([]gateway.Upstream, error) {
+				return []gateway.Upstream{{ID: "up", URL: srv.URL, Era: era}}, nil
+			}})
+			logs := func(level string) []string {
+				c := connect(t, gh.h, "acme-admin")
+				if level != "" {
+					if _, err := c.Call(context.Background(), "logging/setLevel", map[string]any{"level": level}); err != nil {
+						t.Fatal(err)
+					}
+				}
+				if _, err := c.CallTool(context.Background(), "up_talk", nil); err != nil {
+					t.Fatal(err)
+				}
+				var got []string
+				for _, n := range c.Notifications() {
+					if n.Method == "notifications/message" {
+						got = append(got, string(n.Params))
+					}
+				}
+				return got
+			}
+			if got := logs("info"); len(got) != 1 || got[0] != `{"level":"warning","logger":"up","data":{"disk":"low"}}` {
+				t.Fatalf("at info: %q", got)
+			}
+			if got := logs(""); len(got) != 0 {
+				t.Fatalf("without a level: %q", got)
+			}
+		})
+	}
+}

@@ -27,6 +27,7 @@ func (f *forward) callTool(ctx context.Context, call *mcphandler.ToolCall, a *as
 			ep.Headers = func(_ context.Context, h http.Header) { addHeaders(h, u.Header) }
 		}
 		ep.Meta = u.Meta
+		ep.LogLevel = string(call.Exchange.LogLevel()) // the upstream logs what the client asked for
 		raw, err = upstream.CallTool(ctx, ep, capsJSON(call.Exchange.ClientCapabilities()), f.name, call.Arguments, a)
 		return upstreamResult(ctx, raw, err, a)
 	})
