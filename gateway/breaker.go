@@ -204,16 +204,18 @@ func (bs *breakers) len() int {
 // function returned runs the call and records its outcome: an answer,
 // the upstream's own error included, closes the breaker; an upstream that
 // did not answer (backend_unavailable) counts as a failure; a caller that
-// went away, or a call that ran out of time, counts as neither.
-func (g *Gateway) admitCall(ctx context.Context, f *forward, call *mcphandler.ToolCall) (mcphandler.ToolHandler, error) {
-	key := breakerKey(f.ep.URL, f.ep.Header)
+// went away, or a call that ran out of time, counts as neither. ep is
+// how the caller reaches the upstream: its breaker is that of ep's URL
+// and headers.
+func (g *Gateway) admitCall(ctx context.Context, f *forward, ep upstream.Endpoint, call *mcphandler.ToolCall) (mcphandler.ToolHandler, error) {
+	key := breakerKey(ep.URL, ep.Header)
 	t, v, ok := g.breakers.admit(key, g.now())
 	if !ok {
 		return nil, f.unavailable(v)
 	}
 	if t.probe {
 		lctx, cancel := context.WithTimeout(ctx, g.cfg.Timeout)
-		_, err := upstream.ListTools(lctx, f.ep, capsJSON(call.Exchange.ClientCapabilities()))
+		_, err := upstream.ListTools(lctx, ep, capsJSON(call.Exchange.ClientCapabilities()))
 		cancel()
 		o, class := listOutcome(ctx, err)
 		v, _ := g.breakers.done(key, t, o, class, g.now())
@@ -224,7 +226,7 @@ func (g *Gateway) admitCall(ctx context.Context, f *forward, call *mcphandler.To
 		t = ticket{}
 	}
 	return func(ctx context.Context, call *mcphandler.ToolCall) (*mcphandler.ToolResult, error) {
-		res, err := f.run(ctx, call)
+		res, err := f.run(ctx, call, ep)
 		if o, class := callOutcome(ctx, err); o != neutral {
 			if _, opened := g.breakers.done(key, t, o, class, g.now()); opened {
 				g.cfg.Logger.Warn("gateway: upstream breaker opened", "upstream", f.upstream, "after", class)

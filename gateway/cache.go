@@ -10,6 +10,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/mcphandler/mcphandler"
 	"github.com/mcphandler/mcphandler/gateway/internal/upstream"
 )
 
@@ -49,6 +50,19 @@ func (c *listCache) get(k [32]byte, now time.Time) (*list, bool) {
 	return e.l, true
 }
 
+// getRecent returns the list kept under k if it expired no more than
+// grace ago: a caller's last good list of an upstream, when the caller's
+// credentials there are missing now.
+func (c *listCache) getRecent(k [32]byte, now time.Time, grace time.Duration) (*list, bool) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	e, ok := c.m[k]
+	if !ok || !now.Before(e.exp.Add(grace)) {
+		return nil, false
+	}
+	return e.l, true
+}
+
 // getStale returns the list kept under k, expired or not: the last good
 // list of an upstream that fails now (see Config.Grace).
 func (c *listCache) getStale(k [32]byte) (*list, bool) {
@@ -71,15 +85,34 @@ func (c *listCache) put(k [32]byte, l *list, exp time.Time) {
 	c.m[k] = cached{l: l, exp: exp}
 }
 
-// cacheKey says whose list of u this is: its URL and era, the credentials
-// sent (every header, sorted) and what the client is said to support.
-// Two callers share a list only when the upstream sees the same request
-// from both.
-func cacheKey(u *Upstream, caps json.RawMessage) [32]byte {
+// cacheKey says whose list of the upstream at url this is: its URL and
+// era, the credentials sent (every header, sorted: hdr, what
+// Upstream.Header and Upstream.Credentials gave for the caller) and what
+// the client is said to support. Two callers share a list only when the
+// upstream sees the same request from both: callers of one tenant's
+// static credentials do, callers with tokens of their own never do.
+func cacheKey(url string, hdr http.Header, era Era, caps json.RawMessage) [32]byte {
 	h := sha256.New()
-	writeUpstream(h, u.URL, u.Header)
-	writeString(h, string(u.Era))
+	writeUpstream(h, url, hdr)
+	writeString(h, string(era))
 	writeString(h, string(caps))
+	var k [32]byte
+	h.Sum(k[:0])
+	return k
+}
+
+// callerKey names the list of the upstream at url that the caller id was
+// last served, with era and caps: kept (for an upstream with
+// Upstream.Credentials) next to the lists, so that the caller's tools
+// stay listed for a while when the caller's credentials are missing (see
+// Gateway.list). It never names a list of cacheKey: its first 8 bytes
+// are a length no string has.
+func callerKey(url string, id mcphandler.Identity, era Era, caps json.RawMessage) [32]byte {
+	h := sha256.New()
+	h.Write([]byte{0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff})
+	for _, s := range []string{id.Tenant, id.Subject, url, string(era), string(caps)} {
+		writeString(h, s)
+	}
 	var k [32]byte
 	h.Sum(k[:0])
 	return k

@@ -14,31 +14,54 @@ import (
 // served for it.
 type forward struct {
 	g        *Gateway
-	ep       upstream.Endpoint
-	name     string // the tool's name upstream
-	upstream string // the upstream's id
-	era      string // the revision it is spoken to in (ToolOrigin.Era)
-	kind     string // Upstream.CredentialKind
+	u        *Upstream         // as the caller's Upstreams gave it
+	ep       upstream.Endpoint // with the headers the list was made with
+	name     string            // the tool's name upstream
+	upstream string            // the upstream's id
+	era      string            // the revision it is spoken to in (ToolOrigin.Era)
+	kind     string            // Upstream.CredentialKind
 }
 
 // handle runs the call upstream, as a task when the client asked for one
 // (or, on 2026-07-28, declared tasks: the only way its questions can be
-// answered without a second run upstream). While the upstream's breaker
-// is open it fails at once, before any task (breaker.go).
+// answered without a second run upstream). The caller's credentials are
+// asked for again here, once the call's decision is made, and the call
+// goes with them (a task's work too); without them, or while the
+// upstream's breaker is open, it fails at once, before any task
+// (credentials.go, breaker.go).
 func (f *forward) handle(ctx context.Context, call *mcphandler.ToolCall) (*mcphandler.ToolResult, error) {
-	run, err := f.g.admitCall(ctx, f, call)
+	ep, err := f.endpoint(ctx, call.Identity)
+	if err != nil {
+		return nil, f.noCredentials(err)
+	}
+	run, err := f.g.admitCall(ctx, f, ep, call)
 	if err != nil {
 		return nil, err
 	}
 	return call.RunAsTask(ctx, run)
 }
 
-// run makes the call upstream and relays its result unchanged.
-func (f *forward) run(ctx context.Context, call *mcphandler.ToolCall) (*mcphandler.ToolResult, error) {
+// endpoint is how the caller id reaches the upstream now: the list's
+// endpoint, with the credentials the upstream's source gives id now.
+func (f *forward) endpoint(ctx context.Context, id mcphandler.Identity) (upstream.Endpoint, error) {
+	ep := f.ep
+	if f.u.Credentials == nil {
+		return ep, nil
+	}
+	hdr, err := f.g.credentials(ctx, id, f.u)
+	if err != nil {
+		return upstream.Endpoint{}, err
+	}
+	ep.Header = hdr
+	return ep, nil
+}
+
+// run makes the call upstream at ep and relays its result unchanged.
+func (f *forward) run(ctx context.Context, call *mcphandler.ToolCall, ep upstream.Endpoint) (*mcphandler.ToolResult, error) {
 	ctx, cancel := context.WithTimeout(ctx, f.g.cfg.Timeout)
 	defer cancel()
 	a := &asker{call: call}
-	raw, err := f.callTool(ctx, call, a) // telemetry.go
+	raw, err := f.callTool(ctx, call, ep, a) // telemetry.go
 	if a.refused.Load() {
 		return nil, &mcphandler.ToolError{Class: mcphandler.ClassInternal, Err: errRefusedQuestion,
 			Detail: "upstream " + f.upstream + " asked a question during the call, which this client could answer only by " +

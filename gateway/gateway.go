@@ -82,17 +82,30 @@ type Upstream struct {
 	// Era overrides how it is spoken to; EraDetect by default.
 	Era Era
 	// Header is sent with every request to it: this caller's credentials
-	// there (a tenant's static token, say). Never the caller's own token:
-	// the gateway sends nothing of the downstream request upstream. No
-	// redirect is followed, so it goes nowhere else.
+	// there (a tenant's static token, say), or headers every caller's
+	// requests carry. Never the caller's own token: the gateway sends
+	// nothing of the downstream request upstream. No redirect is
+	// followed, so it goes nowhere else.
 	Header http.Header
-	// CredentialKind labels what Header carries, for telemetry: a kind
-	// the host declares, such as "static" or "token-exchange", never the
-	// credential. It reaches OnCall (CallEvent.CredentialKind) and the
-	// interceptors (mcphandler.UpstreamCall) with every call of the
-	// upstream's tools, fit for a metric label: 0–32 bytes of a-z, 0-9
-	// and '-'; another value is reported as mcphandler.Other, and
-	// logged.
+	// Credentials, if set, gives the caller's credentials there, asked
+	// for every list and every call, for the caller of that request: a
+	// token of the caller's own (TokenExchange), a tenant's
+	// (StaticCredentials). What it gives is sent with Header, replacing
+	// any header of the same name. A missing credential keeps the
+	// upstream out of the caller's list (but for the caller's own last
+	// list, for a while: see Grace) and fails the caller's calls of its
+	// tools, without contacting it: never another caller's credentials,
+	// never Header alone (see CredentialSource). Build a
+	// source once and give it to every caller's Upstream: what it keeps
+	// (exchanged tokens) lives in it.
+	Credentials CredentialSource
+	// CredentialKind labels the credentials, for telemetry: a kind such
+	// as "static" or "token-exchange", never the credential. If empty,
+	// the Kind of Credentials, when set. It reaches OnCall
+	// (CallEvent.CredentialKind) and the interceptors
+	// (mcphandler.UpstreamCall) with every call of the upstream's tools,
+	// fit for a metric label: 0–32 bytes of a-z, 0-9 and '-'; another
+	// value is reported as mcphandler.Other, and logged.
 	CredentialKind string
 	// Aliases maps an upstream tool name to the name it is served under,
 	// instead of <ID>_<name>.
@@ -103,7 +116,8 @@ type Upstream struct {
 }
 
 // UpstreamsFunc returns the upstreams the caller may reach, with the
-// credentials for this caller. ctx carries the request (IdentityFrom,
+// credentials for this caller (Header, or a source of them:
+// Credentials). ctx carries the request (IdentityFrom,
 // ClientCapabilitiesFrom).
 type UpstreamsFunc func(ctx context.Context, id mcphandler.Identity) ([]Upstream, error)
 
@@ -120,12 +134,15 @@ type Config struct {
 	// a call's stream); 0 means 4 MiB.
 	MaxResponseBytes int64
 	// ListTTL is how long a list of an upstream is reused for the same
-	// URL, credentials, era and client capabilities; 0 means 30 s, a
+	// URL, credentials (every header sent: a caller's own token is a list
+	// of that caller's), era and client capabilities; 0 means 30 s, a
 	// negative value never reuses one.
 	ListTTL time.Duration
 	// MaxCachedLists bounds the lists kept; 0 means 4096. Past it, the
 	// oldest is forgotten first. An expired list is kept until then, as
-	// the last good list of its upstream (see Grace).
+	// the last good list of its upstream (see Grace). For an upstream
+	// with Credentials, which list each caller was last served counts
+	// as one more (per caller, URL, era and client capabilities).
 	MaxCachedLists int
 	// Strict fails the whole list when an upstream's tools would be left
 	// out of it (status "failed"); by default that upstream is left out,
@@ -138,12 +155,15 @@ type Config struct {
 	Strict bool
 
 	// FailureThreshold is how many failures in a row of one upstream, per
-	// URL and credentials (the Header), open its breaker: lists that got
+	// URL and credentials (every header sent: with a caller's own token,
+	// a breaker of that caller's), open its breaker: lists that got
 	// no usable answer (a refused connection, a timeout, 401 or 403, 5xx,
 	// a malformed or oversized answer) and calls that got none
 	// (backend_unavailable; a call's timeout or a caller that went away
 	// counts neither way). Any answer closes it again, the upstream's own
-	// JSON-RPC error included. 0 means 3; negative never opens one.
+	// JSON-RPC error included. A missing credential (CredentialSource)
+	// is not the upstream's failure: the upstream was not contacted, and
+	// no breaker counts it. 0 means 3; negative never opens one.
 	//
 	// While a breaker is open the upstream is not contacted: lists serve
 	// its last good tools as "stale" (see Grace), and calls of its tools
@@ -165,6 +185,13 @@ type Config struct {
 	// past it, the upstream's tools are left out ("failed"). 0 means
 	// 5 min; negative lists no stale tools. With a negative ListTTL no
 	// list is kept, so there is nothing stale to list.
+	//
+	// A caller whose credentials at an upstream are missing now (see
+	// CredentialSource) is served, "stale" with error "credentials", the
+	// list of that upstream last served to that caller, never another's,
+	// for Grace after it expired (ListTTL after it was served): calling
+	// one of its tools asks for the credentials again, and fails at once
+	// without them, with an error that says so.
 	Grace time.Duration
 	// MaxBreakers bounds the upstreams (per URL and credentials) whose
 	// failures are remembered; one that answers is forgotten at once.
@@ -256,7 +283,7 @@ func (g *Gateway) Tools(ctx context.Context) ([]mcphandler.Tool, error) {
 		go func() {
 			sem <- struct{}{}
 			defer func() { <-sem; done <- struct{}{} }()
-			lists[i], sts[i] = g.list(ctx, &ups[i], caps)
+			lists[i], sts[i] = g.list(ctx, id, &ups[i], caps)
 		}()
 	}
 	for range ups {
@@ -290,6 +317,9 @@ func (g *Gateway) checkUpstreams(ups []Upstream) []Upstream {
 		case u.URL == "":
 			g.cfg.Logger.Warn("gateway: upstream without a URL left out", "upstream", u.ID)
 		default:
+			if u.CredentialKind == "" && u.Credentials != nil {
+				u.CredentialKind = u.Credentials.Kind()
+			}
 			if u.CredentialKind != "" && !validID(u.CredentialKind) {
 				g.cfg.Logger.Warn("gateway: upstream's credential kind is not 1 to 32 bytes of a-z 0-9 -, reported as "+mcphandler.Other,
 					"upstream", u.ID, "kind", clip(u.CredentialKind))
@@ -301,17 +331,22 @@ func (g *Gateway) checkUpstreams(ups []Upstream) []Upstream {
 	return out
 }
 
-// list returns the tools of u as this caller sees them, from the cache
+// list returns the tools of u as the caller id sees them, from the cache
 // when it holds them, and how u fared: listed now or from the cache
 // (ok), not listed now but its last good tools within Config.Grace
 // (stale), or neither (failed). u is not contacted while its breaker is
-// open.
-func (g *Gateway) list(ctx context.Context, u *Upstream, caps json.RawMessage) ([]mcphandler.Tool, upstreamStatus) {
-	key := cacheKey(u, caps)
-	bkey := breakerKey(u.URL, u.Header)
+// open, nor without the caller's credentials there (see
+// missingCredentials: no breaker counts it).
+func (g *Gateway) list(ctx context.Context, id mcphandler.Identity, u *Upstream, caps json.RawMessage) ([]mcphandler.Tool, upstreamStatus) {
+	hdr, err := g.credentials(ctx, id, u)
+	if err != nil {
+		return g.missingCredentials(u, id, caps, err)
+	}
+	key := cacheKey(u.URL, hdr, u.Era, caps)
+	bkey := breakerKey(u.URL, hdr)
 	t, v, ok := g.breakers.admit(bkey, g.now())
 	if !ok {
-		return g.stale(u, key, v, ErrBreakerOpen)
+		return g.stale(u, hdr, key, v, ErrBreakerOpen)
 	}
 	var l *list
 	fresh := false
@@ -320,11 +355,11 @@ func (g *Gateway) list(ctx context.Context, u *Upstream, caps json.RawMessage) (
 	}
 	if !fresh {
 		var err error
-		l, err = g.fetch(ctx, u, caps)
+		l, err = g.fetch(ctx, u, hdr, caps)
 		o, class := listOutcome(ctx, err)
 		v, opened := g.breakers.done(bkey, t, o, class, g.now())
 		if err != nil {
-			tools, st := g.stale(u, key, v, err)
+			tools, st := g.stale(u, hdr, key, v, err)
 			if st.class == "" {
 				st.class = failureClass(err)
 			}
@@ -338,12 +373,38 @@ func (g *Gateway) list(ctx context.Context, u *Upstream, caps json.RawMessage) (
 			g.lists.put(key, l, g.now().Add(g.cfg.ListTTL))
 		}
 	}
-	return g.tools(u, l), upstreamStatus{status: statusOK}
+	if u.Credentials != nil && g.cfg.ListTTL > 0 && callerKnown(id) {
+		g.lists.put(callerKey(u.URL, id, u.Era, caps), l, g.now().Add(g.cfg.ListTTL))
+	}
+	return g.tools(u, hdr, l), upstreamStatus{status: statusOK}
 }
 
-// fetch lists u's tools upstream, finding its era first if needed.
-func (g *Gateway) fetch(ctx context.Context, u *Upstream, caps json.RawMessage) (*list, error) {
-	ep := g.endpoint(u)
+// missingCredentials answers for u when the caller id has no credentials
+// there now (err): u is not contacted and no breaker counts it. The
+// caller's own last good list of u, when it expired less than
+// Config.Grace ago, is listed "stale" (calling its tools asks for the
+// credentials again, and fails at once without them); else u's tools are
+// left out, "failed". The error class is "credentials".
+func (g *Gateway) missingCredentials(u *Upstream, id mcphandler.Identity, caps json.RawMessage, err error) ([]mcphandler.Tool, upstreamStatus) {
+	g.cfg.Logger.Warn("gateway: no credentials for a list, upstream not contacted", "upstream", u.ID, "err", err)
+	st := upstreamStatus{status: statusFailed, class: classCredentials, err: err}
+	if g.cfg.Grace > 0 && callerKnown(id) {
+		if l, ok := g.lists.getRecent(callerKey(u.URL, id, u.Era, caps), g.now(), g.cfg.Grace); ok {
+			st.status = statusStale
+			return g.tools(u, nil, l), st
+		}
+	}
+	return nil, st
+}
+
+// callerKnown reports whether id names someone: a caller without tenant
+// and subject has no list of its own.
+func callerKnown(id mcphandler.Identity) bool { return id.Tenant != "" || id.Subject != "" }
+
+// fetch lists u's tools upstream with the headers hdr, finding its era
+// first if needed.
+func (g *Gateway) fetch(ctx context.Context, u *Upstream, hdr http.Header, caps json.RawMessage) (*list, error) {
+	ep := g.endpoint(u, hdr)
 	ctx, cancel := context.WithTimeout(ctx, g.cfg.Timeout)
 	defer cancel()
 	version := string(u.Era)
@@ -361,25 +422,26 @@ func (g *Gateway) fetch(ctx context.Context, u *Upstream, caps json.RawMessage) 
 	return &list{era: ep.Era, version: version, tools: tools}, nil
 }
 
-// stale answers for u when it was not listed now (v says why, err is
-// the failure): its last good tools, kept under key, while Config.Grace
-// runs from the first failure in a row; else none.
-func (g *Gateway) stale(u *Upstream, key [32]byte, v view, err error) ([]mcphandler.Tool, upstreamStatus) {
+// stale answers for u, with the headers hdr, when it was not listed now
+// (v says why, err is the failure): its last good tools, kept under key,
+// while Config.Grace runs from the first failure in a row; else none.
+func (g *Gateway) stale(u *Upstream, hdr http.Header, key [32]byte, v view, err error) ([]mcphandler.Tool, upstreamStatus) {
 	st := upstreamStatus{status: statusFailed, class: v.class, retryAfter: v.retryAfter, err: err}
 	if g.cfg.Grace > 0 && !v.since.IsZero() && g.now().Before(v.since.Add(g.cfg.Grace)) {
 		if l, ok := g.lists.getStale(key); ok {
 			st.status = statusStale
-			return g.tools(u, l), st
+			return g.tools(u, hdr, l), st
 		}
 	}
 	return nil, st
 }
 
-// tools are the tools served for the upstream tools of l.
-func (g *Gateway) tools(u *Upstream, l *list) []mcphandler.Tool {
+// tools are the tools served for the upstream tools of l, listed with
+// the headers hdr.
+func (g *Gateway) tools(u *Upstream, hdr http.Header, l *list) []mcphandler.Tool {
 	out := make([]mcphandler.Tool, 0, len(l.tools))
 	for _, t := range l.tools {
-		tool, err := g.tool(u, l, t)
+		tool, err := g.tool(u, hdr, l, t)
 		if err != nil {
 			g.cfg.Logger.Warn("gateway: upstream tool left out", "upstream", u.ID, "tool", clip(t.Name), "err", err)
 			continue
@@ -389,9 +451,10 @@ func (g *Gateway) tools(u *Upstream, l *list) []mcphandler.Tool {
 	return out
 }
 
-// endpoint is how u is reached: its URL, credentials, era and bounds.
-func (g *Gateway) endpoint(u *Upstream) upstream.Endpoint {
-	ep := upstream.Endpoint{URL: u.URL, Header: u.Header, HTTP: g.cfg.HTTPClient,
+// endpoint is how u is reached with the headers hdr: its URL, the
+// caller's credentials, era and bounds.
+func (g *Gateway) endpoint(u *Upstream, hdr http.Header) upstream.Endpoint {
+	ep := upstream.Endpoint{URL: u.URL, Header: hdr, HTTP: g.cfg.HTTPClient,
 		MaxResponseBytes: g.cfg.MaxResponseBytes, Timeout: g.cfg.Timeout}
 	switch u.Era {
 	case EraSessions:
@@ -414,8 +477,9 @@ type toolDef struct {
 	Icons        []mcphandler.Icon           `json:"icons"`
 }
 
-// tool is the tool served for upstream tool t of u.
-func (g *Gateway) tool(u *Upstream, l *list, t upstream.Tool) (mcphandler.Tool, error) {
+// tool is the tool served for upstream tool t of u, listed with the
+// headers hdr.
+func (g *Gateway) tool(u *Upstream, hdr http.Header, l *list, t upstream.Tool) (mcphandler.Tool, error) {
 	name, ok := u.Aliases[t.Name]
 	if !ok {
 		name = u.ID + "_" + t.Name
@@ -430,7 +494,7 @@ func (g *Gateway) tool(u *Upstream, l *list, t upstream.Tool) (mcphandler.Tool, 
 	sum := sha256.Sum256(t.Def)
 	origin := &mcphandler.ToolOrigin{Upstream: u.ID, Name: t.Name, Digest: hex.EncodeToString(sum[:]),
 		Era: l.version, TrustHints: u.TrustHints}
-	f := &forward{g: g, ep: g.endpoint(u), name: t.Name, upstream: u.ID, era: l.version, kind: u.CredentialKind}
+	f := &forward{g: g, u: u, ep: g.endpoint(u, hdr), name: t.Name, upstream: u.ID, era: l.version, kind: u.CredentialKind}
 	f.ep.Era = l.era
 	return mcphandler.Tool{
 		Name: name, Title: d.Title, Description: d.Description,

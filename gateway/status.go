@@ -19,7 +19,8 @@ import (
 //	"dev.mcphandler/upstreams": {
 //	  "docs": {"status": "ok"},
 //	  "wiki": {"status": "stale", "error": "unreachable", "retryAfterMs": 27000},
-//	  "jira": {"status": "failed", "error": "auth"}
+//	  "jira": {"status": "failed", "error": "auth"},
+//	  "crm":  {"status": "failed", "error": "credentials"}
 //	}
 //
 // status is "ok" (listed now, or from a list still fresh), "stale" (not
@@ -27,9 +28,17 @@ import (
 // "failed" (its tools are left out). error is a short class of the last
 // failure, never the upstream's own words: "unreachable", "timeout",
 // "auth", "http_status", "rpc_error", "malformed", "too_large",
-// "too_many", "unsupported". retryAfterMs, present while the upstream's
-// breaker keeps it from being contacted, says when it may be again.
+// "too_many", "unsupported", or "credentials": the upstream was not
+// contacted, for the caller has no credentials there now (its
+// Upstream.Credentials gave none; see CredentialSource), which says
+// nothing of the upstream and nothing of another caller. retryAfterMs,
+// present while the upstream's breaker keeps it from being contacted,
+// says when it may be again.
 const StatusMetaKey = "dev.mcphandler/upstreams"
+
+// classCredentials is the class of an upstream left out of a list for
+// want of the caller's credentials there.
+const classCredentials = "credentials"
 
 // The statuses of an upstream in a list.
 const (

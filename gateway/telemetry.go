@@ -16,13 +16,14 @@ import (
 // interceptors wrap it (otelmcp: a CLIENT span, whose trace context goes
 // upstream in the headers and in _meta), and OnCall learns the upstream,
 // its era, the credentials' kind and the time spent there. It returns
-// what upstream.CallTool returned.
-func (f *forward) callTool(ctx context.Context, call *mcphandler.ToolCall, a *asker) (json.RawMessage, error) {
+// what upstream.CallTool returned. ep is how the caller reaches the
+// upstream (forward.endpoint).
+func (f *forward) callTool(ctx context.Context, call *mcphandler.ToolCall, ep upstream.Endpoint, a *asker) (json.RawMessage, error) {
 	u := &mcphandler.UpstreamCall{Upstream: f.upstream, Era: f.era, CredentialKind: f.kind, Method: "tools/call", Name: f.name}
 	var raw json.RawMessage
 	err := errNotSent
 	call.CallUpstream(ctx, u, func(ctx context.Context) mcphandler.UpstreamResult {
-		ep := f.ep
+		ep := ep
 		if len(u.Header) > 0 {
 			ep.Headers = func(_ context.Context, h http.Header) { addHeaders(h, u.Header) }
 		}
