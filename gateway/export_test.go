@@ -15,3 +15,10 @@ func CachedLists(g *Gateway) int {
 	defer g.lists.mu.Unlock()
 	return len(g.lists.m)
 }
+
+// SetExchangeClock makes s read the time from now: when its tokens
+// expire.
+func SetExchangeClock(s *TokenExchange, now func() time.Time) { s.now = now }
+
+// ExchangeTokens is how many tokens s keeps.
+func ExchangeTokens(s *TokenExchange) int { return s.len() }
