@@ -3,7 +3,11 @@
 // scopes, BeforeCall decisions, rate limits and OnCall as local tools.
 //
 // The host says, per caller, which upstreams exist and with which
-// credentials (Config.Upstreams, from the identity Authenticate gave);
+// credentials (Config.Upstreams, from the identity Authenticate gave:
+// headers, or a CredentialSource asked for the caller's credentials
+// before each list and call, such as TokenExchange, which sends each
+// person a token of their own, never the caller's token itself; a
+// missing credential is an error for that caller, never another's);
 // [Gateway.Tools] lists their tools, named <id>_<name> (or an alias), for
 // the host's ListTools to return with its own:
 //
