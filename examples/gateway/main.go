@@ -11,6 +11,15 @@
 //	  "headers":{"acme":{"Authorization":"Bearer acme-admin"},
 //	             "globex":{"Authorization":"Bearer globex-editor"}}}]}
 //
+// Or, instead of a tenant's headers, each person's own token there, which
+// an authorization server issues in exchange for the caller's bearer
+// token (RFC 8693), its client secret read from the environment:
+//
+//	{"id":"wiki","url":"https://wiki.example.com/mcp","tenants":["acme"],
+//	 "exchange":{"tokenURL":"https://login.example.com/oauth/token",
+//	   "clientID":"mcp-gateway","clientSecretEnv":"WIKI_CLIENT_SECRET",
+//	   "scopes":["wiki.read"]}}
+//
 // Three bearer tokens stand for three users of two tenants, as in the
 // quickstart:
 //
@@ -45,13 +54,14 @@ import (
 	"time"
 
 	"github.com/mcphandler/mcphandler"
+	"github.com/mcphandler/mcphandler/auth"
 	"github.com/mcphandler/mcphandler/gateway"
 	"github.com/mcphandler/mcphandler/session/redisstore"
 )
 
 func main() {
 	addr := flag.String("addr", "127.0.0.1:8090", "address to listen on")
-	file := flag.String("upstreams", "", "JSON file listing the upstream MCP servers, the tenants that may reach them and each tenant's headers there (required)")
+	file := flag.String("upstreams", "", "JSON file listing the upstream MCP servers, the tenants that may reach them and each tenant's headers there, or a token exchange (required)")
 	redisURL := flag.String("redis", os.Getenv("REDIS_URL"), "URL of a Redis the replicas share (redis://host:port/db); without it, everything is in memory (default $REDIS_URL)")
 	stateKey := flag.String("state-key", os.Getenv("MCP_STATE_KEY"), "with a Redis, the secret every replica shares, at least 32 bytes (default $MCP_STATE_KEY)")
 	flag.Parse()
@@ -118,10 +128,32 @@ func authenticate(r *http.Request) (mcphandler.Identity, error) {
 
 // upstreamEntry is one upstream of the -upstreams file.
 type upstreamEntry struct {
-	ID      string                       `json:"id"`
-	URL     string                       `json:"url"`
-	Tenants []string                     `json:"tenants"`
-	Headers map[string]map[string]string `json:"headers"`
+	ID       string                       `json:"id"`
+	URL      string                       `json:"url"`
+	Tenants  []string                     `json:"tenants"`
+	Headers  map[string]map[string]string `json:"headers"`
+	Exchange *exchangeEntry               `json:"exchange"`
+}
+
+// exchangeEntry is where each caller's token is exchanged for their own
+// token at an upstream.
+type exchangeEntry struct {
+	TokenURL        string   `json:"tokenURL"`
+	ClientID        string   `json:"clientID"`
+	ClientSecretEnv string   `json:"clientSecretEnv"`
+	Audience        string   `json:"audience"`
+	Scopes          []string `json:"scopes"`
+}
+
+// credentials is the source of each caller's credentials at u: a token
+// exchange, built once, or none (the tenant's headers).
+func credentials(u upstreamEntry) (gateway.CredentialSource, error) {
+	if u.Exchange == nil {
+		return nil, nil
+	}
+	x := u.Exchange
+	return gateway.NewTokenExchange(gateway.ExchangeConfig{Exchange: auth.TokenExchangeConfig{TokenURL: x.TokenURL,
+		ClientID: x.ClientID, ClientSecret: os.Getenv(x.ClientSecretEnv), Audience: x.Audience, Scopes: x.Scopes}})
 }
 
 // loadUpstreams reads the -upstreams file.
@@ -147,12 +179,20 @@ func loadUpstreams(path string) ([]upstreamEntry, error) {
 }
 
 // config is the handler of the gateway: the upstreams of each caller's
-// tenant, with that tenant's headers, and the local tool whoami.
+// tenant, with that tenant's headers or the caller's exchanged token,
+// and the local tool whoami.
 func config(ups []upstreamEntry) (mcphandler.Config, error) {
+	sources := make([]gateway.CredentialSource, len(ups))
+	for i, u := range ups {
+		var err error
+		if sources[i], err = credentials(u); err != nil {
+			return mcphandler.Config{}, fmt.Errorf("upstream %s: %w", u.ID, err)
+		}
+	}
 	gw, err := gateway.New(gateway.Config{
 		Upstreams: func(ctx context.Context, id mcphandler.Identity) ([]gateway.Upstream, error) {
 			var out []gateway.Upstream
-			for _, u := range ups {
+			for i, u := range ups {
 				if !slices.Contains(u.Tenants, id.Tenant) {
 					continue
 				}
@@ -160,7 +200,7 @@ func config(ups []upstreamEntry) (mcphandler.Config, error) {
 				for k, v := range u.Headers[id.Tenant] {
 					h.Set(k, v)
 				}
-				out = append(out, gateway.Upstream{ID: u.ID, URL: u.URL, Header: h})
+				out = append(out, gateway.Upstream{ID: u.ID, URL: u.URL, Header: h, Credentials: sources[i]})
 			}
 			return out, nil
 		},

@@ -44,7 +44,7 @@ func newDocsServer(t *testing.T) *docsServer {
 			d.auth = append(d.auth, a)
 			d.mu.Unlock()
 			switch a {
-			case "Bearer acme-admin":
+			case "Bearer acme-admin", "Bearer xchg-bob":
 				return mcphandler.Identity{Tenant: "acme", Subject: "bob"}, nil
 			case "Bearer globex-editor":
 				return mcphandler.Identity{Tenant: "globex", Subject: "carol"}, nil
@@ -62,9 +62,13 @@ func newDocsServer(t *testing.T) *docsServer {
 
 // startGateway serves the example with an -upstreams file naming docs.
 func startGateway(t *testing.T, docs *docsServer) http.Handler {
+	return serveFile(t, `{"upstreams":[{"id":"docs","url":"`+docs.srv.URL+`","tenants":["acme","globex"],
+		"headers":{"acme":{"Authorization":"Bearer acme-admin"},"globex":{"Authorization":"Bearer globex-editor"}}}]}`)
+}
+
+// serveFile serves the example with the -upstreams file body.
+func serveFile(t *testing.T, body string) http.Handler {
 	file := filepath.Join(t.TempDir(), "upstreams.json")
-	body := `{"upstreams":[{"id":"docs","url":"` + docs.srv.URL + `","tenants":["acme","globex"],
-		"headers":{"acme":{"Authorization":"Bearer acme-admin"},"globex":{"Authorization":"Bearer globex-editor"}}}]}`
 	if err := os.WriteFile(file, []byte(body), 0o600); err != nil {
 		t.Fatal(err)
 	}
@@ -151,5 +155,52 @@ func TestGatewayExample(t *testing.T) {
 	}
 	if docs.runs["delete_doc"] != 1 {
 		t.Fatalf("delete_doc ran %d times", docs.runs["delete_doc"])
+	}
+}
+
+// With an "exchange" entry, each caller's token is traded for their own
+// token at the upstream, and the caller's token never goes there; a
+// caller whose exchange is refused finds the upstream left out, saying
+// why.
+func TestGatewayTokenExchange(t *testing.T) {
+	docs := newDocsServer(t)
+	t.Setenv("DOCS_CLIENT_SECRET", "s3cret")
+	as := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		id, secret, _ := r.BasicAuth()
+		w.Header().Set("Content-Type", "application/json")
+		if id != "mcp-gateway" || secret != "s3cret" || r.FormValue("subject_token") != "acme-admin" ||
+			r.FormValue("resource") != docs.srv.URL || r.FormValue("scope") != "docs.read" {
+			w.WriteHeader(http.StatusBadRequest)
+			w.Write([]byte(`{"error":"invalid_grant"}`))
+			return
+		}
+		w.Write([]byte(`{"access_token":"xchg-bob","token_type":"Bearer","expires_in":300}`))
+	}))
+	t.Cleanup(as.Close)
+	h := serveFile(t, `{"upstreams":[{"id":"docs","url":"`+docs.srv.URL+`","tenants":["acme"],
+		"exchange":{"tokenURL":"`+as.URL+`","clientID":"mcp-gateway","clientSecretEnv":"DOCS_CLIENT_SECRET","scopes":["docs.read"]}}]}`)
+	ctx := context.Background()
+	bob := mcptest.New(t, h, mcptest.WithToken("acme-admin"))
+	if _, err := bob.Initialize(ctx); err != nil {
+		t.Fatal(err)
+	}
+	res, err := bob.CallTool(ctx, "docs_search_docs", nil)
+	if err != nil || res.IsError || res.Text() != "search_docs for acme" {
+		t.Fatalf("bob: %+v %v", res, err)
+	}
+	alice := mcptest.New(t, h, mcptest.WithToken("acme-viewer"))
+	if _, err := alice.Initialize(ctx); err != nil {
+		t.Fatal(err)
+	}
+	list, err := alice.Call(ctx, "tools/list", nil)
+	if err != nil || !strings.Contains(string(list), `"docs":{"status":"failed","error":"credentials"}`) || strings.Contains(string(list), "docs_") {
+		t.Fatalf("alice, exchange refused: %s %v", list, err)
+	}
+	docs.mu.Lock()
+	defer docs.mu.Unlock()
+	for _, a := range docs.auth {
+		if a != "Bearer xchg-bob" {
+			t.Fatalf("the upstream saw %q", a)
+		}
 	}
 }
