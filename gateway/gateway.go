@@ -25,6 +25,19 @@
 // client declared tasks, and otherwise a question ends it with an error
 // that says why.
 //
+// A call of a 2025 upstream's tool opens an upstream session of its own
+// by default (PerCall). Upstream.Sessions keeps one per downstream
+// session (PerSession) or per person (PerPerson) instead, in
+// Config.Store, so that any replica reuses it and a stateful upstream (a
+// browser, a shell) keeps its state between calls; add
+// Gateway.Interceptor to the Handler's Config.Interceptors so that a
+// client's DELETE of its session ends its upstream sessions too:
+//
+//	gw, err := gateway.New(gateway.Config{Upstreams: upstreamsOf,
+//		Store: store, StateKeys: keys}) // the Handler's own
+//	h := mcphandler.New(mcphandler.Config{…, Store: store, StateKeys: keys,
+//		Interceptors: []mcphandler.Interceptor{gw.Interceptor()}})
+//
 // Upstream annotations are the upstream's hints: a tool's Origin keeps
 // them untrusted (Tool.Destructive ignores them) unless the upstream's
 // TrustHints is set.
@@ -119,7 +132,9 @@ type Upstream struct {
 
 // UpstreamsFunc returns the upstreams the caller may reach, with the
 // credentials for this caller. ctx carries the request (IdentityFrom,
-// ClientCapabilitiesFrom).
+// ClientCapabilitiesFrom), except when Gateway.Interceptor asks for the
+// upstreams of a session a client deleted: ctx is then the DELETE's, and
+// id its owner.
 type UpstreamsFunc func(ctx context.Context, id mcphandler.Identity) ([]Upstream, error)
 
 // Config configures a Gateway. Upstreams is required.

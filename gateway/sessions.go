@@ -536,7 +536,9 @@ func (g *Gateway) endSession(ctx context.Context, who mcphandler.Identity, sid s
 // Config.Interceptors that ends, when a 2025 client ends its session
 // (DELETE), the upstream sessions kept for it (PerSession): each is
 // DELETEd upstream and forgotten before the client's DELETE is answered,
-// within Config.Timeout. Without it, or when the session expires rather
+// within Config.Timeout, for the upstreams Config.Upstreams gives the
+// session's owner then (a session kept with other credentials ends by its
+// TTL). Without it, or when the session expires rather
 // than being deleted, they are no longer used and the gateway forgets
 // them SessionTTL after their last call; the upstream ends them by its
 // own expiry. It does nothing else: every other operation goes through
