@@ -49,7 +49,8 @@ const (
 	// its end (Method is empty).
 	KindStream
 	// KindSessionEnd is a DELETE ending a 2025 session (Method is empty).
-	// Result.ErrorCode is zero when the session was ended.
+	// Result.ErrorCode is zero when the session was ended, and
+	// Request.Identity is then its owner.
 	KindSessionEnd
 )
 
@@ -104,7 +105,9 @@ type Request struct {
 	// — for a KindStream or KindSessionEnd whose header names none —
 	// [Other].
 	ProtocolVersion string
-	// Identity is the caller, as Config.Authenticate decided.
+	// Identity is the caller, as Config.Authenticate decided. For a
+	// KindSessionEnd it is set when next returns, once the session ended
+	// (its owner); for a KindStream it is not set.
 	Identity Identity
 	// Meta is the params._meta object of the request (of the result, for
 	// KindAnswer), where a client puts traceparent, tracestate and
@@ -432,9 +435,10 @@ func (ic *interception) callEnded(ev *CallEvent) {
 }
 
 // sessionEnded records the session a DELETE ended.
-func (ic *interception) sessionEnded(s *session.Session) {
+func (ic *interception) sessionEnded(s *session.Session, id Identity) {
 	if ic != nil {
 		ic.res.SessionCreated = s.Created
+		ic.req.Identity = id
 	}
 }
 

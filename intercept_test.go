@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"log/slog"
+	"net/http"
 	"net/http/httptest"
 	"strconv"
 	"strings"
@@ -113,6 +114,60 @@ func TestInterceptorsWrapRequests(t *testing.T) {
 	}
 	if strings.Join(outerSaw, "\n") != got {
 		t.Errorf("outer and inner saw different requests:\n%s\n--\n%s", strings.Join(outerSaw, "\n"), got)
+	}
+}
+
+// A DELETE that ended its session tells the interceptors, once next
+// returned, whose session it was; one that ended nothing tells no one.
+func TestInterceptorSessionEndNamesOwner(t *testing.T) {
+	type end struct {
+		sid  string
+		id   mcphandler.Identity
+		code mcphandler.Code
+	}
+	ends := make(chan end, 4)
+	h := mcphandler.New(mcphandler.Config{
+		Authenticate: bearer,
+		ListTools:    func(context.Context) ([]mcphandler.Tool, error) { return nil, nil },
+		Interceptors: []mcphandler.Interceptor{func(ctx context.Context, req *mcphandler.Request, next func(context.Context) mcphandler.Result) mcphandler.Result {
+			if req.Kind != mcphandler.KindSessionEnd {
+				return next(ctx)
+			}
+			before := req.Identity
+			res := next(ctx)
+			if before.Tenant != "" || before.Subject != "" {
+				t.Errorf("the identity was set before next: %+v", before)
+			}
+			ends <- end{req.SessionID, req.Identity, res.ErrorCode}
+			return res
+		}},
+	})
+	srv := httptest.NewServer(h)
+	defer srv.Close()
+	ctx := context.Background()
+	c := mcptest.Dial(srv.URL, mcptest.WithToken("acme-viewer"))
+	defer c.Close()
+	if _, err := c.Initialize(ctx); err != nil {
+		t.Fatal(err)
+	}
+	sid := c.SessionID()
+	del, _ := http.NewRequest(http.MethodDelete, srv.URL, nil)
+	del.Header.Set("Authorization", "Bearer globex-editor")
+	del.Header.Set("Mcp-Session-Id", sid)
+	del.Header.Set("Mcp-Protocol-Version", c.ProtocolVersion())
+	if resp, err := http.DefaultClient.Do(del); err != nil || resp.StatusCode != http.StatusNotFound {
+		t.Fatalf("a DELETE of someone else's session: %v %v", resp, err)
+	} else {
+		resp.Body.Close()
+	}
+	if e := <-ends; e.code == 0 || e.id.Tenant != "" || e.id.Subject != "" {
+		t.Fatalf("a DELETE of someone else's session: %+v", e)
+	}
+	if err := c.Delete(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if e := <-ends; e.code != 0 || e.sid != sid || e.id.Tenant != "acme" || e.id.Subject != users["acme-viewer"].Subject {
+		t.Fatalf("the session's DELETE: %+v", e)
 	}
 }
 

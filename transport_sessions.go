@@ -509,7 +509,7 @@ func (ss *sessions) serveDELETE(w http.ResponseWriter, r *http.Request) {
 		ss.h.storeUnavailable(w, err)
 		return
 	}
-	interceptionFrom(r.Context()).sessionEnded(rq.sess) // for Config.Interceptors (intercept.go)
+	interceptionFrom(r.Context()).sessionEnded(rq.sess, id) // for Config.Interceptors (intercept.go)
 	ss.h.bus.publishSession(r.Context(), rq.sess.ID, nil, sessionEnded)
 	w.WriteHeader(http.StatusNoContent)
 }

@@ -14,7 +14,8 @@ import (
 // 2025 client over HTTP, made directly to the upstream and through the
 // gateway, side by side, for each era the gateway speaks upstream. The
 // gateway's list comes from its cache; a 2025 upstream costs a session
-// per call (initialize, initialized, the call, DELETE).
+// per call (initialize, initialized, the call, DELETE), or, kept
+// PerSession in the gateway's memory store, one store read and the call.
 func BenchmarkCall(b *testing.B) {
 	up := newUpstream(b, upstreamTool{name: "search", readOnly: true})
 	run := func(b *testing.B, url, name string) {
@@ -33,10 +34,18 @@ func BenchmarkCall(b *testing.B) {
 		}
 	}
 	b.Run("direct", func(b *testing.B) { run(b, up.srv.URL, "search") })
-	for _, era := range []gateway.Era{gateway.EraStateless, gateway.EraSessions} {
-		b.Run("gateway-"+string(era), func(b *testing.B) {
+	for _, c := range []struct {
+		name string
+		era  gateway.Era
+		mode gateway.SessionMode
+	}{
+		{"gateway-" + string(gateway.EraStateless), gateway.EraStateless, gateway.PerCall},
+		{"gateway-" + string(gateway.EraSessions), gateway.EraSessions, gateway.PerCall},
+		{"gateway-" + string(gateway.EraSessions) + "-per-session", gateway.EraSessions, gateway.PerSession},
+	} {
+		b.Run(c.name, func(b *testing.B) {
 			gh := newGateway(b, gateway.Config{Upstreams: func(ctx context.Context, id mcphandler.Identity) ([]gateway.Upstream, error) {
-				return []gateway.Upstream{{ID: "docs", URL: up.srv.URL, Era: era}}, nil
+				return []gateway.Upstream{{ID: "docs", URL: up.srv.URL, Era: c.era, Sessions: c.mode}}, nil
 			}})
 			srv := httptest.NewServer(gh.h)
 			defer srv.Close()

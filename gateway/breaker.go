@@ -269,6 +269,8 @@ func callOutcome(ctx context.Context, err error) (outcome, string) {
 		return failed, failureClass(err)
 	case errors.As(err, &rpc): // the upstream's own refusal
 		return answered, ""
+	case errors.Is(err, upstream.ErrSessionGone): // it answered: the session ended
+		return answered, ""
 	case errors.As(err, &te) && te.Class == mcphandler.ClassBackendUnavailable:
 		return failed, failureClass(err)
 	}

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"sync/atomic"
+	"time"
 
 	"github.com/mcphandler/mcphandler"
 	"github.com/mcphandler/mcphandler/gateway/internal/upstream"
@@ -20,6 +21,8 @@ type forward struct {
 	upstream string            // the upstream's id
 	era      string            // the revision it is spoken to in (ToolOrigin.Era)
 	kind     string            // Upstream.CredentialKind
+	sessions SessionMode       // Upstream.Sessions
+	ttl      time.Duration     // Upstream.SessionTTL
 }
 
 // handle runs the call upstream, as a task when the client asked for one
@@ -82,10 +85,17 @@ func (f *forward) run(ctx context.Context, call *mcphandler.ToolCall, ep upstrea
 // failed classifies a failed upstream call for the client.
 func (f *forward) failed(ctx context.Context, err error) error {
 	var rpc *upstream.RPCError
+	var gone *upstream.SessionGoneError
 	switch {
 	case errors.As(err, &rpc):
 		// The upstream refused the call: its own words, cut.
 		return &mcphandler.ToolError{Class: mcphandler.ClassInternal, Detail: "upstream " + f.upstream + ": " + clip(rpc.Message), Err: err}
+	case errors.As(err, &gone) && gone.NotRun:
+		return &mcphandler.ToolError{Class: mcphandler.ClassBackendUnavailable, Err: err,
+			Detail: "upstream " + f.upstream + " ended its session as the call was sent; the call did not run there"}
+	case errors.As(err, &gone):
+		return &mcphandler.ToolError{Class: mcphandler.ClassInternal, Err: err,
+			Detail: "upstream " + f.upstream + " ended its session during the call, which may have run there: it was not run again"}
 	case ctx.Err() != nil && errors.Is(ctx.Err(), context.DeadlineExceeded):
 		return mcphandler.Timeout(err)
 	}

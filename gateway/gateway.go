@@ -29,6 +29,19 @@
 // client declared tasks, and otherwise a question ends it with an error
 // that says why.
 //
+// A call of a 2025 upstream's tool opens an upstream session of its own
+// by default (PerCall). Upstream.Sessions keeps one per downstream
+// session (PerSession) or per person (PerPerson) instead, in
+// Config.Store, so that any replica reuses it and a stateful upstream (a
+// browser, a shell) keeps its state between calls; add
+// Gateway.Interceptor to the Handler's Config.Interceptors so that a
+// client's DELETE of its session ends its upstream sessions too:
+//
+//	gw, err := gateway.New(gateway.Config{Upstreams: upstreamsOf,
+//		Store: store, StateKeys: keys}) // the Handler's own
+//	h := mcphandler.New(mcphandler.Config{…, Store: store, StateKeys: keys,
+//		Interceptors: []mcphandler.Interceptor{gw.Interceptor()}})
+//
 // Upstream annotations are the upstream's hints: a tool's Origin keeps
 // them untrusted (Tool.Destructive ignores them) unless the upstream's
 // TrustHints is set.
@@ -56,6 +69,8 @@ import (
 
 	"github.com/mcphandler/mcphandler"
 	"github.com/mcphandler/mcphandler/gateway/internal/upstream"
+	"github.com/mcphandler/mcphandler/internal/ownerindex"
+	"github.com/mcphandler/mcphandler/session"
 )
 
 // Era says how an upstream is spoken to.
@@ -117,12 +132,27 @@ type Upstream struct {
 	// TrustHints makes its tools' annotations count for Tool.Destructive
 	// (see mcphandler.ToolOrigin).
 	TrustHints bool
+	// Sessions says which calls of its tools share an upstream session:
+	// PerCall (the default), PerSession or PerPerson (see SessionMode).
+	// A session kept is reused by any replica sharing Config.Store, ended
+	// when the upstream ends it (answering 404: the gateway opens a new
+	// one, see Config.Store) and forgotten SessionTTL after its last call.
+	// An invalid mode is logged and taken as PerCall.
+	Sessions SessionMode
+	// SessionTTL is how long a kept upstream session (PerSession,
+	// PerPerson) is kept after its last call through the gateway; the
+	// next call after that opens a new one. 0 (or negative) means 30 min,
+	// a downstream session's default lifetime. The upstream may end it
+	// sooner (its own expiry): the gateway then opens a new one.
+	SessionTTL time.Duration
 }
 
 // UpstreamsFunc returns the upstreams the caller may reach, with the
 // credentials for this caller (Header, or a source of them:
 // Credentials). ctx carries the request (IdentityFrom,
-// ClientCapabilitiesFrom).
+// ClientCapabilitiesFrom), except when Gateway.Interceptor asks for the
+// upstreams of a session a client deleted: ctx is then the DELETE's, and
+// id its owner.
 type UpstreamsFunc func(ctx context.Context, id mcphandler.Identity) ([]Upstream, error)
 
 // Config configures a Gateway. Upstreams is required.
@@ -205,6 +235,45 @@ type Config struct {
 	// Logger receives what was dropped and what failed; nil means
 	// slog.Default(). Names from upstreams are cut before they are logged.
 	Logger *slog.Logger
+
+	// Store keeps the upstream sessions of PerSession and PerPerson
+	// upstreams (Upstream.Sessions), so that any replica sharing it
+	// reuses them: give every replica the Handler's own Config.Store
+	// (which implements session.Records). nil means a session.NewMemory
+	// of this Gateway's: one replica.
+	//
+	// Each session is kept under a key that is a MAC of whose it is (the
+	// caller's tenant and subject, the downstream session or the client's
+	// capabilities, the upstream's ID, URL and Header), so that no other
+	// caller, session, upstream or credentials ever reach it, and sealed
+	// (AES-256-GCM under StateKeys, bound to that key and identity): what
+	// can write the store but holds no StateKeys cannot read an upstream
+	// session id there nor make the gateway use one on another's call; a
+	// value that does not open reads as no session, so the call opens a
+	// fresh one (logged). Of concurrent calls that find none, on any
+	// replica, one keeps its session (a compare-and-swap) and the others
+	// end theirs and use it. A session the upstream ended (404) is opened
+	// again once per call: the call is made in the new one only when the
+	// upstream refused it whole, and otherwise ends with an error saying
+	// it may have run upstream; never is a session left half-alive.
+	Store session.Records
+	// StateKeys seal the upstream sessions kept in Store: every replica
+	// gives the same, each at least 32 bytes (the Handler's
+	// Config.StateKeys may be reused: the gateway derives keys of its
+	// own from them). The first seals, every key opens, so keys rotate by
+	// prepending a new one; the keys of the store are derived from the
+	// first, so a rotation opens each kept session again once. If empty,
+	// a random key is made at New, and New fails unless Store is a
+	// *session.Memory (or nil).
+	StateKeys [][]byte
+	// MaxUpstreamSessions bounds the upstream sessions kept for one
+	// identity (tenant and subject; every caller without one counts as
+	// one), across upstreams, downstream sessions and replicas, each
+	// counting until SessionTTL after its last call. 0 means 64; at most
+	// 1024. Past it, a call that would keep one more goes as PerCall
+	// (logged) until one of them ends. Whoever can write Store can reset
+	// the count: the bound holds against clients.
+	MaxUpstreamSessions int
 }
 
 // Gateway lists and calls the tools of upstream MCP servers. It is safe
@@ -213,6 +282,7 @@ type Gateway struct {
 	cfg      Config
 	lists    *listCache
 	breakers *breakers
+	keeper   *keeper // upstream sessions kept in Config.Store (sessions.go)
 	now      func() time.Time
 }
 
@@ -252,7 +322,20 @@ func New(cfg Config) (*Gateway, error) {
 	if cfg.MaxBreakers <= 0 {
 		cfg.MaxBreakers = defaultMaxBreakers
 	}
-	return &Gateway{cfg: cfg, lists: newListCache(cfg.MaxCachedLists), breakers: newBreakers(&cfg), now: time.Now}, nil
+	if cfg.Store == nil {
+		cfg.Store = session.NewMemory()
+	}
+	if cfg.MaxUpstreamSessions <= 0 {
+		cfg.MaxUpstreamSessions = defaultMaxUpstreamSessions
+	}
+	cfg.MaxUpstreamSessions = min(cfg.MaxUpstreamSessions, ownerindex.MaxEntries)
+	g := &Gateway{cfg: cfg, lists: newListCache(cfg.MaxCachedLists), breakers: newBreakers(&cfg), now: time.Now}
+	k, err := newKeeper(&g.cfg, func() time.Time { return g.now() })
+	if err != nil {
+		return nil, err
+	}
+	g.keeper = k
+	return g, nil
 }
 
 // maxParallel bounds the upstreams listed at once for one request.
@@ -323,6 +406,13 @@ func (g *Gateway) checkUpstreams(ups []Upstream) []Upstream {
 		default:
 			if u.CredentialKind == "" && u.Credentials != nil {
 				u.CredentialKind = u.Credentials.Kind()
+			}
+			if u.Sessions < PerCall || u.Sessions > PerPerson {
+				g.cfg.Logger.Warn("gateway: upstream with an invalid Sessions mode, taken as PerCall", "upstream", u.ID, "mode", int(u.Sessions))
+				u.Sessions = PerCall
+			}
+			if u.SessionTTL <= 0 {
+				u.SessionTTL = defaultSessionTTL
 			}
 			if u.CredentialKind != "" && !validID(u.CredentialKind) {
 				g.cfg.Logger.Warn("gateway: upstream's credential kind is not 1 to 32 bytes of a-z 0-9 -, reported as "+mcphandler.Other,
@@ -498,7 +588,8 @@ func (g *Gateway) tool(u *Upstream, hdr http.Header, l *list, t upstream.Tool) (
 	sum := sha256.Sum256(t.Def)
 	origin := &mcphandler.ToolOrigin{Upstream: u.ID, Name: t.Name, Digest: hex.EncodeToString(sum[:]),
 		Era: l.version, TrustHints: u.TrustHints}
-	f := &forward{g: g, u: u, ep: g.endpoint(u, hdr), name: t.Name, upstream: u.ID, era: l.version, kind: u.CredentialKind}
+	f := &forward{g: g, u: u, ep: g.endpoint(u, hdr), name: t.Name, upstream: u.ID, era: l.version, kind: u.CredentialKind,
+		sessions: u.Sessions, ttl: u.SessionTTL}
 	f.ep.Era = l.era
 	return mcphandler.Tool{
 		Name: name, Title: d.Title, Description: d.Description,

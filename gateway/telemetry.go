@@ -28,8 +28,8 @@ func (f *forward) callTool(ctx context.Context, call *mcphandler.ToolCall, ep up
 			ep.Headers = func(_ context.Context, h http.Header) { addHeaders(h, u.Header) }
 		}
 		ep.Meta = u.Meta
-		ep.LogLevel = string(call.Exchange.LogLevel()) // the upstream logs what the client asked for
-		raw, err = upstream.CallTool(ctx, ep, capsJSON(call.Exchange.ClientCapabilities()), f.name, call.Arguments, a)
+		ep.LogLevel = string(call.Exchange.LogLevel())                                                // the upstream logs what the client asked for
+		raw, err = f.g.keeper.call(ctx, f, ep, capsJSON(call.Exchange.ClientCapabilities()), call, a) // sessions.go
 		return upstreamResult(ctx, raw, err, a)
 	})
 	return raw, err
@@ -73,6 +73,12 @@ func upstreamResult(ctx context.Context, raw json.RawMessage, err error, a *aske
 		return mcphandler.UpstreamResult{IsError: isError}
 	case errors.As(err, &rpc):
 		return mcphandler.UpstreamResult{ErrorCode: mcphandler.Code(rpc.Code), ErrorMessage: rpc.Message, ErrorClass: mcphandler.ClassInternal}
+	case errors.Is(err, upstream.ErrSessionGone):
+		var gone *upstream.SessionGoneError
+		if errors.As(err, &gone) && gone.NotRun {
+			return mcphandler.UpstreamResult{ErrorClass: mcphandler.ClassBackendUnavailable}
+		}
+		return mcphandler.UpstreamResult{ErrorClass: mcphandler.ClassInternal}
 	case ctx.Err() != nil && errors.Is(ctx.Err(), context.DeadlineExceeded):
 		return mcphandler.UpstreamResult{ErrorClass: mcphandler.ClassTimeout}
 	}

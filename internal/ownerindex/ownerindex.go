@@ -225,6 +225,38 @@ func (x *Index) Admit(ctx context.Context, key, id string, until int64, check Ch
 	return ErrContended
 }
 
+// Hold is Admit for a record that may be made again or kept longer under
+// one id (a slot, rather than a record of its own): when the index holds
+// id already, id counts until the later of its Until and until, and Hold
+// never refuses it; otherwise it is Admit without a check. So renewing
+// what is counted, or making it again, never counts it twice.
+func (x *Index) Hold(ctx context.Context, key, id string, until int64) error {
+	for range maxAttempts {
+		idx, raw, err := x.load(ctx, key)
+		if err != nil {
+			return err
+		}
+		now := x.now()
+		next := index{E: live(&idx, now), C: idx.C}
+		i := slices.IndexFunc(next.E, func(e Entry) bool { return e.ID == id })
+		switch {
+		case i >= 0 && next.E[i].Until >= until:
+			return nil
+		case i >= 0:
+			next.E[i].Until = until
+		case len(next.E) >= x.cfg.Max:
+			first := slices.MinFunc(next.E, func(a, b Entry) int { return cmp.Compare(a.Until, b.Until) })
+			return &FullError{Held: len(next.E), Max: x.cfg.Max, Oldest: time.UnixMilli(first.Until)}
+		default:
+			next.E = append(next.E, Entry{ID: id, Until: until})
+		}
+		if ok, err := x.store(ctx, key, raw, next, now); err != nil || ok {
+			return err
+		}
+	}
+	return ErrContended
+}
+
 // Remove takes id out of the index under key: it stops counting at once.
 // Removing an id the index does not hold writes nothing.
 func (x *Index) Remove(ctx context.Context, key, id string) error {

@@ -300,3 +300,42 @@ func BenchmarkLoadLongest(b *testing.B) {
 		x.Live(ctx, "o")
 	}
 }
+
+// TestHold: holding an id the index counts already makes it count longer,
+// never twice and never refused at the bound; a new id is admitted within
+// it.
+func TestHold(t *testing.T) {
+	eachStore(t, func(t *testing.T, replica func() session.Records) {
+		ctx := context.Background()
+		var clock atomic.Int64
+		clock.Store(time.Now().UnixMilli())
+		now := func() time.Time { return time.UnixMilli(clock.Load()) }
+		x := newIndex(t, replica(), 2, now)
+		t0 := clock.Load()
+		for i := range 2 {
+			if err := x.Hold(ctx, "o/a", id(i), t0+1000); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if err := x.Hold(ctx, "o/a", id(0), t0+5000); err != nil {
+			t.Fatalf("renewing at the bound: %v", err)
+		}
+		if err := x.Hold(ctx, "o/a", id(0), t0+2000); err != nil {
+			t.Fatalf("holding for less: %v", err)
+		}
+		if _, ok := errors.AsType[*FullError](x.Hold(ctx, "o/a", id(2), t0+5000)); !ok {
+			t.Fatal("a third id admitted past the bound")
+		}
+		live, err := x.Live(ctx, "o/a")
+		if err != nil || len(live) != 2 || live[0].ID != id(0) || live[0].Until != t0+5000 {
+			t.Fatalf("live: %+v %v", live, err)
+		}
+		clock.Store(t0 + 1000) // id01 stops counting; id00 was renewed
+		if err := x.Hold(ctx, "o/a", id(2), t0+5000); err != nil {
+			t.Fatalf("after an entry stopped counting: %v", err)
+		}
+		if live, _ := x.Live(ctx, "o/a"); len(live) != 2 {
+			t.Fatalf("live: %+v", live)
+		}
+	})
+}

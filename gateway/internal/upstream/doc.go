@@ -10,10 +10,14 @@
 //   - Sessions (2025-03-26, 2025-06-18, 2025-11-25, Streamable HTTP): every
 //     operation opens a session of its own (initialize with the newest
 //     revision, notifications/initialized, the operation, DELETE), so that
-//     nothing of one caller's session reaches another's. Answers come as
-//     JSON or as an SSE stream, on which the upstream's questions arrive
-//     before the result and are answered by POSTing the response; a stream
-//     that breaks off is resumed with GET and Last-Event-ID.
+//     nothing of one caller's session reaches another's; or its caller
+//     keeps one ([OpenSession]) and runs calls in it ([CallToolIn]) until
+//     it ends it ([EndSession]) or the upstream answers 404
+//     ([SessionGoneError], which says whether the call may run again).
+//     Answers come as JSON or as an SSE stream, on which the upstream's
+//     questions arrive before the result and are answered by POSTing the
+//     response; a stream that breaks off is resumed with GET and
+//     Last-Event-ID.
 //   - Stateless (2026-07-28): each request carries the version, the
 //     client's capabilities and info in _meta, and the MCP-Protocol-Version,
 //     Mcp-Method and Mcp-Name headers. A tools/call answered input_required
@@ -40,7 +44,10 @@
 // # Concurrency
 //
 // Every function is safe for concurrent use and keeps nothing between
-// calls: no session, no cache. An operation runs on its caller's
+// calls: no session, no cache. A kept session is a [Session] value its
+// caller holds (and may store anywhere): calls in one session, from any
+// number of goroutines or processes, send request ids and progress tokens
+// of their own. An operation runs on its caller's
 // goroutine (Legacy adds one that reads the stream), calls its Asker from
 // that goroutine only, and has ended everything it started when it
 // returns.

@@ -26,6 +26,14 @@ type session struct {
 	nextID   int
 	inflight []byte // the id of a request sent and not yet answered
 	logging  bool   // the upstream declared logging
+	// kept: a session that outlives this operation (CallToolIn): a 404 is
+	// its end (*SessionGoneError), and the operation does not DELETE it.
+	kept bool
+	// idPrefix makes the request ids of a kept session unique among the
+	// operations that share it, on any process: "" for a session of one
+	// operation, whose ids are 1, 2, …
+	idPrefix string
+	gone     bool // the upstream answered 404: the session ended
 }
 
 // openSession initializes a session: initialize with the newest revision,
@@ -87,6 +95,9 @@ func (s *session) request(ctx context.Context, method string, params []member, _
 func (s *session) roundTrip(ctx context.Context, method string, params []byte) ([]byte, error) {
 	s.nextID++
 	id := []byte(itoa(s.nextID))
+	if s.idPrefix != "" {
+		id = str(s.idPrefix + itoa(s.nextID))
+	}
 	op := "POST " + method
 	if method != "initialize" { // which must never be cancelled
 		// In flight from before it is sent: the upstream may run it before
@@ -95,6 +106,10 @@ func (s *session) roundTrip(ctx context.Context, method string, params []byte) (
 	}
 	resp, err := s.c.ep.send(ctx, op, http.MethodPost, s.c.ep.url.String(), jsonrpc.AppendRequest(nil, id, method, params), s.headers)
 	if err != nil {
+		return nil, err
+	}
+	if err := s.ended(op, resp, true); err != nil {
+		s.inflight = nil // refused whole: it never ran
 		return nil, err
 	}
 	if method == "initialize" {
@@ -140,6 +155,9 @@ func (s *session) roundTrip(ctx context.Context, method string, params []byte) (
 			return nil, err
 		}
 		op = "GET (resume)"
+		if err := s.ended(op, resp, false); err != nil {
+			return nil, err // the request may have run before its stream broke off
+		}
 	}
 }
 
@@ -185,11 +203,28 @@ func (s *session) takeSessionID(resp *http.Response) error {
 	return nil
 }
 
+// ended reports the end of a kept session: an answer 404 to a request
+// that carried its id, as the upstream must give once it ended the
+// session (it expired, was deleted, or the upstream restarted). notRun
+// says the request was the operation's own, refused whole. It closes
+// resp when it returns an error.
+func (s *session) ended(op string, resp *http.Response, notRun bool) error {
+	if !s.kept || resp.StatusCode != http.StatusNotFound {
+		return nil
+	}
+	discard(resp)
+	s.gone = true
+	return &SessionGoneError{Op: op, NotRun: notRun}
+}
+
 // reply POSTs a response to one of the upstream's questions.
 func (s *session) reply(ctx context.Context, msg []byte) error {
 	resp, err := s.c.ep.send(ctx, "POST response", http.MethodPost, s.c.ep.url.String(), msg, s.headers)
 	if err != nil {
 		return err
+	}
+	if err := s.ended("POST response", resp, false); err != nil {
+		return err // the request asked a question: it runs
 	}
 	return s.c.ep.accepted("POST response", resp)
 }
@@ -211,17 +246,35 @@ func (s *session) notify(ctx context.Context, method string, params []byte) erro
 func (s *session) close(ctx context.Context) {
 	cctx, cancel := s.c.ep.cleanup(ctx)
 	defer cancel()
-	if s.inflight != nil && s.version != "" {
-		_ = s.notify(cctx, "notifications/cancelled", object(
-			member{"requestId", s.inflight},
-			member{"reason", str("the gateway's call ended")},
-		))
-	}
+	s.cancelInflight(cctx)
 	if s.sid == "" {
 		return
 	}
 	resp, err := s.c.ep.send(cctx, "DELETE", http.MethodDelete, s.c.ep.url.String(), nil, s.headers)
 	if err == nil {
 		discard(resp)
+	}
+}
+
+// release ends what an operation in a kept session leaves, even after ctx
+// ended (within cleanupTimeout): notifications/cancelled for a request
+// still unanswered. The session stays open.
+func (s *session) release(ctx context.Context) {
+	if s.inflight == nil || s.gone {
+		return
+	}
+	cctx, cancel := s.c.ep.cleanup(ctx)
+	defer cancel()
+	s.cancelInflight(cctx)
+}
+
+// cancelInflight sends notifications/cancelled for the request still
+// unanswered, if any; its failure is ignored.
+func (s *session) cancelInflight(ctx context.Context) {
+	if s.inflight != nil && s.version != "" {
+		_ = s.notify(ctx, "notifications/cancelled", object(
+			member{"requestId", s.inflight},
+			member{"reason", str("the gateway's call ended")},
+		))
 	}
 }

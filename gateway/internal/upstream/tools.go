@@ -5,7 +5,6 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"strconv"
 
 	"github.com/mcphandler/mcphandler/internal/jsonrpc"
 )
@@ -180,13 +179,19 @@ func validName(name string) bool {
 //
 // It is safe for concurrent use; each call has its own session.
 func CallTool(ctx context.Context, ep Endpoint, caps json.RawMessage, name string, args json.RawMessage, ask Asker) (json.RawMessage, error) {
-	if len(args) == 0 || string(args) == "null" {
-		args = json.RawMessage("{}")
-	} else if !isObject(args) {
-		return nil, fmt.Errorf("upstream: the arguments of %s are not a JSON object", strconv.Quote(cutText(name)))
+	args, err := callArgs(name, args)
+	if err != nil {
+		return nil, err
 	}
 	var out json.RawMessage
-	err := operate(ctx, ep, caps, ask, func(ctx context.Context, r requester, era Era) error {
+	err = operate(ctx, ep, caps, ask, callOp(name, args, &out))
+	return out, err
+}
+
+// callOp is the operation of a tools/call of name with args (a JSON
+// object), in any era: it leaves the result in out.
+func callOp(name string, args json.RawMessage, out *json.RawMessage) func(ctx context.Context, r requester, era Era) error {
+	return func(ctx context.Context, r requester, era Era) error {
 		var responses, state []byte
 		send := func() ([]byte, error) {
 			return r.request(ctx, "tools/call", []member{
@@ -205,7 +210,7 @@ func CallTool(ctx context.Context, ep Endpoint, caps json.RawMessage, name strin
 				return err
 			}
 			if era != Stateless || resultType(res) != "input_required" {
-				out = finalResult(res)
+				*out = finalResult(res)
 				return nil
 			}
 			if round == maxRounds {
@@ -216,8 +221,7 @@ func CallTool(ctx context.Context, ep Endpoint, caps json.RawMessage, name strin
 				return err
 			}
 		}
-	})
-	return out, err
+	}
 }
 
 // progressToken is the token CallTool asks progress with.
