@@ -16,10 +16,12 @@ import (
 // interceptors wrap it (otelmcp: a CLIENT span, whose trace context goes
 // upstream in the headers and in _meta), and OnCall learns the upstream,
 // its era, the credentials' kind and the time spent there. It returns
-// what upstream.CallTool returned.
-func (f *forward) callTool(ctx context.Context, call *mcphandler.ToolCall, a *asker) (json.RawMessage, error) {
+// what upstream.CallTool returned or, with retry set, what
+// upstream.CallToolRound did: one round of a relayed call is one call.
+func (f *forward) callTool(ctx context.Context, call *mcphandler.ToolCall, a *asker, retry *upstream.Retry) (json.RawMessage, *upstream.InputRequired, error) {
 	u := &mcphandler.UpstreamCall{Upstream: f.upstream, Era: f.era, CredentialKind: f.kind, Method: "tools/call", Name: f.name}
 	var raw json.RawMessage
+	var ir *upstream.InputRequired
 	err := errNotSent
 	call.CallUpstream(ctx, u, func(ctx context.Context) mcphandler.UpstreamResult {
 		ep := f.ep
@@ -28,10 +30,18 @@ func (f *forward) callTool(ctx context.Context, call *mcphandler.ToolCall, a *as
 		}
 		ep.Meta = u.Meta
 		ep.LogLevel = string(call.Exchange.LogLevel()) // the upstream logs what the client asked for
-		raw, err = upstream.CallTool(ctx, ep, capsJSON(call.Exchange.ClientCapabilities()), f.name, call.Arguments, a)
+		caps := capsJSON(call.Exchange.ClientCapabilities())
+		if retry != nil {
+			raw, ir, err = upstream.CallToolRound(ctx, ep, caps, f.name, call.Arguments, retry, a)
+		} else {
+			raw, err = upstream.CallTool(ctx, ep, caps, f.name, call.Arguments, a)
+		}
+		if ir != nil {
+			return mcphandler.UpstreamResult{} // it answered: with questions
+		}
 		return upstreamResult(ctx, raw, err, a)
 	})
-	return raw, err
+	return raw, ir, err
 }
 
 // errNotSent is the error of a call an interceptor kept from going
