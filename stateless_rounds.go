@@ -407,7 +407,9 @@ func (x *Exchange) askRound(key, kind, method string, params []byte) (json.RawMe
 }
 
 // MaxRoundState is the most bytes [Exchange.SetRoundState] carries to the
-// next round.
+// next round. The round's requestState, which the client sends back within
+// Config.Limits.MaxBodyBytes, grows by about 1.8 bytes per byte carried
+// (base64 inside the sealed payload, and again around it).
 const MaxRoundState = 64 << 10
 
 // SetRoundState carries b (at most [MaxRoundState] bytes, copied) to the
@@ -431,7 +433,8 @@ const MaxRoundState = 64 << 10
 // Config.Limits.MaxConfirmsPerIdentity), and only the first retry of each
 // round's requestState runs the handler again. A retry of a round already
 // answered runs nothing: it gets the result the call ended with, or the
-// next round's input_required answer, or a refusal while the call runs.
+// next round's input_required answer, or a refusal (an older round, or
+// while the call runs).
 func (x *Exchange) SetRoundState(b []byte) error {
 	if !x.inRounds() {
 		return errors.New("mcphandler: SetRoundState: the client does not answer this call by retrying it")
@@ -445,7 +448,8 @@ func (x *Exchange) SetRoundState(b []byte) error {
 
 // RoundState returns what [Exchange.SetRoundState] carried into the round
 // this request answers, as it was set; nil on a first round, when the
-// previous round's run set nothing, and outside 2026-07-28 rounds. It was
+// previous round's run set nothing (or nothing but an empty b), and
+// outside 2026-07-28 rounds. It was
 // sealed, so it is what this handler set for this caller, tool and
 // arguments — never the client's bytes — but not necessarily for the same
 // configuration: check what it names still holds.
