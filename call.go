@@ -59,8 +59,9 @@ type metaParams struct {
 // 2025 stream, in input_required rounds when the request has them
 // (2026-07-28), or by repeating the call (an approval a client cannot
 // wait for). How the result is delivered is the executor's: answered
-// inline, recorded in the round's nonce record (rounds), or answered with
-// a task (RunAsTask, either revision).
+// inline, recorded in the round's nonce record (rounds, and the rounds
+// of a handler that carries state across them), or answered with a task
+// (RunAsTask, either revision).
 //
 // A toolRun belongs to the goroutine serving its request; it lives on
 // that goroutine's stack, so nothing may keep a pointer to it.
@@ -121,17 +122,22 @@ func (t *toolRun) validate() bool {
 }
 
 // proceed runs a call that was decided and delivers its result, under
-// the confirm's lease if it has one.
+// the confirm's lease if it has one: a round of a confirmed (or held)
+// call is recorded first (endRound), and a first round whose handler
+// carried state into the next makes the call held (holdRound).
 func (t *toolRun) proceed() {
 	if t.lease != nil {
 		defer t.lease.finish(t.rq.ctx)
 	}
 	result, err := t.execute()
-	if t.round.nonce != "" {
+	switch {
+	case t.round.nonce != "":
 		t.rq.h.confirms.endRound(t, result, err)
-		return
+	case t.call.Exchange.holds():
+		t.rq.h.confirms.holdRound(t)
+	default:
+		t.deliver(result, err)
 	}
-	t.deliver(result, err)
 }
 
 // deliver answers the call with what execute returned: input_required when
@@ -254,6 +260,9 @@ func (t *toolRun) decide() bool {
 		return h.confirms.decide(t, d)
 	case DecisionAllow:
 		ev.Outcome = OutcomeAllowed
+		if r := call.Exchange.mr; r != nil && r.state.Held && r.state.Nonce != "" {
+			return h.confirms.heldRound(t) // a held call's rounds are single use
+		}
 		return true
 	}
 	// A kind this handler does not know (a newer hook, a cast) never runs

@@ -18,7 +18,8 @@ import (
 // index of its confirms, confirm-owner/<digest>, signed (purpose
 // "confirm-owner") and kept by package internal/ownerindex: the ids of
 // the confirm/<id> records (2025, a confirm's or an approval's) and
-// nonce/<n> records (2026-07-28, a confirm's or an approval's first round)
+// nonce/<n> records (2026-07-28, a confirm's or an approval's first round,
+// or a held call's first round that carried state)
 // it made, each counting from its creation for confirmCount. It bounds
 // those records per identity (Config.Limits.MaxConfirmsPerIdentity) across
 // replicas: a record is admitted into the index before it is written, and

@@ -79,6 +79,65 @@ func (cs *confirms) resumeRound(t *toolRun, rec nonceRecord, raw []byte) bool {
 	return t.grantRound(n, rec, b)
 }
 
+// holdRound ends the first round of a call whose handler carried state
+// into the next (Exchange.SetRoundState) and that has no record yet: the
+// record nonce/<n> (counted against the caller's bound first), awaiting
+// round 1 with this round's input_required answer, makes its rounds
+// single use from here on, as a confirmed call's are; then the client is
+// asked. The sealed state names the nonce, the round, and that it is held.
+func (cs *confirms) holdRound(t *toolRun) {
+	rq, m, ev := t.rq, t.m, &t.ev
+	r := t.call.Exchange.mr
+	n := rand.Text()
+	if err := cs.admitConfirm(rq.ctx, rq.id, n); err != nil {
+		cs.confirmRefused(rq, m, err, ev)
+		return
+	}
+	r.state.Nonce, r.state.Round, r.state.Held = n, 1, true
+	members, err := rq.inputRequiredMembers(r)
+	if err != nil {
+		ev.Outcome = OutcomeError
+		rq.fail(m.ID, errInternal())
+		return
+	}
+	rec := nonceRecord{State: stateAwaiting, Round: 1, Result: append(append([]byte{'{'}, members...), '}')}
+	if err := cs.createNonce(rq.ctx, n, &rec); err != nil {
+		ev.Outcome = OutcomeError
+		rq.storeFailed(m, err)
+		return
+	}
+	ev.Outcome, ev.IsError, ev.ErrorClass = OutcomeInputRequired, false, ""
+	rq.sendInputRequired(m.ID, members)
+}
+
+// heldRound goes on with a held call (see holdRound) that BeforeCall
+// allows: the retry of the round its record awaits runs it (awaiting →
+// running, once, then endRound); any other retry runs nothing
+// (replayNonce), and one whose record is gone is refused.
+func (cs *confirms) heldRound(t *toolRun) bool {
+	rq, m, ev := t.rq, t.m, &t.ev
+	r := t.call.Exchange.mr
+	rec, raw, err := cs.loadNonce(rq.ctx, r.state.Nonce)
+	switch {
+	case isAbsent(err):
+		ev.Outcome, ev.IsError = OutcomeReplayRefused, true
+		rq.sendResult(m.ID, ErrorResult("Not run: this step of the call expired or was already answered."))
+		return false
+	case err != nil:
+		ev.Outcome = OutcomeError
+		rq.storeFailed(m, err)
+		return false
+	case rec.State == stateAwaiting && rec.Round == r.state.Round:
+		if !cs.resumeRound(t, rec, raw) {
+			return false
+		}
+		ev.Outcome = OutcomeAllowed
+		return true
+	}
+	cs.replayNonce(rq, m, rec, r.state.Round, ev)
+	return false
+}
+
 // openConfirmRound records a new confirm (its nonce, pending, counted
 // against the caller's bound first: confirm_owner.go) and asks the client
 // in round 1.
@@ -302,7 +361,7 @@ func (cs *confirms) replayNonce(rq *request, m *jsonrpc.Message, rec nonceRecord
 		rq.sendInputRequired(m.ID, rec.Result[1:len(rec.Result)-1])
 	case rec.State == stateRunning || rec.State == stateUnknown:
 		ev.Outcome, ev.IsError = OutcomeReplayRefused, true
-		rq.sendResult(m.ID, ErrorResult("Not run again: this confirmed call is still running, or its outcome is unknown."))
+		rq.sendResult(m.ID, ErrorResult("Not run again: this call is still running, or its outcome is unknown."))
 	default:
 		ev.Outcome, ev.IsError = OutcomeReplayRefused, true
 		rq.sendResult(m.ID, ErrorResult("Not run again: this step of the call was already answered; continue with the latest requestState."))

@@ -43,6 +43,8 @@ import (
 //   - running → done | awaiting: the runner; running → unknown: a replica
 //     that found the runner's lease lapsed.
 //   - awaiting → running (2026): the retry of the round the record awaits.
+//     A held call's record (its handler carried state across rounds,
+//     holdRound) is created awaiting, with no confirm before.
 //
 // Lifetimes: a record lives confirmTTL (ConfirmTimeout + confirmLinger)
 // from its last transition, and says so, signed, with its revision (see
@@ -294,7 +296,9 @@ func (cs *confirms) moveConfirm(ctx context.Context, id string, raw []byte, from
 	return cs.kinds.confirm.Swap(ctx, confirmKey(id), raw, next, cs.confirmTTL())
 }
 
-// nonceRecord is the record of a 2026-07-28 confirm. Round is the round
+// nonceRecord is the record of a 2026-07-28 confirm, or of a call whose
+// handler carried state across rounds (held, see holdRound: created
+// awaiting round 1, with no confirm). Round is the round
 // whose requestState may move it next (1 while pending: the round that
 // answers the confirm; while awaiting, the round after the last one run).
 // Result is what a retry gets without anything running: the tool result

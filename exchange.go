@@ -303,6 +303,11 @@ func (x *Exchange) createMessage(ctx context.Context, key string, params any) (j
 // elicitation needs URL mode, any other needs form mode), and a
 // *ClientError when the client answered with an error.
 func (x *Exchange) Request(ctx context.Context, method string, params json.RawMessage) (json.RawMessage, error) {
+	return x.relay(ctx, "", method, params)
+}
+
+// relay is Request under key (see Input.Key).
+func (x *Exchange) relay(ctx context.Context, key, method string, params json.RawMessage) (json.RawMessage, error) {
 	if len(params) == 0 {
 		params = json.RawMessage("{}")
 	}
@@ -332,16 +337,18 @@ func (x *Exchange) Request(ctx context.Context, method string, params json.RawMe
 	if !x.ClientCapabilities().Has(need) {
 		return nil, missingCap(missing)
 	}
-	return x.ask(ctx, "", kind, method, params)
+	return x.ask(ctx, key, kind, method, params)
 }
 
 // AnswersByRetry reports whether the client answers a question of this
 // call by retrying the call — 2026-07-28 input_required rounds, outside a
 // task — so that the tool's handler runs again, from its start, with the
 // answers. A handler whose work must not run twice (a gateway forwarding
-// the call upstream) must not ask then: [ToolCall.RunAsTask] gives it a
-// task, where a question is answered while it waits, when the client
-// declared tasks.
+// the call upstream) must not ask then, unless it can go on from where it
+// stopped: it carries what it needs into the next round
+// ([Exchange.SetRoundState]), which also makes the rounds single use. Or
+// [ToolCall.RunAsTask] gives it a task, where a question is answered while
+// it waits, when the client declared tasks.
 func (x *Exchange) AnswersByRetry() bool { return x.inRounds() }
 
 // Root is a directory or file the client exposes.

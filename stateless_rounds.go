@@ -55,12 +55,17 @@ type inputRequest struct {
 // the round it answers, the answers of earlier rounds, and for a call that
 // needs a confirm, the confirm's nonce and the round of the confirm this
 // state answers (1: the confirm's own question; then one per round the
-// confirmed tool asked the client more).
+// confirmed tool asked the client more). Hold is what the tool's handler
+// carried into the round (Exchange.SetRoundState); Held says the call's
+// rounds are single use from the first round that carried some: Nonce
+// names their record, as a confirmed call's (see heldRound).
 type statePayload struct {
 	Asked []string                   `json:"a,omitempty"`
 	Prior map[string]json.RawMessage `json:"p,omitempty"`
 	Nonce string                     `json:"n,omitempty"`
 	Round int                        `json:"r,omitempty"`
+	Hold  []byte                     `json:"h,omitempty"`
+	Held  bool                       `json:"hd,omitempty"`
 }
 
 // rounds is the multi round-trip state of one 2026-07-28 request.
@@ -74,6 +79,7 @@ type rounds struct {
 	order     []string                   // pending keys in asking order
 	n         int                        // questions asked so far, for keys
 	hasState  bool                       // the request carried a requestState
+	hold      []byte                     // SetRoundState's, for the next round
 }
 
 // ReservedKeyPrefix starts the input keys the handler uses for its own
@@ -245,7 +251,8 @@ func (rq *request) inputRequired(id json.RawMessage, r *rounds) {
 // result that a confirmed call records for replays: the questions and the
 // sealed state.
 func (rq *request) inputRequiredMembers(r *rounds) ([]byte, error) {
-	st := statePayload{Asked: r.order, Prior: r.state.Prior, Nonce: r.state.Nonce, Round: r.state.Round}
+	st := statePayload{Asked: r.order, Prior: r.state.Prior, Nonce: r.state.Nonce, Round: r.state.Round,
+		Hold: r.hold, Held: r.state.Held || r.hold != nil}
 	payload, _ := json.Marshal(st)
 	binding, err := r.bind()
 	if err != nil {
@@ -276,7 +283,7 @@ func (rq *request) sendInputRequired(id json.RawMessage, members []byte) {
 }
 
 // Input is one question of [Exchange.Ask]: exactly one of Elicit,
-// CreateMessage and ListRoots is set.
+// CreateMessage, ListRoots and Request is set.
 type Input struct {
 	// Key names the question in a 2026-07-28 input_required round; if
 	// empty, one is picked from its position. Keys starting with
@@ -285,6 +292,19 @@ type Input struct {
 	Elicit        *ElicitRequest
 	CreateMessage any // the params of a sampling/createMessage
 	ListRoots     bool
+	// Request is a request another MCP server made during this call,
+	// asked as [Exchange.Request] asks it: its method and params as that
+	// server sent them, checked the same way. Its answer is
+	// [Answer.Result].
+	Request *ServerRequest
+}
+
+// ServerRequest is a request a server makes of its client —
+// elicitation/create, sampling/createMessage or roots/list — with its
+// params (a JSON object, or empty) as that server sent them.
+type ServerRequest struct {
+	Method string
+	Params json.RawMessage
 }
 
 // Answer is the answer to one [Input], in the same field.
@@ -292,6 +312,8 @@ type Answer struct {
 	Elicit        elicitation.Result
 	CreateMessage json.RawMessage
 	Roots         []Root
+	// Result is the client's result to a Request, as the client sent it.
+	Result json.RawMessage
 }
 
 // Ask asks the client several questions at once and returns the answers in
@@ -314,6 +336,8 @@ func (x *Exchange) Ask(ctx context.Context, inputs ...Input) ([]Answer, error) {
 			answers[i].CreateMessage, err = x.createMessage(ctx, in.Key, in.CreateMessage)
 		case in.ListRoots:
 			answers[i].Roots, err = x.listRoots(ctx, in.Key)
+		case in.Request != nil:
+			answers[i].Result, err = x.relay(ctx, in.Key, in.Request.Method, in.Request.Params)
 		default:
 			err = errors.New("mcphandler: Ask: an Input with no question")
 		}
@@ -380,4 +404,87 @@ func (x *Exchange) askRound(key, kind, method string, params []byte) (json.RawMe
 		key = x.mr.nextKey(kind)
 	}
 	return x.mr.ask(key, method, params)
+}
+
+// MaxRoundState is the most bytes [Exchange.SetRoundState] carries to the
+// next round. The round's requestState, which the client sends back within
+// Config.Limits.MaxBodyBytes, grows by about 1.8 bytes per byte carried
+// (base64 inside the sealed payload, and again around it).
+const MaxRoundState = 64 << 10
+
+// SetRoundState carries b (at most [MaxRoundState] bytes, copied) to the
+// retry that answers the input_required round this call ends with, where
+// [Exchange.RoundState] returns it: a handler that is not to run its work
+// again on the retry — a gateway that relays another server's round —
+// keeps there what it needs to go on from where it stopped. It is for
+// 2026-07-28 rounds only ([Exchange.AnswersByRetry]): elsewhere it returns
+// an error and carries nothing. Each call replaces what an earlier one set;
+// nothing is carried when the call ends without input_required, nor past
+// the round: a later round carries only what its own run sets.
+//
+// b is sealed in the round's requestState with the rest of the round
+// (AES-256-GCM under Config.StateKeys), so the client can neither read nor
+// change it, and is bound as the whole state is: to the caller (subject
+// and tenant), the method, the tool's name and a digest of the canonical
+// arguments, for ConfirmTimeout from when the round was asked. It makes
+// the call's rounds single use, across replicas, as a confirmed call's
+// are: the first round that carries state records the call in the store
+// (a nonce/<n> record, counted against the caller's
+// Config.Limits.MaxConfirmsPerIdentity), and only the first retry of each
+// round's requestState runs the handler again. A retry of a round already
+// answered runs nothing: it gets the result the call ended with, or the
+// next round's input_required answer, or a refusal (an older round, or
+// while the call runs).
+func (x *Exchange) SetRoundState(b []byte) error {
+	if !x.inRounds() {
+		return errors.New("mcphandler: SetRoundState: the client does not answer this call by retrying it")
+	}
+	if len(b) > MaxRoundState {
+		return errors.New("mcphandler: SetRoundState: more than " + strconv.Itoa(MaxRoundState) + " bytes")
+	}
+	x.mr.hold = append(make([]byte, 0, len(b)+1), b...) // never nil: carried even when empty
+	return nil
+}
+
+// RoundState returns what [Exchange.SetRoundState] carried into the round
+// this request answers, as it was set; nil on a first round, when the
+// previous round's run set nothing (or nothing but an empty b), and
+// outside 2026-07-28 rounds. It was
+// sealed, so it is what this handler set for this caller, tool and
+// arguments — never the client's bytes — but not necessarily for the same
+// configuration: check what it names still holds.
+func (x *Exchange) RoundState() []byte {
+	if !x.inRounds() {
+		return nil
+	}
+	return x.mr.state.Hold
+}
+
+// InputResponse returns the client's answer under key on a 2026-07-28
+// retry, as the client sent it (one JSON value, not checked further):
+// the answer to a question asked under key in the round this retry
+// answers (its sealed state says which were asked), or one carried from
+// an earlier round. It asks nothing, so a handler that relays another
+// server's questions ([Input.Request]) reads their answers with it and
+// asks the next round's under new keys. It returns false for a key not
+// answered, a key of [ReservedKeyPrefix] (the handler's own questions),
+// and outside 2026-07-28 rounds.
+func (x *Exchange) InputResponse(key string) (json.RawMessage, bool) {
+	if !x.inRounds() || strings.HasPrefix(key, ReservedKeyPrefix) {
+		return nil, false
+	}
+	r := x.mr
+	if a, ok := r.state.Prior[key]; ok {
+		return a, true
+	}
+	if a, ok := r.responses[key]; ok && (slices.Contains(r.state.Asked, key) || !r.hasState) {
+		return a, true
+	}
+	return nil, false
+}
+
+// holds reports whether the call's handler carried state into its next
+// round, whose input_required answer is to make the rounds single use.
+func (x *Exchange) holds() bool {
+	return x.inRounds() && x.mr.hold != nil && len(x.mr.pending) > 0
 }

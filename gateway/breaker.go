@@ -261,7 +261,7 @@ func callOutcome(ctx context.Context, err error) (outcome, string) {
 	var se *upstream.StatusError
 	var rpc *upstream.RPCError
 	switch {
-	case err == nil, errors.Is(err, errRefusedQuestion):
+	case err == nil, errors.Is(err, errRefusedQuestion), errors.Is(err, mcphandler.ErrInputRequired):
 		return answered, ""
 	case ctx.Err() != nil:
 		return neutral, ""

@@ -59,12 +59,17 @@ func (f *forward) endpoint(ctx context.Context, id mcphandler.Identity) (upstrea
 	return ep, nil
 }
 
-// run makes the call upstream at ep and relays its result unchanged.
+// run makes the call upstream at ep and relays its result unchanged. A
+// 2026-07-28 upstream's rounds go to a client that answers by retrying as
+// rounds of the gateway's own (relay, rounds.go).
 func (f *forward) run(ctx context.Context, call *mcphandler.ToolCall, ep upstream.Endpoint) (*mcphandler.ToolResult, error) {
 	ctx, cancel := context.WithTimeout(ctx, f.g.cfg.Timeout)
 	defer cancel()
 	a := &asker{call: call}
-	raw, err := f.callTool(ctx, call, ep, a) // telemetry.go
+	if ep.Era == upstream.Stateless && call.Exchange.AnswersByRetry() {
+		return f.relay(ctx, call, ep, a)
+	}
+	raw, _, err := f.callTool(ctx, call, ep, a, nil) // telemetry.go
 	if a.refused.Load() {
 		return nil, &mcphandler.ToolError{Class: mcphandler.ClassInternal, Err: errRefusedQuestion,
 			Detail: "upstream " + f.upstream + " asked a question during the call, which this client could answer only by " +
@@ -74,6 +79,11 @@ func (f *forward) run(ctx context.Context, call *mcphandler.ToolCall, ep upstrea
 	if err != nil {
 		return nil, f.failed(ctx, err)
 	}
+	return f.result(raw)
+}
+
+// result relays the upstream's result unchanged (ResultJSON).
+func (f *forward) result(raw json.RawMessage) (*mcphandler.ToolResult, error) {
 	res, err := mcphandler.ResultJSON(raw)
 	if err != nil {
 		f.g.cfg.Logger.Warn("gateway: upstream result not relayed", "upstream", f.upstream, "tool", clip(f.name), "err", err)
@@ -115,8 +125,9 @@ type asker struct {
 }
 
 // Ask relays a question to the client. A client that would answer by
-// retrying the call (2026-07-28 rounds) is not asked: the upstream gets an
-// error, and the call ends with one that says why.
+// retrying the call (2026-07-28 rounds; a 2026-07-28 upstream's rounds
+// are relayed instead, and never come here) is not asked: the upstream
+// gets an error, and the call ends with one that says why.
 func (a *asker) Ask(ctx context.Context, method string, params json.RawMessage) (json.RawMessage, error) {
 	x := a.call.Exchange
 	if x.AnswersByRetry() {

@@ -24,10 +24,16 @@
 // questions during the call (elicitation, sampling, roots) reach the
 // client through the call's Exchange, in the client's era, and the answers
 // go back upstream; the upstream is told the client's capabilities, never
-// more. A 2026-07-28 client answers questions by retrying its call, which
-// would run the upstream call twice: such a call becomes a task when the
-// client declared tasks, and otherwise a question ends it with an error
-// that says why.
+// more. A 2026-07-28 client answers questions by retrying its call. When
+// the upstream speaks 2026-07-28 too, its question is an input_required
+// round of its own, which the gateway relays as one of its own rounds:
+// the upstream's requestState rides, sealed and bound to the caller, the
+// tool, the arguments and the upstream, in the gateway's requestState,
+// each round's state is taken once, and nothing runs twice (rounds.go).
+// With an older upstream, which holds the call open while it asks, the
+// retry would run the upstream call twice: such a call becomes a task
+// when the client declared tasks, and otherwise a question ends it with
+// an error that says why.
 //
 // A call of a 2025 upstream's tool opens an upstream session of its own
 // by default (PerCall). Upstream.Sessions keeps one per downstream

@@ -163,7 +163,7 @@ type gatewayHost struct {
 	events chan mcphandler.CallEvent
 }
 
-func newGateway(t testing.TB, cfg gateway.Config) *gatewayHost {
+func newGateway(t testing.TB, cfg gateway.Config, mods ...func(*mcphandler.Config)) *gatewayHost {
 	t.Helper()
 	if cfg.Logger == nil {
 		cfg.Logger = slog.New(slog.NewTextHandler(io.Discard, nil))
@@ -173,7 +173,7 @@ func newGateway(t testing.TB, cfg gateway.Config) *gatewayHost {
 		t.Fatal(err)
 	}
 	gh := &gatewayHost{gw: gw, events: make(chan mcphandler.CallEvent, 100)}
-	gh.h = mcphandler.New(mcphandler.Config{
+	hcfg := mcphandler.Config{
 		Name: "gateway", Version: "1",
 		Authenticate: bearer,
 		Roles:        []string{"viewer", "editor", "admin"},
@@ -200,7 +200,11 @@ func newGateway(t testing.TB, cfg gateway.Config) *gatewayHost {
 		},
 		ConfirmTimeout: 5 * time.Second,
 		Logger:         slog.New(slog.NewTextHandler(io.Discard, nil)),
-	})
+	}
+	for _, mod := range mods {
+		mod(&hcfg)
+	}
+	gh.h = mcphandler.New(hcfg)
 	t.Cleanup(func() { gh.h.Close() })
 	return gh
 }

@@ -16,11 +16,14 @@ import (
 // interceptors wrap it (otelmcp: a CLIENT span, whose trace context goes
 // upstream in the headers and in _meta), and OnCall learns the upstream,
 // its era, the credentials' kind and the time spent there. It returns
-// what upstream.CallTool returned. ep is how the caller reaches the
+// what upstream.CallTool returned (in the caller's kept upstream session,
+// sessions.go) or, with retry set, what upstream.CallToolRound did: one
+// round of a relayed call is one call. ep is how the caller reaches the
 // upstream (forward.endpoint).
-func (f *forward) callTool(ctx context.Context, call *mcphandler.ToolCall, ep upstream.Endpoint, a *asker) (json.RawMessage, error) {
+func (f *forward) callTool(ctx context.Context, call *mcphandler.ToolCall, ep upstream.Endpoint, a *asker, retry *upstream.Retry) (json.RawMessage, *upstream.InputRequired, error) {
 	u := &mcphandler.UpstreamCall{Upstream: f.upstream, Era: f.era, CredentialKind: f.kind, Method: "tools/call", Name: f.name}
 	var raw json.RawMessage
+	var ir *upstream.InputRequired
 	err := errNotSent
 	call.CallUpstream(ctx, u, func(ctx context.Context) mcphandler.UpstreamResult {
 		ep := ep
@@ -28,11 +31,19 @@ func (f *forward) callTool(ctx context.Context, call *mcphandler.ToolCall, ep up
 			ep.Headers = func(_ context.Context, h http.Header) { addHeaders(h, u.Header) }
 		}
 		ep.Meta = u.Meta
-		ep.LogLevel = string(call.Exchange.LogLevel())                                                // the upstream logs what the client asked for
-		raw, err = f.g.keeper.call(ctx, f, ep, capsJSON(call.Exchange.ClientCapabilities()), call, a) // sessions.go
+		ep.LogLevel = string(call.Exchange.LogLevel()) // the upstream logs what the client asked for
+		caps := capsJSON(call.Exchange.ClientCapabilities())
+		if retry != nil {
+			raw, ir, err = upstream.CallToolRound(ctx, ep, caps, f.name, call.Arguments, retry, a)
+		} else {
+			raw, err = f.g.keeper.call(ctx, f, ep, caps, call, a) // sessions.go
+		}
+		if ir != nil {
+			return mcphandler.UpstreamResult{} // it answered: with questions
+		}
 		return upstreamResult(ctx, raw, err, a)
 	})
-	return raw, err
+	return raw, ir, err
 }
 
 // errNotSent is the error of a call an interceptor kept from going

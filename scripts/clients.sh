@@ -18,10 +18,11 @@
 # the quickstart's, relayed (accepted: it ran; declined at the gateway:
 # nothing went upstream), and calls docs_delete_doc as acme-viewer (it
 # fails exactly as an unknown tool does). A 2026-07-28 client answers
-# questions by calling again, which the upstream's question cannot be:
-# the v2 driver checks the error that says so, and the task the call
-# becomes when the client declares the tasks extension (its header says
-# how). SPEC.md, "Gateway", is what is checked.
+# questions by calling again: the v2 driver checks the quickstart's
+# confirm relayed as a round of the gateway's (the quickstart speaks
+# 2026-07-28 too), and the task the call becomes when the client declares
+# the tasks extension (its header says how). SPEC.md, "Gateway", is what
+# is checked.
 #
 # Needs go, npm and the npm registry. The clients (and Node 22, from npm
 # $NODE_PACKAGE, when the machine's node is older) are installed into a

@@ -23,6 +23,9 @@
 //     Mcp-Method and Mcp-Name headers. A tools/call answered input_required
 //     is driven by CallTool: the inputRequests go to the [Asker], and the
 //     call is retried with inputResponses and the echoed requestState.
+//     [CallToolRound] instead returns the round's inputRequests and
+//     requestState ([InputRequired]), for a caller that relays the round to
+//     its own client and retries later with the answers ([Retry]).
 //   - Legacy (2024-11-05 HTTP+SSE): GET the SSE URL, POST to the endpoint
 //     its first event names (on the same origin only), read every answer
 //     from the stream.

@@ -312,3 +312,56 @@ func FuzzCallToolAnswer(f *testing.F) {
 		}
 	})
 }
+
+// FuzzInputRequired: whatever an input_required result holds,
+// parseInputRequired returns ErrMalformed or ErrTooMany, or input requests
+// in key order, each with a method the client declared, params an object
+// or nil, and a state that is a JSON string within its bound, all taken
+// from the result as sent; in time linear in the result.
+func FuzzInputRequired(f *testing.F) {
+	for _, s := range []string{
+		`{"resultType":"input_required","inputRequests":{"a":{"method":"elicitation/create","params":{"message":"m"}}},"requestState":"s"}`,
+		`{"requestState":"only"}`, `{"inputRequests":{}}`, `{"inputRequests":null,"requestState":"x\u0000"}`,
+		`{"inputRequests":{"b":{"method":"roots/list"},"a":{"method":"sampling/createMessage","params":null}}}`,
+		`{"inputRequests":{"a":{"method":"tasks/get"}}}`, `{"inputRequests":[],"requestState":1}`,
+	} {
+		f.Add([]byte(s), false)
+	}
+	f.Fuzz(func(t *testing.T, in []byte, formOnly bool) {
+		if checkJSON(in) != nil || !isObjectBytes(in) {
+			return
+		}
+		capsJSON := `{"elicitation":{},"sampling":{},"roots":{}}`
+		if formOnly {
+			capsJSON = `{"elicitation":{}}`
+		}
+		caps, err := parseCaps(json.RawMessage(capsJSON))
+		if err != nil {
+			t.Fatal(err)
+		}
+		var ir InputRequired
+		costguard.Check(t, len(in), func() { ir, err = parseInputRequired(in, caps) })
+		if err != nil {
+			if !errors.Is(err, ErrMalformed) && !errors.Is(err, ErrTooMany) {
+				t.Fatalf("err %v", err)
+			}
+			return
+		}
+		if len(ir.Requests) == 0 && ir.State == nil || len(ir.Requests) > maxAsks {
+			t.Fatalf("%d requests, state %s", len(ir.Requests), ir.State)
+		}
+		if ir.State != nil {
+			if _, ok := jsonrpc.String(ir.State); !ok || len(ir.State) > maxRequestState || !bytes.Contains(in, ir.State) {
+				t.Fatalf("state %s", ir.State)
+			}
+		}
+		for i, r := range ir.Requests {
+			if i > 0 && ir.Requests[i-1].Key >= r.Key {
+				t.Fatalf("keys out of order: %q then %q", ir.Requests[i-1].Key, r.Key)
+			}
+			if !caps.allows(r.Method) || r.Params != nil && (!isObjectBytes(r.Params) || !bytes.Contains(in, r.Params)) {
+				t.Fatalf("request %+v", r)
+			}
+		}
+	})
+}

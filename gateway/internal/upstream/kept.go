@@ -146,7 +146,7 @@ func CallToolIn(ctx context.Context, ep Endpoint, ks *Session, caps json.RawMess
 		ks.LogLevel = e.logLevel
 	}
 	var out json.RawMessage
-	if err := callOp(name, args, &out)(ctx, s, Sessions); err != nil {
+	if err := callOp(name, args, nil, &out, nil)(ctx, s, Sessions); err != nil {
 		return nil, err
 	}
 	return out, nil

@@ -3,6 +3,7 @@ package upstream
 import (
 	"context"
 	"encoding/base64"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -109,74 +110,118 @@ func checkResultType(res []byte, method string) error {
 	return fmt.Errorf("%w: %s answered with resultType %q", ErrMalformed, method, cutText(resultType(res)))
 }
 
-// inputResponses answers an input_required result: each of its
-// inputRequests (elicitation/create, sampling/createMessage, roots/list,
-// each of a capability the client declared) goes to the Asker, in the
-// order of their keys. It returns the inputResponses object (nil when
-// there were no requests) and the requestState to echo, byte for byte (nil
-// when there was none). An error of the Asker ends the call: 2026-07-28
-// has no error answer to an input request.
-func (c *call) inputResponses(ctx context.Context, res []byte) (responses, state []byte, err error) {
+// InputRequest is one of the inputRequests of a Stateless upstream's
+// input_required answer, as the upstream sent it.
+type InputRequest struct {
+	// Key is its key in inputRequests (and in the inputResponses that
+	// answer it).
+	Key string
+	// Method is elicitation/create, sampling/createMessage or roots/list,
+	// one the client's capabilities declare.
+	Method string
+	// Params is its params object as sent, or nil.
+	Params json.RawMessage
+}
+
+// InputRequired is a Stateless upstream's input_required answer to
+// tools/call that asks the client something (see [CallToolRound]).
+type InputRequired struct {
+	// Requests are its inputRequests, in the order of their keys: at
+	// least one, at most 64.
+	Requests []InputRequest
+	// State is its requestState, the JSON string exactly as sent (at most
+	// 1 MiB), to echo byte for byte; nil when it sent none.
+	State json.RawMessage
+}
+
+// parseInputRequired reads an input_required result (a JSON object): its
+// requestState, a JSON string of at most maxRequestState bytes, and its
+// inputRequests, each an object whose method the client's capabilities
+// declare and whose params, if any, are an object. A result with neither
+// is ErrMalformed; one with a state and no requests (load shedding) has
+// no Requests. It is the one reader of what an upstream asks in a round.
+func parseInputRequired(res []byte, caps clientCaps) (InputRequired, error) {
+	var ir InputRequired
 	m := members(res)
 	if st, ok := m["requestState"]; ok {
 		if _, isStr := jsonrpc.String(st); !isStr || len(st) > maxRequestState {
-			return nil, nil, fmt.Errorf("%w: a requestState that is not a string of at most %d bytes", ErrMalformed, maxRequestState)
+			return ir, fmt.Errorf("%w: a requestState that is not a string of at most %d bytes", ErrMalformed, maxRequestState)
 		}
-		state = st
+		ir.State = st
 	}
 	reqs, ok := m["inputRequests"]
-	if !ok || string(reqs) == "null" {
-		if state == nil {
-			return nil, nil, fmt.Errorf("%w: input_required without inputRequests or requestState", ErrMalformed)
-		}
-		return nil, state, nil // load shedding: retry with the state alone
+	if ok && string(reqs) != "null" && !isObjectBytes(reqs) {
+		return ir, fmt.Errorf("%w: inputRequests is not an object", ErrMalformed)
 	}
-	if !isObjectBytes(reqs) {
-		return nil, nil, fmt.Errorf("%w: inputRequests is not an object", ErrMalformed)
+	var byKey map[string]json.RawMessage
+	if ok && string(reqs) != "null" {
+		byKey = members(reqs)
 	}
-	if c.ask == nil {
-		return nil, nil, errors.New("upstream: the upstream asks the client a question, and the call has no Asker")
+	if len(byKey) == 0 && ir.State == nil {
+		return ir, fmt.Errorf("%w: input_required without inputRequests or requestState", ErrMalformed)
 	}
-	byKey := members(reqs)
-	if len(byKey) == 0 && state == nil {
-		return nil, nil, fmt.Errorf("%w: input_required without inputRequests or requestState", ErrMalformed)
-	}
-	if c.asks += len(byKey); c.asks > maxAsks {
-		return nil, nil, fmt.Errorf("%w: more than %d input requests in one call", ErrTooMany, maxAsks)
+	if len(byKey) > maxAsks {
+		return ir, fmt.Errorf("%w: more than %d input requests in one call", ErrTooMany, maxAsks)
 	}
 	keys := make([]string, 0, len(byKey))
 	for k := range byKey {
 		keys = append(keys, k)
 	}
 	slices.Sort(keys)
-	answers := make([]member, 0, len(keys))
 	for _, k := range keys {
 		r := byKey[k]
 		if !isObjectBytes(r) {
-			return nil, nil, fmt.Errorf("%w: an input request that is not an object", ErrMalformed)
+			return ir, fmt.Errorf("%w: an input request that is not an object", ErrMalformed)
 		}
 		rm := members(r)
 		method, _ := jsonrpc.String(rm["method"])
-		if !c.caps.allows(method) {
-			return nil, nil, fmt.Errorf("%w: an input request %q the client did not declare it answers", ErrMalformed, cutText(method))
+		if !caps.allows(method) {
+			return ir, fmt.Errorf("%w: an input request %q the client did not declare it answers", ErrMalformed, cutText(method))
 		}
 		params := rm["params"]
 		if len(params) > 0 && string(params) != "null" && !isObjectBytes(params) {
-			return nil, nil, fmt.Errorf("%w: input request params that are not an object", ErrMalformed)
+			return ir, fmt.Errorf("%w: input request params that are not an object", ErrMalformed)
 		}
 		if string(params) == "null" {
 			params = nil
 		}
-		a, err := c.askClient(ctx, method, params)
+		ir.Requests = append(ir.Requests, InputRequest{Key: k, Method: method, Params: params})
+	}
+	return ir, nil
+}
+
+// inputResponses answers an input_required result: each of its
+// inputRequests (parseInputRequired) goes to the Asker, in the order of
+// their keys. It returns the inputResponses object (nil when there were
+// no requests) and the requestState to echo, byte for byte (nil when there
+// was none). An error of the Asker ends the call: 2026-07-28 has no error
+// answer to an input request.
+func (c *call) inputResponses(ctx context.Context, res []byte) (responses, state []byte, err error) {
+	ir, err := parseInputRequired(res, c.caps)
+	if err != nil {
+		return nil, nil, err
+	}
+	if len(ir.Requests) == 0 {
+		return nil, ir.State, nil // load shedding: retry with the state alone
+	}
+	if c.ask == nil {
+		return nil, nil, errors.New("upstream: the upstream asks the client a question, and the call has no Asker")
+	}
+	if c.asks += len(ir.Requests); c.asks > maxAsks {
+		return nil, nil, fmt.Errorf("%w: more than %d input requests in one call", ErrTooMany, maxAsks)
+	}
+	answers := make([]member, 0, len(ir.Requests))
+	for _, r := range ir.Requests {
+		a, err := c.askClient(ctx, r.Method, r.Params)
 		if err != nil {
 			if ctx.Err() != nil {
 				return nil, nil, ctxErr(ctx)
 			}
 			return nil, nil, err
 		}
-		answers = append(answers, member{k, a})
+		answers = append(answers, member{r.Key, a})
 	}
-	return object(answers...), state, nil
+	return object(answers...), ir.State, nil
 }
 
 // headerValue encodes a value for an Mcp-Name (or Mcp-Param-*) header as

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 
 	"github.com/mcphandler/mcphandler/internal/jsonrpc"
@@ -184,15 +185,67 @@ func CallTool(ctx context.Context, ep Endpoint, caps json.RawMessage, name strin
 		return nil, err
 	}
 	var out json.RawMessage
-	err = operate(ctx, ep, caps, ask, callOp(name, args, &out))
+	err = operate(ctx, ep, caps, ask, callOp(name, args, nil, &out, nil))
 	return out, err
 }
 
+// Retry is what a Stateless tools/call that answers an [InputRequired]
+// carries: its inputResponses, a JSON object keyed as the InputRequired's
+// requests (nil: none), and its requestState, InputRequired.State echoed
+// byte for byte (nil: none).
+type Retry struct {
+	Responses json.RawMessage
+	State     json.RawMessage
+}
+
+// CallToolRound is [CallTool] for a caller that relays a Stateless
+// upstream's input_required rounds to its own client instead of having
+// them answered during the call: it sends the call, with retry's
+// inputResponses and requestState when retry is set, and when the upstream
+// answers input_required with input requests it returns them (ir, checked
+// as CallTool checks them: methods the client declared, at most 64) with
+// the requestState to echo, and asks ask nothing. An input_required answer
+// with a requestState and no requests (load shedding) is retried at once
+// with that state, up to 8 rounds in one call. Otherwise it returns what
+// CallTool returns. ask gets the call's notifications; in the Sessions and
+// Legacy eras, which have no rounds, it gets the questions too, as with
+// CallTool, and a retry is an error.
+func CallToolRound(ctx context.Context, ep Endpoint, caps json.RawMessage, name string, args json.RawMessage, retry *Retry, ask Asker) (result json.RawMessage, ir *InputRequired, err error) {
+	if retry == nil {
+		retry = &Retry{}
+	}
+	if len(retry.Responses) > 0 && !isObject(retry.Responses) {
+		return nil, nil, errors.New("upstream: Retry.Responses is not a JSON object")
+	}
+	if len(retry.State) > 0 {
+		if _, ok := jsonrpc.String(retry.State); !ok || len(retry.State) > maxRequestState {
+			return nil, nil, fmt.Errorf("upstream: Retry.State is not a JSON string of at most %d bytes", maxRequestState)
+		}
+	}
+	if args, err = callArgs(name, args); err != nil {
+		return nil, nil, err
+	}
+	var out json.RawMessage
+	var asked *InputRequired
+	if err := operate(ctx, ep, caps, ask, callOp(name, args, retry, &out, &asked)); err != nil {
+		return nil, nil, err
+	}
+	return out, asked, nil
+}
+
 // callOp is the operation of a tools/call of name with args (a JSON
-// object), in any era: it leaves the result in out.
-func callOp(name string, args json.RawMessage, out *json.RawMessage) func(ctx context.Context, r requester, era Era) error {
+// object), in any era: it leaves the result in out. With retry set (a
+// relayed round, CallToolRound) it sends retry's answers and state, and
+// a Stateless upstream's input requests stop it, left in asked.
+func callOp(name string, args json.RawMessage, retry *Retry, out *json.RawMessage, asked **InputRequired) func(ctx context.Context, r requester, era Era) error {
 	return func(ctx context.Context, r requester, era Era) error {
 		var responses, state []byte
+		if retry != nil {
+			if era != Stateless && (retry.Responses != nil || retry.State != nil) {
+				return fmt.Errorf("upstream: a retry of input_required rounds to an upstream in the %v era", era)
+			}
+			responses, state = retry.Responses, retry.State
+		}
 		send := func() ([]byte, error) {
 			return r.request(ctx, "tools/call", []member{
 				{"name", str(name)}, {"arguments", args},
@@ -217,6 +270,18 @@ func callOp(name string, args json.RawMessage, out *json.RawMessage) func(ctx co
 				return fmt.Errorf("%w: more than %d input_required rounds", ErrTooMany, maxRounds)
 			}
 			c := r.(*stateless).c
+			if retry != nil {
+				ir, err := parseInputRequired(res, c.caps)
+				if err != nil {
+					return err
+				}
+				if len(ir.Requests) > 0 {
+					*asked = &ir
+					return nil
+				}
+				responses, state = nil, ir.State // load shedding: retry with the state alone
+				continue
+			}
 			if responses, state, err = c.inputResponses(ctx, res); err != nil {
 				return err
 			}
