@@ -1,9 +1,12 @@
 package gateway
 
 import (
+	"cmp"
 	"crypto/sha256"
+	"encoding/binary"
 	"encoding/json"
 	"hash"
+	"maps"
 	"net/http"
 	"slices"
 	"strings"
@@ -129,18 +132,19 @@ func breakerKey(url string, header http.Header) [32]byte {
 	return k
 }
 
-// writeUpstream writes url and every header, names lowercased and
-// sorted, to h, each string with its length.
+// writeUpstream writes url and every header as sent: names lowercased
+// and sorted, each with the values of its own map entry, whatever its
+// spelling (a name the host set in lowercase is sent as it is, so its
+// values count as much as a canonical one's).
 func writeUpstream(h hash.Hash, url string, header http.Header) {
 	writeString(h, url)
-	names := make([]string, 0, len(header))
-	for k := range header {
-		names = append(names, strings.ToLower(k))
-	}
-	slices.Sort(names)
+	names := slices.Collect(maps.Keys(header))
+	slices.SortFunc(names, func(a, b string) int {
+		return cmp.Or(strings.Compare(strings.ToLower(a), strings.ToLower(b)), strings.Compare(a, b))
+	})
 	for _, k := range names {
-		writeString(h, k)
-		for _, v := range header.Values(k) {
+		writeString(h, strings.ToLower(k))
+		for _, v := range header[k] {
 			writeString(h, v)
 		}
 	}
@@ -149,10 +153,6 @@ func writeUpstream(h hash.Hash, url string, header http.Header) {
 // writeString writes s to h after its length, so that no two sequences
 // of strings write the same bytes.
 func writeString(h hash.Hash, s string) {
-	var n [8]byte
-	for i, l := 0, len(s); i < 8; i, l = i+1, l>>8 {
-		n[i] = byte(l)
-	}
-	h.Write(n[:])
+	h.Write(binary.LittleEndian.AppendUint64(nil, uint64(len(s))))
 	h.Write([]byte(s))
 }
