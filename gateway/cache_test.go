@@ -2,7 +2,9 @@ package gateway
 
 import (
 	"net/http"
+	"strings"
 	"testing"
+	"unicode/utf8"
 )
 
 // What reaches the upstream decides which list a caller is served: a
@@ -34,5 +36,16 @@ func TestCacheKeyEveryHeaderSent(t *testing.T) {
 	}
 	if cacheKey(url, http.Header{"authorization": {"Bearer a"}}, EraDetect, nil) == cacheKey(url, http.Header{"authorization": {"Bearer b"}}, EraDetect, nil) {
 		t.Fatal("two callers' lowercase credentials share a list")
+	}
+}
+
+// A string from an upstream cut for a log or an error detail stays valid
+// UTF-8, at most 128 bytes and the mark.
+func TestClipKeepsUTF8(t *testing.T) {
+	for _, s := range []string{strings.Repeat("é", 100), strings.Repeat("a", 127) + "€€", strings.Repeat("x", 128), "short"} {
+		got := clip(s)
+		if !utf8.ValidString(got) || len(strings.TrimSuffix(got, "…")) > 128 || (len(s) <= 128) != (got == s) {
+			t.Fatalf("clip(%q) = %q", s, got)
+		}
 	}
 }

@@ -72,6 +72,7 @@ import (
 	"net/http"
 	"slices"
 	"time"
+	"unicode/utf8"
 
 	"github.com/mcphandler/mcphandler"
 	"github.com/mcphandler/mcphandler/gateway/internal/upstream"
@@ -674,8 +675,12 @@ func validName(name string) bool {
 
 // clip cuts a string from an upstream before it is logged.
 func clip(s string) string {
-	if len(s) > 128 {
-		return s[:128] + "…"
+	if len(s) <= 128 {
+		return s
 	}
-	return s
+	n := 128
+	for n > 0 && !utf8.RuneStart(s[n]) {
+		n-- // never split a character: the cut text stays valid UTF-8
+	}
+	return s[:n] + "…"
 }
