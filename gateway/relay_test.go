@@ -3,6 +3,7 @@ package gateway_test
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"io"
 	"log/slog"
 	"net/http"
@@ -12,6 +13,7 @@ import (
 
 	"github.com/mcphandler/mcphandler"
 	"github.com/mcphandler/mcphandler/gateway"
+	"github.com/mcphandler/mcphandler/mcptest"
 )
 
 // slowUpstream is an upstream whose one tool, "work", reports progress
@@ -161,5 +163,38 @@ func TestLogRelayed(t *testing.T) {
 				t.Fatalf("without a level: %q", got)
 			}
 		})
+	}
+}
+
+// An answer that reaches the gateway at the instant its Timeout ends the
+// call: swept across the deadline, the upstream acts at most once, and
+// exactly once when the client was told the call succeeded.
+func TestAnswerAtTheTimeout(t *testing.T) {
+	const timeout = 400 * time.Millisecond
+	for _, era := range []gateway.Era{gateway.EraSessions, gateway.EraStateless} {
+		for _, d := range []time.Duration{300, 390, 400, 410, 500} {
+			delay := d * time.Millisecond
+			t.Run(fmt.Sprint(era, "/", delay), func(t *testing.T) {
+				docs := newUpstream(t, upstreamTool{name: "search", readOnly: true, ask: true})
+				gh := newGateway(t, gateway.Config{Timeout: timeout, Upstreams: upstreamsFor(map[string]*fakeUpstream{"docs": docs}, era)})
+				c := connect(t, gh.h, "acme-admin", mcptest.WithElicitationHandler(
+					func(ctx context.Context, p mcptest.ElicitParams) (mcptest.ElicitResult, error) {
+						time.Sleep(delay)
+						return mcptest.ElicitResult{Action: "accept", Content: map[string]any{"sure": true}}, nil
+					}))
+				ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+				defer cancel()
+				res, err := c.CallTool(ctx, "docs_search", nil)
+				ok := err == nil && !res.IsError
+				time.Sleep(200 * time.Millisecond) // an answer still in flight upstream lands
+				t.Logf("ok=%v acted=%d", ok, docs.count("search"))
+				switch n := docs.count("search"); {
+				case n > 1:
+					t.Fatalf("the upstream acted %d times", n)
+				case ok && n != 1:
+					t.Fatalf("the client was told it ran, the upstream acted %d times", n)
+				}
+			})
+		}
 	}
 }
