@@ -7,6 +7,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"time"
 
 	"github.com/mcphandler/mcphandler/internal/canon"
 )
@@ -90,6 +91,8 @@ type listMeta struct {
 	open    bool
 	keys    []string
 	members []byte // `"key":value` members, comma-separated
+	ttl     time.Duration
+	limited bool // LimitListTTL was called: ttl bounds the result's ttlMs
 }
 
 func (l *listMeta) add(key string, v []byte) error {
@@ -117,6 +120,47 @@ func (l *listMeta) add(key string, v []byte) error {
 	l.members = append(l.members, `":`...)
 	l.members = append(l.members, v...)
 	return nil
+}
+
+// LimitListTTL lowers the ttlMs cache hint of the tools/list result being
+// built for the request in ctx to at most d: a host whose list holds
+// something fresh for less than Config.CacheTTL (a gateway serving an
+// upstream's list that expires sooner, or an upstream that just failed)
+// says so. Several calls keep the smallest; a d below zero counts as 0
+// (stale at once); a d larger than Config.CacheTTL changes nothing. It
+// applies to 2026-07-28 results, the only ones with cache hints, and to
+// each page of the list; the 2025 revisions and 2024-11-05 have no hints,
+// and the call changes nothing there.
+//
+// Like AddListMeta, it is meant for Config.ListTools and what it calls
+// with its ctx, and returns ErrNotListing when ctx builds no tools/list
+// (then nothing changes). It is safe to call from several goroutines
+// during one ListTools.
+func LimitListTTL(ctx context.Context, d time.Duration) error {
+	ri, ok := ctx.Value(ctxKey{}).(*reqInfo)
+	if !ok || ri == nil {
+		return ErrNotListing
+	}
+	l := &ri.list
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if !l.open {
+		return ErrNotListing
+	}
+	d = max(d, 0)
+	if !l.limited || d < l.ttl {
+		l.ttl, l.limited = d, true
+	}
+	return nil
+}
+
+// listTTL returns the ttlMs hint of the request's list result: ttl, or
+// less when LimitListTTL lowered it. Only after endList.
+func (rq *request) listTTL(ttl time.Duration) time.Duration {
+	if rq.info != nil && rq.info.list.limited {
+		return min(ttl, rq.info.list.ttl)
+	}
+	return ttl
 }
 
 // beginList lets AddListMeta add to the list result of ri's request.

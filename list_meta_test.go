@@ -9,6 +9,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/mcphandler/mcphandler"
 	"github.com/mcphandler/mcphandler/mcptest"
@@ -262,5 +263,70 @@ func TestListWithoutMetaUnchanged(t *testing.T) {
 		if !bytes.HasPrefix(m.Result, []byte(want)) {
 			t.Errorf("%s: %s", era, m.Result)
 		}
+	}
+}
+
+// LimitListTTL lowers the ttlMs of a 2026-07-28 list to the smallest limit
+// asked for, never raises it past Config.CacheTTL, counts a negative limit
+// as 0, and answers ErrNotListing outside a tools/list (a tools/call's
+// lookup), where it changes nothing.
+func TestLimitListTTL(t *testing.T) {
+	for _, tc := range []struct {
+		limits []time.Duration
+		want   int64
+	}{
+		{nil, 60000},
+		{[]time.Duration{10 * time.Second, 5 * time.Second, 7 * time.Second}, 5000},
+		{[]time.Duration{time.Hour}, 60000},
+		{[]time.Duration{-time.Second, time.Second}, 0},
+		{[]time.Duration{1500 * time.Millisecond}, 1500},
+	} {
+		var outside []error
+		var mu sync.Mutex
+		h := mcphandler.New(mcphandler.Config{
+			Authenticate: bearer,
+			CacheTTL:     time.Minute,
+			ListTools: func(ctx context.Context) ([]mcphandler.Tool, error) {
+				for _, d := range tc.limits {
+					if err := mcphandler.LimitListTTL(ctx, d); err != nil {
+						mu.Lock()
+						outside = append(outside, err)
+						mu.Unlock()
+					}
+				}
+				return []mcphandler.Tool{echoTool}, nil
+			},
+		})
+		defer h.Close()
+		modern := mcptest.NewModern(t, h, mcptest.WithToken("acme-viewer"))
+		res, err := modern.Call(context.Background(), "tools/list", nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var r struct {
+			TTL   *int64 `json:"ttlMs"`
+			Scope string `json:"cacheScope"`
+		}
+		if err := json.Unmarshal(res, &r); err != nil || r.TTL == nil || *r.TTL != tc.want || r.Scope != "private" {
+			t.Errorf("limits %v: %s (want ttlMs %d)", tc.limits, res, tc.want)
+		}
+		if len(outside) != 0 {
+			t.Fatalf("limits %v: refused while listing: %v", tc.limits, outside)
+		}
+		// A call's lookup runs ListTools too, building no list.
+		if _, err := modern.CallTool(context.Background(), "echo", map[string]any{"text": "x"}); err != nil {
+			t.Fatal(err)
+		}
+		if len(tc.limits) > 0 && (len(outside) != len(tc.limits) || !errors.Is(outside[0], mcphandler.ErrNotListing)) {
+			t.Errorf("limits %v: outside a list got %v", tc.limits, outside)
+		}
+		// The 2025 revisions have no cache hints: the list is as without it.
+		res, err = connect(t, h, "acme-viewer").Call(context.Background(), "tools/list", nil)
+		if err != nil || bytes.Contains(res, []byte("ttlMs")) {
+			t.Errorf("limits %v: 2025 list %s %v", tc.limits, res, err)
+		}
+	}
+	if err := mcphandler.LimitListTTL(context.Background(), time.Second); !errors.Is(err, mcphandler.ErrNotListing) {
+		t.Errorf("outside any request: %v", err)
 	}
 }

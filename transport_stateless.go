@@ -260,7 +260,7 @@ func (rq *request) decorateStateless(dst []byte, method string) []byte {
 	dst = append(dst, `"resultType":"complete",`...)
 	if cacheable[method] && !rq.retry {
 		dst = append(dst, `"ttlMs":`...)
-		dst = strconv.AppendInt(dst, rq.h.cfg.CacheTTL.Milliseconds(), 10)
+		dst = strconv.AppendInt(dst, rq.listTTL(rq.h.cfg.CacheTTL).Milliseconds(), 10)
 		// Lists and contents are resolved per caller: never "public".
 		dst = append(dst, `,"cacheScope":"private",`...)
 	}
