@@ -176,6 +176,7 @@ func FuzzToolsPage(f *testing.F) {
 		`{"tools":[{"name":"a","inputSchema":{"type":"object"}},{"name":"b"}],"nextCursor":"c"}`,
 		`{"tools":[{"name":"a"},{"name":"a"},"x",1,null,{"name":"bad name"},{"name":""}]}`,
 		`{"tools":{}}`, `{"tools":[],"nextCursor":5}`, `{"tools":[],"nextCursor":null}`, `{"tools":[{"NAME":"x","name":"y"}]}`,
+		`{"tools":[],"ttlMs":60000,"cacheScope":"public"}`, `{"tools":[],"ttlMs":-1.5e3,"cacheScope":"private"}`,
 	} {
 		f.Add([]byte(s))
 	}
@@ -183,12 +184,15 @@ func FuzzToolsPage(f *testing.F) {
 		if checkJSON(in) != nil || !isObjectBytes(in) {
 			return
 		}
-		var l toolList
+		l := toolList{hinted: true}
 		if _, err := l.page(in); err != nil {
 			if !errors.Is(err, ErrMalformed) && !errors.Is(err, ErrTooMany) {
 				t.Fatalf("err %v", err)
 			}
 			return
+		}
+		if h := l.hints; !h.Given || h.TTL < 0 || h.TTL > MaxHintTTL || h.TTL%time.Millisecond != 0 {
+			t.Fatalf("hints %+v", h)
 		}
 		seen := map[string]bool{}
 		for _, tl := range l.result() {

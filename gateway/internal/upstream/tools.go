@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"time"
 
 	"github.com/mcphandler/mcphandler/internal/jsonrpc"
 )
@@ -26,9 +27,36 @@ import (
 //
 // It is safe for concurrent use; each call has its own session.
 func ListTools(ctx context.Context, ep Endpoint, caps json.RawMessage) ([]Tool, error) {
+	tools, _, err := ListToolsHinted(ctx, ep, caps)
+	return tools, err
+}
+
+// Hints are the cache hints of a Stateless tools/list (ttlMs and
+// cacheScope), read as the 2026-07-28 revision says, over all its pages.
+type Hints struct {
+	// Given is set when the list came from a Stateless upstream: the only
+	// era with hints. Without it, TTL and Public say nothing.
+	Given bool
+	// TTL is the smallest ttlMs of the pages. An absent, negative or
+	// malformed ttlMs (not an integer: a fraction, an exponent, a string)
+	// counts as 0, stale at once; one over MaxHintTTL counts as
+	// MaxHintTTL.
+	TTL time.Duration
+	// Public is set when every page said cacheScope "public"; any other
+	// value, or none, is "private".
+	Public bool
+}
+
+// MaxHintTTL is the longest ttlMs Hints report: an upstream cannot ask
+// for a list to be kept longer than a day.
+const MaxHintTTL = 24 * time.Hour
+
+// ListToolsHinted is ListTools, with the list's cache hints.
+func ListToolsHinted(ctx context.Context, ep Endpoint, caps json.RawMessage) ([]Tool, Hints, error) {
 	var tools []Tool
-	err := operate(ctx, ep, caps, nil, func(ctx context.Context, r requester, _ Era) error {
-		l := toolList{max: maxListFactor * r.endpoint().max}
+	var hints Hints
+	err := operate(ctx, ep, caps, nil, func(ctx context.Context, r requester, era Era) error {
+		l := toolList{max: maxListFactor * r.endpoint().max, hinted: era == Stateless}
 		cursor := ""
 		for page := 0; ; page++ {
 			if page == maxPages {
@@ -46,12 +74,12 @@ func ListTools(ctx context.Context, ep Endpoint, caps json.RawMessage) ([]Tool, 
 				return err
 			}
 			if cursor == "" {
-				tools = l.result()
+				tools, hints = l.result(), l.hints
 				return nil
 			}
 		}
 	})
-	return tools, err
+	return tools, hints, err
 }
 
 // toolList gathers the pages of a tools/list.
@@ -62,6 +90,8 @@ type toolList struct {
 	max     int64               // of all pages: maxListFactor × MaxResponseBytes
 	names   map[string]int      // how many times each name was listed
 	cursors map[string]struct{} // the cursors given so far
+	hinted  bool                // the pages carry cache hints (Stateless)
+	hints   Hints               // of the pages so far
 }
 
 // page adds one page's tools and returns the cursor of the next page ("":
@@ -71,6 +101,9 @@ func (l *toolList) page(res []byte) (string, error) {
 		return "", fmt.Errorf("%w: a tools/list of more than %d bytes", ErrTooLarge, l.max)
 	}
 	m := members(res)
+	if l.hinted {
+		l.hint(m["ttlMs"], m["cacheScope"])
+	}
 	raw, ok := m["tools"]
 	if !ok || !bytes.HasPrefix(bytes.TrimLeft(raw, " \t\r\n"), []byte("[")) {
 		return "", fmt.Errorf("%w: a tools/list result without a tools array", ErrMalformed)
@@ -112,6 +145,40 @@ func (l *toolList) page(res []byte) (string, error) {
 	}
 	l.cursors[cursor] = struct{}{}
 	return cursor, nil
+}
+
+// hint reads one page's ttlMs and cacheScope into l.hints: the smallest
+// TTL of the pages, public only when every page says so.
+func (l *toolList) hint(ttl, scope json.RawMessage) {
+	d := hintTTL(ttl)
+	first := !l.hints.Given
+	l.hints.Given = true
+	if first || d < l.hints.TTL {
+		l.hints.TTL = d
+	}
+	public := string(scope) == `"public"`
+	l.hints.Public = public && (first || l.hints.Public)
+}
+
+// hintTTL reads a ttlMs: an integer of milliseconds, without sign,
+// fraction or exponent; anything else is 0 (stale at once, as the
+// revision says of an absent or negative value). A number past
+// MaxHintTTL is MaxHintTTL, however long: the work is linear in its
+// bytes, and nothing overflows.
+func hintTTL(raw json.RawMessage) time.Duration {
+	if len(raw) == 0 || len(raw) > 1 && raw[0] == '0' {
+		return 0
+	}
+	var ms int64
+	for _, c := range raw {
+		if c < '0' || c > '9' {
+			return 0
+		}
+		if ms <= MaxHintTTL.Milliseconds() {
+			ms = ms*10 + int64(c-'0')
+		}
+	}
+	return min(time.Duration(min(ms, MaxHintTTL.Milliseconds()+1))*time.Millisecond, MaxHintTTL)
 }
 
 // result is the tools listed, without the names listed twice.
