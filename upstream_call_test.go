@@ -39,6 +39,7 @@ func TestCallEventUpstream(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	t.Cleanup(func() { gw.Close() })
 	events := make(chan mcphandler.CallEvent, 2)
 	h := mcphandler.New(mcphandler.Config{
 		Authenticate: bearer,

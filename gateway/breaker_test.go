@@ -424,6 +424,7 @@ func TestBreakerMemoryBounded(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	t.Cleanup(func() { gw.Close() })
 	for i := range 300 {
 		if tools, err := gw.Tools(context.Background()); err != nil || len(tools) != 0 {
 			t.Fatalf("%d: %v %v", i, tools, err)
@@ -510,6 +511,7 @@ func TestBreakerCallProbes(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	t.Cleanup(func() { gw.Close() })
 	gh := &gatewayHost{gw: gw}
 	clk := newClock(gh)
 	var (

@@ -17,65 +17,60 @@ import (
 	"github.com/mcphandler/mcphandler/gateway/internal/upstream"
 )
 
-// list is an upstream's tools as listed for one URL, credentials, era
-// and set of client capabilities, with the era found.
+// list is an upstream's tools as listed for one tenant, URL,
+// credentials, era and set of client capabilities, with the era found,
+// and how long it is fresh. A list is never changed once made: a list
+// invalidated is a copy.
 type list struct {
 	era     upstream.Era
 	version string // the protocol revision spoken
 	tools   []upstream.Tool
+	fetched time.Time     // when the upstream answered it
+	fresh   time.Duration // how long it may be listed (Config.ListTTL, or the upstream's ttlMs when shorter)
+	gen     string        // its scope's generation when it was asked for (lists.go)
+	scope   [32]byte      // the scope a list_changed of its upstream invalidates (scopeKey)
+	invalid bool          // a list_changed came after it: stale, though kept
+	hinted  bool          // the upstream gave a ttlMs (2026-07-28): hintTTL
+	hintTTL time.Duration
 }
 
-// listCache keeps lists until they expire, at most max of them: past it,
-// the one put first is forgotten first. It is safe for concurrent use.
+// freshAt reports whether l may be served as fresh at now: for a list,
+// within its fresh period; for a call's lookup (listing false), within
+// ttl (Config.ListTTL), whatever the upstream's ttlMs. Never once
+// invalidated.
+func (l *list) freshAt(now time.Time, listing bool, ttl time.Duration) bool {
+	if l.invalid {
+		return false
+	}
+	if listing {
+		ttl = l.fresh
+	}
+	return now.Before(l.fetched.Add(ttl))
+}
+
+// listCache keeps this replica's lists, fresh or not, at most max of them:
+// past it, the one put first is forgotten first. It is safe for concurrent
+// use.
 type listCache struct {
 	mu    sync.Mutex
 	max   int
-	m     map[[32]byte]cached
+	m     map[[32]byte]*list
 	order [][32]byte // keys in the order put, oldest first
 }
 
-type cached struct {
-	l   *list
-	exp time.Time
-}
-
 func newListCache(max int) *listCache {
-	return &listCache{max: max, m: make(map[[32]byte]cached)}
+	return &listCache{max: max, m: make(map[[32]byte]*list)}
 }
 
-func (c *listCache) get(k [32]byte, now time.Time) (*list, bool) {
+// get returns the list kept under k, fresh or not.
+func (c *listCache) get(k [32]byte) (*list, bool) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	e, ok := c.m[k]
-	if !ok || !now.Before(e.exp) {
-		return nil, false
-	}
-	return e.l, true
+	l, ok := c.m[k]
+	return l, ok
 }
 
-// getRecent returns the list kept under k if it expired no more than
-// grace ago: a caller's last good list of an upstream, when the caller's
-// credentials there are missing now.
-func (c *listCache) getRecent(k [32]byte, now time.Time, grace time.Duration) (*list, bool) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	e, ok := c.m[k]
-	if !ok || !now.Before(e.exp.Add(grace)) {
-		return nil, false
-	}
-	return e.l, true
-}
-
-// getStale returns the list kept under k, expired or not: the last good
-// list of an upstream that fails now (see Config.Grace).
-func (c *listCache) getStale(k [32]byte) (*list, bool) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	e, ok := c.m[k]
-	return e.l, ok
-}
-
-func (c *listCache) put(k [32]byte, l *list, exp time.Time) {
+func (c *listCache) put(k [32]byte, l *list) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if _, ok := c.m[k]; !ok {
@@ -85,17 +80,38 @@ func (c *listCache) put(k [32]byte, l *list, exp time.Time) {
 		}
 		c.order = append(c.order, k)
 	}
-	c.m[k] = cached{l: l, exp: exp}
+	c.m[k] = l
 }
 
-// cacheKey says whose list of the upstream at url this is: its URL and
-// era, the credentials sent (every header, sorted: hdr, what
-// Upstream.Header and Upstream.Credentials gave for the caller) and what
-// the client is said to support. Two callers share a list only when the
-// upstream sees the same request from both: callers of one tenant's
-// static credentials do, callers with tokens of their own never do.
-func cacheKey(url string, hdr http.Header, era Era, caps json.RawMessage) [32]byte {
+// invalidate marks every list of scope invalid (they stay, as last good
+// lists) and returns how many it marked. It takes time linear in the
+// lists kept.
+func (c *listCache) invalidate(scope [32]byte) int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	n := 0
+	for k, l := range c.m {
+		if l.scope == scope && !l.invalid {
+			cp := *l
+			cp.invalid = true
+			c.m[k] = &cp
+			n++
+		}
+	}
+	return n
+}
+
+// cacheKey says whose list of the upstream at url this is: the caller's
+// tenant, the upstream's URL and era, the credentials sent (every header,
+// sorted: hdr, what Upstream.Header and Upstream.Credentials gave for the
+// caller) and what the client is said to support. Two callers share a
+// list only when they are of one tenant and the upstream sees the same
+// request from both: callers of one tenant's static credentials do,
+// callers with tokens of their own never do, nor two tenants, whatever
+// the upstream's cacheScope.
+func cacheKey(tenant, url string, hdr http.Header, era Era, caps json.RawMessage) [32]byte {
 	h := sha256.New()
+	writeString(h, tenant)
 	writeUpstream(h, url, hdr)
 	writeString(h, string(era))
 	writeString(h, string(caps))
@@ -116,6 +132,21 @@ func callerKey(url string, id mcphandler.Identity, era Era, caps json.RawMessage
 	for _, s := range []string{id.Tenant, id.Subject, url, string(era), string(caps)} {
 		writeString(h, s)
 	}
+	var k [32]byte
+	h.Sum(k[:0])
+	return k
+}
+
+// scopeKey says which lists one list_changed of the upstream at url,
+// heard with the headers hdr, invalidates: the tenant's lists of that
+// URL and credentials, whatever their era and client capabilities. Its
+// first 8 bytes are a length no string has, so it never equals a
+// cacheKey.
+func scopeKey(tenant, url string, hdr http.Header) [32]byte {
+	h := sha256.New()
+	h.Write([]byte{0xfe, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff})
+	writeString(h, tenant)
+	writeUpstream(h, url, hdr)
 	var k [32]byte
 	h.Sum(k[:0])
 	return k

@@ -23,7 +23,7 @@ func TestCacheKeyEveryHeaderSent(t *testing.T) {
 		"two values":            {"Authorization": {"Bearer a", "Bearer b"}},
 		"value moved to a name": {"Authorization": {""}, "Bearer a": {""}},
 	} {
-		for _, k := range [][32]byte{cacheKey(url, h, EraDetect, nil), breakerKey(url, h)} {
+		for _, k := range [][32]byte{cacheKey("acme", url, h, EraDetect, nil), breakerKey(url, h), scopeKey("acme", url, h)} {
 			if other, ok := keys[k]; ok && other != name {
 				// The lowercase and canonical spellings of one header
 				// are the same request upstream: they may share.
@@ -34,8 +34,12 @@ func TestCacheKeyEveryHeaderSent(t *testing.T) {
 			keys[k] = name
 		}
 	}
-	if cacheKey(url, http.Header{"authorization": {"Bearer a"}}, EraDetect, nil) == cacheKey(url, http.Header{"authorization": {"Bearer b"}}, EraDetect, nil) {
+	if cacheKey("acme", url, http.Header{"authorization": {"Bearer a"}}, EraDetect, nil) == cacheKey("acme", url, http.Header{"authorization": {"Bearer b"}}, EraDetect, nil) {
 		t.Fatal("two callers' lowercase credentials share a list")
+	}
+	if cacheKey("acme", url, nil, EraDetect, nil) == cacheKey("globex", url, nil, EraDetect, nil) ||
+		scopeKey("acme", url, nil) == scopeKey("globex", url, nil) {
+		t.Fatal("two tenants share a list")
 	}
 }
 

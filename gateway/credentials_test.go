@@ -39,6 +39,7 @@ func newPersonal(t testing.TB, accept func(token string) (string, bool)) *person
 	p := &personal{}
 	p.h = mcphandler.New(mcphandler.Config{
 		Name: "personal", Version: "1",
+		CacheTTL: time.Minute, // its 2026-07-28 lists say ttlMs 60000: the gateway may reuse them
 		Authenticate: func(r *http.Request) (mcphandler.Identity, error) {
 			tok, _ := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer ")
 			who, ok := accept(tok)

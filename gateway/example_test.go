@@ -32,5 +32,6 @@ func ExampleNewTokenExchange() {
 	if err != nil {
 		log.Fatal(err)
 	}
+	defer gw.Close()
 	_ = gw // gw.Tools in the Handler's ListTools
 }

@@ -11,9 +11,13 @@ func Breakers(g *Gateway) int { return g.breakers.len() }
 
 // CachedLists is how many lists g keeps.
 func CachedLists(g *Gateway) int {
-	g.lists.mu.Lock()
-	defer g.lists.mu.Unlock()
-	return len(g.lists.m)
+	n := 0
+	for _, c := range []*listCache{g.lists.l1, g.callers} {
+		c.mu.Lock()
+		n += len(c.m)
+		c.mu.Unlock()
+	}
+	return n
 }
 
 // SetExchangeClock makes s read the time from now: when its tokens

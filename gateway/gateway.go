@@ -287,7 +287,8 @@ type Config struct {
 // for concurrent use.
 type Gateway struct {
 	cfg      Config
-	lists    *listCache
+	lists    *listStore
+	callers  *listCache // each caller's last list of an upstream with Credentials (missingCredentials)
 	breakers *breakers
 	keeper   *keeper // upstream sessions kept in Config.Store (sessions.go)
 	now      func() time.Time
@@ -336,13 +337,30 @@ func New(cfg Config) (*Gateway, error) {
 		cfg.MaxUpstreamSessions = defaultMaxUpstreamSessions
 	}
 	cfg.MaxUpstreamSessions = min(cfg.MaxUpstreamSessions, ownerindex.MaxEntries)
-	g := &Gateway{cfg: cfg, lists: newListCache(cfg.MaxCachedLists), breakers: newBreakers(&cfg), now: time.Now}
-	k, err := newKeeper(&g.cfg, func() time.Time { return g.now() })
+	secrets, err := stateSecrets(&cfg)
 	if err != nil {
 		return nil, err
 	}
-	g.keeper = k
+	g := &Gateway{cfg: cfg, callers: newListCache(cfg.MaxCachedLists), breakers: newBreakers(&cfg), now: time.Now}
+	if g.keeper, err = newKeeper(&g.cfg, secrets, func() time.Time { return g.now() }); err != nil {
+		return nil, err
+	}
+	if g.lists, err = newListStore(&g.cfg, secrets, func() time.Time { return g.now() }); err != nil {
+		return nil, err
+	}
+	if err := g.lists.listen(context.Background()); err != nil {
+		return nil, fmt.Errorf("gateway: Config.Store: subscribing to list invalidations: %w", err)
+	}
 	return g, nil
+}
+
+// Close stops what the Gateway runs in the background: its subscription
+// to other replicas' list invalidations (and the watches of upstream
+// lists). Calls in flight are not interrupted. It is safe to call more
+// than once.
+func (g *Gateway) Close() error {
+	g.lists.close()
+	return nil
 }
 
 // maxParallel bounds the upstreams listed at once for one request.
@@ -369,6 +387,9 @@ func (g *Gateway) Tools(ctx context.Context) ([]mcphandler.Tool, error) {
 	}
 	ups = g.checkUpstreams(ups)
 	caps := capsJSON(mcphandler.ClientCapabilitiesFrom(ctx))
+	// A tools/list honors each upstream's ttlMs; a call's lookup, which
+	// builds no list, takes a list up to ListTTL old (list.freshAt).
+	listing := mcphandler.LimitListTTL(ctx, max(g.cfg.ListTTL, 0)) == nil
 	lists := make([][]mcphandler.Tool, len(ups))
 	sts := make([]upstreamStatus, len(ups))
 	sem := make(chan struct{}, maxParallel)
@@ -377,7 +398,7 @@ func (g *Gateway) Tools(ctx context.Context) ([]mcphandler.Tool, error) {
 		go func() {
 			sem <- struct{}{}
 			defer func() { <-sem; done <- struct{}{} }()
-			lists[i], sts[i] = g.list(ctx, id, &ups[i], caps)
+			lists[i], sts[i] = g.list(ctx, id, &ups[i], caps, listing)
 		}()
 	}
 	for range ups {
@@ -391,6 +412,9 @@ func (g *Gateway) Tools(ctx context.Context) ([]mcphandler.Tool, error) {
 		all = append(all, lists[i]...)
 	}
 	g.report(ctx, ups, sts)
+	if listing {
+		g.limitTTL(ctx, sts)
+	}
 	return g.dropClaimedTwice(all), nil
 }
 
@@ -432,35 +456,39 @@ func (g *Gateway) checkUpstreams(ups []Upstream) []Upstream {
 	return out
 }
 
-// list returns the tools of u as the caller id sees them, from the cache
-// when it holds them, and how u fared: listed now or from the cache
-// (ok), not listed now but its last good tools within Config.Grace
-// (stale), or neither (failed). u is not contacted while its breaker is
-// open, nor without the caller's credentials there (see
-// missingCredentials: no breaker counts it).
-func (g *Gateway) list(ctx context.Context, id mcphandler.Identity, u *Upstream, caps json.RawMessage) ([]mcphandler.Tool, upstreamStatus) {
+// list returns the tools of u as the caller id sees them, from a list
+// kept when it is fresh (for a tools/list, listing, within the upstream's
+// ttlMs too), and how u fared: listed now or from a fresh list (ok), not
+// listed now but its last good tools within Config.Grace (stale), or
+// neither (failed). u is not contacted while its breaker is open, nor
+// without the caller's credentials there (see missingCredentials: no
+// breaker counts it).
+func (g *Gateway) list(ctx context.Context, id mcphandler.Identity, u *Upstream, caps json.RawMessage, listing bool) ([]mcphandler.Tool, upstreamStatus) {
 	hdr, err := g.credentials(ctx, id, u)
 	if err != nil {
 		return g.missingCredentials(u, id, caps, err)
 	}
-	key := cacheKey(u.URL, hdr, u.Era, caps)
+	ref := g.lists.ref(id.Tenant, u.URL, hdr, u.Era, caps)
 	bkey := breakerKey(u.URL, hdr)
 	t, v, ok := g.breakers.admit(bkey, g.now())
 	if !ok {
-		return g.stale(u, hdr, key, v, ErrBreakerOpen)
+		return g.stale(ctx, u, hdr, ref, v, ErrBreakerOpen)
 	}
 	var l *list
-	fresh := false
-	if !t.probe { // a probe asks the upstream, whatever is kept
-		l, fresh = g.lists.get(key, g.now())
+	var old []byte
+	if g.cfg.ListTTL > 0 {
+		l, old = g.lists.cached(ctx, ref, g.now(), listing, g.cfg.ListTTL)
 	}
-	if !fresh {
-		var err error
-		l, err = g.fetch(ctx, u, hdr, caps)
+	if t.probe || l == nil || !l.freshAt(g.now(), listing, g.cfg.ListTTL) { // a probe asks the upstream, whatever is kept
+		gen := ""
+		if g.cfg.ListTTL > 0 {
+			gen = g.lists.newGeneration(ctx, ref)
+		}
+		fetched, err := g.fetch(ctx, u, hdr, caps)
 		o, class := listOutcome(ctx, err)
 		v, opened := g.breakers.done(bkey, t, o, class, g.now())
 		if err != nil {
-			tools, st := g.stale(u, hdr, key, v, err)
+			tools, st := g.stale(ctx, u, hdr, ref, v, err)
 			if st.class == "" {
 				st.class = failureClass(err)
 			}
@@ -470,14 +498,23 @@ func (g *Gateway) list(ctx context.Context, id mcphandler.Identity, u *Upstream,
 			}
 			return tools, st
 		}
+		l = fetched
+		l.fetched, l.gen, l.scope = g.now(), gen, ref.scope
+		l.fresh = max(g.cfg.ListTTL, 0)
+		if l.hinted {
+			l.fresh = min(l.fresh, l.hintTTL)
+		}
 		if g.cfg.ListTTL > 0 {
-			g.lists.put(key, l, g.now().Add(g.cfg.ListTTL))
+			g.lists.save(ctx, ref, l, old)
 		}
 	}
 	if u.Credentials != nil && g.cfg.ListTTL > 0 && callerKnown(id) {
-		g.lists.put(callerKey(u.URL, id, u.Era, caps), l, g.now().Add(g.cfg.ListTTL))
+		served := *l
+		served.fetched = g.now()
+		g.callers.put(callerKey(u.URL, id, u.Era, caps), &served)
 	}
-	return g.tools(u, hdr, l), upstreamStatus{status: statusOK}
+	fresh := l.fetched.Add(l.fresh).Sub(g.now())
+	return g.tools(u, hdr, l), upstreamStatus{status: statusOK, freshFor: max(fresh, 0)}
 }
 
 // missingCredentials answers for u when the caller id has no credentials
@@ -485,12 +522,14 @@ func (g *Gateway) list(ctx context.Context, id mcphandler.Identity, u *Upstream,
 // caller's own last good list of u, when it expired less than
 // Config.Grace ago, is listed "stale" (calling its tools asks for the
 // credentials again, and fails at once without them); else u's tools are
-// left out, "failed". The error class is "credentials".
+// left out, "failed". The error class is "credentials". Each replica
+// keeps its own callers' lists.
 func (g *Gateway) missingCredentials(u *Upstream, id mcphandler.Identity, caps json.RawMessage, err error) ([]mcphandler.Tool, upstreamStatus) {
 	g.cfg.Logger.Warn("gateway: no credentials for a list, upstream not contacted", "upstream", u.ID, "err", err)
 	st := upstreamStatus{status: statusFailed, class: classCredentials, err: err}
 	if g.cfg.Grace > 0 && callerKnown(id) {
-		if l, ok := g.lists.getRecent(callerKey(u.URL, id, u.Era, caps), g.now(), g.cfg.Grace); ok {
+		l, ok := g.callers.get(callerKey(u.URL, id, u.Era, caps))
+		if ok && g.now().Before(l.fetched.Add(g.cfg.ListTTL+g.cfg.Grace)) {
 			st.status = statusStale
 			return g.tools(u, nil, l), st
 		}
@@ -516,20 +555,21 @@ func (g *Gateway) fetch(ctx context.Context, u *Upstream, hdr http.Header, caps 
 		}
 		ep.Era, version = era, v
 	}
-	tools, err := upstream.ListTools(ctx, ep, caps)
+	tools, hints, err := upstream.ListToolsHinted(ctx, ep, caps)
 	if err != nil {
 		return nil, err
 	}
-	return &list{era: ep.Era, version: version, tools: tools}, nil
+	return &list{era: ep.Era, version: version, tools: tools, hinted: hints.Given, hintTTL: hints.TTL}, nil
 }
 
 // stale answers for u, with the headers hdr, when it was not listed now
-// (v says why, err is the failure): its last good tools, kept under key,
-// while Config.Grace runs from the first failure in a row; else none.
-func (g *Gateway) stale(u *Upstream, hdr http.Header, key [32]byte, v view, err error) ([]mcphandler.Tool, upstreamStatus) {
+// (v says why, err is the failure): its last good tools, kept for ref
+// (by this replica or in the store), while Config.Grace runs from the
+// first failure in a row; else none.
+func (g *Gateway) stale(ctx context.Context, u *Upstream, hdr http.Header, ref listRef, v view, err error) ([]mcphandler.Tool, upstreamStatus) {
 	st := upstreamStatus{status: statusFailed, class: v.class, retryAfter: v.retryAfter, err: err}
-	if g.cfg.Grace > 0 && !v.since.IsZero() && g.now().Before(v.since.Add(g.cfg.Grace)) {
-		if l, ok := g.lists.getStale(key); ok {
+	if g.cfg.Grace > 0 && g.cfg.ListTTL > 0 && !v.since.IsZero() && g.now().Before(v.since.Add(g.cfg.Grace)) {
+		if l, _ := g.lists.cached(ctx, ref, g.now(), true, 0); l != nil {
 			st.status = statusStale
 			return g.tools(u, hdr, l), st
 		}

@@ -172,6 +172,7 @@ func newGateway(t testing.TB, cfg gateway.Config, mods ...func(*mcphandler.Confi
 	if err != nil {
 		t.Fatal(err)
 	}
+	t.Cleanup(func() { gw.Close() })
 	gh := &gatewayHost{gw: gw, events: make(chan mcphandler.CallEvent, 100)}
 	hcfg := mcphandler.Config{
 		Name: "gateway", Version: "1",

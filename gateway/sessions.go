@@ -140,35 +140,9 @@ type keeper struct {
 	opening map[string]chan struct{}
 }
 
-// newKeeper derives the keeper's keys from cfg.StateKeys (a random key
-// when there are none and the store is the process's own).
-func newKeeper(cfg *Config, now func() time.Time) (*keeper, error) {
-	secrets := cfg.StateKeys
-	if len(secrets) == 0 {
-		if _, local := cfg.Store.(*session.Memory); !local {
-			return nil, errors.New("gateway: Config.StateKeys is empty, but Config.Store is shared by replicas: " +
-				"every replica must be given the same StateKeys, which seal the upstream sessions kept there")
-		}
-		k := make([]byte, 32)
-		_, _ = rand.Read(k)
-		secrets = [][]byte{k}
-	}
-	sealing := make([][]byte, len(secrets))
-	for i, s := range secrets {
-		if len(s) < seal.MinSecretLen {
-			return nil, errors.New("gateway: Config.StateKeys: each key must be at least 32 bytes")
-		}
-		k, err := hkdf.Key(sha256.New, s, nil, keptLabel+"seal", 32)
-		if err != nil {
-			return nil, err
-		}
-		sealing[i] = k
-	}
-	keys, err := seal.NewKeys(sealing...)
-	if err != nil {
-		return nil, errors.New("gateway: Config.StateKeys: " + err.Error())
-	}
-	names, err := hkdf.Key(sha256.New, secrets[0], nil, keptLabel+"names", 32)
+// newKeeper derives the keeper's keys from secrets (stateSecrets).
+func newKeeper(cfg *Config, secrets [][]byte, now func() time.Time) (*keeper, error) {
+	keys, names, err := deriveKeys(secrets, keptLabel)
 	if err != nil {
 		return nil, err
 	}
@@ -180,6 +154,47 @@ func newKeeper(cfg *Config, now func() time.Time) (*keeper, error) {
 	k.owners = ownerindex.New(ownerindex.Config{Store: cfg.Store, Signer: signer, Max: cfg.MaxUpstreamSessions,
 		ValidID: validSlotID, MaxIDLen: slotIDLen, Now: now})
 	return k, nil
+}
+
+// stateSecrets returns cfg.StateKeys, or a random key when there are none
+// and the store is the process's own.
+func stateSecrets(cfg *Config) ([][]byte, error) {
+	if len(cfg.StateKeys) > 0 {
+		return cfg.StateKeys, nil
+	}
+	if _, local := cfg.Store.(*session.Memory); !local {
+		return nil, errors.New("gateway: Config.StateKeys is empty, but Config.Store is shared by replicas: " +
+			"every replica must be given the same StateKeys, which seal the upstream sessions and lists kept there")
+	}
+	k := make([]byte, 32)
+	_, _ = rand.Read(k)
+	return [][]byte{k}, nil
+}
+
+// deriveKeys derives from secrets (newest first) the sealing keys and the
+// HMAC key of store names of one use, label: every secret opens, the
+// first seals and names.
+func deriveKeys(secrets [][]byte, label string) (*seal.Keys, []byte, error) {
+	sealing := make([][]byte, len(secrets))
+	for i, s := range secrets {
+		if len(s) < seal.MinSecretLen {
+			return nil, nil, errors.New("gateway: Config.StateKeys: each key must be at least 32 bytes")
+		}
+		k, err := hkdf.Key(sha256.New, s, nil, label+"seal", 32)
+		if err != nil {
+			return nil, nil, err
+		}
+		sealing[i] = k
+	}
+	keys, err := seal.NewKeys(sealing...)
+	if err != nil {
+		return nil, nil, errors.New("gateway: Config.StateKeys: " + err.Error())
+	}
+	names, err := hkdf.Key(sha256.New, secrets[0], nil, label+"names", 32)
+	if err != nil {
+		return nil, nil, err
+	}
+	return keys, names, nil
 }
 
 // slot is where one caller's session with one upstream is kept.

@@ -34,7 +34,7 @@ var (
 
 func goldenKeeper(t *testing.T) *keeper {
 	t.Helper()
-	k, err := newKeeper(&Config{Store: session.NewMemory(), StateKeys: goldenKeys, MaxUpstreamSessions: 2, Logger: slog.New(slog.DiscardHandler)},
+	k, err := newKeeper(&Config{Store: session.NewMemory(), StateKeys: goldenKeys, MaxUpstreamSessions: 2, Logger: slog.New(slog.DiscardHandler)}, goldenKeys,
 		func() time.Time { return goldenNow })
 	if err != nil {
 		t.Fatal(err)

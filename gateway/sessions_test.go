@@ -235,6 +235,7 @@ func keptGateway(t testing.TB, store session.Store, u *statefulUpstream, mode ga
 	if err != nil {
 		t.Fatal(err)
 	}
+	t.Cleanup(func() { gw.Close() })
 	gh := &gatewayHost{gw: gw, events: make(chan mcphandler.CallEvent, 100)}
 	gh.h = mcphandler.New(mcphandler.Config{
 		Name: "gateway", Version: "1",

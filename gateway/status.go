@@ -53,6 +53,27 @@ type upstreamStatus struct {
 	class      string        // the failure's class; "" when ok
 	retryAfter time.Duration // > 0 while the breaker is open
 	err        error         // the failure, for Strict
+	freshFor   time.Duration // ok: how long the list served stays fresh
+}
+
+// limitTTL lowers the ttlMs of the tools/list being built in ctx to how
+// long every upstream's part of it stays fresh: an ok upstream's list,
+// for what is left of its fresh period; a stale or failed one, until its
+// breaker lets it be asked again (retryAfterMs), or at once.
+func (g *Gateway) limitTTL(ctx context.Context, sts []upstreamStatus) {
+	d, limited := time.Duration(0), false
+	for _, st := range sts {
+		f := st.freshFor
+		if st.status != statusOK {
+			f = st.retryAfter
+		}
+		if !limited || f < d {
+			d, limited = f, true
+		}
+	}
+	if limited {
+		_ = mcphandler.LimitListTTL(ctx, d)
+	}
 }
 
 // failureClass is the short class of an upstream failure that a client

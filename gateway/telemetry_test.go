@@ -113,6 +113,7 @@ func tracedGateway(t *testing.T, ups gateway.UpstreamsFunc, icps ...mcphandler.I
 	if err != nil {
 		t.Fatal(err)
 	}
+	t.Cleanup(func() { gw.Close() })
 	events := make(chan mcphandler.CallEvent, 10)
 	h := mcphandler.New(mcphandler.Config{
 		Name: "gateway", Version: "1",

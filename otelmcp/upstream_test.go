@@ -33,6 +33,7 @@ func gatewayOver(t *testing.T, o, up *obs, era gateway.Era, icps ...mcphandler.I
 	if err != nil {
 		t.Fatal(err)
 	}
+	t.Cleanup(func() { gw.Close() })
 	cfg := o.config()
 	cfg.ListTools = gw.Tools
 	cfg.Interceptors = append(icps, o.icp)
