@@ -20,9 +20,9 @@ import (
 
 // Store keys and channel of the lists kept in Config.Store.
 const (
-	listPrefix    = "gw-list/"  // + 32 hexadecimal digits: a sealed list
-	genPrefix     = "gw-lgen/"  // + 32 hexadecimal digits: a scope's generation
-	listChannel   = "gw-lists"  // invalidated scopes, for every replica's cache
+	listPrefix    = "gw-list/" // + 32 hexadecimal digits: a sealed list
+	genPrefix     = "gw-lgen/" // + 32 hexadecimal digits: a scope's generation
+	listChannel   = "gw-lists" // invalidated scopes, for every replica's cache
 	listLabel     = "mcphandler/gateway/list/v1 "
 	listMethod    = "gateway/list" // the seal.Binding's Method
 	genLen        = 32             // hexadecimal digits of a generation
