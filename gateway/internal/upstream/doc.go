@@ -1,7 +1,8 @@
 // Package upstream is the gateway's wire client: it talks to one upstream
 // MCP server over HTTP, in whichever revision the upstream speaks, to list
-// its tools ([ListTools]) and call one ([CallTool]) on behalf of one
-// downstream client, and finds out which revision that is ([Detect]).
+// its tools ([ListTools]), call one ([CallTool]) and watch its tool list
+// for changes ([WatchTools]) on behalf of one downstream client, and finds
+// out which revision that is ([Detect]).
 //
 // # Eras
 //
@@ -35,7 +36,8 @@
 // Everything an upstream sends is untrusted. Each response body, and each
 // SSE stream whole, is bounded by Endpoint.MaxResponseBytes (4 MiB by
 // default), so every event and line is too; each operation by
-// Endpoint.Timeout (60 s by default); every JSON value is checked whole
+// Endpoint.Timeout (60 s by default), a watch's connection but not the
+// watch itself, which its ctx ends; every JSON value is checked whole
 // before it is read: valid, no repeated key, nested at most 128 deep, no
 // number longer than 128 bytes. Counts are bounded: 10,000 tools and 100
 // pages per list, 64 questions per call, 8 input_required rounds, 16

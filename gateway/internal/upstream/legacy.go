@@ -32,6 +32,8 @@ type legacy struct {
 	nextID   int
 	inflight []byte // the id of a request sent and not yet answered
 	logging  bool
+	// toolsChanged: the upstream declared tools.listChanged (WatchTools).
+	toolsChanged bool
 
 	stop   context.CancelFunc // ends the GET
 	events chan pumped        // from the pump
@@ -89,6 +91,7 @@ func openLegacy(ctx context.Context, c *call) (*legacy, error) {
 	l.version = v
 	if caps := m["capabilities"]; isObjectBytes(caps) {
 		_, l.logging = members(caps)["logging"]
+		l.toolsChanged = toolsListChanged(caps)
 	}
 	if err := l.post(ctx, "POST notifications/initialized", jsonrpc.AppendRequest(nil, nil, "notifications/initialized", nil)); err != nil {
 		return l, err
@@ -159,13 +162,22 @@ func (l *legacy) pump(r *sseReader, body io.ReadCloser) {
 	}
 }
 
-// nextEvent waits for the stream's next event with data.
+// nextEvent waits for the stream's next event with data; the end of the
+// stream is ErrMalformed (the session ended under the operation).
 func (l *legacy) nextEvent(ctx context.Context) (event, error) {
+	ev, err := l.next(ctx)
+	if err == io.EOF || err == errIncomplete {
+		return event{}, fmt.Errorf("%w: the SSE stream ended", ErrMalformed)
+	}
+	return ev, err
+}
+
+// next waits for the stream's next event with data. At the end of the
+// stream it returns io.EOF (or errIncomplete, when it ended inside an
+// event).
+func (l *legacy) next(ctx context.Context) (event, error) {
 	select {
 	case p := <-l.events:
-		if p.err == io.EOF || p.err == errIncomplete {
-			return event{}, fmt.Errorf("%w: the SSE stream ended", ErrMalformed)
-		}
 		return p.ev, p.err
 	case <-ctx.Done():
 		return event{}, ctxErr(ctx)

@@ -26,6 +26,8 @@ type session struct {
 	nextID   int
 	inflight []byte // the id of a request sent and not yet answered
 	logging  bool   // the upstream declared logging
+	// toolsChanged: the upstream declared tools.listChanged (WatchTools).
+	toolsChanged bool
 	// kept: a session that outlives this operation (CallToolIn): a 404 is
 	// its end (*SessionGoneError), and the operation does not DELETE it.
 	kept bool
@@ -58,6 +60,7 @@ func openSession(ctx context.Context, c *call) (*session, error) {
 	s.version = v
 	if caps := m["capabilities"]; isObjectBytes(caps) {
 		_, s.logging = members(caps)["logging"]
+		s.toolsChanged = toolsListChanged(caps)
 	}
 	if err := s.notify(ctx, "notifications/initialized", nil); err != nil {
 		return s, err

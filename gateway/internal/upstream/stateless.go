@@ -33,6 +33,33 @@ type stateless struct {
 // be "complete" (or absent), or "input_required" for tools/call, which
 // the caller drives (rounds).
 func (s *stateless) request(ctx context.Context, method string, params []member, name string) ([]byte, error) {
+	id, in, err := s.open(ctx, method, params, name)
+	if err != nil {
+		return nil, err
+	}
+	defer in.close()
+	for {
+		m, err := in.next()
+		if err == io.EOF || err == errIncomplete {
+			return nil, fmt.Errorf("%w: the answer to %s ended without its response", ErrMalformed, method)
+		}
+		if err != nil {
+			return nil, err
+		}
+		res, done, err := s.c.handle(ctx, &m, id, nil)
+		if err != nil {
+			return nil, err
+		}
+		if done {
+			return res, checkResultType(res, method)
+		}
+	}
+}
+
+// open POSTs one request, with the _meta and headers the revision
+// requires, and returns its id and the reader of its answer (checked:
+// 2xx, JSON or SSE, within MaxResponseBytes), which the caller closes.
+func (s *stateless) open(ctx context.Context, method string, params []member, name string) ([]byte, *inbox, error) {
 	ep := s.c.ep
 	var level []byte
 	if ep.logLevel != "" {
@@ -61,30 +88,14 @@ func (s *stateless) request(ctx context.Context, method string, params []member,
 		}
 	})
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	left := ep.max
 	in, err := ep.openInbox(ctx, op, resp, &left)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
-	defer in.close()
-	for {
-		m, err := in.next()
-		if err == io.EOF || err == errIncomplete {
-			return nil, fmt.Errorf("%w: the answer to %s ended without its response", ErrMalformed, method)
-		}
-		if err != nil {
-			return nil, err
-		}
-		res, done, err := s.c.handle(ctx, &m, id, nil)
-		if err != nil {
-			return nil, err
-		}
-		if done {
-			return res, checkResultType(res, method)
-		}
-	}
+	return id, in, nil
 }
 
 // resultType returns a result's resultType ("" when absent, as from a

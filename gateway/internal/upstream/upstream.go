@@ -78,18 +78,21 @@ type Endpoint struct {
 	// http.DefaultTransport is used. Its CheckRedirect is always replaced
 	// by one that refuses every redirect: a 3xx answer is a *StatusError
 	// with its code. Its Timeout, if set, bounds each HTTP exchange with
-	// the reading of its body: a stream (Legacy's, an SSE answer) included.
+	// the reading of its body: a stream (Legacy's, an SSE answer, a
+	// watch's) included, so it ends a watch ([WatchTools]) after that long.
 	HTTP *http.Client
 	// MaxResponseBytes bounds each response body, and the whole of each
 	// SSE stream (every event, comment and line of it, across the
 	// reconnections of one request), so also each event and each line.
 	// The pages of one tools/list hold at most 4 times as much together.
-	// Past either the operation fails with [ErrTooLarge]. If zero (or
+	// Past either the operation fails with [ErrTooLarge]; so does a watch
+	// whose stream brought that much ([WatchTools]). If zero (or
 	// negative), 4 MiB.
 	MaxResponseBytes int64
 	// Timeout bounds each operation (a list with all its pages, a call
 	// with all its rounds, the questions the Asker answers included, and
-	// Detect), on top of the ctx it is given. If zero (or negative), 60
+	// Detect), on top of the ctx it is given; of a watch, only the
+	// connection ([WatchTools]). If zero (or negative), 60
 	// seconds. Ending a session after a failure or a cancellation is given
 	// at most 5 seconds more (see CallTool).
 	Timeout time.Duration
