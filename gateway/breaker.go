@@ -120,6 +120,17 @@ func (bs *breakers) admit(key [32]byte, now time.Time) (ticket, view, bool) {
 	return ticket{b: b, probe: true}, view{}, true
 }
 
+// openFor is how long the breaker of key stays open from now: 0 when it
+// is closed or may be probed. It changes nothing.
+func (bs *breakers) openFor(key [32]byte, now time.Time) time.Duration {
+	bs.mu.Lock()
+	defer bs.mu.Unlock()
+	if b := bs.m[key]; b != nil && now.Before(b.openUntil) {
+		return b.openUntil.Sub(now)
+	}
+	return 0
+}
+
 // done records the outcome of a request admitted with t. It returns what
 // the breaker says after a failure, and whether this failure opened it.
 func (bs *breakers) done(key [32]byte, t ticket, o outcome, class string, now time.Time) (view, bool) {

@@ -414,7 +414,7 @@ func TestBreakerMemoryBounded(t *testing.T) {
 	}))
 	t.Cleanup(down.Close)
 	var n atomic.Int64
-	gw, err := gateway.New(gateway.Config{MaxBreakers: 16, FailureThreshold: 1,
+	gw, err := gateway.New(gateway.Config{MaxBreakers: 16, FailureThreshold: 1, MaxWatches: -1,
 		Logger: slog.New(slog.NewTextHandler(io.Discard, nil)),
 		Upstreams: func(ctx context.Context, id mcphandler.Identity) ([]gateway.Upstream, error) {
 			k := strconv.FormatInt(n.Add(1), 10)
@@ -507,7 +507,8 @@ func TestBreakerOneProbeWhileHalfOpen(t *testing.T) {
 func TestBreakerCallProbes(t *testing.T) {
 	docs := newDoor(t, upstreamTool{name: "search", readOnly: true})
 	gw, err := gateway.New(gateway.Config{Upstreams: upstreamsAt(map[string]*door{"docs": docs}),
-		FailureThreshold: 1, CoolDown: 10 * time.Second, Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
+		FailureThreshold: 1, CoolDown: 10 * time.Second, Logger: slog.New(slog.NewTextHandler(io.Discard, nil)),
+		MaxWatches: -1}) // the requests counted are the calls' (watch_test.go tests watches)
 	if err != nil {
 		t.Fatal(err)
 	}

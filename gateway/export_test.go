@@ -26,3 +26,11 @@ func SetExchangeClock(s *TokenExchange, now func() time.Time) { s.now = now }
 
 // ExchangeTokens is how many tokens s keeps.
 func ExchangeTokens(s *TokenExchange) int { return s.len() }
+
+// SetWatchTimes makes g's watches hold their lease for lease and end idle
+// after a list of their scope; for tests that cannot wait minutes.
+func SetWatchTimes(g *Gateway, lease, idle time.Duration) {
+	g.watches.mu.Lock()
+	g.watches.lease, g.watches.idle = lease, idle
+	g.watches.mu.Unlock()
+}

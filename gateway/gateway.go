@@ -239,6 +239,39 @@ type Config struct {
 	// 0 means 4096 (some 300 bytes each). Past it, the one touched least
 	// recently is forgotten, and its upstream is contacted again.
 	MaxBreakers int
+	// ToolsChanged, if set, passes on an upstream's list_changed: give it
+	// the Handler's NotifyToolsChanged (the Handler is made after the
+	// Gateway, whose Tools its ListTools calls, so through a variable):
+	//
+	//	var h *mcphandler.Handler
+	//	gw, err := gateway.New(gateway.Config{…,
+	//		ToolsChanged: func(ctx context.Context, t mcphandler.Target) error {
+	//			return h.NotifyToolsChanged(ctx, t)
+	//		}})
+	//	h = mcphandler.New(…)
+	//
+	// The gateway watches each upstream whose lists it serves, when the
+	// upstream declares tools.listChanged (on the 2025 revisions, a GET
+	// stream of a session of its own; on 2026-07-28, subscriptions/listen;
+	// on 2024-11-05, its SSE stream), per tenant, URL and credentials (a
+	// scope), with the credentials of the scope's newest list, for 5 min
+	// after its last list; one replica at a time watches a scope (a lease
+	// in Store). A notification makes the scope's lists stale on every
+	// replica sharing Store, and calls ToolsChanged with the tenant's
+	// Target (mcphandler.TenantOf), at most once a second per scope
+	// (faster ones are folded into one). A watch that ends is opened again
+	// after a backoff (1 s doubling to 1 min), and the scope's lists made
+	// stale then too, as a change may have been missed. Without
+	// ToolsChanged, lists are still made stale, and clients learn of the
+	// change when they list again.
+	ToolsChanged func(ctx context.Context, t mcphandler.Target) error
+	// MaxWatches bounds the scopes one replica watches at once (each an
+	// open connection upstream); 0 means 256, negative watches none. A
+	// scope past it is not watched: its lists go stale by their TTL
+	// alone. With a caller's own credentials (TokenExchange), each person
+	// is a scope of their own.
+	MaxWatches int
+
 	// Logger receives what was dropped and what failed; nil means
 	// slog.Default(). Names from upstreams are cut before they are logged.
 	Logger *slog.Logger
@@ -291,6 +324,7 @@ type Gateway struct {
 	callers  *listCache // each caller's last list of an upstream with Credentials (missingCredentials)
 	breakers *breakers
 	keeper   *keeper // upstream sessions kept in Config.Store (sessions.go)
+	watches  *watches
 	now      func() time.Time
 }
 
@@ -333,6 +367,9 @@ func New(cfg Config) (*Gateway, error) {
 	if cfg.Store == nil {
 		cfg.Store = session.NewMemory()
 	}
+	if cfg.MaxWatches == 0 {
+		cfg.MaxWatches = defaultMaxWatches
+	}
 	if cfg.MaxUpstreamSessions <= 0 {
 		cfg.MaxUpstreamSessions = defaultMaxUpstreamSessions
 	}
@@ -351,6 +388,7 @@ func New(cfg Config) (*Gateway, error) {
 	if err := g.lists.listen(context.Background()); err != nil {
 		return nil, fmt.Errorf("gateway: Config.Store: subscribing to list invalidations: %w", err)
 	}
+	g.watches = newWatches(g)
 	return g, nil
 }
 
@@ -359,6 +397,7 @@ func New(cfg Config) (*Gateway, error) {
 // lists). Calls in flight are not interrupted. It is safe to call more
 // than once.
 func (g *Gateway) Close() error {
+	g.watches.close()
 	g.lists.close()
 	return nil
 }
@@ -513,6 +552,9 @@ func (g *Gateway) list(ctx context.Context, id mcphandler.Identity, u *Upstream,
 		served.fetched = g.now()
 		g.callers.put(callerKey(u.URL, id, u.Era, caps), &served)
 	}
+	ep := g.endpoint(u, hdr)
+	ep.Era = l.era
+	g.watches.want(ref, u, ep, caps)
 	fresh := l.fetched.Add(l.fresh).Sub(g.now())
 	return g.tools(u, hdr, l), upstreamStatus{status: statusOK, freshFor: max(fresh, 0)}
 }

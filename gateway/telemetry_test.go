@@ -109,7 +109,8 @@ func (tu *traceUpstream) upstreams(era gateway.Era) gateway.UpstreamsFunc {
 // go to events.
 func tracedGateway(t *testing.T, ups gateway.UpstreamsFunc, icps ...mcphandler.Interceptor) (*mcphandler.Handler, chan mcphandler.CallEvent) {
 	t.Helper()
-	gw, err := gateway.New(gateway.Config{Upstreams: ups, Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
+	gw, err := gateway.New(gateway.Config{Upstreams: ups, Logger: slog.New(slog.NewTextHandler(io.Discard, nil)),
+		MaxWatches: -1}) // the requests seen are the call's (watch_test.go tests watches)
 	if err != nil {
 		t.Fatal(err)
 	}
