@@ -56,6 +56,7 @@ import (
 	"github.com/mcphandler/mcphandler"
 	"github.com/mcphandler/mcphandler/auth"
 	"github.com/mcphandler/mcphandler/gateway"
+	"github.com/mcphandler/mcphandler/session"
 	"github.com/mcphandler/mcphandler/session/redisstore"
 )
 
@@ -73,10 +74,8 @@ func main() {
 	if err != nil {
 		log.Fatal(err)
 	}
-	cfg, err := config(ups)
-	if err != nil {
-		log.Fatal(err)
-	}
+	var store session.Store
+	var keys [][]byte
 	if *redisURL != "" {
 		if len(*stateKey) < 32 {
 			log.Fatal("gateway: with a Redis, -state-key (or $MCP_STATE_KEY) must be a secret of at least 32 bytes")
@@ -85,12 +84,15 @@ func main() {
 		if err != nil {
 			log.Fatal(err)
 		}
-		store := redisstore.New(c, redisstore.Options{Prefix: "gateway:"})
-		defer store.Close()
-		cfg.Store, cfg.StateKeys = store, [][]byte{[]byte(*stateKey)}
+		rs := redisstore.New(c, redisstore.Options{Prefix: "gateway:"})
+		defer rs.Close()
+		store, keys = rs, [][]byte{[]byte(*stateKey)}
 	}
-	h := mcphandler.New(cfg)
-	defer h.Close()
+	h, closeAll, err := build(ups, store, keys)
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer closeAll()
 	mux := http.NewServeMux()
 	mux.Handle("/mcp", h)
 	sse, msgs := h.LegacySSE("/messages")
@@ -181,15 +183,19 @@ func loadUpstreams(path string) ([]upstreamEntry, error) {
 // config is the handler of the gateway: the upstreams of each caller's
 // tenant, with that tenant's headers or the caller's exchanged token,
 // and the local tool whoami.
-func config(ups []upstreamEntry) (mcphandler.Config, error) {
+// build makes the gateway and its Handler, sharing store and keys (nil:
+// memory, one replica), and a function that closes both.
+func build(ups []upstreamEntry, store session.Store, keys [][]byte) (*mcphandler.Handler, func(), error) {
 	sources := make([]gateway.CredentialSource, len(ups))
 	for i, u := range ups {
 		var err error
 		if sources[i], err = credentials(u); err != nil {
-			return mcphandler.Config{}, fmt.Errorf("upstream %s: %w", u.ID, err)
+			return nil, nil, fmt.Errorf("upstream %s: %w", u.ID, err)
 		}
 	}
-	gw, err := gateway.New(gateway.Config{
+	var h *mcphandler.Handler // made below: the gateway passes list changes on to it
+	gcfg := gateway.Config{
+		ToolsChanged: func(ctx context.Context, t mcphandler.Target) error { return h.NotifyToolsChanged(ctx, t) },
 		Upstreams: func(ctx context.Context, id mcphandler.Identity) ([]gateway.Upstream, error) {
 			var out []gateway.Upstream
 			for i, u := range ups {
@@ -204,11 +210,15 @@ func config(ups []upstreamEntry) (mcphandler.Config, error) {
 			}
 			return out, nil
 		},
-	})
-	if err != nil {
-		return mcphandler.Config{}, err
 	}
-	return mcphandler.Config{
+	if store != nil {
+		gcfg.Store, gcfg.StateKeys = store, keys // the Handler's own: replicas share lists and sessions
+	}
+	gw, err := gateway.New(gcfg)
+	if err != nil {
+		return nil, nil, err
+	}
+	cfg := mcphandler.Config{
 		Name:         "gateway",
 		Version:      "1.0.0",
 		Authenticate: authenticate,
@@ -228,7 +238,13 @@ func config(ups []upstreamEntry) (mcphandler.Config, error) {
 			}
 			return mcphandler.Allow(), nil
 		},
-	}, nil
+		Interceptors: []mcphandler.Interceptor{gw.Interceptor()},
+	}
+	if store != nil {
+		cfg.Store, cfg.StateKeys = store, keys
+	}
+	h = mcphandler.New(cfg)
+	return h, func() { h.Close(); gw.Close() }, nil
 }
 
 // readOnly reports whether the upstream annotated t readOnlyHint: this

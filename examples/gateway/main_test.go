@@ -76,12 +76,11 @@ func serveFile(t *testing.T, body string) http.Handler {
 	if err != nil {
 		t.Fatal(err)
 	}
-	cfg, err := config(ups)
+	h, closeAll, err := build(ups, nil, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
-	h := mcphandler.New(cfg)
-	t.Cleanup(func() { h.Close() })
+	t.Cleanup(closeAll)
 	return h
 }
 
