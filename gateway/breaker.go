@@ -237,6 +237,16 @@ func (g *Gateway) admitCall(ctx context.Context, f *forward, ep upstream.Endpoin
 		t = ticket{}
 	}
 	return func(ctx context.Context, call *mcphandler.ToolCall) (*mcphandler.ToolResult, error) {
+		release, err := g.inflight.acquire(ctx, ep.URL)
+		if errors.Is(err, ErrBusy) {
+			return nil, &mcphandler.ToolError{Class: mcphandler.ClassBackendUnavailable, Err: err,
+				Detail: "upstream " + f.upstream + " is busy: " + strconv.Itoa(g.cfg.MaxConcurrent) +
+					" requests to it are in flight from this server; it was not contacted"}
+		}
+		if err != nil {
+			return nil, mcphandler.Timeout(err)
+		}
+		defer release()
 		res, err := f.run(ctx, call, ep)
 		if o, class := callOutcome(ctx, err); o != neutral {
 			if _, opened := g.breakers.done(key, t, o, class, g.now()); opened {
@@ -274,7 +284,7 @@ func callOutcome(ctx context.Context, err error) (outcome, string) {
 	switch {
 	case err == nil, errors.Is(err, errRefusedQuestion), errors.Is(err, mcphandler.ErrInputRequired):
 		return answered, ""
-	case ctx.Err() != nil:
+	case ctx.Err() != nil, errors.Is(err, ErrBusy):
 		return neutral, ""
 	case errors.As(err, &se): // an HTTP status, whatever its body says
 		return failed, failureClass(err)
@@ -293,7 +303,7 @@ func listOutcome(ctx context.Context, err error) (outcome, string) {
 	switch {
 	case err == nil:
 		return answered, ""
-	case ctx.Err() != nil: // the caller went away
+	case ctx.Err() != nil, errors.Is(err, ErrBusy): // the caller went away; the upstream was not asked
 		return neutral, ""
 	}
 	return failed, failureClass(err)

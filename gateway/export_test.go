@@ -34,3 +34,6 @@ func SetWatchTimes(g *Gateway, lease, idle time.Duration) {
 	g.watches.lease, g.watches.idle = lease, idle
 	g.watches.mu.Unlock()
 }
+
+// InflightURLs is how many upstream URLs g holds slots of.
+func InflightURLs(g *Gateway) int { return g.inflight.len() }

@@ -234,6 +234,16 @@ type Config struct {
 	// one of its tools asks for the credentials again, and fails at once
 	// without them, with an error that says so.
 	Grace time.Duration
+	// MaxConcurrent bounds the requests in flight from this replica to
+	// one upstream URL: calls (their questions' waits included) and
+	// lists, not watches. 0 means 64; negative, no bound. A request past
+	// it waits up to 1 s (less if its context ends first) for one to end;
+	// then a call fails at once, backend_unavailable, retryable, its
+	// detail saying the upstream is busy, and a list serves the
+	// upstream's last list kept, marked "stale" with error "busy", or
+	// leaves it out ("failed", "busy"). Neither counts against the
+	// upstream's breaker (ErrBusy).
+	MaxConcurrent int
 	// MaxBreakers bounds the upstreams (per URL and credentials) whose
 	// failures are remembered; one that answers is forgotten at once.
 	// 0 means 4096 (some 300 bytes each). Past it, the one touched least
@@ -325,6 +335,7 @@ type Gateway struct {
 	breakers *breakers
 	keeper   *keeper // upstream sessions kept in Config.Store (sessions.go)
 	watches  *watches
+	inflight *inflight // Config.MaxConcurrent (limit.go)
 	now      func() time.Time
 }
 
@@ -367,6 +378,9 @@ func New(cfg Config) (*Gateway, error) {
 	if cfg.Store == nil {
 		cfg.Store = session.NewMemory()
 	}
+	if cfg.MaxConcurrent == 0 {
+		cfg.MaxConcurrent = defaultMaxConcurrent
+	}
 	if cfg.MaxWatches == 0 {
 		cfg.MaxWatches = defaultMaxWatches
 	}
@@ -378,7 +392,8 @@ func New(cfg Config) (*Gateway, error) {
 	if err != nil {
 		return nil, err
 	}
-	g := &Gateway{cfg: cfg, callers: newListCache(cfg.MaxCachedLists), breakers: newBreakers(&cfg), now: time.Now}
+	g := &Gateway{cfg: cfg, callers: newListCache(cfg.MaxCachedLists), breakers: newBreakers(&cfg), now: time.Now,
+		inflight: newInflight(cfg.MaxConcurrent)}
 	if g.keeper, err = newKeeper(&g.cfg, secrets, func() time.Time { return g.now() }); err != nil {
 		return nil, err
 	}
@@ -526,6 +541,9 @@ func (g *Gateway) list(ctx context.Context, id mcphandler.Identity, u *Upstream,
 		fetched, err := g.fetch(ctx, u, hdr, caps)
 		o, class := listOutcome(ctx, err)
 		v, opened := g.breakers.done(bkey, t, o, class, g.now())
+		if errors.Is(err, ErrBusy) {
+			return g.busy(u, hdr, l)
+		}
 		if err != nil {
 			tools, st := g.stale(ctx, u, hdr, ref, v, err)
 			if st.class == "" {
@@ -579,6 +597,19 @@ func (g *Gateway) missingCredentials(u *Upstream, id mcphandler.Identity, caps j
 	return nil, st
 }
 
+// busy answers for u when this replica had too many requests in flight
+// to it to list it now (Config.MaxConcurrent): its list kept, l, if any,
+// "stale", else none, "failed"; the error class is "busy".
+func (g *Gateway) busy(u *Upstream, hdr http.Header, l *list) ([]mcphandler.Tool, upstreamStatus) {
+	g.cfg.Logger.Warn("gateway: upstream busy, not listed now", "upstream", u.ID)
+	st := upstreamStatus{status: statusFailed, class: classBusy, err: ErrBusy}
+	if l != nil && g.cfg.Grace >= 0 {
+		st.status = statusStale
+		return g.tools(u, hdr, l), st
+	}
+	return nil, st
+}
+
 // callerKnown reports whether id names someone: a caller without tenant
 // and subject has no list of its own.
 func callerKnown(id mcphandler.Identity) bool { return id.Tenant != "" || id.Subject != "" }
@@ -586,6 +617,11 @@ func callerKnown(id mcphandler.Identity) bool { return id.Tenant != "" || id.Sub
 // fetch lists u's tools upstream with the headers hdr, finding its era
 // first if needed.
 func (g *Gateway) fetch(ctx context.Context, u *Upstream, hdr http.Header, caps json.RawMessage) (*list, error) {
+	release, err := g.inflight.acquire(ctx, u.URL)
+	if err != nil {
+		return nil, err
+	}
+	defer release()
 	ep := g.endpoint(u, hdr)
 	ctx, cancel := context.WithTimeout(ctx, g.cfg.Timeout)
 	defer cancel()

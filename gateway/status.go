@@ -28,7 +28,8 @@ import (
 // "failed" (its tools are left out). error is a short class of the last
 // failure, never the upstream's own words: "unreachable", "timeout",
 // "auth", "http_status", "rpc_error", "malformed", "too_large",
-// "too_many", "unsupported", or "credentials": the upstream was not
+// "too_many", "unsupported", "busy" (this replica had Config.MaxConcurrent
+// requests in flight to it: it was not contacted), or "credentials": the upstream was not
 // contacted, for the caller has no credentials there now (its
 // Upstream.Credentials gave none; see CredentialSource), which says
 // nothing of the upstream and nothing of another caller. retryAfterMs,
@@ -39,6 +40,10 @@ const StatusMetaKey = "dev.mcphandler/upstreams"
 // classCredentials is the class of an upstream left out of a list for
 // want of the caller's credentials there.
 const classCredentials = "credentials"
+
+// classBusy is the class of an upstream not listed now for the requests
+// in flight to it (Config.MaxConcurrent).
+const classBusy = "busy"
 
 // The statuses of an upstream in a list.
 const (
@@ -82,6 +87,8 @@ func failureClass(err error) string {
 	var se *upstream.StatusError
 	var rpc *upstream.RPCError
 	switch {
+	case errors.Is(err, ErrBusy):
+		return classBusy
 	case errors.Is(err, context.DeadlineExceeded):
 		return "timeout"
 	case errors.As(err, &se) && se.Auth():
