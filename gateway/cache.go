@@ -6,7 +6,7 @@ import (
 	"encoding/binary"
 	"encoding/json"
 	"hash"
-	"maps"
+	"io"
 	"net/http"
 	"slices"
 	"strings"
@@ -110,14 +110,12 @@ func (c *listCache) invalidate(scope [32]byte) int {
 // callers with tokens of their own never do, nor two tenants, whatever
 // the upstream's cacheScope.
 func cacheKey(tenant, url string, hdr http.Header, era Era, caps json.RawMessage) [32]byte {
-	h := sha256.New()
-	writeString(h, tenant)
-	writeUpstream(h, url, hdr)
-	writeString(h, string(era))
-	writeString(h, string(caps))
-	var k [32]byte
-	h.Sum(k[:0])
-	return k
+	var buf [512]byte
+	b := appendString(buf[:0], tenant)
+	b = appendUpstream(b, url, hdr)
+	b = appendString(b, string(era))
+	b = appendString(b, string(caps))
+	return sha256.Sum256(b)
 }
 
 // callerKey names the list of the upstream at url that the caller id was
@@ -127,14 +125,12 @@ func cacheKey(tenant, url string, hdr http.Header, era Era, caps json.RawMessage
 // Gateway.list). It never names a list of cacheKey: its first 8 bytes
 // are a length no string has.
 func callerKey(url string, id mcphandler.Identity, era Era, caps json.RawMessage) [32]byte {
-	h := sha256.New()
-	h.Write([]byte{0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff})
+	var buf [512]byte
+	b := append(buf[:0], 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff)
 	for _, s := range []string{id.Tenant, id.Subject, url, string(era), string(caps)} {
-		writeString(h, s)
+		b = appendString(b, s)
 	}
-	var k [32]byte
-	h.Sum(k[:0])
-	return k
+	return sha256.Sum256(b)
 }
 
 // scopeKey says which lists one list_changed of the upstream at url,
@@ -143,47 +139,85 @@ func callerKey(url string, id mcphandler.Identity, era Era, caps json.RawMessage
 // first 8 bytes are a length no string has, so it never equals a
 // cacheKey.
 func scopeKey(tenant, url string, hdr http.Header) [32]byte {
-	h := sha256.New()
-	h.Write([]byte{0xfe, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff})
-	writeString(h, tenant)
-	writeUpstream(h, url, hdr)
-	var k [32]byte
-	h.Sum(k[:0])
-	return k
+	var buf [512]byte
+	b := append(buf[:0], 0xfe, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff)
+	b = appendString(b, tenant)
+	return sha256.Sum256(appendUpstream(b, url, hdr))
 }
 
 // breakerKey says which upstream, as which caller, a breaker watches: its
 // URL and the credentials sent (every header, sorted). The era and the
 // client's capabilities change how it is asked, not whether it answers.
 func breakerKey(url string, header http.Header) [32]byte {
-	h := sha256.New()
-	writeUpstream(h, url, header)
-	var k [32]byte
-	h.Sum(k[:0])
-	return k
+	var buf [512]byte
+	return sha256.Sum256(appendUpstream(buf[:0], url, header))
 }
 
-// writeUpstream writes url and every header as sent: names lowercased
+// writeUpstream writes to h what appendUpstream appends.
+func writeUpstream(h hash.Hash, url string, header http.Header) {
+	var buf [512]byte
+	h.Write(appendUpstream(buf[:0], url, header))
+}
+
+// appendUpstream appends url and every header as sent: names lowercased
 // and sorted, each with the values of its own map entry, whatever its
 // spelling (a name the host set in lowercase is sent as it is, so its
 // values count as much as a canonical one's).
-func writeUpstream(h hash.Hash, url string, header http.Header) {
-	writeString(h, url)
-	names := slices.Collect(maps.Keys(header))
+func appendUpstream(b []byte, url string, header http.Header) []byte {
+	b = appendString(b, url)
+	var few [8]string // the usual headers, without an allocation
+	names := few[:0]
+	for k := range header {
+		names = append(names, k)
+	}
 	slices.SortFunc(names, func(a, b string) int {
-		return cmp.Or(strings.Compare(strings.ToLower(a), strings.ToLower(b)), strings.Compare(a, b))
+		return cmp.Or(compareFold(a, b), strings.Compare(a, b))
 	})
 	for _, k := range names {
-		writeString(h, strings.ToLower(k))
+		b = binary.LittleEndian.AppendUint64(b, uint64(len(k)))
+		for i := 0; i < len(k); i++ {
+			c := k[i]
+			if 'A' <= c && c <= 'Z' {
+				c += 'a' - 'A'
+			}
+			b = append(b, c)
+		}
 		for _, v := range header[k] {
-			writeString(h, v)
+			b = appendString(b, v)
 		}
 	}
+	return b
+}
+
+// compareFold compares a and b as strings.Compare compares their ASCII
+// lowercase forms, without making them.
+func compareFold(a, b string) int {
+	for i := 0; i < len(a) && i < len(b); i++ {
+		ca, cb := a[i], b[i]
+		if 'A' <= ca && ca <= 'Z' {
+			ca += 'a' - 'A'
+		}
+		if 'A' <= cb && cb <= 'Z' {
+			cb += 'a' - 'A'
+		}
+		if ca != cb {
+			return cmp.Compare(ca, cb)
+		}
+	}
+	return cmp.Compare(len(a), len(b))
 }
 
 // writeString writes s to h after its length, so that no two sequences
 // of strings write the same bytes.
 func writeString(h hash.Hash, s string) {
-	h.Write(binary.LittleEndian.AppendUint64(nil, uint64(len(s))))
-	h.Write([]byte(s))
+	var buf [8]byte
+	binary.LittleEndian.PutUint64(buf[:], uint64(len(s)))
+	h.Write(buf[:])
+	io.WriteString(h, s)
+}
+
+// appendString appends s after its length, as writeString writes it.
+func appendString(b []byte, s string) []byte {
+	b = binary.LittleEndian.AppendUint64(b, uint64(len(s)))
+	return append(b, s...)
 }

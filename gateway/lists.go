@@ -74,13 +74,12 @@ type listStore struct {
 	done    chan struct{}
 }
 
-// listRef is where one list is kept.
+// listRef is where one list is kept: in this replica's cache under l1,
+// in the store under storeKey, its scope's generation under genKey.
 type listRef struct {
-	l1    [32]byte // cacheKey
-	scope [32]byte // scopeKey
-	store string   // listPrefix + id
-	gen   string   // genPrefix + the scope's id
-	bind  seal.Binding
+	l1     [32]byte // cacheKey
+	scope  [32]byte // scopeKey
+	tenant string
 }
 
 func newListStore(cfg *Config, secrets [][]byte, now func() time.Time) (*listStore, error) {
@@ -96,12 +95,21 @@ func newListStore(cfg *Config, secrets [][]byte, now func() time.Time) (*listSto
 
 // ref is where the list of the upstream at url, for tenant, with the
 // headers hdr, era and client capabilities caps, is kept.
+// Only the keys of this replica's cache are made for every list; those
+// of the store, when it is asked.
 func (s *listStore) ref(tenant, url string, hdr http.Header, era Era, caps json.RawMessage) listRef {
-	r := listRef{l1: cacheKey(tenant, url, hdr, era, caps), scope: scopeKey(tenant, url, hdr)}
-	r.store = listPrefix + s.id("list", r.l1)
-	r.gen = genPrefix + s.id("gen", r.scope)
-	r.bind = seal.Binding{Tenant: tenant, Method: listMethod, Name: r.store}
-	return r
+	return listRef{l1: cacheKey(tenant, url, hdr, era, caps), scope: scopeKey(tenant, url, hdr), tenant: tenant}
+}
+
+// storeKey is the store key of r's list: listPrefix + id.
+func (s *listStore) storeKey(r listRef) string { return listPrefix + s.id("list", r.l1) }
+
+// genKey is the store key of r's scope's generation.
+func (s *listStore) genKey(r listRef) string { return genPrefix + s.id("gen", r.scope) }
+
+// bind is what r's sealed list is bound to: its tenant and store key.
+func bind(r listRef, key string) seal.Binding {
+	return seal.Binding{Tenant: r.tenant, Method: listMethod, Name: key}
 }
 
 // id is 32 hexadecimal digits of the HMAC of what and k.
@@ -147,7 +155,8 @@ func (s *listStore) cached(ctx context.Context, r listRef, now time.Time, listin
 // load reads the list of r from the store, invalid when its scope's
 // generation moved on, and the bytes read.
 func (s *listStore) load(ctx context.Context, r listRef) (*list, []byte, error) {
-	raw, err := s.recs.Load(ctx, r.store)
+	key := s.storeKey(r)
+	raw, err := s.recs.Load(ctx, key)
 	if errors.Is(err, session.ErrNotFound) {
 		return nil, nil, nil
 	}
@@ -158,7 +167,7 @@ func (s *listStore) load(ctx context.Context, r listRef) (*list, []byte, error) 
 		s.drop(errors.New("a value too large"))
 		return nil, raw, nil
 	}
-	p, err := s.keys.Open(string(raw), r.bind, s.now())
+	p, err := s.keys.Open(string(raw), bind(r, key), s.now())
 	if errors.Is(err, seal.ErrExpired) {
 		return nil, raw, nil
 	}
@@ -192,7 +201,7 @@ func (s *listStore) load(ctx context.Context, r listRef) (*list, []byte, error) 
 // generation is the current generation of r's scope ("" when none was
 // ever written, or it expired).
 func (s *listStore) generation(ctx context.Context, r listRef) (string, error) {
-	g, err := s.recs.Load(ctx, r.gen)
+	g, err := s.recs.Load(ctx, s.genKey(r))
 	switch {
 	case errors.Is(err, session.ErrNotFound):
 		return "", nil
@@ -226,7 +235,8 @@ func (s *listStore) save(ctx context.Context, r listRef, l *list, old []byte) {
 		s.logger.Warn("gateway: upstream list too large for the store, kept by this replica only", "bytes", len(p))
 		return
 	}
-	tok, err := s.keys.Seal(r.bind, p, l.fetched.Add(s.keep))
+	key := s.storeKey(r)
+	tok, err := s.keys.Seal(bind(r, key), p, l.fetched.Add(s.keep))
 	if err != nil {
 		return
 	}
@@ -235,9 +245,9 @@ func (s *listStore) save(ctx context.Context, r listRef, l *list, old []byte) {
 		return
 	}
 	if old == nil {
-		_, err = s.recs.PutIfAbsent(ctx, r.store, []byte(tok), life)
+		_, err = s.recs.PutIfAbsent(ctx, key, []byte(tok), life)
 	} else {
-		_, err = s.recs.CompareAndSwap(ctx, r.store, old, []byte(tok), life)
+		_, err = s.recs.CompareAndSwap(ctx, key, old, []byte(tok), life)
 	}
 	if err != nil {
 		s.logger.Warn("gateway: upstream list not kept in the store", "err", err)
@@ -251,15 +261,16 @@ func (s *listStore) invalidate(ctx context.Context, r listRef) error {
 	b := make([]byte, genLen/2)
 	_, _ = rand.Read(b)
 	gen := []byte(hex.EncodeToString(b))
-	old, err := s.recs.Load(ctx, r.gen)
+	gk := s.genKey(r)
+	old, err := s.recs.Load(ctx, gk)
 	switch {
 	case errors.Is(err, session.ErrNotFound):
 		// Of two replicas writing the first, either one's makes the
 		// lists stale.
-		_, err = s.recs.PutIfAbsent(ctx, r.gen, gen, genLife)
+		_, err = s.recs.PutIfAbsent(ctx, gk, gen, genLife)
 	case err == nil:
 		// A lost swap means another replica moved it on: stale all the same.
-		_, err = s.recs.CompareAndSwap(ctx, r.gen, old, gen, genLife)
+		_, err = s.recs.CompareAndSwap(ctx, gk, old, gen, genLife)
 	}
 	if err != nil {
 		return err

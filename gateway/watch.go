@@ -96,7 +96,7 @@ func (ws *watches) want(ref listRef, u *Upstream, ep upstream.Endpoint, caps jso
 		if len(ws.m) >= ws.max {
 			return
 		}
-		w = &watch{ref: ref, tenant: ref.bind.Tenant, upstream: u.ID}
+		w = &watch{ref: ref, tenant: ref.tenant, upstream: u.ID}
 		ws.m[ref.scope] = w
 	}
 	w.ep, w.caps, w.wanted = ep, caps, now
