@@ -336,6 +336,7 @@ type Gateway struct {
 	keeper   *keeper // upstream sessions kept in Config.Store (sessions.go)
 	watches  *watches
 	inflight *inflight // Config.MaxConcurrent (limit.go)
+	flights  *flights  // one fetch of a list at a time (flight.go)
 	now      func() time.Time
 }
 
@@ -393,7 +394,7 @@ func New(cfg Config) (*Gateway, error) {
 		return nil, err
 	}
 	g := &Gateway{cfg: cfg, callers: newListCache(cfg.MaxCachedLists), breakers: newBreakers(&cfg), now: time.Now,
-		inflight: newInflight(cfg.MaxConcurrent)}
+		inflight: newInflight(cfg.MaxConcurrent), flights: newFlights()}
 	if g.keeper, err = newKeeper(&g.cfg, secrets, func() time.Time { return g.now() }); err != nil {
 		return nil, err
 	}
@@ -534,11 +535,9 @@ func (g *Gateway) list(ctx context.Context, id mcphandler.Identity, u *Upstream,
 		l, old = g.lists.cached(ctx, ref, g.now(), listing, g.cfg.ListTTL)
 	}
 	if t.probe || l == nil || !l.freshAt(g.now(), listing, g.cfg.ListTTL) { // a probe asks the upstream, whatever is kept
-		gen := ""
-		if g.cfg.ListTTL > 0 {
-			gen = g.lists.newGeneration(ctx, ref)
-		}
-		fetched, err := g.fetch(ctx, u, hdr, caps)
+		fetched, err := g.flights.do(ctx, ref.l1, func(ctx context.Context) (*list, error) {
+			return g.refresh(ctx, u, hdr, caps, ref, old)
+		})
 		o, class := listOutcome(ctx, err)
 		v, opened := g.breakers.done(bkey, t, o, class, g.now())
 		if errors.Is(err, ErrBusy) {
@@ -556,14 +555,6 @@ func (g *Gateway) list(ctx context.Context, id mcphandler.Identity, u *Upstream,
 			return tools, st
 		}
 		l = fetched
-		l.fetched, l.gen, l.scope = g.now(), gen, ref.scope
-		l.fresh = max(g.cfg.ListTTL, 0)
-		if l.hinted {
-			l.fresh = min(l.fresh, l.hintTTL)
-		}
-		if g.cfg.ListTTL > 0 {
-			g.lists.save(ctx, ref, l, old)
-		}
 	}
 	if u.Credentials != nil && g.cfg.ListTTL > 0 && callerKnown(id) {
 		served := *l
@@ -595,6 +586,31 @@ func (g *Gateway) missingCredentials(u *Upstream, id mcphandler.Identity, caps j
 		}
 	}
 	return nil, st
+}
+
+// refresh lists u's tools upstream for ref, with the headers hdr, and
+// keeps the list (old: what the store held under ref, nil when nothing).
+// The scope's generation is read before the list is asked for, so that a
+// list_changed during the list makes it stale at once. Concurrent
+// refreshes of one ref are one (Gateway.flights).
+func (g *Gateway) refresh(ctx context.Context, u *Upstream, hdr http.Header, caps json.RawMessage, ref listRef, old []byte) (*list, error) {
+	gen := ""
+	if g.cfg.ListTTL > 0 {
+		gen = g.lists.newGeneration(ctx, ref)
+	}
+	l, err := g.fetch(ctx, u, hdr, caps)
+	if err != nil {
+		return nil, err
+	}
+	l.fetched, l.gen, l.scope = g.now(), gen, ref.scope
+	l.fresh = max(g.cfg.ListTTL, 0)
+	if l.hinted {
+		l.fresh = min(l.fresh, l.hintTTL)
+	}
+	if g.cfg.ListTTL > 0 {
+		g.lists.save(ctx, ref, l, old)
+	}
+	return l, nil
 }
 
 // busy answers for u when this replica had too many requests in flight

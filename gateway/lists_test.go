@@ -29,6 +29,7 @@ type hinted struct {
 	srv   *httptest.Server
 	lists atomic.Int64
 	down  atomic.Bool
+	slow  atomic.Int64 // a tools/list takes this long (ns)
 }
 
 func newHinted(t testing.TB, ttl time.Duration) *hinted {
@@ -57,6 +58,7 @@ func newHinted(t testing.TB, ttl time.Duration) *hinted {
 		}
 		if r.Header.Get("Mcp-Method") == "tools/list" {
 			u.lists.Add(1)
+			time.Sleep(time.Duration(u.slow.Load()))
 		}
 		h.ServeHTTP(w, r)
 	}))
@@ -309,5 +311,40 @@ func TestAttackListStoreValue(t *testing.T) {
 				t.Fatalf("%d lists upstream, want the replica's own", u.lists.Load()-n)
 			}
 		})
+	}
+}
+
+// Lists that find the kept list stale at the same time make one request
+// upstream, not one each: a list expiring under load is no stampede. A
+// caller that goes away while it waits fails none of the others.
+func TestListFetchedOnceForConcurrentLists(t *testing.T) {
+	u := newHinted(t, time.Minute)
+	gh := hintedGateway(t, u, nil, nil)
+	clk := newClock(gh)
+	c := connect(t, gh.h, "acme-viewer")
+	expect(t, c, []string{"docs_read_acme"}, "docs", "ok//-")
+	u.slow.Store(int64(200 * time.Millisecond))
+	clk.add(time.Minute)
+	n := u.lists.Load()
+	gone, cancel := context.WithCancel(context.Background())
+	go func() {
+		time.Sleep(50 * time.Millisecond)
+		cancel()
+	}()
+	go c.Call(gone, "tools/list", nil) // the first to ask, perhaps: it goes away
+	var wg sync.WaitGroup
+	for range 16 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			got, sts := listed(t, c)
+			if !slices.Equal(got, []string{"docs_read_acme"}) || sts["docs"].String() != "ok//-" {
+				t.Errorf("listed %v, %v", got, sts)
+			}
+		}()
+	}
+	wg.Wait()
+	if got := u.lists.Load() - n; got != 1 {
+		t.Fatalf("%d lists upstream for 17 lists at once", got)
 	}
 }

@@ -94,6 +94,9 @@ func (ws *watches) want(ref listRef, u *Upstream, ep upstream.Endpoint, caps jso
 	w, ok := ws.m[ref.scope]
 	if !ok {
 		if len(ws.m) >= ws.max {
+			ws.sweep(now)
+		}
+		if len(ws.m) >= ws.max {
 			return
 		}
 		w = &watch{ref: ref, tenant: ref.tenant, upstream: u.ID}
@@ -104,6 +107,18 @@ func (ws *watches) want(ref listRef, u *Upstream, ep upstream.Endpoint, caps jso
 		w.running = true
 		ws.wg.Add(1)
 		go ws.run(w)
+	}
+}
+
+// sweep forgets the scopes that another replica watched when this one
+// last tried and that were not listed since watchIdle: what keeps a place
+// among MaxWatches is a watch running or a scope listed. Called with mu
+// held, when the map is full: linear in MaxWatches.
+func (ws *watches) sweep(now time.Time) {
+	for k, w := range ws.m {
+		if !w.running && !now.Before(w.wanted.Add(ws.idle)) {
+			delete(ws.m, k)
+		}
 	}
 }
 

@@ -32,6 +32,7 @@ type changing struct {
 	lists   atomic.Int64 // 2026-07-28 tools/list requests
 	watches atomic.Int64 // 2025 GET streams and 2026-07-28 listen streams ever opened (the Handler may
 	// serve a stream after ServeHTTP returned: which are open cannot be told from here)
+	globex atomic.Int64 // of which with globex's credentials
 }
 
 func newChanging(t testing.TB) *changing {
@@ -69,6 +70,9 @@ func newChanging(t testing.TB) *changing {
 			u.lists.Add(1)
 		case r.Method == http.MethodGet && r.URL.Path == "/mcp" || r.Header.Get("Mcp-Method") == "subscriptions/listen":
 			u.watches.Add(1)
+			if strings.Contains(r.Header.Get("Authorization"), "globex") {
+				u.globex.Add(1)
+			}
 		}
 		mux.ServeHTTP(w, r)
 	}))
@@ -305,4 +309,24 @@ func TestWatchEndsWhenIdle(t *testing.T) {
 	time.Sleep(700 * time.Millisecond) // idle, and its lease lapsed
 	names(t, c)
 	eventually(t, "a new watch after the idle one ended", func() bool { return u.watches.Load() == 2 })
+}
+
+// A scope another replica watches holds no place of this replica's
+// MaxWatches once it is no longer listed here: the next scope is watched.
+func TestWatchesBoundedForgetsOthersScopes(t *testing.T) {
+	u := newChanging(t)
+	store := session.NewMemory()
+	one := func(cfg *gateway.Config) { cfg.MaxWatches = 1 }
+	a := changingGateway(t, u, gateway.EraStateless, store, one)
+	b := changingGateway(t, u, gateway.EraStateless, store, one)
+	for _, gh := range []*gatewayHost{a, b} {
+		gateway.SetWatchTimes(gh.gw, time.Minute, 200*time.Millisecond)
+	}
+	names(t, connect(t, a.h, "acme-viewer"))
+	eventually(t, "a watches acme's scope", func() bool { return u.watches.Load() == 1 })
+	names(t, connect(t, b.h, "acme-admin")) // b finds it watched: its place is taken, for now
+	time.Sleep(300 * time.Millisecond)      // acme's scope idle on b
+	names(t, connect(t, a.h, "acme-viewer"))
+	names(t, connect(t, b.h, "globex-editor"))
+	eventually(t, "b watches globex's scope", func() bool { return u.globex.Load() == 1 })
 }
