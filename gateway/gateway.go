@@ -175,15 +175,22 @@ type Config struct {
 	// a call's stream); 0 means 4 MiB.
 	MaxResponseBytes int64
 	// ListTTL is how long a list of an upstream is reused for the same
-	// URL, credentials (every header sent: a caller's own token is a list
-	// of that caller's), era and client capabilities; 0 means 30 s, a
-	// negative value never reuses one.
+	// tenant, URL, credentials (every header sent: a caller's own token
+	// is a list of that caller's), era and client capabilities, by any
+	// replica sharing Store; 0 means 30 s, a negative value never reuses
+	// one (nor keeps one: see Grace). A tools/list reuses a 2026-07-28
+	// upstream's list no longer than its ttlMs either (at most a day; 0,
+	// never); a call's lookup of its tool takes a list up to ListTTL old,
+	// as the upstream checks the call itself. A list_changed of the
+	// upstream ends it sooner (see ToolsChanged).
 	ListTTL time.Duration
-	// MaxCachedLists bounds the lists kept; 0 means 4096. Past it, the
-	// oldest is forgotten first. An expired list is kept until then, as
-	// the last good list of its upstream (see Grace). For an upstream
-	// with Credentials, which list each caller was last served counts
-	// as one more (per caller, URL, era and client capabilities).
+	// MaxCachedLists bounds the lists this replica keeps in memory; 0
+	// means 4096. Past it, the oldest is forgotten first. An expired list
+	// is kept until then, as the last good list of its upstream (see
+	// Grace); Store keeps each ListTTL + Grace after it was fetched. For
+	// an upstream with Credentials, which list each caller was last
+	// served counts as one more (per caller, URL, era and client
+	// capabilities), kept by this replica only.
 	MaxCachedLists int
 	// Strict fails the whole list when an upstream's tools would be left
 	// out of it (status "failed"); by default that upstream is left out,
@@ -287,10 +294,13 @@ type Config struct {
 	Logger *slog.Logger
 
 	// Store keeps the upstream sessions of PerSession and PerPerson
-	// upstreams (Upstream.Sessions), so that any replica sharing it
-	// reuses them: give every replica the Handler's own Config.Store
-	// (which implements session.Records). nil means a session.NewMemory
-	// of this Gateway's: one replica.
+	// upstreams (Upstream.Sessions) and the upstreams' lists (see ListTTL),
+	// so that any replica sharing it reuses them, and who watches which
+	// upstream (see ToolsChanged): give every replica the Handler's own
+	// Config.Store (which implements session.Records; its PubSub, when it
+	// has one, tells every replica of a list made stale). nil means a
+	// session.NewMemory of this Gateway's: one replica. Lists are sealed
+	// as sessions are, below (lists.go).
 	//
 	// Each session is kept under a key that is a MAC of whose it is (the
 	// caller's tenant and subject, the downstream session or the client's

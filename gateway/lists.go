@@ -20,16 +20,15 @@ import (
 
 // Store keys and channel of the lists kept in Config.Store.
 const (
-	listPrefix    = "gw-list/" // + 32 hexadecimal digits: a sealed list
-	genPrefix     = "gw-lgen/" // + 32 hexadecimal digits: a scope's generation
-	listChannel   = "gw-lists" // invalidated scopes, for every replica's cache
-	listLabel     = "mcphandler/gateway/list/v1 "
-	listMethod    = "gateway/list" // the seal.Binding's Method
-	genLen        = 32             // hexadecimal digits of a generation
-	listMACLen    = 16             // bytes of a channel message's MAC
-	maxGenBytes   = 64             // a generation read back is at most this long
-	genLife       = upstream.MaxHintTTL + 24*time.Hour
-	invalidBuffer = 64 // scopes a replica's cache drops behind its subscription
+	listPrefix  = "gw-list/" // + 32 hexadecimal digits: a sealed list
+	genPrefix   = "gw-lgen/" // + 32 hexadecimal digits: a scope's generation
+	listChannel = "gw-lists" // invalidated scopes, for every replica's cache
+	listLabel   = "mcphandler/gateway/list/v1 "
+	listMethod  = "gateway/list" // the seal.Binding's Method
+	genLen      = 32             // hexadecimal digits of a generation
+	listMACLen  = 16             // bytes of a channel message's MAC
+	maxGenBytes = 64             // a generation read back is at most this long
+	genLife     = upstream.MaxHintTTL + 24*time.Hour
 )
 
 // listStore keeps the upstream lists: in this replica's cache (l1), and
