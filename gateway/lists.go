@@ -266,10 +266,10 @@ func (s *listStore) invalidate(ctx context.Context, r listRef) error {
 	case errors.Is(err, session.ErrNotFound):
 		// Of two replicas writing the first, either one's makes the
 		// lists stale.
-		_, err = s.recs.PutIfAbsent(ctx, gk, gen, genLife)
+		_, err = s.recs.PutIfAbsent(ctx, gk, gen, s.genLife())
 	case err == nil:
 		// A lost swap means another replica moved it on: stale all the same.
-		_, err = s.recs.CompareAndSwap(ctx, gk, old, gen, genLife)
+		_, err = s.recs.CompareAndSwap(ctx, gk, old, gen, s.genLife())
 	}
 	if err != nil {
 		return err
@@ -279,6 +279,11 @@ func (s *listStore) invalidate(ctx context.Context, r listRef) error {
 	}
 	return err
 }
+
+// genLife is how long a generation is kept: longer than any list fetched
+// before it, so that its expiry never makes a list it invalidated fresh
+// again.
+func (s *listStore) genLife() time.Duration { return s.keep + time.Hour }
 
 // message is what listChannel carries for scope: the scope and its MAC.
 func (s *listStore) message(scope [32]byte) []byte {
