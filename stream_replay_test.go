@@ -261,3 +261,81 @@ func TestAttackEventLogKeptPastWindow(t *testing.T) {
 		}
 	})
 }
+
+// A stream resumed on another replica whose writer died (it will never
+// write the response: its replica stopped while the call ran) ends once
+// its log had no entry for ResumeWindow, when the store would drop the
+// log anyway, rather than being kept open with keep-alives for ever.
+func TestResumedStreamOfDeadWriterEnds(t *testing.T) {
+	eachStore(t, func(t *testing.T, stores func(int) session.Store) {
+		const window = time.Second
+		stalled := make(chan struct{})
+		stall := mcphandler.Tool{Name: "stall", Handler: func(ctx context.Context, call *mcphandler.ToolCall) (*mcphandler.ToolResult, error) {
+			call.Exchange.Progress(1, 2, "")
+			<-stalled // its replica is gone: nothing more is written
+			return mcphandler.TextResult("never read"), nil
+		}}
+		replica := func(i int) *httptest.Server {
+			h := mcphandler.New(mcphandler.Config{
+				Authenticate: bearer,
+				StateKeys:    testStateKeys,
+				Store:        stores(i),
+				Sessions:     mcphandler.SessionOptions{ResumeWindow: window, KeepAlive: 200 * time.Millisecond},
+				Logger:       slog.New(slog.DiscardHandler),
+				ListTools:    func(context.Context) ([]mcphandler.Tool, error) { return []mcphandler.Tool{stall}, nil },
+			})
+			srv := httptest.NewServer(h)
+			t.Cleanup(func() { srv.Close(); h.Close() })
+			return srv
+		}
+		a, b := replica(0), replica(1)
+		t.Cleanup(func() { close(stalled) }) // before the servers close: a waits for its call
+		c := mcptest.Dial(a.URL, mcptest.WithToken("acme-viewer"), mcptest.WithAutoResume(false))
+		t.Cleanup(c.Close)
+		if _, err := c.Initialize(context.Background()); err != nil {
+			t.Fatal(err)
+		}
+		body := `{"jsonrpc":"2.0","id":7,"method":"tools/call","params":{"name":"stall","_meta":{"progressToken":"t"}}}`
+		resp, err := c.Post(context.Background(), []byte(body), nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		rd := mcptest.NewSSEReader(resp.Body)
+		last := ""
+		for last == "" || !strings.HasSuffix(last, "-1") {
+			ev, err := rd.Next()
+			if err != nil {
+				t.Fatalf("the call's stream: %v", err)
+			}
+			if ev.HasID {
+				last = ev.ID
+			}
+		}
+		resp.Body.Close()
+		a.CloseClientConnections() // the client loses a: it resumes on b
+
+		rb := mcptest.Dial(b.URL, mcptest.WithToken("acme-viewer"), mcptest.WithAutoResume(false))
+		t.Cleanup(rb.Close)
+		rb.SetSessionID(c.SessionID())
+		rb.SetProtocolVersion(c.ProtocolVersion())
+		ctx, cancel := context.WithTimeout(context.Background(), 15*time.Second)
+		defer cancel()
+		s, err := rb.Resume(ctx, last)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer s.Close()
+		for {
+			ev, err := s.Next(ctx)
+			if ctx.Err() != nil {
+				t.Fatal("the resumed stream of a dead writer was kept open")
+			}
+			if err != nil {
+				break // ended
+			}
+			if ev.Message != nil && ev.Message.IsResponse() {
+				t.Fatalf("a response no replica wrote: %+v", ev.Message)
+			}
+		}
+	})
+}

@@ -554,7 +554,17 @@ func (ss *sessions) resume(w http.ResponseWriter, rq *request, last string) bool
 		onPoll: func() bool {
 			ss.h.confirms.watchConfirm(rq, streamID)
 			evs, err := ss.events(ctx, rs.key, rs.seen)
-			return err != nil || !rs.writeAll(evs)
+			if err != nil {
+				return true
+			}
+			if rs.writeAll(evs) {
+				return false
+			}
+			// A log without an entry for ResumeWindow is one the store
+			// drops: its writer is gone (its replica stopped mid-call),
+			// or it writes its response where no resumption reads it.
+			// The stream ends; a confirm's is finished above instead.
+			return time.Since(rs.lastAt()) <= ss.cfg.Sessions.ResumeWindow
 		},
 		msgs:  live.C(),
 		onMsg: func(b []byte) bool { return rs.live(ctx, b) },
@@ -571,6 +581,16 @@ type resumed struct {
 	streamID string
 	seen     uint64   // the last event sent, or passed over
 	order    logOrder // of the entries read so far, from the first
+	newest   int64    // the newest mark's time of the entries read (Unix ms); 0: none marked
+}
+
+// lastAt is when the newest entry read was written: now when none carried
+// a time (an earlier release's), which never ends a stream.
+func (rs *resumed) lastAt() time.Time {
+	if rs.newest == 0 {
+		return time.Now()
+	}
+	return time.UnixMilli(rs.newest)
 }
 
 // write sends one logged entry, unless the client had it (seq up to the
@@ -580,6 +600,9 @@ type resumed struct {
 // connection failed.
 func (rs *resumed) write(seq uint64, entry []byte) (final, ok bool) {
 	m, rest := readMark(entry)
+	if m.marked {
+		rs.newest = max(rs.newest, m.at)
+	}
 	fresh := len(rest) > 0 && rs.order.take(m)
 	if seq <= rs.seen {
 		return fresh && rest[0] == evFinal, true
