@@ -139,6 +139,13 @@ type Upstream struct {
 	// TrustHints makes its tools' annotations count for Tool.Destructive
 	// (see mcphandler.ToolOrigin).
 	TrustHints bool
+	// Pin serves a tool of this upstream only in a definition the host
+	// approved for the caller's tenant (Config.Unapproved,
+	// Gateway.ApproveDefinition): a tool whose definition changed since
+	// — a new description, schema, annotation, title or icon — is left
+	// out, answering as an unknown tool, until its new definition is
+	// approved.
+	Pin bool
 	// Sessions says which calls of its tools share an upstream session:
 	// PerCall (the default), PerSession or PerPerson (see SessionMode).
 	// A session kept is reused by any replica sharing Config.Store, ended
@@ -282,6 +289,18 @@ type Config struct {
 	// ToolsChanged, lists are still made stale, and clients learn of the
 	// change when they list again.
 	ToolsChanged func(ctx context.Context, t mcphandler.Target) error
+	// Unapproved is asked about a tool of a pinned upstream (Upstream.Pin)
+	// whose definition the caller's tenant has not approved: a tool seen
+	// for the first time (Definition.Approved empty) or one that changed.
+	// It returns true to approve it now (recorded in Store for the
+	// tenant: it is served from then on, by every replica), false to
+	// leave it out; it is asked again a minute later at the earliest (per
+	// replica), until it approves or Gateway.ApproveDefinition does. It
+	// runs within the list (or a call's lookup) that found the tool: it
+	// should answer at once, and report a change to whoever approves
+	// rather than wait for them. nil leaves out every definition not
+	// approved by Gateway.ApproveDefinition.
+	Unapproved func(ctx context.Context, d Definition) bool
 	// MaxWatches bounds the scopes one replica watches at once (each an
 	// open connection upstream); 0 means 256, negative watches none. A
 	// scope past it is not watched: its lists go stale by their TTL
@@ -347,6 +366,7 @@ type Gateway struct {
 	watches  *watches
 	inflight *inflight // Config.MaxConcurrent (limit.go)
 	flights  *flights  // one fetch of a list at a time (flight.go)
+	pins     *pins     // approved definitions (pins.go)
 	now      func() time.Time
 }
 
@@ -411,6 +431,9 @@ func New(cfg Config) (*Gateway, error) {
 	if g.lists, err = newListStore(&g.cfg, secrets, func() time.Time { return g.now() }); err != nil {
 		return nil, err
 	}
+	if g.pins, err = newPins(&g.cfg, secrets, func() time.Time { return g.now() }); err != nil {
+		return nil, err
+	}
 	if err := g.lists.listen(context.Background()); err != nil {
 		return nil, fmt.Errorf("gateway: Config.Store: subscribing to list invalidations: %w", err)
 	}
@@ -464,6 +487,9 @@ func (g *Gateway) Tools(ctx context.Context) ([]mcphandler.Tool, error) {
 			sem <- struct{}{}
 			defer func() { <-sem; done <- struct{}{} }()
 			lists[i], sts[i] = g.list(ctx, id, &ups[i], caps, listing)
+			if ups[i].Pin {
+				lists[i] = g.filterPinned(ctx, id.Tenant, &ups[i], lists[i])
+			}
 		}()
 	}
 	for range ups {

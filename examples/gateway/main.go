@@ -27,6 +27,11 @@
 //	acme-admin     tenant acme,   subject bob,   role admin
 //	globex-editor  tenant globex, subject carol, role editor
 //
+// An upstream entry with "pin": true serves each of its tools only in the
+// definition first seen for a tenant: a changed one (a new description,
+// schema or annotation) is left out and logged, until an admin approves
+// it with the tool approve_definition.
+//
 // Upstream tools appear as <id>_<name>, next to the local tool whoami. A
 // viewer sees only the upstream tools annotated readOnlyHint: true (a
 // hidden one answers like an unknown tool), and the gateway asks a human
@@ -135,6 +140,7 @@ type upstreamEntry struct {
 	Tenants  []string                     `json:"tenants"`
 	Headers  map[string]map[string]string `json:"headers"`
 	Exchange *exchangeEntry               `json:"exchange"`
+	Pin      bool                         `json:"pin"`
 }
 
 // exchangeEntry is where each caller's token is exchanged for their own
@@ -196,6 +202,7 @@ func build(ups []upstreamEntry, store session.Store, keys [][]byte) (*mcphandler
 	var h *mcphandler.Handler // made below: the gateway passes list changes on to it
 	gcfg := gateway.Config{
 		ToolsChanged: func(ctx context.Context, t mcphandler.Target) error { return h.NotifyToolsChanged(ctx, t) },
+		Unapproved:   approveFirstSight,
 		Upstreams: func(ctx context.Context, id mcphandler.Identity) ([]gateway.Upstream, error) {
 			var out []gateway.Upstream
 			for i, u := range ups {
@@ -206,7 +213,7 @@ func build(ups []upstreamEntry, store session.Store, keys [][]byte) (*mcphandler
 				for k, v := range u.Headers[id.Tenant] {
 					h.Set(k, v)
 				}
-				out = append(out, gateway.Upstream{ID: u.ID, URL: u.URL, Header: h, Credentials: sources[i]})
+				out = append(out, gateway.Upstream{ID: u.ID, URL: u.URL, Header: h, Credentials: sources[i], Pin: u.Pin})
 			}
 			return out, nil
 		},
@@ -230,7 +237,7 @@ func build(ups []upstreamEntry, store session.Store, keys [][]byte) (*mcphandler
 					tools[i].MinRole = "editor" // viewers see only read-only upstream tools
 				}
 			}
-			return append(tools, whoami), err
+			return append(tools, whoami, approveDefinition(gw)), err
 		},
 		BeforeCall: func(ctx context.Context, call *mcphandler.ToolCall) (mcphandler.Decision, error) {
 			if call.Tool.Origin != nil && !readOnly(&call.Tool) {
@@ -250,6 +257,42 @@ func build(ups []upstreamEntry, store session.Store, keys [][]byte) (*mcphandler
 // readOnly reports whether the upstream annotated t readOnlyHint: this
 // demo's policy takes the upstream's word for it.
 func readOnly(t *mcphandler.Tool) bool { return t.Annotations != nil && t.Annotations.ReadOnlyHint }
+
+// approveFirstSight is the demo's policy for a pinned upstream ("pin":
+// true): a tool's first definition is approved for the tenant; a changed
+// one is left out, and logged with what an admin gives approve_definition
+// to serve it again.
+func approveFirstSight(ctx context.Context, d gateway.Definition) bool {
+	if d.Approved == "" {
+		return true
+	}
+	log.Printf("gateway: %s changed tool %s for tenant %s; left out until an admin calls approve_definition with "+
+		`{"upstream":%q,"tool":%q,"digest":%q}`, d.Tool.Origin.Upstream, d.Tool.Origin.Name, d.Tenant,
+		d.Tool.Origin.Upstream, d.Tool.Origin.Name, d.Tool.Origin.Digest)
+	return false
+}
+
+// approveDefinition is the gateway's tool for admins: it approves, for
+// the admin's tenant, a changed definition of a pinned upstream's tool.
+func approveDefinition(gw *gateway.Gateway) mcphandler.Tool {
+	return mcphandler.Tool{
+		Name:        "approve_definition",
+		Description: "Serves a pinned upstream's changed tool again, in the definition of the digest given, for your tenant.",
+		MinRole:     "admin",
+		InputSchema: json.RawMessage(`{"type":"object","properties":{"upstream":{"type":"string"},"tool":{"type":"string"},` +
+			`"digest":{"type":"string","pattern":"^[0-9a-f]{64}$"}},"required":["upstream","tool","digest"]}`),
+		Handler: func(ctx context.Context, call *mcphandler.ToolCall) (*mcphandler.ToolResult, error) {
+			var a struct{ Upstream, Tool, Digest string }
+			if err := json.Unmarshal(call.Arguments, &a); err != nil {
+				return nil, err
+			}
+			if err := gw.ApproveDefinition(ctx, call.Identity.Tenant, a.Upstream, a.Tool, a.Digest); err != nil {
+				return nil, err
+			}
+			return mcphandler.TextResult("approved"), nil
+		},
+	}
+}
 
 // whoami is the gateway's own tool.
 var whoami = mcphandler.Tool{
