@@ -66,11 +66,11 @@ type listStore struct {
 	logger *slog.Logger
 	now    func() time.Time
 
-	mu      sync.Mutex
-	dropped int       // foreign values read since lastLog
-	lastLog time.Time // when they were last logged
-	sub     session.Subscription
-	done    chan struct{}
+	dropped *dropLog
+
+	mu   sync.Mutex // guards sub and done
+	sub  session.Subscription
+	done chan struct{}
 }
 
 // listRef is where one list is kept: in this replica's cache under l1,
@@ -87,7 +87,8 @@ func newListStore(cfg *Config, secrets [][]byte, now func() time.Time) (*listSto
 		return nil, err
 	}
 	s := &listStore{recs: cfg.Store, keys: keys, names: names, l1: newListCache(cfg.MaxCachedLists),
-		keep: max(cfg.ListTTL, 0) + max(cfg.Grace, 0), max: cfg.MaxResponseBytes, logger: cfg.Logger, now: now}
+		keep: max(cfg.ListTTL, 0) + max(cfg.Grace, 0), max: cfg.MaxResponseBytes, logger: cfg.Logger, now: now,
+		dropped: &dropLog{logger: cfg.Logger, msg: "gateway: lists in the store that are not the gateway's, read as none"}}
 	s.ps, _ = cfg.Store.(session.PubSub)
 	return s, nil
 }
@@ -163,7 +164,7 @@ func (s *listStore) load(ctx context.Context, r listRef) (*list, []byte, error) 
 		return nil, nil, err
 	}
 	if int64(len(raw)) > s.max*4/3+256 {
-		s.drop(errors.New("a value too large"))
+		s.dropped.drop(key, errors.New("a value too large"))
 		return nil, raw, nil
 	}
 	p, err := s.keys.Open(string(raw), bind(r, key), s.now())
@@ -171,12 +172,12 @@ func (s *listStore) load(ctx context.Context, r listRef) (*list, []byte, error) 
 		return nil, raw, nil
 	}
 	if err != nil {
-		s.drop(err)
+		s.dropped.drop(key, err)
 		return nil, raw, nil
 	}
 	var v storedList
 	if err := json.Unmarshal(p, &v); err != nil || v.Era < int(upstream.Sessions) || v.Era > int(upstream.Legacy) {
-		s.drop(errors.New("a sealed value of another shape"))
+		s.dropped.drop(key, errors.New("a sealed value of another shape"))
 		return nil, raw, nil
 	}
 	gen, err := s.generation(ctx, r)
@@ -189,7 +190,7 @@ func (s *listStore) load(ctx context.Context, r listRef) (*list, []byte, error) 
 	for _, def := range v.Tools {
 		var t struct{ Name string }
 		if json.Unmarshal(def, &t) != nil || t.Name == "" {
-			s.drop(errors.New("a sealed tool without a name"))
+			s.dropped.drop(key, errors.New("a sealed tool without a name"))
 			return nil, raw, nil
 		}
 		l.tools = append(l.tools, upstream.Tool{Name: t.Name, Def: def})
@@ -333,22 +334,6 @@ func (s *listStore) close() {
 		sub.Close()
 		<-done
 	}
-}
-
-// drop logs, at most once per 10 s with a count, a value of the store
-// that is not the gateway's.
-func (s *listStore) drop(err error) {
-	s.mu.Lock()
-	s.dropped++
-	now := time.Now()
-	if now.Sub(s.lastLog) < 10*time.Second {
-		s.mu.Unlock()
-		return
-	}
-	n := s.dropped
-	s.dropped, s.lastLog = 0, now
-	s.mu.Unlock()
-	s.logger.Warn("gateway: a list in the store is not the gateway's, read as none", "values", n, "last", err.Error())
 }
 
 // newGeneration is a list's generation for r, read before it is asked

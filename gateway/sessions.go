@@ -129,9 +129,7 @@ type keeper struct {
 	logger *slog.Logger
 	now    func() time.Time
 
-	mu      sync.Mutex
-	dropped int       // foreign values read since lastLog
-	lastLog time.Time // when dropped values were last logged
+	dropped *dropLog
 
 	// opening holds, per slot key, a channel closed when the session this
 	// replica is opening there is kept (or not): the calls that find no
@@ -150,7 +148,8 @@ func newKeeper(cfg *Config, secrets [][]byte, now func() time.Time) (*keeper, er
 	if err != nil {
 		return nil, errors.New("gateway: Config.StateKeys: " + err.Error())
 	}
-	k := &keeper{store: cfg.Store, keys: keys, names: names, logger: cfg.Logger, now: now, opening: map[string]chan struct{}{}}
+	k := &keeper{store: cfg.Store, keys: keys, names: names, logger: cfg.Logger, now: now, opening: map[string]chan struct{}{},
+		dropped: &dropLog{logger: cfg.Logger, msg: "gateway: dropped kept upstream sessions from the store that failed verification (forged, altered or moved)"}}
 	k.owners = ownerindex.New(ownerindex.Config{Store: cfg.Store, Signer: signer, Max: cfg.MaxUpstreamSessions,
 		ValidID: validSlotID, MaxIDLen: slotIDLen, Now: now})
 	return k, nil
@@ -298,7 +297,7 @@ func (k *keeper) load(ctx context.Context, sl slot) (*kept, []byte, error) {
 	case bytes.Equal(raw, tombstone):
 		return nil, raw, nil
 	case len(raw) > maxKeptBytes:
-		k.drop(sl.key, errors.New("a value too large"))
+		k.dropped.drop(sl.key, errors.New("a value too large"))
 		return nil, raw, nil
 	}
 	p, err := k.keys.Open(string(raw), sl.bind, k.now())
@@ -306,32 +305,15 @@ func (k *keeper) load(ctx context.Context, sl slot) (*kept, []byte, error) {
 		return nil, raw, nil
 	}
 	if err != nil {
-		k.drop(sl.key, err)
+		k.dropped.drop(sl.key, err)
 		return nil, raw, nil
 	}
 	var v kept
 	if err := json.Unmarshal(p, &v); err != nil || v.Version == "" {
-		k.drop(sl.key, errors.New("a sealed value of another shape"))
+		k.dropped.drop(sl.key, errors.New("a sealed value of another shape"))
 		return nil, raw, nil
 	}
 	return &v, raw, nil
-}
-
-// drop logs, at most once per 10 s with a count, a value of the store
-// that is not the gateway's.
-func (k *keeper) drop(key string, err error) {
-	k.mu.Lock()
-	k.dropped++
-	now := time.Now()
-	if now.Sub(k.lastLog) < 10*time.Second {
-		k.mu.Unlock()
-		return
-	}
-	n := k.dropped
-	k.dropped, k.lastLog = 0, now
-	k.mu.Unlock()
-	k.logger.Warn("gateway: dropped kept upstream sessions from the store that failed verification (forged, altered or moved)",
-		"count", n, "last", key, "err", err)
 }
 
 // call makes f's call in the upstream session kept for its caller,
