@@ -44,9 +44,10 @@ func BenchmarkCall(b *testing.B) {
 		{"gateway-" + string(gateway.EraSessions) + "-per-session", gateway.EraSessions, gateway.PerSession},
 	} {
 		b.Run(c.name, func(b *testing.B) {
-			gh := newGateway(b, gateway.Config{Upstreams: func(ctx context.Context, id mcphandler.Identity) ([]gateway.Upstream, error) {
-				return []gateway.Upstream{{ID: "docs", URL: up.srv.URL, Era: c.era, Sessions: c.mode}}, nil
-			}})
+			gh := newGateway(b, gateway.Config{MaxWatches: 256, // the default: the upstream is watched, as in production
+				Upstreams: func(ctx context.Context, id mcphandler.Identity) ([]gateway.Upstream, error) {
+					return []gateway.Upstream{{ID: "docs", URL: up.srv.URL, Era: c.era, Sessions: c.mode}}, nil
+				}})
 			srv := httptest.NewServer(gh.h)
 			defer srv.Close()
 			run(b, srv.URL, "docs_search")
