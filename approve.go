@@ -93,6 +93,8 @@ func (ap *approvals) openApproval(t *toolRun, d Decision) (a *approval.Approval,
 		_, err = s.Consume(context.WithoutCancel(rq.ctx), a.ID, req.Asker, call.Tool.Name, call.Arguments)
 		if err == nil {
 			ev.Outcome = OutcomeConfirmed
+			by := a.DecidedBy
+			call.approver = &by
 			return a, true, true
 		}
 		if !errors.Is(err, approval.ErrUsed) && !errors.Is(err, approval.ErrNotFound) {

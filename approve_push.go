@@ -64,6 +64,7 @@ func (ap *approvals) approvePush(t *toolRun, d Decision, a *approval.Approval) b
 		return false
 	}
 	t.lease = run
+	call.approver = c.approver
 	return true
 }
 
@@ -200,6 +201,8 @@ func (c *confirmCall) approvalDecided(ctx context.Context, got *approval.Approva
 		o, r := approvalOutcome(&approval.Approval{State: approval.Used}, c.tool)
 		return o, r, nil
 	}
+	by := got.DecidedBy
+	c.approver = &by
 	return OutcomeConfirmed, nil, &confirmRun{c: c, raw: raw}
 }
 
@@ -260,7 +263,8 @@ func (ap *approvals) runAdopted(out *request, c *confirmCall, run *confirmRun, e
 		out.fail(c.rec.ReqID, errUnknownTool(c.tool))
 		return
 	}
-	call := &ToolCall{Tool: tool, Arguments: c.rec.Args, Identity: c.ident, SessionID: c.rec.Session, Exchange: c.x, task: c.rec.slot(tool)}
+	call := &ToolCall{Tool: tool, Arguments: c.rec.Args, Identity: c.ident, SessionID: c.rec.Session, Exchange: c.x, task: c.rec.slot(tool),
+		approver: c.approver}
 	t := toolRun{rq: out, m: &jsonrpc.Message{ID: c.rec.ReqID, Method: "tools/call"}, call: call, ev: *ev}
 	t.proceed()
 	*ev = t.ev

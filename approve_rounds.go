@@ -155,6 +155,8 @@ func (ap *approvals) runApprovedRound(t *toolRun, rec nonceRecord, raw []byte, g
 		rq.sendResult(m.ID, result)
 		return false
 	}
+	by := got.DecidedBy
+	call.approver = &by
 	return t.grantRound(n, rec, b)
 }
 

@@ -52,6 +52,9 @@ func TestApproveURLModeRunsOnce(t *testing.T) {
 	if err != nil || res.IsError || res.Text() != "delete_thing ran for acme" {
 		t.Fatalf("approved call: %+v, %v", res, err)
 	}
+	if by := rig.f.approvedBy(); by != "acme/bob" {
+		t.Fatalf("the run saw ApprovedBy %q, want the approver", by)
+	}
 	id := u.last.Load().(mcptest.ElicitParams).ElicitationID
 	if !hasNote(c, "notifications/elicitation/complete", id) {
 		t.Fatalf("no notifications/elicitation/complete for %s: %v", id, c.Notifications())
@@ -161,6 +164,9 @@ func TestApproveAskerDies(t *testing.T) {
 	if n := rig.f.count("delete_thing"); n != 1 {
 		t.Fatalf("ran %d times, want 1", n)
 	}
+	if by := rig.f.approvedBy(); by != "acme/bob" {
+		t.Fatalf("the run taken over saw ApprovedBy %q, want the approver", by)
+	}
 	waitOutcome(t, rig.f, mcphandler.OutcomeConfirmed)
 }
 
@@ -216,6 +222,9 @@ func TestApproveWithoutURLMode(t *testing.T) {
 			if res := call(x); res.IsError || res.Text() != "delete_thing ran for acme" {
 				t.Fatalf("the call after the approval: %+v", res)
 			}
+			if by := rig.f.approvedBy(); by != "acme/bob" {
+				t.Fatalf("the repeated call saw ApprovedBy %q, want the approver", by)
+			}
 			if next := approvalIn(t, call(x)); next == id {
 				t.Fatal("a used approval was given again")
 			}
@@ -258,6 +267,9 @@ func TestApproveModern(t *testing.T) {
 	}
 	if n := rig.f.count("delete_thing"); n != 1 {
 		t.Fatalf("ran %d times, want 1", n)
+	}
+	if by := rig.f.approvedBy(); by != "acme/bob" {
+		t.Fatalf("the round's run saw ApprovedBy %q, want the approver", by)
 	}
 }
 
@@ -527,5 +539,38 @@ func TestApproveOpenedAfterDecision(t *testing.T) {
 	}
 	if n := rig.f.count("delete_thing"); n != 1 {
 		t.Fatalf("ran %d times, want 1", n)
+	}
+}
+
+// A call run under any decision but an approval a person gave says so:
+// ToolCall.ApprovedBy is false for an allowed call and for a confirmed
+// one, whose "yes" came from the client.
+func TestApprovedByOnlyUnderApproval(t *testing.T) {
+	rig := newApprovalRig(t, 1, 5*time.Second, func(cfg *mcphandler.Config) {
+		before := cfg.BeforeCall
+		cfg.BeforeCall = func(ctx context.Context, call *mcphandler.ToolCall) (mcphandler.Decision, error) {
+			if call.Tool.Name == "admin_op" {
+				return mcphandler.Confirm("Sure?"), nil
+			}
+			return before(ctx, call)
+		}
+	})
+	c := mcptest.Dial(rig.cl.proxy.URL, mcptest.WithToken("acme-admin"), mcptest.WithCapabilities(urlCaps),
+		mcptest.WithElicitationHandler(func(ctx context.Context, p mcptest.ElicitParams) (mcptest.ElicitResult, error) {
+			return mcptest.ElicitResult{Action: "accept", Content: map[string]any{"confirm": true}}, nil
+		}))
+	defer c.Close()
+	ctx := context.Background()
+	if _, err := c.Initialize(ctx); err != nil {
+		t.Fatal(err)
+	}
+	for _, tool := range []string{"read", "admin_op"} {
+		rig.f.approver.Store("")
+		if res, err := c.CallTool(ctx, tool, nil); err != nil || res.IsError {
+			t.Fatalf("%s: %+v %v", tool, res, err)
+		}
+		if by := rig.f.approvedBy(); by != "-" {
+			t.Fatalf("%s saw ApprovedBy %q", tool, by)
+		}
 	}
 }

@@ -12,11 +12,12 @@ import (
 	"crypto/rand"
 	"encoding/json"
 	"errors"
-	"github.com/mcphandler/mcphandler/internal/record"
 	"time"
 
+	"github.com/mcphandler/mcphandler/approval"
 	"github.com/mcphandler/mcphandler/elicitation"
 	"github.com/mcphandler/mcphandler/internal/jsonrpc"
+	"github.com/mcphandler/mcphandler/internal/record"
 	"github.com/mcphandler/mcphandler/session"
 )
 
@@ -145,6 +146,9 @@ type confirmCall struct {
 	raw    []byte        // its exact bytes in the store
 	found  Tool          // the tool, found again when the answer is judged
 	x      *Exchange     // the asker's exchange; nil for a take-over
+	// approver is who approved the call, once its approval is decided
+	// approved (approvalDecided): ToolCall.ApprovedBy.
+	approver *approval.Identity
 }
 
 // confirmRun is a confirmed call about to run: its record is running and

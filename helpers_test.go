@@ -32,8 +32,16 @@ import (
 // fixture is a two-tenant host: acme and globex users, with role-gated and
 // tenant-only tools whose runs are counted.
 type fixture struct {
-	runs   sync.Map // tool name -> *atomic.Int64
-	events chan mcphandler.CallEvent
+	runs     sync.Map // tool name -> *atomic.Int64
+	events   chan mcphandler.CallEvent
+	approver atomic.Value // string: the last run's ToolCall.ApprovedBy, "tenant/subject", or "-"
+}
+
+// approvedBy is what the last run's ToolCall.ApprovedBy said:
+// "tenant/subject", "-" for no approval, "" for no run.
+func (f *fixture) approvedBy() string {
+	s, _ := f.approver.Load().(string)
+	return s
 }
 
 var users = map[string]mcphandler.Identity{
@@ -64,6 +72,11 @@ func (f *fixture) tool(name, minRole string) mcphandler.Tool {
 		Handler: func(ctx context.Context, call *mcphandler.ToolCall) (*mcphandler.ToolResult, error) {
 			v, _ := f.runs.LoadOrStore(name, new(atomic.Int64))
 			v.(*atomic.Int64).Add(1)
+			by := "-"
+			if who, ok := call.ApprovedBy(); ok {
+				by = who.Tenant + "/" + who.Subject
+			}
+			f.approver.Store(by)
 			return mcphandler.TextResult(name + " ran for " + call.Identity.Tenant), nil
 		},
 	}

@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"strconv"
 
+	"github.com/mcphandler/mcphandler/approval"
 	"github.com/mcphandler/mcphandler/internal/jsonrpc"
 )
 
@@ -158,8 +159,24 @@ type ToolCall struct {
 	SessionID string
 	*Exchange
 
-	task *taskSlot     // set when the call may become a task (tasks.go)
-	up   *upstreamSeen // what CallUpstream reported (upstream_call.go)
+	task     *taskSlot          // set when the call may become a task (tasks.go)
+	up       *upstreamSeen      // what CallUpstream reported (upstream_call.go)
+	approver *approval.Identity // who approved the call (ApprovedBy)
+}
+
+// ApprovedBy returns the person who approved this call on the approval
+// page, when it runs under an Approve decision (see [Approve]) that they
+// approved and that this run consumed; false when the call runs under
+// any other decision. The approval was for this caller, tool and
+// arguments, and is used once: a handler may act on the person's behalf
+// during this run (package gateway answers an upstream's own
+// confirmation from it), never in another run. In a task's work it says
+// what it said when the call began.
+func (c *ToolCall) ApprovedBy() (approval.Identity, bool) {
+	if c.approver == nil {
+		return approval.Identity{}, false
+	}
+	return *c.approver, true
 }
 
 // ToolResult is the result of a tool call.
