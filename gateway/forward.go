@@ -65,7 +65,7 @@ func (f *forward) endpoint(ctx context.Context, id mcphandler.Identity) (upstrea
 func (f *forward) run(ctx context.Context, call *mcphandler.ToolCall, ep upstream.Endpoint) (*mcphandler.ToolResult, error) {
 	ctx, cancel := context.WithTimeout(ctx, f.g.cfg.Timeout)
 	defer cancel()
-	a := &asker{call: call}
+	a := &asker{call: call, confirms: &confirmer{mode: f.u.Confirms, call: call}}
 	if ep.Era == upstream.Stateless && call.Exchange.AnswersByRetry() {
 		return f.relay(ctx, call, ep, a)
 	}
@@ -120,8 +120,9 @@ var errRefusedQuestion = errors.New("gateway: an upstream question refused: the 
 // asker carries the upstream's questions and notifications of one call to
 // its client, through the call's Exchange.
 type asker struct {
-	call    *mcphandler.ToolCall
-	refused atomic.Bool // a question was refused: the client answers by retrying
+	call     *mcphandler.ToolCall
+	confirms *confirmer  // who answers the upstream's own confirmations (Upstream.Confirms)
+	refused  atomic.Bool // a question was refused: the client answers by retrying
 }
 
 // Ask relays a question to the client. A client that would answer by
@@ -129,6 +130,9 @@ type asker struct {
 // are relayed instead, and never come here) is not asked: the upstream
 // gets an error, and the call ends with one that says why.
 func (a *asker) Ask(ctx context.Context, method string, params json.RawMessage) (json.RawMessage, error) {
+	if res, ok := a.confirms.answer(method, params); ok {
+		return res, nil // never the client's to answer (Upstream.Confirms)
+	}
 	x := a.call.Exchange
 	if x.AnswersByRetry() {
 		a.refused.Store(true)

@@ -139,6 +139,12 @@ type Upstream struct {
 	// TrustHints makes its tools' annotations count for Tool.Destructive
 	// (see mcphandler.ToolOrigin).
 	TrustHints bool
+	// Confirms says who answers the upstream's own confirmations during a
+	// call (its form-mode elicitation/create): the client (ConfirmsRelay,
+	// the default), nobody (ConfirmsDecline), or the person who approved
+	// the call (ConfirmsApproval). An invalid mode is logged and taken as
+	// ConfirmsDecline.
+	Confirms ConfirmMode
 	// Pin serves a tool of this upstream only in a definition the host
 	// approved for the caller's tenant (Config.Unapproved,
 	// Gateway.ApproveDefinition): a tool whose definition changed since
@@ -532,6 +538,10 @@ func (g *Gateway) checkUpstreams(ups []Upstream) []Upstream {
 			if u.Sessions < PerCall || u.Sessions > PerPerson {
 				g.cfg.Logger.Warn("gateway: upstream with an invalid Sessions mode, taken as PerCall", "upstream", u.ID, "mode", int(u.Sessions))
 				u.Sessions = PerCall
+			}
+			if u.Confirms < ConfirmsRelay || u.Confirms > ConfirmsApproval {
+				g.cfg.Logger.Warn("gateway: upstream with an invalid Confirms mode, taken as ConfirmsDecline", "upstream", u.ID, "mode", int(u.Confirms))
+				u.Confirms = ConfirmsDecline
 			}
 			if u.SessionTTL <= 0 {
 				u.SessionTTL = defaultSessionTTL

@@ -183,13 +183,29 @@ func (f *forward) relay(ctx context.Context, call *mcphandler.ToolCall, ep upstr
 		}
 		retry.State, retry.Responses = st.state, st.answers(x)
 	}
-	for {
+	for own := 0; ; {
 		raw, ir, err := f.callTool(ctx, call, ep, a, retry) // telemetry.go
 		if err != nil {
 			return nil, f.failed(ctx, err)
 		}
 		if ir == nil {
 			return f.result(raw)
+		}
+		// A round of confirmations the gateway answers itself
+		// (Upstream.Confirms) goes back upstream at once.
+		mine, ok, err := a.confirms.round(ir)
+		if err != nil {
+			f.g.cfg.Logger.Warn("gateway: an upstream's round not relayed", "upstream", f.upstream, "tool", clip(f.name), "err", err)
+			return nil, &mcphandler.ToolError{Class: mcphandler.ClassInternal, Err: err, Detail: "upstream " + f.upstream +
+				" asked for a confirmation, which this gateway answers itself, together with questions for the client, in one round"}
+		}
+		if ok {
+			if own++; own > maxRelayRounds {
+				return nil, &mcphandler.ToolError{Class: mcphandler.ClassInternal, Err: upstream.ErrTooMany,
+					Detail: "upstream " + f.upstream + " asked for confirmation more than " + strconv.Itoa(maxRelayRounds) + " times in one call"}
+			}
+			retry = &upstream.Retry{State: ir.State, Responses: mine}
+			continue
 		}
 		next, inputs, err := f.nextRound(st.round+1, bind, ir, x.ClientCapabilities())
 		if err != nil {

@@ -32,6 +32,12 @@
 // schema or annotation) is left out and logged, until an admin approves
 // it with the tool approve_definition.
 //
+// "confirms" says who answers an upstream's own "are you sure?" during a
+// call: the client ("relay", the default), nobody ("decline": the
+// gateway declines it), or the person who approved the call on an
+// approval page ("approval"; this demo asks for no approvals, so it
+// declines every one).
+//
 // Upstream tools appear as <id>_<name>, next to the local tool whoami. A
 // viewer sees only the upstream tools annotated readOnlyHint: true (a
 // hidden one answers like an unknown tool), and the gateway asks a human
@@ -141,7 +147,12 @@ type upstreamEntry struct {
 	Headers  map[string]map[string]string `json:"headers"`
 	Exchange *exchangeEntry               `json:"exchange"`
 	Pin      bool                         `json:"pin"`
+	Confirms string                       `json:"confirms"` // "relay" (default), "decline" or "approval"
 }
+
+// confirmModes are the values of an entry's "confirms".
+var confirmModes = map[string]gateway.ConfirmMode{"": gateway.ConfirmsRelay, "relay": gateway.ConfirmsRelay,
+	"decline": gateway.ConfirmsDecline, "approval": gateway.ConfirmsApproval}
 
 // exchangeEntry is where each caller's token is exchanged for their own
 // token at an upstream.
@@ -182,13 +193,13 @@ func loadUpstreams(path string) ([]upstreamEntry, error) {
 		if u.ID == "" || u.URL == "" {
 			return nil, fmt.Errorf("%s: every upstream needs an id and a url", path)
 		}
+		if _, ok := confirmModes[u.Confirms]; !ok {
+			return nil, fmt.Errorf("%s: upstream %s: confirms is %q, not relay, decline or approval", path, u.ID, u.Confirms)
+		}
 	}
 	return f.Upstreams, nil
 }
 
-// config is the handler of the gateway: the upstreams of each caller's
-// tenant, with that tenant's headers or the caller's exchanged token,
-// and the local tool whoami.
 // build makes the gateway and its Handler, sharing store and keys (nil:
 // memory, one replica), and a function that closes both.
 func build(ups []upstreamEntry, store session.Store, keys [][]byte) (*mcphandler.Handler, func(), error) {
@@ -213,7 +224,8 @@ func build(ups []upstreamEntry, store session.Store, keys [][]byte) (*mcphandler
 				for k, v := range u.Headers[id.Tenant] {
 					h.Set(k, v)
 				}
-				out = append(out, gateway.Upstream{ID: u.ID, URL: u.URL, Header: h, Credentials: sources[i], Pin: u.Pin})
+				out = append(out, gateway.Upstream{ID: u.ID, URL: u.URL, Header: h, Credentials: sources[i], Pin: u.Pin,
+					Confirms: confirmModes[u.Confirms]})
 			}
 			return out, nil
 		},

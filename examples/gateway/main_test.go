@@ -15,6 +15,7 @@ import (
 	"testing"
 
 	"github.com/mcphandler/mcphandler"
+	"github.com/mcphandler/mcphandler/elicitation"
 	"github.com/mcphandler/mcphandler/mcptest"
 )
 
@@ -269,3 +270,43 @@ func TestGatewayPinned(t *testing.T) {
 type writerFunc func([]byte) (int, error)
 
 func (f writerFunc) Write(p []byte) (int, error) { return f(p) }
+
+// "confirms": "decline" answers the upstream's own questions with a
+// decline, the client never asked; an unknown mode is refused at start.
+func TestGatewayConfirmsDecline(t *testing.T) {
+	up := mcphandler.New(mcphandler.Config{
+		Authenticate: mcphandler.InsecureAnonymous,
+		ListTools: func(context.Context) ([]mcphandler.Tool, error) {
+			return []mcphandler.Tool{{Name: "wipe", Annotations: &mcphandler.ToolAnnotations{ReadOnlyHint: true},
+				Handler: func(ctx context.Context, call *mcphandler.ToolCall) (*mcphandler.ToolResult, error) {
+					res, err := call.Elicit(ctx, mcphandler.ElicitRequest{Message: "Sure?",
+						Schema: elicitation.NewSchema().Boolean("confirm", elicitation.Required())})
+					if err != nil || res.Action != elicitation.Accept {
+						return mcphandler.TextResult("kept"), err
+					}
+					return mcphandler.TextResult("wiped"), nil
+				}}}, nil
+		},
+	})
+	srv := httptest.NewServer(up)
+	t.Cleanup(func() { srv.Close(); up.Close() })
+	h := serveFile(t, `{"upstreams":[{"id":"up","url":"`+srv.URL+`","tenants":["acme"],"confirms":"decline"}]}`)
+	asked := 0
+	c := mcptest.New(t, h, mcptest.WithToken("acme-viewer"),
+		mcptest.WithElicitationHandler(func(ctx context.Context, p mcptest.ElicitParams) (mcptest.ElicitResult, error) {
+			asked++
+			return mcptest.ElicitResult{Action: "accept", Content: map[string]any{"confirm": true}}, nil
+		}))
+	if _, err := c.Initialize(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	res, err := c.CallTool(context.Background(), "up_wipe", nil)
+	if err != nil || res.Text() != "kept" || asked != 0 {
+		t.Fatalf("%+v %v, asked %d", res, err, asked)
+	}
+	file := filepath.Join(t.TempDir(), "upstreams.json")
+	os.WriteFile(file, []byte(`{"upstreams":[{"id":"up","url":"http://x","confirms":"maybe"}]}`), 0o600)
+	if _, err := loadUpstreams(file); err == nil || !strings.Contains(err.Error(), "maybe") {
+		t.Fatalf("an unknown mode: %v", err)
+	}
+}
