@@ -59,11 +59,20 @@ func startSentinel(dir string) (*Sentinel, error) {
 	if err != nil {
 		return nil, fmt.Errorf("redis-server is not on PATH\n%s", howTo)
 	}
-	var s *Sentinel
+	// A topology that does not start, or whose replica never links to its
+	// master (a port taken between its choice and its use, a machine too
+	// busy for the Sentinels to agree in time), is stopped and made again
+	// on other ports, up to three times.
 	for attempt := 0; ; attempt++ {
+		var s *Sentinel
 		s, err = spawnSentinel(bin, fmt.Sprintf("%s/%d", dir, attempt))
 		if err == nil {
-			break
+			ctx, cancel := context.WithTimeout(context.Background(), settleTimeout)
+			err = s.settle(ctx, s.data[0].addr, true)
+			cancel()
+			if err == nil {
+				return s, nil
+			}
 		}
 		if s != nil {
 			s.stop()
@@ -72,13 +81,6 @@ func startSentinel(dir string) (*Sentinel, error) {
 			return nil, err
 		}
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), settleTimeout)
-	defer cancel()
-	if err := s.settle(ctx, s.data[0].addr, true); err != nil {
-		s.stop()
-		return nil, err
-	}
-	return s, nil
 }
 
 func spawnSentinel(bin, dir string) (*Sentinel, error) {
