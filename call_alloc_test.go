@@ -35,37 +35,51 @@ func TestToolsCallAllocs(t *testing.T) {
 				Authenticate: bearer,
 				ListTools:    func(context.Context) ([]mcphandler.Tool, error) { return []mcphandler.Tool{tc.tool}, nil },
 			})
-			body := session
-			var hdr http.Header
+			body, hdr := session, http.Header(nil)
 			if tc.modern {
-				body = modernCall
-				hdr = http.Header{}
-				hdr.Set("Authorization", "Bearer acme-viewer")
-				hdr.Set("Content-Type", "application/json")
-				hdr.Set("Accept", "application/json, text/event-stream")
-				hdr.Set("MCP-Protocol-Version", "2026-07-28")
-				hdr.Set("Mcp-Method", "tools/call")
-				hdr.Set("Mcp-Name", "echo")
+				body, hdr = modernCall, modernHeader("tools/call", "echo")
 			} else {
 				hdr = benchSession(t, h)
 			}
-			rd := strings.NewReader(body)
-			req, _ := http.NewRequest("POST", "/", rd)
-			req.Header = hdr
-			req.ContentLength = int64(len(body))
-			w := &discardWriter{h: http.Header{}}
-			n := testing.AllocsPerRun(200, func() {
-				rd.Reset(body)
-				req.Body = io.NopCloser(rd)
-				w.reset()
-				h.ServeHTTP(w, req)
-				if w.code != http.StatusOK || w.n == 0 {
-					t.Fatalf("status %d, %d bytes", w.code, w.n)
-				}
-			})
+			n := postAllocs(t, h, body, hdr)
 			if n > tc.max {
 				t.Errorf("a tools/call allocates %v times, at most %v before", n, tc.max)
 			}
 		})
 	}
+}
+
+// modernHeader is the header of a 2026-07-28 POST of method (and name, for
+// Mcp-Name, if not empty) by acme-viewer.
+func modernHeader(method, name string) http.Header {
+	hdr := http.Header{}
+	hdr.Set("Authorization", "Bearer acme-viewer")
+	hdr.Set("Content-Type", "application/json")
+	hdr.Set("Accept", "application/json, text/event-stream")
+	hdr.Set("MCP-Protocol-Version", "2026-07-28")
+	hdr.Set("Mcp-Method", method)
+	if name != "" {
+		hdr.Set("Mcp-Name", name)
+	}
+	return hdr
+}
+
+// postAllocs is how many times h allocates to answer a POST of body with
+// hdr, which must succeed with a body.
+func postAllocs(t *testing.T, h http.Handler, body string, hdr http.Header) float64 {
+	t.Helper()
+	rd := strings.NewReader(body)
+	req, _ := http.NewRequest("POST", "/", rd)
+	req.Header = hdr
+	req.ContentLength = int64(len(body))
+	w := &discardWriter{h: http.Header{}}
+	return testing.AllocsPerRun(200, func() {
+		rd.Reset(body)
+		req.Body = io.NopCloser(rd)
+		w.reset()
+		h.ServeHTTP(w, req)
+		if w.code != http.StatusOK || w.n == 0 {
+			t.Fatalf("status %d, %d bytes", w.code, w.n)
+		}
+	})
 }

@@ -2,9 +2,7 @@ package mcphandler_test
 
 import (
 	"context"
-	"io"
 	"net/http"
-	"strings"
 	"testing"
 
 	"github.com/mcphandler/mcphandler"
@@ -34,33 +32,13 @@ func TestToolsListAllocs(t *testing.T) {
 				ListTools:    func(context.Context) ([]mcphandler.Tool, error) { return []mcphandler.Tool{echoTool}, nil },
 			})
 			defer h.Close()
-			body := sessionList
-			var hdr http.Header
+			body, hdr := sessionList, http.Header(nil)
 			if tc.modern {
-				body = modernList
-				hdr = http.Header{}
-				hdr.Set("Authorization", "Bearer acme-viewer")
-				hdr.Set("Content-Type", "application/json")
-				hdr.Set("Accept", "application/json, text/event-stream")
-				hdr.Set("MCP-Protocol-Version", "2026-07-28")
-				hdr.Set("Mcp-Method", "tools/list")
+				body, hdr = modernList, modernHeader("tools/list", "")
 			} else {
 				hdr = benchSession(t, h)
 			}
-			rd := strings.NewReader(body)
-			req, _ := http.NewRequest("POST", "/", rd)
-			req.Header = hdr
-			req.ContentLength = int64(len(body))
-			w := &discardWriter{h: http.Header{}}
-			n := testing.AllocsPerRun(200, func() {
-				rd.Reset(body)
-				req.Body = io.NopCloser(rd)
-				w.reset()
-				h.ServeHTTP(w, req)
-				if w.code != http.StatusOK || w.n == 0 {
-					t.Fatalf("status %d, %d bytes", w.code, w.n)
-				}
-			})
+			n := postAllocs(t, h, body, hdr)
 			if n > tc.max {
 				t.Errorf("a tools/list allocates %v times, at most %v before", n, tc.max)
 			}
