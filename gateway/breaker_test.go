@@ -47,23 +47,18 @@ func newDoor(t *testing.T, tools ...upstreamTool) *door {
 			return
 		}
 		if r.Method == http.MethodPost {
-			body, _ := io.ReadAll(r.Body)
-			var m struct {
-				Method string `json:"method"`
-			}
-			json.Unmarshal(body, &m)
+			m := postedMethod(r)
 			d.mu.Lock()
-			d.methods = append(d.methods, m.Method)
+			d.methods = append(d.methods, m)
 			hold := d.hold
 			d.mu.Unlock()
-			if hold != nil && m.Method == "tools/list" {
+			if hold != nil && m == "tools/list" {
 				d.held <- struct{}{}
 				select { // never for ever: a test that fails must not hang
 				case <-hold:
 				case <-time.After(5 * time.Second):
 				}
 			}
-			r.Body = io.NopCloser(strings.NewReader(string(body)))
 		}
 		d.up.h.ServeHTTP(w, r)
 	}))
@@ -74,13 +69,7 @@ func newDoor(t *testing.T, tools ...upstreamTool) *door {
 func (d *door) saw(method string) int {
 	d.mu.Lock()
 	defer d.mu.Unlock()
-	n := 0
-	for _, m := range d.methods {
-		if m == method {
-			n++
-		}
-	}
-	return n
+	return countMethod(d.methods, method)
 }
 
 // upstreamsAt gives every caller the doors, with its tenant's

@@ -86,15 +86,10 @@ func newUpstream(t testing.TB, tools ...upstreamTool) *fakeUpstream {
 			return
 		}
 		if r.Method == http.MethodPost {
-			body, _ := io.ReadAll(r.Body)
-			var m struct {
-				Method string `json:"method"`
-			}
-			json.Unmarshal(body, &m)
+			m := postedMethod(r)
 			u.mu.Lock()
-			u.methods = append(u.methods, m.Method)
+			u.methods = append(u.methods, m)
 			u.mu.Unlock()
-			r.Body = io.NopCloser(strings.NewReader(string(body)))
 		}
 		u.h.ServeHTTP(w, r)
 	}))
@@ -139,8 +134,25 @@ func (u *fakeUpstream) count(name string) int64 {
 func (u *fakeUpstream) sawMethod(method string) int {
 	u.mu.Lock()
 	defer u.mu.Unlock()
+	return countMethod(u.methods, method)
+}
+
+// postedMethod returns the JSON-RPC method of the POST r, leaving its
+// body to be read again.
+func postedMethod(r *http.Request) string {
+	body, _ := io.ReadAll(r.Body)
+	var m struct {
+		Method string `json:"method"`
+	}
+	json.Unmarshal(body, &m)
+	r.Body = io.NopCloser(strings.NewReader(string(body)))
+	return m.Method
+}
+
+// countMethod is how many of methods are method.
+func countMethod(methods []string, method string) int {
 	n := 0
-	for _, m := range u.methods {
+	for _, m := range methods {
 		if m == method {
 			n++
 		}
