@@ -486,20 +486,27 @@ func (g *Gateway) Tools(ctx context.Context) ([]mcphandler.Tool, error) {
 	listing := mcphandler.LimitListTTL(ctx, max(g.cfg.ListTTL, 0)) == nil
 	lists := make([][]mcphandler.Tool, len(ups))
 	sts := make([]upstreamStatus, len(ups))
-	sem := make(chan struct{}, maxParallel)
-	done := make(chan struct{})
-	for i := range ups {
-		go func() {
-			sem <- struct{}{}
-			defer func() { <-sem; done <- struct{}{} }()
-			lists[i], sts[i] = g.list(ctx, id, &ups[i], caps, listing)
-			if ups[i].Pin {
-				lists[i] = g.filterPinned(ctx, id.Tenant, &ups[i], lists[i])
-			}
-		}()
+	one := func(i int) {
+		lists[i], sts[i] = g.list(ctx, id, &ups[i], caps, listing)
+		if ups[i].Pin {
+			lists[i] = g.filterPinned(ctx, id.Tenant, &ups[i], lists[i])
+		}
 	}
-	for range ups {
-		<-done
+	if len(ups) == 1 {
+		one(0) // the usual lookup of a call: no goroutine to start
+	} else {
+		sem := make(chan struct{}, maxParallel)
+		done := make(chan struct{})
+		for i := range ups {
+			go func() {
+				sem <- struct{}{}
+				defer func() { <-sem; done <- struct{}{} }()
+				one(i)
+			}()
+		}
+		for range ups {
+			<-done
+		}
 	}
 	var all []mcphandler.Tool
 	for i, u := range ups {
