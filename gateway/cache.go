@@ -56,10 +56,23 @@ type listCache struct {
 	max   int
 	m     map[[32]byte]*list
 	order [][32]byte // keys in the order put, oldest first
+	// epochs counts the invalidations of each scope, so that a fetch
+	// during which its scope was invalidated keeps its list stale (see
+	// epoch); at most max scopes, then all forgotten and cleared moved on.
+	epochs  map[[32]byte]uint64
+	cleared uint64
 }
 
 func newListCache(max int) *listCache {
-	return &listCache{max: max, m: make(map[[32]byte]*list)}
+	return &listCache{max: max, m: make(map[[32]byte]*list), epochs: make(map[[32]byte]uint64)}
+}
+
+// epoch is where the invalidations of scope stand: a list fetched between
+// two readings that differ may predate a change.
+func (c *listCache) epoch(scope [32]byte) [2]uint64 {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return [2]uint64{c.cleared, c.epochs[scope]}
 }
 
 // get returns the list kept under k, fresh or not.
@@ -89,6 +102,11 @@ func (c *listCache) put(k [32]byte, l *list) {
 func (c *listCache) invalidate(scope [32]byte) int {
 	c.mu.Lock()
 	defer c.mu.Unlock()
+	if _, ok := c.epochs[scope]; !ok && len(c.epochs) >= c.max {
+		clear(c.epochs)
+		c.cleared++
+	}
+	c.epochs[scope]++
 	n := 0
 	for k, l := range c.m {
 		if l.scope == scope && !l.invalid {

@@ -643,10 +643,12 @@ func (g *Gateway) missingCredentials(u *Upstream, id mcphandler.Identity, caps j
 
 // refresh lists u's tools upstream for ref, with the headers hdr, and
 // keeps the list (old: what the store held under ref, nil when nothing).
-// The scope's generation is read before the list is asked for, so that a
-// list_changed during the list makes it stale at once. Concurrent
+// The scope's generation (for other replicas) and this replica's count of
+// its invalidations are read before the list is asked for, so that a
+// list_changed during the list makes it stale at once, everywhere. Concurrent
 // refreshes of one ref are one (Gateway.flights).
 func (g *Gateway) refresh(ctx context.Context, u *Upstream, hdr http.Header, caps json.RawMessage, ref listRef, old []byte) (*list, error) {
+	epoch := g.lists.l1.epoch(ref.scope)
 	gen := ""
 	if g.cfg.ListTTL > 0 {
 		gen = g.lists.newGeneration(ctx, ref)
@@ -656,6 +658,9 @@ func (g *Gateway) refresh(ctx context.Context, u *Upstream, hdr http.Header, cap
 		return nil, err
 	}
 	l.fetched, l.gen, l.scope = g.now(), gen, ref.scope
+	// A list_changed heard during the list (by this replica, or told by
+	// another) may be newer than the list: it is kept, stale.
+	l.invalid = g.lists.l1.epoch(ref.scope) != epoch
 	l.fresh = max(g.cfg.ListTTL, 0)
 	if l.hinted {
 		l.fresh = min(l.fresh, l.hintTTL)

@@ -33,6 +33,7 @@ type changing struct {
 	watches atomic.Int64 // 2025 GET streams and 2026-07-28 listen streams ever opened (the Handler may
 	// serve a stream after ServeHTTP returned: which are open cannot be told from here)
 	globex atomic.Int64 // of which with globex's credentials
+	during atomic.Pointer[func()] // run once by the next tools/list, between making and answering it
 }
 
 func newChanging(t testing.TB) *changing {
@@ -46,9 +47,13 @@ func newChanging(t testing.TB) *changing {
 		},
 		ListTools: func(ctx context.Context) ([]mcphandler.Tool, error) {
 			u.mu.Lock()
-			defer u.mu.Unlock()
+			names := slices.Clone(u.names)
+			u.mu.Unlock()
+			if f := u.during.Swap(nil); f != nil {
+				(*f)() // after the list was made, before it is answered
+			}
 			var out []mcphandler.Tool
-			for _, n := range u.names {
+			for _, n := range names {
 				out = append(out, mcphandler.Tool{Name: n, InputSchema: json.RawMessage(`{"type":"object"}`),
 					Annotations: &mcphandler.ToolAnnotations{ReadOnlyHint: true},
 					Handler: func(ctx context.Context, call *mcphandler.ToolCall) (*mcphandler.ToolResult, error) {
@@ -329,4 +334,34 @@ func TestWatchesBoundedForgetsOthersScopes(t *testing.T) {
 	names(t, connect(t, a.h, "acme-viewer"))
 	names(t, connect(t, b.h, "globex-editor"))
 	eventually(t, "b watches globex's scope", func() bool { return u.globex.Load() == 1 })
+}
+
+// A list_changed that comes while the gateway lists the upstream leaves
+// that list stale: it may predate the change, so the next list asks the
+// upstream again, though the list said it was fresh for an hour.
+func TestListChangedDuringTheList(t *testing.T) {
+	u := newChanging(t)
+	gh := changingGateway(t, u, gateway.EraStateless, nil, nil)
+	clk := newClock(gh)
+	c := connect(t, gh.h, "acme-viewer")
+	names(t, c)
+	// The watch is open once a change is heard.
+	u.add("second")
+	eventually(t, "a change heard", func() bool { u.tell(); return slices.Contains(names(t, c), "docs_second") })
+	time.Sleep(2200 * time.Millisecond) // past the last change and any folded into it: the next is heard at once
+	heard := make(chan struct{})
+	f := func() {
+		u.add("third")
+		time.Sleep(300 * time.Millisecond) // the gateway hears it before this list is answered
+		close(heard)
+	}
+	u.during.Store(&f)
+	clk.add(time.Hour) // the kept list is fresh no more: the next list asks
+	if got := names(t, c); slices.Contains(got, "docs_third") {
+		t.Fatalf("the list made before the change has it: %v", got)
+	}
+	<-heard
+	if got := names(t, c); !slices.Contains(got, "docs_third") {
+		t.Fatalf("a list made before a change heard during it was served as fresh: %v", got)
+	}
 }
