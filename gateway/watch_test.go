@@ -32,7 +32,7 @@ type changing struct {
 	lists   atomic.Int64 // 2026-07-28 tools/list requests
 	watches atomic.Int64 // 2025 GET streams and 2026-07-28 listen streams ever opened (the Handler may
 	// serve a stream after ServeHTTP returned: which are open cannot be told from here)
-	globex atomic.Int64 // of which with globex's credentials
+	globex atomic.Int64           // of which with globex's credentials
 	during atomic.Pointer[func()] // run once by the next tools/list, between making and answering it
 }
 
