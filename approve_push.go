@@ -212,8 +212,7 @@ func (c *confirmCall) completeElicitation(id string) {
 	if c.x == nil {
 		return
 	}
-	p := append([]byte(`{"elicitationId":`), jsonrpc.AppendString(nil, id)...)
-	c.x.st.send(jsonrpc.AppendRequest(nil, nil, "notifications/elicitation/complete", append(p, '}')))
+	c.x.CompleteElicitation(id)
 }
 
 // adoptApproval finishes, on the replica serving a resumed stream, a call

@@ -22,7 +22,9 @@ func (c *catalog) visibleTools(ctx context.Context, id Identity) ([]Tool, error)
 // exist for this caller (whatever the reason: a definition the handler
 // cannot serve does not exist).
 func (c *catalog) findTool(ctx context.Context, id Identity, name string) (Tool, bool, error) {
+	setLookup(ctx, name) // ToolLookupFrom
 	tools, err := c.cfg.ListTools(ctx)
+	setLookup(ctx, "")
 	if err != nil {
 		return Tool{}, false, err
 	}

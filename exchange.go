@@ -274,6 +274,25 @@ func (x *Exchange) elicitParams(req ElicitRequest) ([]byte, error) {
 	return append(params, '}'), nil
 }
 
+// CompleteElicitation tells the client that the out-of-band interaction
+// of the URL-mode elicitation id (ElicitRequest.ElicitationID) is done
+// (notifications/elicitation/complete, 2025-11-25), so that it may
+// retry what waited for it or close what it showed. It is sent on the
+// call's stream, in order with what the handler sends; it is an error on
+// a revision without elicitation ids (before 2025-11-25, or 2026-07-28,
+// whose rounds carry none), in a task, or when the stream is gone. id is
+// 1–255 bytes.
+func (x *Exchange) CompleteElicitation(id string) error {
+	switch {
+	case x == nil || x.st == nil || x.inRounds() || x.tk != nil || x.version < Version20251125:
+		return ErrCannotAsk
+	case id == "" || len(id) > 255:
+		return errors.New("mcphandler: CompleteElicitation: the id must be 1 to 255 bytes")
+	}
+	p := append([]byte(`{"elicitationId":`), jsonrpc.AppendString(nil, id)...)
+	return x.st.send(jsonrpc.AppendRequest(nil, nil, "notifications/elicitation/complete", append(p, '}')))
+}
+
 // CreateMessage asks the client to sample its model (sampling/createMessage)
 // with params (a CreateMessageRequest's params) and returns the raw result.
 func (x *Exchange) CreateMessage(ctx context.Context, params any) (json.RawMessage, error) {

@@ -93,6 +93,43 @@ type listMeta struct {
 	members []byte // `"key":value` members, comma-separated
 	ttl     time.Duration
 	limited bool // LimitListTTL was called: ttl bounds the result's ttlMs
+	// lookup is the name a tools/call looks up while its ListTools runs
+	// (ToolLookupFrom); "" otherwise.
+	lookup string
+}
+
+// ToolLookupFrom returns the tool name a tools/call looks up, while
+// Config.ListTools runs for that lookup with ctx (and what it calls with
+// its ctx), on every path a call is looked up: the asker's request, and a
+// replica taking a confirmed or approved call over. It reports false in
+// any other context: a tools/list, another method's look at the tools,
+// after ListTools returned, or outside any request.
+//
+// A ListTools that cannot list some tools yet may use it to serve the one
+// asked for: a gateway whose caller has not yet authorized an upstream
+// answers a call of any of that upstream's names with the authorization
+// request. The name is the client's, unchecked: it is not a tool the
+// caller can see until ListTools returns one of that name. It is safe to
+// call from several goroutines during one ListTools.
+func ToolLookupFrom(ctx context.Context) (string, bool) {
+	ri, ok := ctx.Value(ctxKey{}).(*reqInfo)
+	if !ok || ri == nil {
+		return "", false
+	}
+	l := &ri.list
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.lookup, l.lookup != ""
+}
+
+// setLookup marks the ListTools run with ctx as the lookup of name (""
+// ends it). ctx without a request: nothing to mark.
+func setLookup(ctx context.Context, name string) {
+	if ri, ok := ctx.Value(ctxKey{}).(*reqInfo); ok && ri != nil {
+		ri.list.mu.Lock()
+		ri.list.lookup = name
+		ri.list.mu.Unlock()
+	}
 }
 
 func (l *listMeta) add(key string, v []byte) error {
