@@ -63,6 +63,7 @@ type Provider struct {
 	keys      []*Key
 	redirects []string
 	user      map[string]any
+	next      []map[string]any  // SignInNext's queue
 	codes     map[string]*grant // code → what it was issued for
 	issued    []string
 	extra     map[string]any // more discovery members
@@ -148,13 +149,25 @@ func (p *Provider) AddRedirect(uri string) {
 }
 
 // SignInAs makes the authorization endpoint sign in a person with these
-// claims from now on: they are merged into the ID token over the
+// claims from now on, whenever SignInNext's queue is empty: they are merged into the ID token over the
 // standard ones (so a test may set another "aud", "iss", "exp" or
 // "nonce"). With nil, it signs nobody in and answers 400.
 func (p *Provider) SignInAs(claims map[string]any) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	p.user = maps.Clone(claims)
+}
+
+// SignInNext queues people to sign in: each authorization request that
+// would issue a code takes the first of the queue (a nil one answers 400),
+// and with the queue empty the endpoint signs in SignInAs's person. Two
+// browsers of one test can so sign in as two people without racing.
+func (p *Provider) SignInNext(claims ...map[string]any) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	for _, c := range claims {
+		p.next = append(p.next, maps.Clone(c))
+	}
 }
 
 // Rotate publishes only the given keys from now on; the first signs.
@@ -218,12 +231,17 @@ func (p *Provider) authorize(w http.ResponseWriter, r *http.Request) {
 	case q.Get("response_type") != "code", q.Get("code_challenge_method") != "S256", q.Get("code_challenge") == "":
 		http.Error(w, "authorization code with PKCE S256 only", http.StatusBadRequest)
 		return
-	case p.user == nil:
-		http.Error(w, "nobody to sign in (SignInAs)", http.StatusBadRequest)
+	}
+	user := p.user
+	if len(p.next) > 0 {
+		user, p.next = p.next[0], p.next[1:]
+	}
+	if user == nil {
+		http.Error(w, "nobody to sign in (SignInAs, SignInNext)", http.StatusBadRequest)
 		return
 	}
 	code := rand.Text()
-	p.codes[code] = &grant{redirect: redirect, challenge: q.Get("code_challenge"), nonce: q.Get("nonce"), claims: maps.Clone(p.user)}
+	p.codes[code] = &grant{redirect: redirect, challenge: q.Get("code_challenge"), nonce: q.Get("nonce"), claims: maps.Clone(user)}
 	p.issued = append(p.issued, code)
 	u, _ := url.Parse(redirect)
 	v := u.Query()

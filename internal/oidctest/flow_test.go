@@ -1,0 +1,127 @@
+package oidctest
+
+import (
+	"encoding/base64"
+	"encoding/json"
+	"net/http"
+	"net/url"
+	"strings"
+	"testing"
+
+	"golang.org/x/oauth2"
+)
+
+const testRedirect = "https://rp.example/callback"
+
+// noFollow is a client that shows redirects instead of following them.
+var noFollow = &http.Client{CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
+
+// authorize sends an authorization request for the client with an S256
+// challenge of verifier and the given more parameters, and returns the
+// status and the query of the redirect (nil without one).
+func authorize(t *testing.T, p *Provider, verifier string, more url.Values) (int, url.Values) {
+	t.Helper()
+	q := url.Values{
+		"client_id": {p.ClientID}, "redirect_uri": {testRedirect}, "response_type": {"code"}, "state": {"st"},
+		"code_challenge": {oauth2.S256ChallengeFromVerifier(verifier)}, "code_challenge_method": {"S256"},
+	}
+	for k, v := range more {
+		q[k] = v
+	}
+	resp, err := noFollow.Get(p.Issuer() + "/authorize?" + q.Encode())
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	loc, _ := url.Parse(resp.Header.Get("Location"))
+	if loc == nil || resp.Header.Get("Location") == "" {
+		return resp.StatusCode, nil
+	}
+	return resp.StatusCode, loc.Query()
+}
+
+// post posts form to the provider's path with the client's credentials
+// in the form, and returns the status and the JSON answer.
+func post(t *testing.T, p *Provider, path string, form url.Values) (int, map[string]any) {
+	t.Helper()
+	form.Set("client_id", p.ClientID)
+	form.Set("client_secret", p.ClientSecret)
+	resp, err := http.Post(p.Issuer()+path, "application/x-www-form-urlencoded", strings.NewReader(form.Encode()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	var body map[string]any
+	_ = json.NewDecoder(resp.Body).Decode(&body)
+	return resp.StatusCode, body
+}
+
+// signIn runs the code flow with the more authorization parameters and
+// returns the token response.
+func signIn(t *testing.T, p *Provider, more url.Values) map[string]any {
+	t.Helper()
+	verifier := oauth2.GenerateVerifier()
+	status, q := authorize(t, p, verifier, more)
+	if status != http.StatusFound || q.Get("code") == "" {
+		t.Fatalf("authorize: %d %v", status, q)
+	}
+	form := url.Values{"grant_type": {"authorization_code"}, "code": {q.Get("code")}, "redirect_uri": {testRedirect}, "code_verifier": {verifier}}
+	if r := more["resource"]; len(r) == 1 {
+		form.Set("resource", r[0])
+	}
+	status, tok := post(t, p, "/token", form)
+	if status != http.StatusOK {
+		t.Fatalf("token: %d %v", status, tok)
+	}
+	return tok
+}
+
+// payload returns the claims of a JWT, unverified, and its header's typ.
+func payload(t *testing.T, jwt string) (map[string]any, string) {
+	t.Helper()
+	parts := strings.Split(jwt, ".")
+	if len(parts) != 3 {
+		t.Fatalf("not a JWT: %q", jwt)
+	}
+	var hdr struct {
+		Typ string `json:"typ"`
+	}
+	var claims map[string]any
+	for i, v := range []any{&hdr, &claims} {
+		b, err := base64.RawURLEncoding.DecodeString(parts[i])
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := json.Unmarshal(b, v); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return claims, hdr.Typ
+}
+
+// TestSignInNext: queued people sign in in order, one per authorization,
+// then SignInAs's person again.
+func TestSignInNext(t *testing.T) {
+	p := New(t, testRedirect)
+	p.SignInAs(map[string]any{"sub": "default"})
+	p.SignInNext(map[string]any{"sub": "ada"}, map[string]any{"sub": "bob"})
+	// A refused request takes nobody from the queue.
+	if status, _ := authorize(t, p, "v", url.Values{"code_challenge_method": {"plain"}}); status != http.StatusBadRequest {
+		t.Fatalf("plain challenge: %d", status)
+	}
+	for _, want := range []string{"ada", "bob", "default", "default"} {
+		tok := signIn(t, p, nil)
+		claims, _ := payload(t, tok["id_token"].(string))
+		if claims["sub"] != want {
+			t.Errorf("signed in %v, want %s", claims["sub"], want)
+		}
+	}
+	p.SignInAs(nil)
+	p.SignInNext(map[string]any{"sub": "eve"})
+	if tok := signIn(t, p, nil); tok == nil {
+		t.Fatal("queue ignored without SignInAs")
+	}
+	if status, _ := authorize(t, p, "v", nil); status != http.StatusBadRequest {
+		t.Errorf("nobody to sign in: %d", status)
+	}
+}
