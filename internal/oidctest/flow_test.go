@@ -3,8 +3,10 @@ package oidctest
 import (
 	"encoding/base64"
 	"encoding/json"
+	"fmt"
 	"net/http"
 	"net/url"
+	"slices"
 	"strings"
 	"testing"
 
@@ -123,5 +125,66 @@ func TestSignInNext(t *testing.T) {
 	}
 	if status, _ := authorize(t, p, "v", nil); status != http.StatusBadRequest {
 		t.Errorf("nobody to sign in: %d", status)
+	}
+}
+
+// TestResource: the authorization request's resource must be one
+// absolute URI without a fragment, and the code redeems only with the
+// same resource, if any; every resource requested is recorded.
+func TestResource(t *testing.T) {
+	p := New(t, testRedirect)
+	p.SignInAs(map[string]any{"sub": "ada"})
+	for name, res := range map[string][]string{
+		"two":      {"https://a.example/mcp", "https://b.example/mcp"},
+		"relative": {"/mcp"},
+		"fragment": {"https://a.example/mcp#x"},
+		"empty":    {""},
+	} {
+		status, q := authorize(t, p, "v", url.Values{"resource": res})
+		if status != http.StatusFound || q.Get("error") != "invalid_target" || q.Get("state") != "st" || q.Get("code") != "" {
+			t.Errorf("%s: %d %v", name, status, q)
+		}
+	}
+	p.resources = nil
+	const res = "https://a.example/mcp"
+	signIn(t, p, url.Values{"resource": {res}})
+	signIn(t, p, nil)
+	signIn(t, p, url.Values{"resource": {"urn:example:b"}})
+	if got := p.Resources(); !slices.Equal(got, []string{res, "urn:example:b"}) {
+		t.Errorf("resources %q", got)
+	}
+	for name, tc := range map[string]struct{ auth, token []string }{
+		"other":           {[]string{res}, []string{"https://b.example/mcp"}},
+		"two":             {[]string{res}, []string{res, res}},
+		"none authorized": {nil, []string{res}},
+	} {
+		verifier := oauth2.GenerateVerifier()
+		_, q := authorize(t, p, verifier, url.Values{"resource": tc.auth})
+		status, body := post(t, p, "/token", url.Values{"grant_type": {"authorization_code"}, "code": {q.Get("code")},
+			"redirect_uri": {testRedirect}, "code_verifier": {verifier}, "resource": tc.token})
+		if status != http.StatusBadRequest || body["error"] != "invalid_target" {
+			t.Errorf("%s: %d %v", name, status, body)
+		}
+	}
+}
+
+// TestBounds: the provider keeps its newest codes and resources only.
+func TestBounds(t *testing.T) {
+	p := New(t, testRedirect)
+	p.SignInAs(map[string]any{"sub": "ada"})
+	p.limit = 3
+	var codes []string
+	for i := range 5 {
+		_, q := authorize(t, p, "v", url.Values{"resource": {fmt.Sprintf("https://r%d.example", i)}})
+		codes = append(codes, q.Get("code"))
+	}
+	if got := p.Codes(); !slices.Equal(got, codes[2:]) {
+		t.Errorf("codes %q, want %q", got, codes[2:])
+	}
+	if got := p.Resources(); !slices.Equal(got, []string{"https://r2.example", "https://r3.example", "https://r4.example"}) {
+		t.Errorf("resources %q", got)
+	}
+	if len(p.codes.m) != 3 {
+		t.Errorf("%d codes kept", len(p.codes.m))
 	}
 }

@@ -24,6 +24,7 @@ import (
 	"net/http/httptest"
 	"net/url"
 	"slices"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -63,10 +64,11 @@ type Provider struct {
 	keys      []*Key
 	redirects []string
 	user      map[string]any
-	next      []map[string]any  // SignInNext's queue
-	codes     map[string]*grant // code → what it was issued for
-	issued    []string
-	extra     map[string]any // more discovery members
+	next      []map[string]any // SignInNext's queue
+	codes     bounded[*grant]  // code → what it was issued for
+	resources []string         // of authorization requests
+	limit     int              // of codes, resources, tokens kept
+	extra     map[string]any   // more discovery members
 	jwksFail  bool
 	tokenNext http.HandlerFunc
 
@@ -77,8 +79,32 @@ type Provider struct {
 
 type grant struct {
 	redirect, challenge, nonce string
+	resource, scope            string
 	claims                     map[string]any
 	used                       bool
+}
+
+// keep is how many codes, resources and tokens a provider keeps, dropping
+// the oldest beyond.
+const keep = 10_000
+
+// bounded is a map that keeps its newest entries only.
+type bounded[V any] struct {
+	m     map[string]V
+	order []string // keys, oldest first
+}
+
+// put adds k, dropping the oldest entries beyond limit.
+func (b *bounded[V]) put(limit int, k string, v V) {
+	if b.m == nil {
+		b.m = map[string]V{}
+	}
+	b.m[k] = v
+	b.order = append(b.order, k)
+	for len(b.order) > limit {
+		delete(b.m, b.order[0])
+		b.order = b.order[1:]
+	}
 }
 
 // New starts a provider whose client may redirect to the given URIs, and
@@ -88,7 +114,7 @@ func New(t testing.TB, redirects ...string) *Provider {
 	p := &Provider{
 		t: t, ClientID: "approvals", ClientSecret: "s3cret:with/odd chars",
 		keys: []*Key{NewKey(t, "key-1")}, redirects: redirects,
-		codes: map[string]*grant{}, extra: map[string]any{},
+		extra: map[string]any{}, limit: keep,
 	}
 	p.mux = http.NewServeMux()
 	mux := p.mux
@@ -177,11 +203,21 @@ func (p *Provider) Rotate(keys ...*Key) {
 	p.keys = keys
 }
 
-// Codes returns the codes issued so far, oldest first.
+// Codes returns the codes issued so far (the newest 10,000), oldest
+// first.
 func (p *Provider) Codes() []string {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	return slices.Clone(p.issued)
+	return slices.Clone(p.codes.order)
+}
+
+// Resources returns the resource parameters (RFC 8707) of the
+// authorization requests so far (the newest 10,000), oldest first,
+// refused ones included.
+func (p *Provider) Resources() []string {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return slices.Clone(p.resources)
 }
 
 func (p *Provider) discovery(w http.ResponseWriter, _ *http.Request) {
@@ -216,13 +252,20 @@ func (p *Provider) jwks(w http.ResponseWriter, _ *http.Request) {
 	writeJSON(w, http.StatusOK, set)
 }
 
-// authorize signs in the chosen person and redirects back with a code.
-// Requests it must refuse (unknown client or redirect URI, no S256
-// challenge) get 400 without a redirect.
+// authorize signs in the chosen person and redirects back with a code,
+// bound to the request's resource (RFC 8707) and scope. Requests it must
+// refuse (unknown client or redirect URI, no S256 challenge) get 400
+// without a redirect; more than one resource, or one that is not an
+// absolute URI without a fragment, is redirected back with error
+// invalid_target.
 func (p *Provider) authorize(w http.ResponseWriter, r *http.Request) {
 	q := r.URL.Query()
 	p.mu.Lock()
 	defer p.mu.Unlock()
+	p.resources = append(p.resources, q["resource"]...)
+	if n := len(p.resources) - p.limit; n > 0 {
+		p.resources = slices.Delete(p.resources, 0, n)
+	}
 	redirect := q.Get("redirect_uri")
 	switch {
 	case q.Get("client_id") != p.ClientID, !slices.Contains(p.redirects, redirect):
@@ -230,6 +273,15 @@ func (p *Provider) authorize(w http.ResponseWriter, r *http.Request) {
 		return
 	case q.Get("response_type") != "code", q.Get("code_challenge_method") != "S256", q.Get("code_challenge") == "":
 		http.Error(w, "authorization code with PKCE S256 only", http.StatusBadRequest)
+		return
+	}
+	u, _ := url.Parse(redirect)
+	back := u.Query()
+	back.Set("state", q.Get("state"))
+	if res := q["resource"]; len(res) > 1 || len(res) == 1 && !resourceOK(res[0]) {
+		back.Set("error", "invalid_target")
+		u.RawQuery = back.Encode()
+		http.Redirect(w, r, u.String(), http.StatusFound)
 		return
 	}
 	user := p.user
@@ -241,14 +293,21 @@ func (p *Provider) authorize(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	code := rand.Text()
-	p.codes[code] = &grant{redirect: redirect, challenge: q.Get("code_challenge"), nonce: q.Get("nonce"), claims: maps.Clone(user)}
-	p.issued = append(p.issued, code)
-	u, _ := url.Parse(redirect)
-	v := u.Query()
-	v.Set("code", code)
-	v.Set("state", q.Get("state"))
-	u.RawQuery = v.Encode()
+	p.codes.put(p.limit, code, &grant{
+		redirect: redirect, challenge: q.Get("code_challenge"), nonce: q.Get("nonce"),
+		resource: q.Get("resource"), scope: strings.Join(strings.Fields(q.Get("scope")), " "),
+		claims: maps.Clone(user),
+	})
+	back.Set("code", code)
+	u.RawQuery = back.Encode()
 	http.Redirect(w, r, u.String(), http.StatusFound)
+}
+
+// resourceOK reports whether res is a resource indicator: an absolute URI
+// without a fragment (RFC 8707).
+func resourceOK(res string) bool {
+	u, err := url.Parse(res)
+	return err == nil && u.IsAbs() && !strings.Contains(res, "#")
 }
 
 func (p *Provider) clientOK(r *http.Request) bool {
@@ -284,7 +343,7 @@ func (p *Provider) token(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	p.mu.Lock()
-	g := p.codes[r.PostForm.Get("code")]
+	g := p.codes.m[r.PostForm.Get("code")]
 	ok := g != nil && !g.used && g.redirect == r.PostForm.Get("redirect_uri") && g.challenge == s256(r.PostForm.Get("code_verifier"))
 	if g != nil {
 		g.used = true // a failed redemption burns the code too
@@ -292,6 +351,10 @@ func (p *Provider) token(w http.ResponseWriter, r *http.Request) {
 	p.mu.Unlock()
 	if !ok {
 		writeJSON(w, http.StatusBadRequest, map[string]any{"error": "invalid_grant"})
+		return
+	}
+	if res := r.PostForm["resource"]; len(res) > 1 || len(res) == 1 && res[0] != g.resource {
+		writeJSON(w, http.StatusBadRequest, map[string]any{"error": "invalid_target"})
 		return
 	}
 	now := time.Now()
