@@ -9,7 +9,9 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
+	jose "github.com/go-jose/go-jose/v4"
 	"golang.org/x/oauth2"
 )
 
@@ -186,5 +188,48 @@ func TestBounds(t *testing.T) {
 	}
 	if len(p.codes.m) != 3 {
 		t.Errorf("%d codes kept", len(p.codes.m))
+	}
+}
+
+// TestAccessToken: the code flow answers an RFC 9068 access token for the
+// resource, carrying the person's claims, signed by the provider's key.
+func TestAccessToken(t *testing.T) {
+	p := New(t, testRedirect)
+	p.SignInAs(map[string]any{"sub": "ada", "tenant": "acme", "roles": []any{"editor"}, "aud": "not-this", "exp": 1})
+	const res = "https://upstream.example/mcp"
+	tok := signIn(t, p, url.Values{"resource": {res}, "scope": {"openid  files:read"}, "nonce": {"nn"}})
+	if tok["token_type"] != "Bearer" || tok["expires_in"] != float64(3600) || tok["scope"] != "openid files:read" {
+		t.Errorf("token response %v", tok)
+	}
+	raw := tok["access_token"].(string)
+	jws, err := jose.ParseSigned(raw, []jose.SignatureAlgorithm{jose.ES256})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := jws.Verify(p.Key().Priv.Public()); err != nil {
+		t.Fatalf("signature: %v", err)
+	}
+	claims, typ := payload(t, raw)
+	if typ != "at+jwt" {
+		t.Errorf("typ %q", typ)
+	}
+	iat, _ := claims["iat"].(float64)
+	if claims["iss"] != p.Issuer() || claims["sub"] != "ada" || claims["tenant"] != "acme" || claims["aud"] != res ||
+		claims["client_id"] != p.ClientID || claims["scope"] != "openid files:read" || claims["exp"] != iat+3600 ||
+		claims["jti"] == "" || claims["nonce"] != nil || fmt.Sprint(claims["roles"]) != "[editor]" {
+		t.Errorf("claims %v", claims)
+	}
+	if time.Since(time.Unix(int64(iat), 0)) > time.Minute {
+		t.Errorf("iat %v", iat)
+	}
+
+	// Without a resource the audience is the client; the TTL is the
+	// test's; every token has its own jti.
+	p.AccessTTL = 2 * time.Second
+	tok2 := signIn(t, p, nil)
+	claims2, _ := payload(t, tok2["access_token"].(string))
+	if claims2["aud"] != p.ClientID || claims2["scope"] != nil || claims2["exp"] != claims2["iat"].(float64)+2 ||
+		tok2["expires_in"] != float64(2) || claims2["jti"] == claims["jti"] {
+		t.Errorf("claims %v, response %v", claims2, tok2)
 	}
 }

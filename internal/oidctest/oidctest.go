@@ -5,8 +5,9 @@
 // Its authorization endpoint signs in whoever the test chose with
 // [Provider.SignInAs] at once, without a page, and redirects back with a
 // code; the token endpoint checks the client, the code (single use, bound
-// to the client, redirect URI and PKCE challenge), and answers an ID token
-// carrying the nonce of the authorization request. Everything a relying
+// to the client, redirect URI, PKCE challenge and resource), and answers
+// an ID token carrying the nonce of the authorization request and a JWT
+// access token (RFC 9068) for the resource. Everything a relying
 // party must refuse can be produced: [Provider.Sign] signs any claims,
 // [Provider.Codes] lists issued codes so a test can replay one.
 package oidctest
@@ -60,6 +61,13 @@ type Provider struct {
 	// ClientID and ClientSecret are the one registered client's.
 	ClientID, ClientSecret string
 
+	// AccessTTL is the lifetime of the access tokens issued (one hour
+	// unless a test sets it, before the requests it applies to).
+	AccessTTL time.Duration
+	// RefreshTokens makes the code flow issue a refresh token even when
+	// the scope has no offline_access (true unless a test sets it).
+	RefreshTokens bool
+
 	mu        sync.Mutex // guards the fields below
 	keys      []*Key
 	redirects []string
@@ -71,6 +79,7 @@ type Provider struct {
 	extra     map[string]any   // more discovery members
 	jwksFail  bool
 	tokenNext http.HandlerFunc
+	access    bounded[*accessToken] // jti → its grant
 
 	// TokenHits and JWKSHits count requests to the token endpoint and to
 	// the JWKS.
@@ -113,6 +122,7 @@ func New(t testing.TB, redirects ...string) *Provider {
 	t.Helper()
 	p := &Provider{
 		t: t, ClientID: "approvals", ClientSecret: "s3cret:with/odd chars",
+		AccessTTL: time.Hour, RefreshTokens: true,
 		keys: []*Key{NewKey(t, "key-1")}, redirects: redirects,
 		extra: map[string]any{}, limit: keep,
 	}
@@ -320,7 +330,8 @@ func (p *Provider) clientOK(r *http.Request) bool {
 	return r.PostForm.Get("client_id") == p.ClientID && r.PostForm.Get("client_secret") == p.ClientSecret
 }
 
-// token redeems a code, once, for an ID token.
+// token redeems a code, once, for an access token (RFC 9068) and an ID
+// token.
 func (p *Provider) token(w http.ResponseWriter, r *http.Request) {
 	p.TokenHits.Add(1)
 	if err := r.ParseForm(); err != nil {
@@ -363,10 +374,10 @@ func (p *Provider) token(w http.ResponseWriter, r *http.Request) {
 		claims["nonce"] = g.nonce
 	}
 	maps.Copy(claims, g.claims)
-	writeJSON(w, http.StatusOK, map[string]any{
-		"access_token": rand.Text(), "token_type": "Bearer", "expires_in": 3600,
-		"id_token": p.Sign(claims),
-	})
+	fam := &family{client: p.ClientID, claims: g.claims, resource: g.resource, scope: g.scope}
+	resp := p.issue(fam, g.scope)
+	resp["id_token"] = p.Sign(claims)
+	writeJSON(w, http.StatusOK, resp)
 }
 
 func s256(verifier string) string {
