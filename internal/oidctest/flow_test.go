@@ -233,3 +233,132 @@ func TestAccessToken(t *testing.T) {
 		t.Errorf("claims %v, response %v", claims2, tok2)
 	}
 }
+
+// refresh posts a refresh_token grant with the more parameters.
+func refresh(t *testing.T, p *Provider, rt string, more url.Values) (int, map[string]any) {
+	t.Helper()
+	form := url.Values{"grant_type": {"refresh_token"}, "refresh_token": {rt}}
+	for k, v := range more {
+		form[k] = v
+	}
+	return post(t, p, "/token", form)
+}
+
+// TestRefresh: a refresh token redeems once for a new access token of the
+// same person and resource and a new refresh token; redeeming one twice
+// revokes the whole grant.
+func TestRefresh(t *testing.T) {
+	p := New(t, testRedirect)
+	p.SetTokenHandler(func(w http.ResponseWriter, _ *http.Request) { http.Error(w, "not this", http.StatusTeapot) })
+	p.SignInAs(map[string]any{"sub": "ada", "tenant": "acme"})
+	const res = "https://upstream.example/mcp"
+	tok := signIn(t, p, url.Values{"resource": {res}, "scope": {"files:read files:write"}})
+	first, _ := payload(t, tok["access_token"].(string))
+	rt1, _ := tok["refresh_token"].(string)
+	if rt1 == "" {
+		t.Fatalf("no refresh token: %v", tok)
+	}
+	status, tok2 := refresh(t, p, rt1, url.Values{"resource": {res}})
+	if status != http.StatusOK {
+		t.Fatalf("refresh: %d %v", status, tok2)
+	}
+	rt2, _ := tok2["refresh_token"].(string)
+	claims, typ := payload(t, tok2["access_token"].(string))
+	if rt2 == "" || rt2 == rt1 || typ != "at+jwt" || tok2["token_type"] != "Bearer" || tok2["expires_in"] != float64(3600) {
+		t.Errorf("refresh response %v", tok2)
+	}
+	if claims["sub"] != "ada" || claims["tenant"] != "acme" || claims["aud"] != res || claims["scope"] != "files:read files:write" ||
+		claims["client_id"] != p.ClientID || claims["jti"] == first["jti"] {
+		t.Errorf("refreshed claims %v", claims)
+	}
+	if p.RefreshHits.Load() != 1 {
+		t.Errorf("%d refresh hits", p.RefreshHits.Load())
+	}
+
+	// The client authenticates with HTTP Basic too; a narrower scope
+	// narrows the access token only; no resource is the grant's.
+	req, _ := http.NewRequest(http.MethodPost, p.Issuer()+"/token", strings.NewReader(url.Values{
+		"grant_type": {"refresh_token"}, "refresh_token": {rt2}, "scope": {"files:read"}}.Encode()))
+	req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
+	req.SetBasicAuth(url.QueryEscape(p.ClientID), url.QueryEscape(p.ClientSecret))
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var tok3 map[string]any
+	_ = json.NewDecoder(resp.Body).Decode(&tok3)
+	resp.Body.Close()
+	claims, _ = payload(t, tok3["access_token"].(string))
+	if resp.StatusCode != http.StatusOK || claims["scope"] != "files:read" || claims["aud"] != res {
+		t.Fatalf("basic, narrower: %d %v %v", resp.StatusCode, tok3, claims)
+	}
+	rt3 := tok3["refresh_token"].(string)
+	if status, body := refresh(t, p, rt3, url.Values{"scope": {"files:read admin"}}); status != http.StatusBadRequest || body["error"] != "invalid_scope" {
+		t.Errorf("wider scope: %d %v", status, body)
+	}
+	status, body := refresh(t, p, rt3, nil)
+	if status != http.StatusOK {
+		t.Fatalf("refresh after a refused scope: %d %v", status, body)
+	}
+	rt4 := body["refresh_token"].(string)
+	form := url.Values{"grant_type": {"refresh_token"}, "refresh_token": {rt4}, "client_id": {p.ClientID}, "client_secret": {"no"}}
+	resp, err = http.PostForm(p.Issuer()+"/token", form)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusUnauthorized {
+		t.Errorf("wrong secret: %d", resp.StatusCode)
+	}
+
+	// Reuse of a rotated token revokes the grant: the newest token fails
+	// too. Unknown tokens fail.
+	if status, body := refresh(t, p, rt2, nil); status != http.StatusBadRequest || body["error"] != "invalid_grant" {
+		t.Errorf("reuse: %d %v", status, body)
+	}
+	if status, body := refresh(t, p, rt4, nil); status != http.StatusBadRequest || body["error"] != "invalid_grant" {
+		t.Errorf("after reuse: %d %v", status, body)
+	}
+	if status, body := refresh(t, p, "unknown", nil); status != http.StatusBadRequest || body["error"] != "invalid_grant" {
+		t.Errorf("unknown: %d %v", status, body)
+	}
+}
+
+// TestRefreshRefused: SetRefreshFail and another resource refuse a
+// refresh without spending the token.
+func TestRefreshRefused(t *testing.T) {
+	p := New(t, testRedirect)
+	p.SignInAs(map[string]any{"sub": "ada"})
+	const res = "https://upstream.example/mcp"
+	rt := signIn(t, p, url.Values{"resource": {res}})["refresh_token"].(string)
+	p.SetRefreshFail(true)
+	if status, body := refresh(t, p, rt, nil); status != http.StatusBadRequest || body["error"] != "invalid_grant" {
+		t.Errorf("refresh fail: %d %v", status, body)
+	}
+	p.SetRefreshFail(false)
+	for name, res := range map[string][]string{"other": {"https://other.example/mcp"}, "two": {res, res}, "empty": {""}} {
+		if status, body := refresh(t, p, rt, url.Values{"resource": res}); status != http.StatusBadRequest || body["error"] != "invalid_target" {
+			t.Errorf("%s resource: %d %v", name, status, body)
+		}
+	}
+	if status, body := refresh(t, p, rt, url.Values{"resource": {res}}); status != http.StatusOK {
+		t.Errorf("refresh after refusals: %d %v", status, body)
+	}
+	if n := p.RefreshHits.Load(); n != 5 {
+		t.Errorf("%d refresh hits", n)
+	}
+}
+
+// TestRefreshOffline: without RefreshTokens, only the scope
+// offline_access gets a refresh token.
+func TestRefreshOffline(t *testing.T) {
+	p := New(t, testRedirect)
+	p.SignInAs(map[string]any{"sub": "ada"})
+	p.RefreshTokens = false
+	if tok := signIn(t, p, url.Values{"scope": {"openid"}}); tok["refresh_token"] != nil {
+		t.Errorf("refresh token without offline_access: %v", tok)
+	}
+	if tok := signIn(t, p, url.Values{"scope": {"openid offline_access"}}); tok["refresh_token"] == nil {
+		t.Errorf("no refresh token with offline_access: %v", tok)
+	}
+}

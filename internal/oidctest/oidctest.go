@@ -7,7 +7,8 @@
 // code; the token endpoint checks the client, the code (single use, bound
 // to the client, redirect URI, PKCE challenge and resource), and answers
 // an ID token carrying the nonce of the authorization request and a JWT
-// access token (RFC 9068) for the resource. Everything a relying
+// access token (RFC 9068) for the resource, with a refresh token that
+// rotates on each use. Everything a relying
 // party must refuse can be produced: [Provider.Sign] signs any claims,
 // [Provider.Codes] lists issued codes so a test can replay one.
 package oidctest
@@ -79,11 +80,13 @@ type Provider struct {
 	extra     map[string]any   // more discovery members
 	jwksFail  bool
 	tokenNext http.HandlerFunc
-	access    bounded[*accessToken] // jti → its grant
+	access    bounded[*accessToken]  // jti → its grant
+	refresh   bounded[*refreshToken] // token → its grant
+	refFail   bool
 
 	// TokenHits and JWKSHits count requests to the token endpoint and to
-	// the JWKS.
-	TokenHits, JWKSHits atomic.Int64
+	// the JWKS; RefreshHits the token requests of the refresh_token grant.
+	TokenHits, JWKSHits, RefreshHits atomic.Int64
 }
 
 type grant struct {
@@ -149,8 +152,9 @@ func (p *Provider) SetDiscovery(key string, value any) {
 }
 
 // SetTokenHandler makes h answer the token requests whose grant_type is
-// not authorization_code (client credentials, token exchange, …), before
-// any check of the provider's own; nil answers them unsupported_grant_type.
+// neither authorization_code nor refresh_token (client credentials, token
+// exchange, …), before any check of the provider's own; nil answers them
+// unsupported_grant_type.
 func (p *Provider) SetTokenHandler(h http.HandlerFunc) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
@@ -330,8 +334,9 @@ func (p *Provider) clientOK(r *http.Request) bool {
 	return r.PostForm.Get("client_id") == p.ClientID && r.PostForm.Get("client_secret") == p.ClientSecret
 }
 
-// token redeems a code, once, for an access token (RFC 9068) and an ID
-// token.
+// token redeems a code, once, for an access token (RFC 9068), an ID
+// token and, with RefreshTokens or the scope offline_access, a refresh
+// token; or a refresh token (see refreshGrant).
 func (p *Provider) token(w http.ResponseWriter, r *http.Request) {
 	p.TokenHits.Add(1)
 	if err := r.ParseForm(); err != nil {
@@ -341,7 +346,8 @@ func (p *Provider) token(w http.ResponseWriter, r *http.Request) {
 	p.mu.Lock()
 	next := p.tokenNext
 	p.mu.Unlock()
-	if next != nil && r.PostForm.Get("grant_type") != "authorization_code" {
+	grantType := r.PostForm.Get("grant_type")
+	if next != nil && grantType != "authorization_code" && grantType != "refresh_token" {
 		next(w, r)
 		return
 	}
@@ -349,7 +355,12 @@ func (p *Provider) token(w http.ResponseWriter, r *http.Request) {
 		writeJSON(w, http.StatusUnauthorized, map[string]any{"error": "invalid_client"})
 		return
 	}
-	if r.PostForm.Get("grant_type") != "authorization_code" {
+	switch grantType {
+	case "authorization_code":
+	case "refresh_token":
+		p.refreshGrant(w, r)
+		return
+	default:
 		writeJSON(w, http.StatusBadRequest, map[string]any{"error": "unsupported_grant_type"})
 		return
 	}
@@ -375,7 +386,8 @@ func (p *Provider) token(w http.ResponseWriter, r *http.Request) {
 	}
 	maps.Copy(claims, g.claims)
 	fam := &family{client: p.ClientID, claims: g.claims, resource: g.resource, scope: g.scope}
-	resp := p.issue(fam, g.scope)
+	offline := slices.Contains(strings.Fields(g.scope), "offline_access")
+	resp := p.issue(fam, g.scope, offline || p.RefreshTokens)
 	resp["id_token"] = p.Sign(claims)
 	writeJSON(w, http.StatusOK, resp)
 }

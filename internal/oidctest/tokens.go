@@ -3,6 +3,9 @@ package oidctest
 import (
 	"crypto/rand"
 	"maps"
+	"net/http"
+	"slices"
+	"strings"
 	"time"
 )
 
@@ -31,9 +34,62 @@ type accessToken struct {
 	revoked bool
 }
 
+// refreshToken is what the provider keeps of a refresh token it issued.
+type refreshToken struct {
+	fam  *family
+	used bool // rotated
+}
+
+// SetRefreshFail makes every refresh answer invalid_grant while fail is
+// true, as when the person's grant ended at the provider.
+func (p *Provider) SetRefreshFail(fail bool) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.refFail = fail
+}
+
+// refreshGrant redeems a refresh token of the authenticated client, once,
+// for a new access token and a new refresh token of the same grant
+// (rotation). A token already redeemed is refused and its whole grant
+// revoked (OAuth 2.1's reuse detection), as is any token of a revoked
+// grant. A resource, if given, must be the grant's (invalid_target); a
+// scope, if given, must be within the grant's (invalid_scope), and is the
+// new access token's.
+func (p *Provider) refreshGrant(w http.ResponseWriter, r *http.Request) {
+	p.RefreshHits.Add(1)
+	form := r.PostForm
+	scope := strings.Fields(form.Get("scope"))
+	p.mu.Lock()
+	rt := p.refresh.m[form.Get("refresh_token")]
+	var fail string
+	switch res := form["resource"]; {
+	case p.refFail, rt == nil, rt.fam.revoked, rt.fam.client != p.ClientID:
+		fail = "invalid_grant"
+	case rt.used:
+		rt.fam.revoked = true
+		fail = "invalid_grant"
+	case len(res) > 1, len(res) == 1 && res[0] != rt.fam.resource:
+		fail = "invalid_target"
+	case slices.ContainsFunc(scope, func(s string) bool { return !slices.Contains(strings.Fields(rt.fam.scope), s) }):
+		fail = "invalid_scope"
+	default:
+		rt.used = true
+	}
+	p.mu.Unlock()
+	if fail != "" {
+		writeJSON(w, http.StatusBadRequest, map[string]any{"error": fail})
+		return
+	}
+	granted := rt.fam.scope
+	if len(scope) > 0 {
+		granted = strings.Join(scope, " ")
+	}
+	writeJSON(w, http.StatusOK, p.issue(rt.fam, granted, true))
+}
+
 // issue returns a token response for fam with a new access token for
-// scope.
-func (p *Provider) issue(fam *family, scope string) map[string]any {
+// scope and, if refresh, a new refresh token.
+func (p *Provider) issue(fam *family, scope string, refresh bool) map[string]any {
 	now := time.Now()
 	jti := rand.Text()
 	claims := maps.Clone(fam.claims)
@@ -52,6 +108,11 @@ func (p *Provider) issue(fam *family, scope string) map[string]any {
 	p.mu.Lock()
 	k := p.keys[0]
 	p.access.put(p.limit, jti, &accessToken{fam: fam})
+	var rt string
+	if refresh {
+		rt = rand.Text() + rand.Text()
+		p.refresh.put(p.limit, rt, &refreshToken{fam: fam})
+	}
 	p.mu.Unlock()
 	resp := map[string]any{
 		"access_token": SignWith(p.t, k, "at+jwt", claims),
@@ -60,6 +121,9 @@ func (p *Provider) issue(fam *family, scope string) map[string]any {
 	}
 	if scope != "" {
 		resp["scope"] = scope
+	}
+	if refresh {
+		resp["refresh_token"] = rt
 	}
 	return resp
 }
