@@ -189,6 +189,19 @@ func TestBounds(t *testing.T) {
 	if len(p.codes.m) != 3 {
 		t.Errorf("%d codes kept", len(p.codes.m))
 	}
+	var tokens []map[string]any
+	for range 4 {
+		tokens = append(tokens, signIn(t, p, nil))
+	}
+	if len(p.refresh.m) != 3 || len(p.access.m) != 3 {
+		t.Errorf("%d refresh and %d access tokens kept", len(p.refresh.m), len(p.access.m))
+	}
+	if status, _ := refresh(t, p, tokens[0]["refresh_token"].(string), nil); status != http.StatusBadRequest {
+		t.Errorf("oldest refresh token: %d", status)
+	}
+	if status, _ := refresh(t, p, tokens[1]["refresh_token"].(string), nil); status != http.StatusOK {
+		t.Errorf("a kept refresh token: %d", status)
+	}
 }
 
 // TestAccessToken: the code flow answers an RFC 9068 access token for the
@@ -360,5 +373,71 @@ func TestRefreshOffline(t *testing.T) {
 	}
 	if tok := signIn(t, p, url.Values{"scope": {"openid offline_access"}}); tok["refresh_token"] == nil {
 		t.Errorf("no refresh token with offline_access: %v", tok)
+	}
+}
+
+// TestRevoke: revoking a refresh token revokes its grant, an access
+// token itself only; RevokeAll revokes a person's grants; the endpoint
+// wants the client and answers 200 for any token.
+func TestRevoke(t *testing.T) {
+	p := New(t, testRedirect)
+	p.SignInNext(map[string]any{"sub": "ada"}, map[string]any{"sub": "ada"}, map[string]any{"sub": "bob"})
+	ada1, ada2, bob := signIn(t, p, nil), signIn(t, p, nil), signIn(t, p, nil)
+	str := func(tok map[string]any, k string) string { return tok[k].(string) }
+
+	// A rotated refresh token is not revoked.
+	status, ada1b := refresh(t, p, str(ada1, "refresh_token"), nil)
+	if status != http.StatusOK || p.Revoked(str(ada1, "refresh_token")) {
+		t.Fatalf("rotation: %d %v", status, ada1b)
+	}
+	if status, _ := post(t, p, "/revoke", url.Values{"token": {str(ada1b, "refresh_token")}, "token_type_hint": {"refresh_token"}}); status != http.StatusOK {
+		t.Fatalf("revoke: %d", status)
+	}
+	for _, tok := range []string{str(ada1, "refresh_token"), str(ada1, "access_token"), str(ada1b, "refresh_token"), str(ada1b, "access_token")} {
+		if !p.Revoked(tok) {
+			t.Errorf("not revoked with its grant: %.20s", tok)
+		}
+	}
+	if status, body := refresh(t, p, str(ada1b, "refresh_token"), nil); status != http.StatusBadRequest || body["error"] != "invalid_grant" {
+		t.Errorf("revoked refresh: %d %v", status, body)
+	}
+
+	// An access token alone.
+	if status, _ := post(t, p, "/revoke", url.Values{"token": {str(ada2, "access_token")}}); status != http.StatusOK {
+		t.Fatalf("revoke: %d", status)
+	}
+	if !p.Revoked(str(ada2, "access_token")) || p.Revoked(str(ada2, "refresh_token")) {
+		t.Error("access token revocation")
+	}
+	for name, form := range map[string]url.Values{"unknown": {"token": {"nope"}}, "unknown JWT": {"token": {"a.b.c"}}} {
+		if status, _ := post(t, p, "/revoke", form); status != http.StatusOK {
+			t.Errorf("%s: %d", name, status)
+		}
+	}
+	if status, body := post(t, p, "/revoke", url.Values{}); status != http.StatusBadRequest || body["error"] != "invalid_request" {
+		t.Errorf("no token: %d %v", status, body)
+	}
+	resp, err := http.PostForm(p.Issuer()+"/revoke", url.Values{"token": {str(bob, "refresh_token")}, "client_id": {p.ClientID}, "client_secret": {"no"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusUnauthorized || p.Revoked(str(bob, "refresh_token")) {
+		t.Errorf("wrong secret: %d", resp.StatusCode)
+	}
+	if p.RevokeHits.Load() != 6 {
+		t.Errorf("%d revoke hits", p.RevokeHits.Load())
+	}
+
+	// From the provider's side: ada's grants go, bob's stay.
+	p.RevokeAll("ada")
+	if !p.Revoked(str(ada2, "refresh_token")) || p.Revoked(str(bob, "refresh_token")) || p.Revoked(str(bob, "access_token")) || p.Revoked("nope") {
+		t.Error("RevokeAll")
+	}
+	if status, _ := refresh(t, p, str(ada2, "refresh_token"), nil); status != http.StatusBadRequest {
+		t.Errorf("refresh after RevokeAll: %d", status)
+	}
+	if status, _ := refresh(t, p, str(bob, "refresh_token"), nil); status != http.StatusOK {
+		t.Errorf("another person's refresh after RevokeAll: %d", status)
 	}
 }

@@ -84,9 +84,10 @@ type Provider struct {
 	refresh   bounded[*refreshToken] // token → its grant
 	refFail   bool
 
-	// TokenHits and JWKSHits count requests to the token endpoint and to
-	// the JWKS; RefreshHits the token requests of the refresh_token grant.
-	TokenHits, JWKSHits, RefreshHits atomic.Int64
+	// TokenHits, JWKSHits and RevokeHits count requests to the token
+	// endpoint, the JWKS and the revocation endpoint; RefreshHits the
+	// token requests of the refresh_token grant.
+	TokenHits, JWKSHits, RevokeHits, RefreshHits atomic.Int64
 }
 
 type grant struct {
@@ -135,6 +136,7 @@ func New(t testing.TB, redirects ...string) *Provider {
 	mux.HandleFunc("GET /jwks", p.jwks)
 	mux.HandleFunc("GET /authorize", p.authorize)
 	mux.HandleFunc("POST /token", p.token)
+	mux.HandleFunc("POST /revoke", p.revoke)
 	p.srv = httptest.NewServer(mux)
 	t.Cleanup(p.srv.Close)
 	return p

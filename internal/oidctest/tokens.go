@@ -2,6 +2,8 @@ package oidctest
 
 import (
 	"crypto/rand"
+	"encoding/base64"
+	"encoding/json"
 	"maps"
 	"net/http"
 	"slices"
@@ -126,4 +128,85 @@ func (p *Provider) issue(fam *family, scope string, refresh bool) map[string]any
 		resp["refresh_token"] = rt
 	}
 	return resp
+}
+
+// revoke is the revocation endpoint (RFC 7009): for the authenticated
+// client, a refresh token revokes its grant (every token issued from the
+// same code), an access token itself only. Unknown tokens are answered
+// 200 like known ones.
+func (p *Provider) revoke(w http.ResponseWriter, r *http.Request) {
+	p.RevokeHits.Add(1)
+	if err := r.ParseForm(); err != nil {
+		http.Error(w, "bad form", http.StatusBadRequest)
+		return
+	}
+	if !p.clientOK(r) {
+		writeJSON(w, http.StatusUnauthorized, map[string]any{"error": "invalid_client"})
+		return
+	}
+	tok := r.PostForm.Get("token")
+	if tok == "" {
+		writeJSON(w, http.StatusBadRequest, map[string]any{"error": "invalid_request"})
+		return
+	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if rt := p.refresh.m[tok]; rt != nil && rt.fam.client == p.ClientID {
+		rt.fam.revoked = true
+	} else if at := p.accessToken(tok); at != nil && at.fam.client == p.ClientID {
+		at.revoked = true
+	}
+	w.WriteHeader(http.StatusOK)
+}
+
+// accessToken returns the record of the access token raw, by its jti, or
+// nil. p.mu is held.
+func (p *Provider) accessToken(raw string) *accessToken {
+	parts := strings.Split(raw, ".")
+	if len(parts) != 3 {
+		return nil
+	}
+	b, err := base64.RawURLEncoding.DecodeString(parts[1])
+	if err != nil {
+		return nil
+	}
+	var claims struct {
+		JTI string `json:"jti"`
+	}
+	if json.Unmarshal(b, &claims) != nil {
+		return nil
+	}
+	return p.access.m[claims.JTI]
+}
+
+// Revoked reports whether token, a refresh or access token the provider
+// issued, is revoked: by the revocation endpoint, reuse of a refresh
+// token or RevokeAll. A refresh token merely rotated is not revoked;
+// unknown tokens are not.
+func (p *Provider) Revoked(token string) bool {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if rt := p.refresh.m[token]; rt != nil {
+		return rt.fam.revoked
+	}
+	at := p.accessToken(token)
+	return at != nil && (at.revoked || at.fam.revoked)
+}
+
+// RevokeAll revokes every grant of the person whose "sub" is sub, as when
+// they sign out or are removed at the provider: their refresh tokens are
+// refused from now on, and Revoked reports their access tokens.
+func (p *Provider) RevokeAll(sub string) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	for _, rt := range p.refresh.m {
+		if rt.fam.claims["sub"] == sub {
+			rt.fam.revoked = true
+		}
+	}
+	for _, at := range p.access.m {
+		if at.fam.claims["sub"] == sub {
+			at.fam.revoked = true
+		}
+	}
 }
