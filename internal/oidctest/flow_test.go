@@ -441,3 +441,49 @@ func TestRevoke(t *testing.T) {
 		t.Errorf("another person's refresh after RevokeAll: %d", status)
 	}
 }
+
+// TestMetadata: the RFC 8414 document and OpenID discovery name the same
+// endpoints and PKCE, grant and revocation support; a test can remove a
+// member from both, or the RFC 8414 document.
+func TestMetadata(t *testing.T) {
+	p := New(t)
+	get := func(path string) (int, map[string]any) {
+		t.Helper()
+		resp, err := http.Get(p.Issuer() + path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		var doc map[string]any
+		_ = json.NewDecoder(resp.Body).Decode(&doc)
+		return resp.StatusCode, doc
+	}
+	const as, oidc = "/.well-known/oauth-authorization-server", "/.well-known/openid-configuration"
+	for _, path := range []string{as, oidc} {
+		status, doc := get(path)
+		if status != http.StatusOK || doc["issuer"] != p.Issuer() || doc["authorization_endpoint"] != p.Issuer()+"/authorize" ||
+			doc["token_endpoint"] != p.Issuer()+"/token" || doc["revocation_endpoint"] != p.Issuer()+"/revoke" ||
+			doc["jwks_uri"] != p.Issuer()+"/jwks" || fmt.Sprint(doc["code_challenge_methods_supported"]) != "[S256]" ||
+			fmt.Sprint(doc["grant_types_supported"]) != "[authorization_code refresh_token]" {
+			t.Errorf("%s: %d %v", path, status, doc)
+		}
+	}
+	p.SetDiscovery("code_challenge_methods_supported", nil)
+	p.SetDiscovery("introspection_endpoint", p.Issuer()+"/introspect")
+	for _, path := range []string{as, oidc} {
+		if _, doc := get(path); doc["code_challenge_methods_supported"] != nil || doc["introspection_endpoint"] != p.Issuer()+"/introspect" {
+			t.Errorf("%s after SetDiscovery: %v", path, doc)
+		}
+	}
+	p.SetMetadata8414(false)
+	if status, _ := get(as); status != http.StatusNotFound {
+		t.Errorf("RFC 8414 off: %d", status)
+	}
+	if status, _ := get(oidc); status != http.StatusOK {
+		t.Errorf("discovery with RFC 8414 off: %d", status)
+	}
+	p.SetMetadata8414(true)
+	if status, _ := get(as); status != http.StatusOK {
+		t.Errorf("RFC 8414 on again: %d", status)
+	}
+}

@@ -1,16 +1,23 @@
-// Package oidctest is an OpenID provider for tests, the way
-// net/http/httptest is a server: discovery, a JWKS that can rotate, and
-// the authorization code flow with PKCE (S256) issuing signed ID tokens.
+// Package oidctest is an OpenID provider and OAuth 2.1 authorization
+// server for tests, the way net/http/httptest is a server: discovery (OpenID
+// and RFC 8414), a JWKS that can rotate, the authorization code flow with
+// PKCE (S256) issuing signed ID tokens and JWT access tokens (RFC 9068)
+// for a resource (RFC 8707), refresh tokens that rotate, and revocation
+// (RFC 7009).
 //
 // Its authorization endpoint signs in whoever the test chose with
-// [Provider.SignInAs] at once, without a page, and redirects back with a
-// code; the token endpoint checks the client, the code (single use, bound
-// to the client, redirect URI, PKCE challenge and resource), and answers
-// an ID token carrying the nonce of the authorization request and a JWT
-// access token (RFC 9068) for the resource, with a refresh token that
-// rotates on each use. Everything a relying
-// party must refuse can be produced: [Provider.Sign] signs any claims,
-// [Provider.Codes] lists issued codes so a test can replay one.
+// [Provider.SignInAs] or [Provider.SignInNext] at once, without a page,
+// and redirects back with a code; the token endpoint checks the client,
+// the code (single use, bound to the client, redirect URI, PKCE challenge
+// and resource), and answers an ID token carrying the nonce of the
+// authorization request, an access token for the resource (the client
+// without one) and a refresh token. A refresh token redeems once for a
+// new pair; redeemed again, it revokes every token of its grant.
+// Everything a relying party must refuse can be produced: [Provider.Sign]
+// signs any claims, [Provider.Codes] lists issued codes so a test can
+// replay one, [Provider.SetRefreshFail] and [Provider.RevokeAll] end
+// sessions from the provider's side. It keeps the newest 10,000 codes and
+// tokens only.
 package oidctest
 
 import (
@@ -77,7 +84,8 @@ type Provider struct {
 	codes     bounded[*grant]  // code → what it was issued for
 	resources []string         // of authorization requests
 	limit     int              // of codes, resources, tokens kept
-	extra     map[string]any   // more discovery members
+	extra     map[string]any   // more discovery members, nil removes
+	no8414    bool
 	jwksFail  bool
 	tokenNext http.HandlerFunc
 	access    bounded[*accessToken]  // jti → its grant
@@ -133,6 +141,7 @@ func New(t testing.TB, redirects ...string) *Provider {
 	p.mux = http.NewServeMux()
 	mux := p.mux
 	mux.HandleFunc("GET /.well-known/openid-configuration", p.discovery)
+	mux.HandleFunc("GET /.well-known/oauth-authorization-server", p.metadata8414)
 	mux.HandleFunc("GET /jwks", p.jwks)
 	mux.HandleFunc("GET /authorize", p.authorize)
 	mux.HandleFunc("POST /token", p.token)
@@ -145,12 +154,24 @@ func New(t testing.TB, redirects ...string) *Provider {
 // Handle serves more endpoints on the provider (e.g. introspection).
 func (p *Provider) Handle(pattern string, h http.HandlerFunc) { p.mux.HandleFunc(pattern, h) }
 
-// SetDiscovery adds a member to the discovery document (e.g.
-// "introspection_endpoint").
+// SetDiscovery sets a member of the metadata, in the OpenID discovery
+// document and the RFC 8414 one alike (e.g. "introspection_endpoint");
+// a nil value removes the member (e.g. "code_challenge_methods_supported",
+// to see a client refuse a server that may not do PKCE).
 func (p *Provider) SetDiscovery(key string, value any) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	p.extra[key] = value
+}
+
+// SetMetadata8414 serves the RFC 8414 metadata document
+// (/.well-known/oauth-authorization-server) while enabled is true, as from
+// the start, and answers it 404 while false, so a client's fallback to
+// OpenID discovery can be seen.
+func (p *Provider) SetMetadata8414(enabled bool) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.no8414 = !enabled
 }
 
 // SetTokenHandler makes h answer the token requests whose grant_type is
@@ -236,20 +257,47 @@ func (p *Provider) Resources() []string {
 	return slices.Clone(p.resources)
 }
 
-func (p *Provider) discovery(w http.ResponseWriter, _ *http.Request) {
+// metadata returns the provider's metadata, the same for OpenID discovery
+// and RFC 8414. p.mu is held.
+func (p *Provider) metadata() map[string]any {
 	doc := map[string]any{
 		"issuer":                                p.srv.URL,
 		"authorization_endpoint":                p.srv.URL + "/authorize",
 		"token_endpoint":                        p.srv.URL + "/token",
+		"revocation_endpoint":                   p.srv.URL + "/revoke",
 		"jwks_uri":                              p.srv.URL + "/jwks",
 		"id_token_signing_alg_values_supported": []string{"ES256", "RS256"},
 		"response_types_supported":              []string{"code"},
 		"subject_types_supported":               []string{"public"},
 		"code_challenge_methods_supported":      []string{"S256"},
+		"grant_types_supported":                 []string{"authorization_code", "refresh_token"},
+		"token_endpoint_auth_methods_supported": []string{"client_secret_basic", "client_secret_post"},
 	}
+	for k, v := range p.extra {
+		if v == nil {
+			delete(doc, k)
+		} else {
+			doc[k] = v
+		}
+	}
+	return doc
+}
+
+func (p *Provider) discovery(w http.ResponseWriter, _ *http.Request) {
 	p.mu.Lock()
-	maps.Copy(doc, p.extra)
+	doc := p.metadata()
 	p.mu.Unlock()
+	writeJSON(w, http.StatusOK, doc)
+}
+
+func (p *Provider) metadata8414(w http.ResponseWriter, r *http.Request) {
+	p.mu.Lock()
+	doc, off := p.metadata(), p.no8414
+	p.mu.Unlock()
+	if off {
+		http.NotFound(w, r)
+		return
+	}
 	writeJSON(w, http.StatusOK, doc)
 }
 
