@@ -429,8 +429,16 @@ func TestRevoke(t *testing.T) {
 		t.Errorf("%d revoke hits", p.RevokeHits.Load())
 	}
 
-	// From the provider's side: ada's grants go, bob's stay.
+	// From the provider's side: ada's grants and codes go, bob's stay.
+	p.SignInNext(map[string]any{"sub": "ada"})
+	verifier := oauth2.GenerateVerifier()
+	_, q := authorize(t, p, verifier, nil)
 	p.RevokeAll("ada")
+	status, body := post(t, p, "/token", url.Values{"grant_type": {"authorization_code"}, "code": {q.Get("code")},
+		"redirect_uri": {testRedirect}, "code_verifier": {verifier}})
+	if status != http.StatusBadRequest || body["error"] != "invalid_grant" {
+		t.Errorf("code after RevokeAll: %d %v", status, body)
+	}
 	if !p.Revoked(str(ada2, "refresh_token")) || p.Revoked(str(bob, "refresh_token")) || p.Revoked(str(bob, "access_token")) || p.Revoked("nope") {
 		t.Error("RevokeAll")
 	}

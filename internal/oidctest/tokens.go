@@ -194,11 +194,17 @@ func (p *Provider) Revoked(token string) bool {
 }
 
 // RevokeAll revokes every grant of the person whose "sub" is sub, as when
-// they sign out or are removed at the provider: their refresh tokens are
-// refused from now on, and Revoked reports their access tokens.
+// they sign out or are removed at the provider: their refresh tokens and
+// codes not yet redeemed are refused from now on, and Revoked reports
+// their access tokens.
 func (p *Provider) RevokeAll(sub string) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
+	for _, g := range p.codes.m {
+		if g.claims["sub"] == sub {
+			g.used = true
+		}
+	}
 	for _, rt := range p.refresh.m {
 		if rt.fam.claims["sub"] == sub {
 			rt.fam.revoked = true
