@@ -13,18 +13,22 @@
 //     (client_secret_post too). The authorization endpoint is
 //     Issuer()+"/auth", the login page Issuer()+"/login/username".
 //   - ID tokens carrying the nonce of the authorization request, signed
-//     RS256 by a key made at Start, valid for an hour.
+//     RS256 by a key made at Start, valid for an hour. When an access
+//     token is issued too, the claims of the scopes profile, email,
+//     phone and address are left to the userinfo endpoint (OpenID
+//     Connect Core 5.4).
 //   - Access tokens that are opaque, or JWTs for a client with
 //     JWTAccessTokens: "iss", "sub", "aud", "exp", "iat", "nbf",
 //     "client_id" and "jti", but no "scope", and a header "typ" of "JWT"
 //     (not RFC 9068's "at+jwt"). They live five minutes unless
 //     Config.AccessTTL says otherwise.
 //   - Refresh tokens, for a client with Refresh whose authorization asked
-//     for the scope offline_access, rotated on every use (a used one is
-//     refused with invalid_grant, without revoking the new one), and the
-//     revocation endpoint (RFC 7009), which forgets a refresh token or an
-//     opaque access token; a JWT access token stays valid until it
-//     expires.
+//     for the scope offline_access, valid five hours and rotated on every
+//     use (a used one is refused with invalid_grant, without revoking the
+//     new one), and the revocation endpoint (RFC 7009), which forgets a
+//     refresh token (and the access token last issued with it) or an
+//     access token. A JWT access token is still taken, until it expires,
+//     by a resource server that verifies it with the key set alone.
 //   - OpenID discovery at Issuer()+"/.well-known/openid-configuration".
 //     It does not serve RFC 8414's /.well-known/oauth-authorization-server
 //     (404): pkg/op has an experimental MetadataServer for it, which the
@@ -104,8 +108,9 @@ const authorizePath = "/auth"
 
 // Start starts a provider on a free port of 127.0.0.1, over plain http
 // (the issuer is "http://127.0.0.1:PORT"), closed when the test ends.
-// It logs a line for each request it serves (exampleop does, through
-// log/slog's default logger).
+// It logs a line for each request it serves at level Info (exampleop
+// does, through log/slog's default logger; this package's tests raise the
+// default logger's level to Warn in TestMain).
 func Start(t testing.TB, cfg Config) *Provider {
 	t.Helper()
 	srv := httptest.NewUnstartedServer(nil)

@@ -100,6 +100,12 @@ func TestAccessTokenAuthOIDC(t *testing.T) {
 	if ttl := c["exp"].(float64) - c["iat"].(float64); ttl < 88 || ttl > 91 {
 		t.Errorf("access token lives %vs, want AccessTTL 90s", ttl)
 	}
+	// zitadel takes both tokens' "aud" from one value: the ID token names
+	// the resource too, beside its azp.
+	idc := claims(t, tok.Extra("id_token").(string))
+	if got := audience(idc); !reflect.DeepEqual(got, []string{"web", resource}) || idc["azp"] != "web" {
+		t.Errorf("ID token aud %q azp %v, want [web %s] and web", got, idc["azp"], resource)
+	}
 
 	mapping := auth.ClaimsMapping{Roles: []string{"viewer", "admin"}, DefaultRole: "viewer"}
 	o, err := auth.NewOIDC(t.Context(), auth.OIDCConfig{Issuer: p.Issuer(), Audience: resource, Claims: mapping.Map})
