@@ -99,10 +99,16 @@ func (e *credentialsError) Unwrap() error { return e.err }
 // over it, what the source gave. A missing credential is a
 // *credentialsError, never a header.
 func (g *Gateway) credentials(ctx context.Context, id mcphandler.Identity, u *Upstream) (http.Header, error) {
-	if u.Credentials == nil {
+	var c http.Header
+	var err error
+	switch {
+	case u.OAuth != nil:
+		c, err = g.auths.credentials(ctx, id, u)
+	case u.Credentials != nil:
+		c, err = u.Credentials.Credentials(ctx, id, u)
+	default:
 		return u.Header, nil
 	}
-	c, err := u.Credentials.Credentials(ctx, id, u)
 	if err == nil && !hasValue(c) {
 		err = ErrNoCredentials
 	}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"net/http"
 	"sync/atomic"
 	"time"
 
@@ -48,7 +49,7 @@ func (f *forward) handle(ctx context.Context, call *mcphandler.ToolCall) (*mcpha
 // endpoint, with the credentials the upstream's source gives id now.
 func (f *forward) endpoint(ctx context.Context, id mcphandler.Identity) (upstream.Endpoint, error) {
 	ep := f.ep
-	if f.u.Credentials == nil {
+	if f.u.Credentials == nil && f.u.OAuth == nil {
 		return ep, nil
 	}
 	hdr, err := f.g.credentials(ctx, id, f.u)
@@ -76,10 +77,30 @@ func (f *forward) run(ctx context.Context, call *mcphandler.ToolCall, ep upstrea
 				"calling again, running the upstream call twice: it was not asked, and the upstream may have acted before " +
 				"asking. A client that declares the tasks extension (io.modelcontextprotocol/tasks) answers it during the call"}
 	}
+	if err != nil && f.u.OAuth != nil && refusedToken(err) {
+		return nil, f.reauthorize(ctx, call, ep)
+	}
 	if err != nil {
 		return nil, f.failed(ctx, err)
 	}
 	return f.result(raw)
+}
+
+// refusedToken reports an upstream's 401: the token sent was refused.
+func refusedToken(err error) bool {
+	var se *upstream.StatusError
+	return errors.As(err, &se) && se.StatusCode == http.StatusUnauthorized
+}
+
+// reauthorize answers a call whose upstream refused the caller's own
+// token (401): the token is forgotten, and the caller told where to
+// authorize again; the call did not run.
+func (f *forward) reauthorize(ctx context.Context, call *mcphandler.ToolCall, ep upstream.Endpoint) error {
+	f.g.auths.refused(ctx, call.Identity, f.u, ep.Header.Get("Authorization"))
+	req := f.g.auths.required(call.Identity, f.u).(*AuthorizationRequiredError)
+	return &mcphandler.ToolError{Class: mcphandler.ClassInternal, Err: req,
+		Detail: "upstream " + f.upstream + " refused your authorization, which is forgotten: the call did not run there. " +
+			"Open " + req.URL + " , sign in as yourself and authorize it again, then call again"}
 }
 
 // result relays the upstream's result unchanged (ResultJSON).

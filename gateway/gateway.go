@@ -70,7 +70,9 @@ import (
 	"fmt"
 	"log/slog"
 	"net/http"
+	"net/url"
 	"slices"
+	"strings"
 	"time"
 	"unicode/utf8"
 
@@ -133,6 +135,33 @@ type Upstream struct {
 	// fit for a metric label: 0–32 bytes of a-z, 0-9 and '-'; another
 	// value is reported as mcphandler.Other, and logged.
 	CredentialKind string
+	// OAuth, if set, makes each person act upstream as themselves: the
+	// credentials sent are the person's own access token there, obtained
+	// by the authorization code flow with PKCE through the gateway's page
+	// (Gateway.AuthPage at Config.AuthURL), by this client of the
+	// upstream's authorization server, discovered from the upstream
+	// (its 401 challenge, RFC 9728 metadata, then RFC 8414 or OpenID
+	// discovery), with the upstream's URL as the resource (RFC 8707).
+	// Tokens are kept per tenant, authorization server, subject and
+	// upstream, sealed in Config.Store, refreshed before they expire, and
+	// forgotten when the upstream answers 401, a refresh is refused, or
+	// the person revokes them on the page; there is never another
+	// person's token, nor a shared one, nor none.
+	//
+	// Before a person has authorized it, the upstream's tools cannot be
+	// listed for them: their list leaves them out, its status (see
+	// StatusMetaKey) "failed", error "authorization", with authorizeUrl,
+	// the link where they authorize it; and a call of any <ID>_… name
+	// (or alias) asks for the authorization: a URL-mode elicitation on a
+	// 2025-11-25 session (the call waits, up to Config.AuthWait, then runs
+	// the tool of that name), an input request on 2026-07-28 (the retry
+	// runs the tool once authorized), or a tool error naming the link
+	// (the client calls again). Such a call is looked up as a tool
+	// without annotations, so Tool.Destructive reports it destructive to
+	// BeforeCall whatever the tool turns out to be. Credentials must be
+	// nil (an upstream with both is left out, logged); CredentialKind is
+	// "oauth" unless set.
+	OAuth *OAuthClient
 	// Aliases maps an upstream tool name to the name it is served under,
 	// instead of <ID>_<name>.
 	Aliases map[string]string
@@ -307,6 +336,17 @@ type Config struct {
 	// rather than wait for them. nil leaves out every definition not
 	// approved by Gateway.ApproveDefinition.
 	Unapproved func(ctx context.Context, d Definition) bool
+	// AuthURL is the absolute URL where the host mounts Gateway.AuthPage,
+	// ending in "/" (e.g. "https://gw.example.com/upstream-auth/"): people
+	// are sent there to authorize an upstream with OAuth (Upstream.OAuth),
+	// and its "callback" is the redirect URI registered at the upstreams'
+	// authorization servers. Required for such upstreams: without it they
+	// are left out, logged.
+	AuthURL string
+	// AuthWait bounds how long a 2025-11-25 call waits for its caller to
+	// authorize an upstream it asked them to (Upstream.OAuth); 0 means
+	// 10 min.
+	AuthWait time.Duration
 	// MaxWatches bounds the scopes one replica watches at once (each an
 	// open connection upstream); 0 means 256, negative watches none. A
 	// scope past it is not watched: its lists go stale by their TTL
@@ -370,9 +410,10 @@ type Gateway struct {
 	breakers *breakers
 	keeper   *keeper // upstream sessions kept in Config.Store (sessions.go)
 	watches  *watches
-	inflight *inflight // Config.MaxConcurrent (limit.go)
-	flights  *flights  // one fetch of a list at a time (flight.go)
-	pins     *pins     // approved definitions (pins.go)
+	inflight *inflight       // Config.MaxConcurrent (limit.go)
+	flights  *flights        // one fetch of a list at a time (flight.go)
+	pins     *pins           // approved definitions (pins.go)
+	auths    *authorizations // each person's authorization of upstreams with OAuth (oauth.go)
 	now      func() time.Time
 }
 
@@ -425,6 +466,15 @@ func New(cfg Config) (*Gateway, error) {
 		cfg.MaxUpstreamSessions = defaultMaxUpstreamSessions
 	}
 	cfg.MaxUpstreamSessions = min(cfg.MaxUpstreamSessions, ownerindex.MaxEntries)
+	if cfg.AuthWait <= 0 {
+		cfg.AuthWait = defaultAuthWait
+	}
+	if cfg.AuthURL != "" {
+		if u, err := url.Parse(cfg.AuthURL); err != nil || !u.IsAbs() || u.Host == "" || !strings.HasSuffix(u.Path, "/") ||
+			u.RawQuery != "" || u.Fragment != "" || u.User != nil {
+			return nil, errors.New("gateway: Config.AuthURL must be an absolute URL ending in /, without query or fragment")
+		}
+	}
 	secrets, err := stateSecrets(&cfg)
 	if err != nil {
 		return nil, err
@@ -438,6 +488,9 @@ func New(cfg Config) (*Gateway, error) {
 		return nil, err
 	}
 	if g.pins, err = newPins(&g.cfg, secrets, func() time.Time { return g.now() }); err != nil {
+		return nil, err
+	}
+	if g.auths, err = newAuthorizations(g, secrets); err != nil {
 		return nil, err
 	}
 	if err := g.lists.listen(context.Background()); err != nil {
@@ -488,6 +541,10 @@ func (g *Gateway) Tools(ctx context.Context) ([]mcphandler.Tool, error) {
 	sts := make([]upstreamStatus, len(ups))
 	one := func(i int) {
 		lists[i], sts[i] = g.list(ctx, id, &ups[i], caps, listing)
+		if ups[i].OAuth != nil && !listing && (sts[i].authorize != nil || sts[i].class == classCredentials) {
+			lists[i] = g.authorizeTools(ctx, &ups[i])
+			return
+		}
 		if ups[i].Pin {
 			lists[i] = g.filterPinned(ctx, id.Tenant, &ups[i], lists[i])
 		}
@@ -510,7 +567,7 @@ func (g *Gateway) Tools(ctx context.Context) ([]mcphandler.Tool, error) {
 	}
 	var all []mcphandler.Tool
 	for i, u := range ups {
-		if sts[i].status == statusFailed && g.cfg.Strict {
+		if sts[i].status == statusFailed && sts[i].authorize == nil && g.cfg.Strict {
 			return nil, fmt.Errorf("gateway: upstream %s: %w", u.ID, sts[i].err)
 		}
 		all = append(all, lists[i]...)
@@ -538,7 +595,12 @@ func (g *Gateway) checkUpstreams(ups []Upstream) []Upstream {
 			g.cfg.Logger.Warn("gateway: upstream id given twice, both left out", "upstream", u.ID)
 		case u.URL == "":
 			g.cfg.Logger.Warn("gateway: upstream without a URL left out", "upstream", u.ID)
+		case u.OAuth != nil && (u.Credentials != nil || u.OAuth.ClientID == "" || g.cfg.AuthURL == ""):
+			g.cfg.Logger.Warn("gateway: upstream with OAuth left out: it needs a ClientID, no Credentials, and Config.AuthURL", "upstream", u.ID)
 		default:
+			if u.CredentialKind == "" && u.OAuth != nil {
+				u.CredentialKind = "oauth"
+			}
 			if u.CredentialKind == "" && u.Credentials != nil {
 				u.CredentialKind = u.Credentials.Kind()
 			}
@@ -573,6 +635,9 @@ func (g *Gateway) checkUpstreams(ups []Upstream) []Upstream {
 // breaker counts it).
 func (g *Gateway) list(ctx context.Context, id mcphandler.Identity, u *Upstream, caps json.RawMessage, listing bool) ([]mcphandler.Tool, upstreamStatus) {
 	hdr, err := g.credentials(ctx, id, u)
+	if req := (*AuthorizationRequiredError)(nil); errors.As(err, &req) {
+		return nil, upstreamStatus{status: statusFailed, class: classAuthorization, err: err, authorize: req}
+	}
 	if err != nil {
 		return g.missingCredentials(u, id, caps, err)
 	}
@@ -595,6 +660,11 @@ func (g *Gateway) list(ctx context.Context, id mcphandler.Identity, u *Upstream,
 		v, opened := g.breakers.done(bkey, t, o, class, g.now())
 		if errors.Is(err, ErrBusy) {
 			return g.busy(u, hdr, l)
+		}
+		if u.OAuth != nil && refusedToken(err) {
+			g.auths.refused(ctx, id, u, hdr.Get("Authorization"))
+			req := g.auths.required(id, u).(*AuthorizationRequiredError)
+			return nil, upstreamStatus{status: statusFailed, class: classAuthorization, err: err, authorize: req}
 		}
 		if err != nil {
 			tools, st := g.stale(ctx, u, hdr, ref, v, err)

@@ -2,6 +2,7 @@ package gateway
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"slices"
 	"strconv"
@@ -28,7 +29,9 @@ import (
 // "failed" (its tools are left out). error is a short class of the last
 // failure, never the upstream's own words: "unreachable", "timeout",
 // "auth", "http_status", "rpc_error", "malformed", "too_large",
-// "too_many", "unsupported", "busy" (this replica had Config.MaxConcurrent
+// "too_many", "unsupported", "authorization" (the caller has not
+// authorized the upstream, which acts as each person: authorizeUrl is
+// the link, signed for them, where they do; see Upstream.OAuth), "busy" (this replica had Config.MaxConcurrent
 // requests in flight to it: it was not contacted), or "credentials": the upstream was not
 // contacted, for the caller has no credentials there now (its
 // Upstream.Credentials gave none; see CredentialSource), which says
@@ -59,6 +62,9 @@ type upstreamStatus struct {
 	retryAfter time.Duration // > 0 while the breaker is open
 	err        error         // the failure, for Strict
 	freshFor   time.Duration // ok: how long the list served stays fresh
+	// authorize, when the caller must authorize the upstream first
+	// (Upstream.OAuth), names where.
+	authorize *AuthorizationRequiredError
 }
 
 // limitTTL lowers the ttlMs of the tools/list being built in ctx to how
@@ -150,6 +156,11 @@ func appendStatuses(b []byte, ups []Upstream, sts []upstreamStatus, notOK bool) 
 			b = append(b, `,"error":"`...)
 			b = append(b, st.class...)
 			b = append(b, '"')
+		}
+		if st.authorize != nil {
+			u, _ := json.Marshal(st.authorize.URL)
+			b = append(b, `,"authorizeUrl":`...)
+			b = append(b, u...)
 		}
 		if st.retryAfter > 0 {
 			b = append(b, `,"retryAfterMs":`...)
