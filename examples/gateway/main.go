@@ -38,6 +38,27 @@
 // approval page ("approval"; this demo asks for no approvals, so it
 // declines every one).
 //
+// An upstream entry with "oauth" makes each person act there as
+// themselves, with a token of their own from the upstream's authorization
+// server, where the gateway is registered as a client with the redirect
+// URI PUBLIC/upstream-auth/callback:
+//
+//	{"id":"jira","url":"https://jira.example.com/mcp","tenants":["acme"],
+//	 "oauth":{"client_id":"mcp-gateway","client_secret":"…"}}
+//
+// It needs the gateway's own sign-in: -issuer (an OpenID provider), with
+// -login-client-id and -login-client-secret (a client registered there
+// with the redirect URI PUBLIC/upstream-auth/login/callback). A person
+// authorizes such an upstream at PUBLIC/upstream-auth/, signed in as
+// themselves: the link comes in their tools/list's _meta, and in the
+// answer to a call of one of its tools (a URL elicitation on 2025-11-25,
+// an input request on 2026-07-28, an error naming it otherwise); the page
+// also lists what they authorized, with a button to revoke each. With
+// -issuer, MCP callers may present that issuer's access tokens too
+// (audience PUBLIC/mcp or -audience; tenant from -tenant-claim; role from
+// "role" or "roles"), besides the demo tokens below. PUBLIC is
+// -public-url, by default http://ADDR.
+//
 // Upstream tools appear as <id>_<name>, next to the local tool whoami. A
 // viewer sees only the upstream tools annotated readOnlyHint: true (a
 // hidden one answers like an unknown tool), and the gateway asks a human
@@ -73,6 +94,12 @@ import (
 
 func main() {
 	addr := flag.String("addr", "127.0.0.1:8090", "address to listen on")
+	public := flag.String("public-url", "", "the gateway's public URL, as people and clients reach it behind a proxy (default http://ADDR)")
+	issuer := flag.String("issuer", "", "issuer URL of the OpenID provider people sign in with to authorize upstreams with \"oauth\", and whose access tokens MCP callers may present")
+	loginID := flag.String("login-client-id", "", "with -issuer, the gateway's client there (redirect URI PUBLIC/upstream-auth/login/callback)")
+	loginSecret := flag.String("login-client-secret", "", "with -issuer, that client's secret")
+	audience := flag.String("audience", "", "with -issuer, the audience MCP callers' access tokens must name (default PUBLIC/mcp)")
+	tenantClaim := flag.String("tenant-claim", auth.DefaultTenantClaim, "with -issuer, the token claim naming the caller's tenant")
 	file := flag.String("upstreams", "", "JSON file listing the upstream MCP servers, the tenants that may reach them and each tenant's headers there, or a token exchange (required)")
 	redisURL := flag.String("redis", os.Getenv("REDIS_URL"), "URL of a Redis the replicas share (redis://host:port/db); without it, everything is in memory (default $REDIS_URL)")
 	stateKey := flag.String("state-key", os.Getenv("MCP_STATE_KEY"), "with a Redis, the secret every replica shares, at least 32 bytes (default $MCP_STATE_KEY)")
@@ -99,26 +126,29 @@ func main() {
 		defer rs.Close()
 		store, keys = rs, [][]byte{[]byte(*stateKey)}
 	}
-	h, closeAll, err := build(ups, store, keys)
+	if *public == "" {
+		*public = "http://" + *addr
+	}
+	*public = strings.TrimSuffix(*public, "/")
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	a, err := build(ctx, options{ups: ups, store: store, keys: keys, public: *public, issuer: *issuer,
+		loginID: *loginID, loginSecret: *loginSecret, audience: *audience, tenantClaim: *tenantClaim})
 	if err != nil {
 		log.Fatal(err)
 	}
-	defer closeAll()
-	mux := http.NewServeMux()
-	mux.Handle("/mcp", h)
-	sse, msgs := h.LegacySSE("/messages")
-	mux.Handle("/sse", sse)
-	mux.Handle("/messages", msgs)
-	srv := &http.Server{Addr: *addr, Handler: mux, ReadHeaderTimeout: 10 * time.Second}
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	defer stop()
+	defer a.close()
+	srv := &http.Server{Addr: *addr, Handler: a.mux, ReadHeaderTimeout: 10 * time.Second}
 	go func() {
 		<-ctx.Done()
 		shutdown, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 		defer cancel()
 		srv.Shutdown(shutdown)
 	}()
-	fmt.Printf("MCP gateway: http://%s/mcp (legacy HTTP+SSE: http://%s/sse), %d upstreams\n", *addr, *addr, len(ups))
+	fmt.Printf("MCP gateway: %s/mcp (legacy HTTP+SSE: %s/sse), %d upstreams\n", *public, *public, len(ups))
+	if *issuer != "" {
+		fmt.Printf("upstream authorizations: %s/upstream-auth/ (sign-in at %s)\n", *public, *issuer)
+	}
 	if err := srv.ListenAndServe(); err != nil && !errors.Is(err, http.ErrServerClosed) {
 		log.Fatal(err)
 	}
@@ -148,6 +178,15 @@ type upstreamEntry struct {
 	Exchange *exchangeEntry               `json:"exchange"`
 	Pin      bool                         `json:"pin"`
 	Confirms string                       `json:"confirms"` // "relay" (default), "decline" or "approval"
+	OAuth    *oauthEntry                  `json:"oauth"`
+}
+
+// oauthEntry is the gateway's client at an upstream's authorization
+// server, for each person's own authorization there.
+type oauthEntry struct {
+	ClientID     string   `json:"client_id"`
+	ClientSecret string   `json:"client_secret"`
+	Scopes       []string `json:"scopes"`
 }
 
 // confirmModes are the values of an entry's "confirms".
@@ -193,6 +232,9 @@ func loadUpstreams(path string) ([]upstreamEntry, error) {
 		if u.ID == "" || u.URL == "" {
 			return nil, fmt.Errorf("%s: every upstream needs an id and a url", path)
 		}
+		if u.OAuth != nil && (u.OAuth.ClientID == "" || u.Exchange != nil || len(u.Headers) > 0) {
+			return nil, fmt.Errorf("%s: upstream %s: oauth needs a client_id, and neither headers nor an exchange", path, u.ID)
+		}
 		if _, ok := confirmModes[u.Confirms]; !ok {
 			return nil, fmt.Errorf("%s: upstream %s: confirms is %q, not relay, decline or approval", path, u.ID, u.Confirms)
 		}
@@ -200,23 +242,51 @@ func loadUpstreams(path string) ([]upstreamEntry, error) {
 	return f.Upstreams, nil
 }
 
-// build makes the gateway and its Handler, sharing store and keys (nil:
-// memory, one replica), and a function that closes both.
-func build(ups []upstreamEntry, store session.Store, keys [][]byte) (*mcphandler.Handler, func(), error) {
-	sources := make([]gateway.CredentialSource, len(ups))
-	for i, u := range ups {
+// options are what build needs besides the upstreams: a store and its
+// keys shared by replicas (nil: memory), the public URL, and the
+// gateway's own sign-in (issuer "": none, and no upstream with "oauth").
+type options struct {
+	ups                                                 []upstreamEntry
+	store                                               session.Store
+	keys                                                [][]byte
+	public                                              string
+	issuer, loginID, loginSecret, audience, tenantClaim string
+}
+
+// app is the gateway served: its Handler, and every route on mux.
+type app struct {
+	h     *mcphandler.Handler
+	mux   *http.ServeMux
+	close func()
+}
+
+// roles orders the demo's roles, least privileged first.
+var roles = []string{"viewer", "editor", "admin"}
+
+// build makes the gateway, its Handler and, with an issuer, its sign-in
+// and authorization page, all routed on one mux.
+func build(ctx context.Context, o options) (*app, error) {
+	if o.public == "" {
+		o.public = "http://127.0.0.1:8090"
+	}
+	sources := make([]gateway.CredentialSource, len(o.ups))
+	for i, u := range o.ups {
 		var err error
 		if sources[i], err = credentials(u); err != nil {
-			return nil, nil, fmt.Errorf("upstream %s: %w", u.ID, err)
+			return nil, fmt.Errorf("upstream %s: %w", u.ID, err)
+		}
+		if u.OAuth != nil && o.issuer == "" {
+			return nil, fmt.Errorf("upstream %s: oauth needs the gateway's own sign-in: -issuer, -login-client-id and -login-client-secret", u.ID)
 		}
 	}
 	var h *mcphandler.Handler // made below: the gateway passes list changes on to it
 	gcfg := gateway.Config{
 		ToolsChanged: func(ctx context.Context, t mcphandler.Target) error { return h.NotifyToolsChanged(ctx, t) },
 		Unapproved:   approveFirstSight,
+		AuthURL:      o.public + "/upstream-auth/",
 		Upstreams: func(ctx context.Context, id mcphandler.Identity) ([]gateway.Upstream, error) {
 			var out []gateway.Upstream
-			for i, u := range ups {
+			for i, u := range o.ups {
 				if !slices.Contains(u.Tenants, id.Tenant) {
 					continue
 				}
@@ -224,24 +294,28 @@ func build(ups []upstreamEntry, store session.Store, keys [][]byte) (*mcphandler
 				for k, v := range u.Headers[id.Tenant] {
 					h.Set(k, v)
 				}
-				out = append(out, gateway.Upstream{ID: u.ID, URL: u.URL, Header: h, Credentials: sources[i], Pin: u.Pin,
-					Confirms: confirmModes[u.Confirms]})
+				up := gateway.Upstream{ID: u.ID, URL: u.URL, Header: h, Credentials: sources[i], Pin: u.Pin,
+					Confirms: confirmModes[u.Confirms]}
+				if c := u.OAuth; c != nil {
+					up.OAuth = &gateway.OAuthClient{ClientID: c.ClientID, ClientSecret: c.ClientSecret, Scopes: c.Scopes}
+				}
+				out = append(out, up)
 			}
 			return out, nil
 		},
 	}
-	if store != nil {
-		gcfg.Store, gcfg.StateKeys = store, keys // the Handler's own: replicas share lists and sessions
+	if o.store != nil {
+		gcfg.Store, gcfg.StateKeys = o.store, o.keys // the Handler's own: replicas share lists, sessions and tokens
 	}
 	gw, err := gateway.New(gcfg)
 	if err != nil {
-		return nil, nil, err
+		return nil, err
 	}
 	cfg := mcphandler.Config{
 		Name:         "gateway",
 		Version:      "1.0.0",
 		Authenticate: authenticate,
-		Roles:        []string{"viewer", "editor", "admin"},
+		Roles:        roles,
 		ListTools: func(ctx context.Context) ([]mcphandler.Tool, error) {
 			tools, err := gw.Tools(ctx)
 			for i := range tools {
@@ -259,11 +333,51 @@ func build(ups []upstreamEntry, store session.Store, keys [][]byte) (*mcphandler
 		},
 		Interceptors: []mcphandler.Interceptor{gw.Interceptor()},
 	}
-	if store != nil {
-		cfg.Store, cfg.StateKeys = store, keys
+	if o.store != nil {
+		cfg.Store, cfg.StateKeys = o.store, o.keys
+	}
+	mux := http.NewServeMux()
+	if o.issuer != "" {
+		if err := signIn(ctx, o, gw, &cfg, mux); err != nil {
+			gw.Close()
+			return nil, err
+		}
 	}
 	h = mcphandler.New(cfg)
-	return h, func() { h.Close(); gw.Close() }, nil
+	mux.Handle("/mcp", h)
+	sse, msgs := h.LegacySSE("/messages")
+	mux.Handle("/sse", sse)
+	mux.Handle("/messages", msgs)
+	return &app{h: h, mux: mux, close: func() { h.Close(); gw.Close() }}, nil
+}
+
+// signIn adds the gateway's own sign-in at o.issuer: the issuer's access
+// tokens for the gateway (besides the demo tokens), the metadata that
+// tells clients where to get them, and the page where people authorize
+// the upstreams with "oauth", signed in as themselves (read with the same
+// claims mapping as the tokens, so that the page's person is the MCP
+// caller).
+func signIn(ctx context.Context, o options, gw *gateway.Gateway, cfg *mcphandler.Config, mux *http.ServeMux) error {
+	resource := o.audience
+	if resource == "" {
+		resource = o.public + "/mcp"
+	}
+	claims := auth.ClaimsMapping{TenantClaim: o.tenantClaim, Roles: roles}
+	oidc, err := auth.NewOIDC(ctx, auth.OIDCConfig{Issuer: o.issuer, Audience: resource, Claims: claims.Map})
+	if err != nil {
+		return err
+	}
+	prm := &auth.ProtectedResource{Resource: resource, AuthorizationServers: []string{o.issuer}}
+	prm.Mount(mux)
+	cfg.Authenticate = auth.First(authenticate, oidc.Authenticate)
+	cfg.Challenge = prm.Challenge
+	page, err := gw.AuthPage(ctx, gateway.AuthPageConfig{Issuer: o.issuer, ClientID: o.loginID, ClientSecret: o.loginSecret,
+		Claims: claims.Map, InsecureCookies: strings.HasPrefix(o.public, "http://")})
+	if err != nil {
+		return err
+	}
+	mux.Handle("/upstream-auth/", page)
+	return nil
 }
 
 // readOnly reports whether the upstream annotated t readOnlyHint: this

@@ -86,12 +86,12 @@ func serveFile(t *testing.T, body string) http.Handler {
 	if err != nil {
 		t.Fatal(err)
 	}
-	h, closeAll, err := build(ups, nil, nil)
+	a, err := build(context.Background(), options{ups: ups})
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(closeAll)
-	return h
+	t.Cleanup(a.close)
+	return a.h
 }
 
 func names(t *testing.T, c *mcptest.Client) []string {
