@@ -1,6 +1,9 @@
 package gateway
 
-import "time"
+import (
+	"encoding/json"
+	"time"
+)
 
 // SetClock makes g read the time from now: the breakers, the grace
 // period and the list cache.
@@ -37,3 +40,22 @@ func SetWatchTimes(g *Gateway, lease, idle time.Duration) {
 
 // InflightURLs is how many upstream URLs g holds slots of.
 func InflightURLs(g *Gateway) int { return g.inflight.len() }
+
+// ParseTokens checks a token endpoint's answer as the gateway does, and
+// returns the access token and its expiry (unix ms; 0: none).
+func ParseTokens(body []byte, now time.Time) (string, string, int64, error) {
+	var tr tokenResponse
+	err := json.Unmarshal(body, &tr)
+	gr, err := tokens(&tr, err, now)
+	if err != nil {
+		return "", "", 0, err
+	}
+	return gr.Access, gr.Refresh, gr.Expiry, nil
+}
+
+// OpenLink reports whether g takes l as an authorization link, and for
+// whom.
+func OpenLink(g *Gateway, l string) (tenant, subject, upstream string, ok bool) {
+	c, ok := g.auths.openLink(l)
+	return c.Tenant, c.Subject, c.Upstream, ok
+}

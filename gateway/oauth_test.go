@@ -211,6 +211,33 @@ func TestOAuthTokensSealed(t *testing.T) {
 	if found != 1 {
 		t.Fatalf("%d records of tokens in the store, want 1", found)
 	}
+	// bob authorizes too; the two records swapped in the store (what
+	// whoever can write it could do) give each person none, never the
+	// other's token.
+	bob := rig.client(t, "bob", false, nil)
+	rig.authorize(t, bob, "bob")
+	var keys []string
+	for _, k := range redistest.Keys(t, rig.redis, rig.prefix) {
+		if strings.Contains(k, "gw-oauth/") && !strings.Contains(k, "/refresh/") {
+			keys = append(keys, k)
+		}
+	}
+	if len(keys) != 2 {
+		t.Fatalf("records of tokens: %v", keys)
+	}
+	v0, _ := rig.redis.Get(ctx, keys[0]).Bytes()
+	v1, _ := rig.redis.Get(ctx, keys[1]).Bytes()
+	rig.redis.Set(ctx, keys[0], v1, time.Hour)
+	rig.redis.Set(ctx, keys[1], v0, time.Hour)
+	for _, c := range []*mcptest.Client{alice, bob} {
+		res, err := c.CallTool(ctx, "docs_whoami", map[string]any{})
+		if err != nil || !res.IsError || !strings.Contains(resultText(res), "needs your authorization first") {
+			t.Fatalf("a call after the records were swapped: %+v, %v", res, err)
+		}
+	}
+	if got := rig.ran(); len(got) != 1 {
+		t.Fatalf("the upstream ran as %v after the swap", got)
+	}
 	other := [][]byte{bytes.Repeat([]byte{7}, 32)}
 	rig.replicas = []*oauthReplica{rig.newReplica(t, rig.store(), other)}
 	alice = rig.client(t, "alice", false, nil)
