@@ -144,8 +144,11 @@ func TestAuthPageAttacks(t *testing.T) {
 
 	// Revocation: from another site, or without the form's token.
 	for name, mod := range map[string]func(*http.Request){
-		"cross-site": func(r *http.Request) { r.Header.Set("Origin", "https://evil.test"); r.Header.Set("Sec-Fetch-Site", "cross-site") },
-		"no csrf":    func(r *http.Request) { r.Body = http.NoBody; r.ContentLength = 0 },
+		"cross-site": func(r *http.Request) {
+			r.Header.Set("Origin", "https://evil.test")
+			r.Header.Set("Sec-Fetch-Site", "cross-site")
+		},
+		"no csrf": func(r *http.Request) { r.Body = http.NoBody; r.ContentLength = 0 },
 	} {
 		req, _ := http.NewRequest(http.MethodPost, base+"revoke", strings.NewReader(url.Values{"upstream": {"docs"}, "csrf": {"x"}}.Encode()))
 		req.Header.Set("Content-Type", "application/x-www-form-urlencoded")

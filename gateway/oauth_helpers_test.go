@@ -48,8 +48,8 @@ type oauthRig struct {
 	public    *httptest.Server
 	replicas  []*oauthReplica
 	next      atomic.Int64
-	refuse    atomic.Bool // the upstream refuses every token (401)
-	store     func() session.Store // a new store on the rig's (Redis or memory)
+	refuse    atomic.Bool           // the upstream refuses every token (401)
+	store     func() session.Store  // a new store on the rig's (Redis or memory)
 	redis     redis.UniversalClient // on Redis, and its prefix
 	prefix    string
 
