@@ -49,13 +49,9 @@ import (
 // what it obtains (as TokenExchange does): it runs on every list and
 // call.
 //
-// The seam for a person's own OAuth authorization at an upstream: such a
-// source keeps each person's tokens for the upstream, per tenant, subject
-// and upstream, refreshes them, and returns an error wrapping
-// ErrNoCredentials for a person who has not authorized the upstream yet;
-// that person's list then reports the upstream "credentials", and that
-// person's calls fail, while everyone else's work. Asking the person to
-// authorize (a URL elicitation during the call) is the part still to come.
+// A person's own OAuth authorization at an upstream is not a source:
+// set Upstream.OAuth, and the gateway keeps each person's tokens, asks
+// them to authorize, and refreshes and forgets the tokens itself.
 type CredentialSource interface {
 	Credentials(ctx context.Context, id mcphandler.Identity, u *Upstream) (http.Header, error)
 	Kind() string
