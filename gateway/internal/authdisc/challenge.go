@@ -25,8 +25,9 @@ const maxHeaderValue = 8 << 10
 // comma between them, …) is ignored, as is one longer than 8 KiB; the
 // other values still count.
 //
-// It runs in one pass without backtracking, in time linear in the total
-// length of values, and is safe for concurrent use.
+// It reads values in one pass, each byte a bounded number of times (a
+// token at most twice, to tell a token68 from a first auth-param), so in
+// time linear in their total length. It is safe for concurrent use.
 func ParseChallenge(values []string) (params map[string]string, ok bool) {
 	var found *bearer
 	n := 0
