@@ -18,6 +18,7 @@ import (
 // provider that publishes OpenID Connect Discovery only.
 func TestLibrary(t *testing.T) {
 	p := oidctest.New(t)
+	p.SetMetadata8414(false)
 	mux := http.NewServeMux()
 	srv := httptest.NewServer(mux)
 	t.Cleanup(srv.Close)
@@ -62,7 +63,7 @@ func TestLibrary(t *testing.T) {
 			want := Result{
 				Resource: Resource{Resource: srv.URL + tt.path, AuthorizationServers: []string{iss},
 					ScopesSupported: []string{"mcp:tools", "files:read"}},
-				Server: Server{Issuer: iss, AuthorizationEndpoint: iss + "/authorize", TokenEndpoint: iss + "/token",
+				Server: Server{Issuer: iss, AuthorizationEndpoint: iss + "/authorize", TokenEndpoint: iss + "/token", RevocationEndpoint: iss + "/revoke",
 					CodeChallengeMethods: []string{"S256"}},
 				Scope: "mcp:tools",
 			}
