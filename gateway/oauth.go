@@ -2,6 +2,7 @@ package gateway
 
 import (
 	"context"
+	"crypto/hkdf"
 	"crypto/hmac"
 	"crypto/sha256"
 	"encoding/base64"
@@ -125,6 +126,9 @@ type authorizations struct {
 	recs  session.Records
 	keys  *seal.Keys
 	names []byte
+	// older are the names of StateKeys after the first: tokens kept under
+	// one of them are moved to the first's key when read (rotation).
+	older [][]byte
 	links *sign.Signer // the authorization links
 	hc    *http.Client // Config.HTTPClient, never following a redirect
 	now   func() time.Time
@@ -151,7 +155,15 @@ func newAuthorizations(g *Gateway, secrets [][]byte) (*authorizations, error) {
 		hc = &c
 	}
 	hc.CheckRedirect = func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }
-	a := &authorizations{g: g, recs: g.cfg.Store, keys: keys, names: names, links: links, hc: hc,
+	var older [][]byte
+	for _, sec := range secrets[1:] {
+		n, err := hkdf.Key(sha256.New, sec, nil, grantLabel+"names", 32)
+		if err != nil {
+			return nil, err
+		}
+		older = append(older, n)
+	}
+	a := &authorizations{g: g, recs: g.cfg.Store, keys: keys, names: names, older: older, links: links, hc: hc,
 		now: func() time.Time { return g.now() }, servers: map[string]*serverEntry{}, refreshing: map[string]chan struct{}{}}
 	a.discover = a.discoverServer
 	return a, nil
@@ -201,7 +213,12 @@ func (a *authorizations) server(ctx context.Context, u *Upstream) (authServer, e
 // key is the store key of the person id's tokens for u at the
 // authorization server issuer.
 func (a *authorizations) key(id mcphandler.Identity, issuer string, u *Upstream) string {
-	m := hmac.New(sha256.New, a.names)
+	return a.keyUnder(a.names, id, issuer, u)
+}
+
+// keyUnder is key under the names of one of StateKeys.
+func (a *authorizations) keyUnder(names []byte, id mcphandler.Identity, issuer string, u *Upstream) string {
+	m := hmac.New(sha256.New, names)
 	writeString(m, id.Tenant)
 	writeString(m, issuer)
 	writeString(m, id.Subject)
@@ -238,6 +255,27 @@ func (a *authorizations) load(ctx context.Context, tenant, key string) (*grant, 
 		return nil, raw, nil
 	}
 	return &gr, raw, nil
+}
+
+// moved looks for the person id's tokens for u under the keys of the
+// older StateKeys, after a rotation put a new key first: tokens found
+// there are written under key (the new key's) and forgotten there, so
+// that a rotation asks nobody to authorize again. What it returns is as
+// load's of key.
+func (a *authorizations) moved(ctx context.Context, id mcphandler.Identity, issuer string, u *Upstream, key string) (*grant, []byte, error) {
+	for _, names := range a.older {
+		oldKey := a.keyUnder(names, id, issuer, u)
+		gr, raw, err := a.load(ctx, id.Tenant, oldKey)
+		if err != nil || gr == nil {
+			continue
+		}
+		if _, err := a.save(ctx, id.Tenant, key, nil, gr); err != nil {
+			return nil, nil, err
+		}
+		_ = a.drop(ctx, oldKey, raw)
+		return a.load(ctx, id.Tenant, key)
+	}
+	return nil, nil, nil
 }
 
 // save writes gr under key, in place of old (nil: none there).
@@ -301,6 +339,9 @@ func (a *authorizations) credentials(ctx context.Context, id mcphandler.Identity
 	}
 	key := a.key(id, srv.issuer, u)
 	gr, raw, err := a.load(ctx, id.Tenant, key)
+	if err == nil && gr == nil && raw == nil && len(a.older) > 0 {
+		gr, raw, err = a.moved(ctx, id, srv.issuer, u, key)
+	}
 	if err != nil {
 		return nil, err
 	}

@@ -246,3 +246,25 @@ func TestOAuthTokensSealed(t *testing.T) {
 		t.Fatalf("alice's call on a replica of other keys: %+v, %v (upstream ran %v)", res, err, rig.ran())
 	}
 }
+
+// StateKeys rotate without asking anyone again: a replica with a new key
+// first (the old one after it) reads the tokens kept under the old one
+// and moves them; a replica with the new key alone then has them too.
+func TestOAuthKeyRotation(t *testing.T) {
+	rig := newOAuthRig(t, 1, false)
+	ctx := context.Background()
+	alice := rig.client(t, "alice", false, nil)
+	rig.authorize(t, alice, "alice")
+	newKey := bytes.Repeat([]byte{9}, 32)
+	for _, keys := range [][][]byte{{newKey, testKeys[0]}, {newKey}} {
+		rig.replicas = []*oauthReplica{rig.newReplica(t, rig.store(), keys)}
+		c := rig.client(t, "alice", false, nil)
+		res, err := c.CallTool(ctx, "docs_whoami", map[string]any{})
+		if err != nil || res.IsError || resultText(res) != "whoami ran as acme/alice" {
+			t.Fatalf("keys %d: alice's call: %+v, %v", len(keys), res, err)
+		}
+	}
+	if n := rig.as.TokenHits.Load(); n != 1 { // her one authorization
+		t.Fatalf("%d token requests: someone was asked again", n)
+	}
+}
