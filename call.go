@@ -77,16 +77,48 @@ type toolRun struct {
 	// round, if its nonce is set, is the 2026-07-28 confirm or approval
 	// whose record the round's end is written to before it is answered.
 	round roundRun
+	// restart is set when the handler returned ErrCallAgain and the call
+	// starts over (canRestart); restarted, on the run that started over.
+	restart, restarted bool
 }
 
 // serveToolsCall serves tools/call: a tool the caller cannot see gets the
 // unknown-tool error and never runs.
 func serveToolsCall(h *Handler, rq *request, m *jsonrpc.Message) {
 	t := toolRun{rq: rq, m: m, ev: CallEvent{Identity: rq.id, SessionID: rq.info.sessionID}}
-	defer t.report()
 	if t.lookup() && t.validate() && t.decide() {
 		t.proceed()
 	}
+	if t.restart { // ErrCallAgain: the call starts over, once
+		t = toolRun{rq: rq, m: m, ev: CallEvent{Identity: rq.id, SessionID: rq.info.sessionID}, restarted: true}
+		if t.lookup() && t.validate() && t.decide() {
+			t.proceed()
+		}
+	}
+	t.report()
+}
+
+// ErrCallAgain is what a tool's handler returns, before it acted, when
+// the call must start over because what the name stands for changed
+// while the handler ran: a gateway's caller authorized an upstream while
+// the call waited, so the upstream's own tool can now be looked up under
+// that name. Wrap it in a *ToolError to say so to the client.
+//
+// The call then starts over, once, in the same request: looked up again
+// (ListTools), validated and decided again (BeforeCall sees the tool as
+// it is listed now; a Confirm or Approve asks anew), then run; what the
+// first run did is not reported (OnCall sees the second). That happens
+// when the first run was allowed without a confirm, an approval or a
+// task, and its request is not a 2026-07-28 round (whose retry starts
+// the call over anyway); otherwise, or from the second run, the error is
+// the call's tool error, so that the client calls again.
+var ErrCallAgain = errors.New("mcphandler: the call must start over")
+
+// canRestart reports whether a call whose handler returned ErrCallAgain
+// starts over in its request (see ErrCallAgain).
+func (t *toolRun) canRestart() bool {
+	x := t.call.Exchange
+	return !t.restarted && t.lease == nil && t.round.nonce == "" && t.call.task == nil && !x.inRounds() && (x == nil || x.tk == nil)
 }
 
 // report tells the interceptors and OnCall how the call ended. A confirm
@@ -131,6 +163,8 @@ func (t *toolRun) proceed() {
 	}
 	result, err := t.execute()
 	switch {
+	case errors.Is(err, ErrCallAgain) && t.canRestart():
+		t.restart = true // nothing answered: serveToolsCall starts over
 	case t.round.nonce != "":
 		t.rq.h.confirms.endRound(t, result, err)
 	case t.call.Exchange.holds():

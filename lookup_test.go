@@ -3,8 +3,10 @@ package mcphandler_test
 import (
 	"context"
 	"errors"
+	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/mcphandler/mcphandler"
 	"github.com/mcphandler/mcphandler/mcptest"
@@ -92,5 +94,99 @@ func TestCompleteElicitation(t *testing.T) {
 	}
 	if len(errs) != 3 || !errors.Is(errs[1], mcphandler.ErrCannotAsk) || !errors.Is(errs[2], mcphandler.ErrCannotAsk) {
 		t.Fatalf("errors %v, want ErrCannotAsk on 2025-06-18 and 2026-07-28", errs)
+	}
+}
+
+// A handler's ErrCallAgain starts an allowed 2025 call over, once, in the
+// same request: looked up and decided again, so BeforeCall sees the tool
+// as listed now; OnCall sees the second run. A second ErrCallAgain, a call
+// that was confirmed, and 2026-07-28 give the client the tool error.
+func TestCallAgain(t *testing.T) {
+	var mu sync.Mutex
+	var decided []string
+	var events []mcphandler.CallEvent
+	real := false // what the name stands for: the placeholder until set
+	again := func(_ context.Context, _ *mcphandler.ToolCall) (*mcphandler.ToolResult, error) {
+		mu.Lock()
+		real = true
+		mu.Unlock()
+		return nil, &mcphandler.ToolError{Class: mcphandler.ClassBackendUnavailable, Detail: "call it again", Err: mcphandler.ErrCallAgain}
+	}
+	confirmFirst := false
+	h := mcphandler.New(mcphandler.Config{
+		Authenticate: bearer,
+		ListTools: func(context.Context) ([]mcphandler.Tool, error) {
+			mu.Lock()
+			defer mu.Unlock()
+			if real {
+				return []mcphandler.Tool{{Name: "flip", Description: "real", Handler: func(context.Context, *mcphandler.ToolCall) (*mcphandler.ToolResult, error) {
+					return mcphandler.TextResult("the real one ran"), nil
+				}}}, nil
+			}
+			return []mcphandler.Tool{{Name: "flip", Description: "placeholder", Handler: again}}, nil
+		},
+		BeforeCall: func(_ context.Context, call *mcphandler.ToolCall) (mcphandler.Decision, error) {
+			mu.Lock()
+			defer mu.Unlock()
+			decided = append(decided, call.Tool.Description)
+			if confirmFirst && call.Tool.Description == "placeholder" {
+				return mcphandler.Confirm("sure?"), nil
+			}
+			return mcphandler.Allow(), nil
+		},
+		OnCall: func(ev mcphandler.CallEvent) { mu.Lock(); events = append(events, ev); mu.Unlock() },
+	})
+	defer h.Close()
+	ctx := context.Background()
+	reset := func() { mu.Lock(); real, decided, events = false, nil, nil; mu.Unlock() }
+
+	c := connect(t, h, "acme-viewer", mcptest.WithElicitationHandler(func(context.Context, mcptest.ElicitParams) (mcptest.ElicitResult, error) {
+		return mcptest.ElicitResult{Action: "accept", Content: map[string]any{"confirm": true}}, nil
+	}))
+	res, err := c.CallTool(ctx, "flip", map[string]any{})
+	if err != nil || res.IsError || res.Text() != "the real one ran" {
+		t.Fatalf("2025: %+v, %v", res, err)
+	}
+	deadline := time.Now().Add(5 * time.Second)
+	for mu.Lock(); len(events) == 0 && time.Now().Before(deadline); mu.Lock() {
+		mu.Unlock()
+		time.Sleep(10 * time.Millisecond)
+	}
+	if len(decided) != 2 || decided[1] != "real" || len(events) != 1 || events[0].IsError {
+		mu.Unlock()
+		t.Fatalf("2025: decided %v, events %+v", decided, events)
+	}
+	mu.Unlock()
+
+	// Confirmed first: no start over, the client is told.
+	reset()
+	confirmFirst = true
+	res, err = c.CallTool(ctx, "flip", map[string]any{})
+	if err != nil || !res.IsError || !strings.Contains(res.Text(), "call it again") || len(decided) != 1 {
+		t.Fatalf("confirmed: %+v, %v; decided %v", res, err, decided)
+	}
+	confirmFirst = false
+
+	// 2026-07-28: the client is told.
+	reset()
+	modern := mcptest.NewModern(t, h, mcptest.WithToken("acme-viewer"))
+	res, err = modern.CallTool(ctx, "flip", map[string]any{})
+	if err != nil || !res.IsError || !strings.Contains(res.Text(), "call it again") {
+		t.Fatalf("2026-07-28: %+v, %v", res, err)
+	}
+	if res, err = modern.CallTool(ctx, "flip", map[string]any{}); err != nil || res.Text() != "the real one ran" {
+		t.Fatalf("2026-07-28 again: %+v, %v", res, err)
+	}
+
+	// A second ErrCallAgain: told, not a loop.
+	reset()
+	h2 := mcphandler.New(mcphandler.Config{Authenticate: bearer, ListTools: func(context.Context) ([]mcphandler.Tool, error) {
+		return []mcphandler.Tool{{Name: "flip", Handler: again}}, nil
+	}})
+	defer h2.Close()
+	c2 := connect(t, h2, "acme-viewer")
+	res, err = c2.CallTool(ctx, "flip", map[string]any{})
+	if err != nil || !res.IsError || !strings.Contains(res.Text(), "call it again") {
+		t.Fatalf("twice: %+v, %v", res, err)
 	}
 }

@@ -50,12 +50,14 @@ func (g *Gateway) authorizeTools(ctx context.Context, u *Upstream) []mcphandler.
 	z := &authorizer{g: g, u: u, name: name}
 	return []mcphandler.Tool{{
 		Name:        name,
-		Description: "Upstream " + u.ID + " needs your authorization before its tools can be used.",
+		Description: "Upstream " + u.ID + " needs your authorization before its tools can be used: this asks for it, and changes nothing.",
 		InputSchema: []byte(`{"type":"object"}`),
-		// No annotations, hints not trusted: Destructive, whatever the
-		// tool turns out to be, so that BeforeCall treats it as the worst.
-		Origin:  &mcphandler.ToolOrigin{Upstream: u.ID, Name: local},
-		Handler: z.handle,
+		// What this tool does is ask, and start the call over once
+		// authorized: the upstream's tool is then looked up, and decided
+		// on by BeforeCall, as listed (mcphandler.ErrCallAgain).
+		Annotations: &mcphandler.ToolAnnotations{ReadOnlyHint: true, OpenWorldHint: new(false)},
+		Origin:      &mcphandler.ToolOrigin{Upstream: u.ID, Name: local, TrustHints: true},
+		Handler:     z.handle,
 	}}
 }
 
@@ -70,18 +72,19 @@ type authorizer struct {
 // handle asks the caller to authorize the upstream, in the request's era:
 // a URL-mode elicitation on a 2025-11-25 session (the call waits, up to
 // Config.AuthWait, for the authorization, says so with
-// notifications/elicitation/complete, and then runs the tool found under
-// its name); an input request on 2026-07-28 (the client's retry, once
-// authorized, finds the tool itself, so a retry that comes here still
-// has no authorization: it is told so); a tool error naming the URL to
-// any other client (which calls again once authorized).
+// notifications/elicitation/complete, and starts over: the upstream's
+// tool is looked up, decided on and run as any other call of it); an
+// input request on 2026-07-28 (the client's retry, once authorized,
+// finds the tool itself, so a retry that comes here still has no
+// authorization: it is told so); a tool error naming the URL to any other
+// client (which calls again once authorized). Nothing is sent upstream.
 func (z *authorizer) handle(ctx context.Context, call *mcphandler.ToolCall) (*mcphandler.ToolResult, error) {
 	req, err := z.required(ctx, call.Identity)
 	if err != nil {
 		return nil, err
 	}
 	if req == nil {
-		return z.run(ctx, call) // authorized since the lookup
+		return nil, z.callAgain() // authorized since the lookup
 	}
 	x := call.Exchange
 	if !x.ClientCapabilities().Has(session.CapElicitationURL) {
@@ -110,7 +113,15 @@ func (z *authorizer) handle(ctx context.Context, call *mcphandler.ToolCall) (*mc
 		return nil, err
 	}
 	_ = x.CompleteElicitation(ask.ElicitationID)
-	return z.run(ctx, call)
+	return nil, z.callAgain()
+}
+
+// callAgain starts the call over now that the caller authorized the
+// upstream (mcphandler.ErrCallAgain), or, where it cannot, tells the
+// client to call again.
+func (z *authorizer) callAgain() error {
+	return &mcphandler.ToolError{Class: mcphandler.ClassBackendUnavailable, Err: mcphandler.ErrCallAgain,
+		Detail: "upstream " + z.u.ID + " is authorized now: call " + z.name + " again"}
 }
 
 // required returns the authorization the caller id must give (nil once
@@ -145,27 +156,6 @@ func (z *authorizer) wait(ctx context.Context, id mcphandler.Identity) error {
 			return err
 		}
 	}
-}
-
-// run runs the call as the tool of its name, now that the caller
-// authorized the upstream: the tool as listed with the caller's own
-// credentials (pinned definitions checked), or, when the upstream has no
-// tool of that name, an unknown tool's error.
-func (z *authorizer) run(ctx context.Context, call *mcphandler.ToolCall) (*mcphandler.ToolResult, error) {
-	id := call.Identity
-	tools, st := z.g.list(ctx, id, z.u, capsJSON(mcphandler.ClientCapabilitiesFrom(ctx)), false)
-	if z.u.Pin {
-		tools = z.g.filterPinned(ctx, id.Tenant, z.u, tools)
-	}
-	for _, t := range tools {
-		if t.Name == z.name {
-			return t.Handler(ctx, call)
-		}
-	}
-	if st.status == statusFailed {
-		return nil, mcphandler.Unavailable(errors.New("upstream " + z.u.ID + " could not be listed: " + st.class))
-	}
-	return nil, &mcphandler.ToolError{Class: mcphandler.ClassNotFound, Detail: "upstream " + z.u.ID + " has no tool " + z.name + " for you"}
 }
 
 // askToAuthorize is the tool error that names where to authorize.

@@ -153,14 +153,15 @@ type Upstream struct {
 	// StatusMetaKey) "failed", error "authorization", with authorizeUrl,
 	// the link where they authorize it; and a call of any <ID>_… name
 	// (or alias) asks for the authorization: a URL-mode elicitation on a
-	// 2025-11-25 session (the call waits, up to Config.AuthWait, then runs
-	// the tool of that name), an input request on 2026-07-28 (the retry
-	// runs the tool once authorized), or a tool error naming the link
-	// (the client calls again). Such a call is looked up as a tool
-	// without annotations, so Tool.Destructive reports it destructive to
-	// BeforeCall whatever the tool turns out to be. Credentials must be
-	// nil (an upstream with both is left out, logged); CredentialKind is
-	// "oauth" unless set.
+	// 2025-11-25 session (the call waits, up to Config.AuthWait, then
+	// starts over, mcphandler.ErrCallAgain), an input request on
+	// 2026-07-28 (the client's retry), or a tool error naming the link
+	// (the client calls again). Such a call is looked up as a read-only
+	// tool (annotations trusted) that sends nothing upstream: the
+	// upstream's tool itself is looked up, and decided on by BeforeCall,
+	// only when the call starts over or is made again once authorized.
+	// Credentials must be nil (an upstream with both is left out,
+	// logged); CredentialKind is "oauth" unless set.
 	OAuth *OAuthClient
 	// Aliases maps an upstream tool name to the name it is served under,
 	// instead of <ID>_<name>.

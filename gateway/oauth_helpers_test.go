@@ -53,9 +53,10 @@ type oauthRig struct {
 	redis     redis.UniversalClient // on Redis, and its prefix
 	prefix    string
 
-	mu     sync.Mutex
-	ranAs  []string // the upstream tool's callers, by subject
-	tokens []string // the tokens the upstream accepted
+	mu      sync.Mutex
+	ranAs   []string // the upstream tool's callers, by subject
+	decided []string // the tools BeforeCall decided on, by description
+	tokens  []string // the tokens the upstream accepted
 }
 
 type oauthReplica struct {
@@ -179,7 +180,13 @@ func (rig *oauthRig) newReplica(t *testing.T, store session.Store, keys [][]byte
 		},
 		Roles:     []string{"viewer", "editor", "admin"},
 		ListTools: gw.Tools,
-		Store:     store, StateKeys: keys,
+		BeforeCall: func(_ context.Context, call *mcphandler.ToolCall) (mcphandler.Decision, error) {
+			rig.mu.Lock()
+			rig.decided = append(rig.decided, call.Tool.Description)
+			rig.mu.Unlock()
+			return mcphandler.Allow(), nil
+		},
+		Store: store, StateKeys: keys,
 		Logger: slog.New(slog.NewTextHandler(io.Discard, nil)),
 	})
 	t.Cleanup(func() { r.h.Close() })

@@ -46,6 +46,12 @@ func TestOAuthEachPersonActsAsThemselves(t *testing.T) {
 	if asked.Mode != "url" || !strings.HasPrefix(asked.URL, rig.public.URL+"/upstream-auth/start?l=") || asked.ElicitationID == "" {
 		t.Fatalf("alice was asked %+v", asked)
 	}
+	rig.mu.Lock()
+	decided := rig.decided
+	rig.mu.Unlock()
+	if len(decided) != 2 || !strings.Contains(decided[0], "needs your authorization") || decided[1] != "Says whose token it ran with." {
+		t.Fatalf("BeforeCall decided on %q: the call did not start over with the upstream's tool", decided)
+	}
 	if _, names := authorizeURL(t, alice); !slices.Contains(names, "docs_whoami") {
 		t.Fatalf("alice's list once authorized: %v", names)
 	}
