@@ -115,12 +115,18 @@ func Start(t testing.TB, cfg Config) *Provider {
 	t.Helper()
 	srv := httptest.NewUnstartedServer(nil)
 	p := &Provider{issuer: "http://" + srv.Listener.Addr().String()}
-	// SetupServer passes op.WithAllowInsecure to op.NewProvider: the
-	// issuer may be http.
-	srv.Config.Handler = withResources(exampleop.SetupServer(p.issuer, newStore(cfg), nil, false))
+	srv.Config.Handler = NewHandler(p.issuer, cfg)
 	srv.Start()
 	t.Cleanup(srv.Close)
 	return p
+}
+
+// NewHandler returns the provider of cfg for the issuer URL, to serve at
+// its root: what Start serves, for a command that runs one.
+func NewHandler(issuer string, cfg Config) http.Handler {
+	// SetupServer passes op.WithAllowInsecure to op.NewProvider: the
+	// issuer may be http.
+	return withResources(exampleop.SetupServer(issuer, newStore(cfg), nil, false))
 }
 
 // Issuer returns the provider's issuer URL, as its discovery document
