@@ -136,9 +136,13 @@ func (p *Provider) Issuer() string { return p.issuer }
 // Login fills the provider's login form, in the browser tab of ctx (a
 // chromedp context) that shows it, with username and password, submits it
 // and waits for the page the browser is sent to (through the provider's
-// callback, the client's redirect URI with the code). It fails if the
-// form is not there, if the provider refused the credentials (it shows
-// the form again, with its message), or after 10 seconds.
+// callback, the client's redirect URI with the code). That page may be
+// the login form again, of another authorization request the client sent
+// the browser on to (a client that signs the person in, then sends them
+// to authorize another client): that is a success. It fails if the form
+// is not there, if the provider refused the credentials (it shows the
+// form again, for the same request, with its message), or after 10
+// seconds.
 func (p *Provider) Login(ctx context.Context, username, password string) error {
 	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()
@@ -150,6 +154,10 @@ func (p *Provider) Login(ctx context.Context, username, password string) error {
 	if err != nil {
 		return fmt.Errorf("realop: filling the login form: %w", err)
 	}
+	request, err := chromedp.Run(ctx, chromedp.Value(chromedp.CSS(`input[name="id"]`)))
+	if err != nil {
+		return fmt.Errorf("realop: reading the login form's auth request ID: %w", err)
+	}
 	if _, err := chromedp.RunResponse(ctx, chromedp.Click(chromedp.CSS(`button[type="submit"]`))); err != nil {
 		return fmt.Errorf("realop: submitting the login form: %w", err)
 	}
@@ -158,8 +166,10 @@ func (p *Provider) Login(ctx context.Context, username, password string) error {
 		return fmt.Errorf("realop: after the login form: %w", err)
 	}
 	if strings.HasPrefix(loc, p.issuer+"/login/") {
-		msg, _ := chromedp.Run(ctx, chromedp.Text(chromedp.CSS("form p")))
-		return fmt.Errorf("realop: login as %q refused: %s", username, strings.TrimSpace(msg))
+		if again, _ := chromedp.Run(ctx, chromedp.Value(chromedp.CSS(`input[name="id"]`))); again == request {
+			msg, _ := chromedp.Run(ctx, chromedp.Text(chromedp.CSS("form p")))
+			return fmt.Errorf("realop: login as %q refused: %s", username, strings.TrimSpace(msg))
+		}
 	}
 	return nil
 }
