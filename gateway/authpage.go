@@ -291,18 +291,12 @@ func (p *authPage) login(w http.ResponseWriter, r *http.Request, ret string) {
 // token verified with its nonce and mapped to the person (Claims), the
 // state used up once for every replica; then the session is set.
 func (p *authPage) loginCallback(w http.ResponseWriter, r *http.Request) {
-	if e := r.URL.Query().Get("error"); e != "" {
-		p.g.cfg.Logger.Info("gateway: sign-in refused by the provider", "error", clip(e))
-		p.fail(w, http.StatusForbidden, "Sign-in failed", "The identity provider did not sign you in.")
+	state, code, ok := p.redirected(w, r, "Sign-in failed", "The identity provider did not sign you in.")
+	if !ok {
 		return
 	}
-	state, ok1 := query(r, "state")
-	code, ok2 := query(r, "code")
 	var lc loginCookie
 	switch {
-	case !ok1 || !ok2:
-		p.fail(w, http.StatusBadRequest, "Bad sign-in response", "The sign-in response is malformed.")
-		return
 	case !p.cookie(r, p.name+"-login", &lc, func() int64 { return lc.Exp }) || !hmac.Equal([]byte(lc.State), []byte(state)):
 		p.fail(w, http.StatusBadRequest, "Sign-in not recognised", "This sign-in was not started in this browser, or it took too long: start again.")
 		return
@@ -320,6 +314,25 @@ func (p *authPage) loginCallback(w http.ResponseWriter, r *http.Request) {
 	p.setCookie(w, p.name, &sessionCookie{Tenant: who.Tenant, Subject: who.Subject, Role: who.Role, Nonce: randText(),
 		Exp: time.Now().Add(p.cfg.SessionTTL).Unix()}, p.cfg.SessionTTL)
 	http.Redirect(w, r, p.base+lc.Return, http.StatusSeeOther)
+}
+
+// redirected reads an authorization response (RFC 6749 §4.1.2): its one
+// state and one code, each at most 4 KiB; false, with the page written,
+// for an error the server redirected with (refused, as title and
+// detail) or a malformed response.
+func (p *authPage) redirected(w http.ResponseWriter, r *http.Request, title, detail string) (state, code string, ok bool) {
+	if e := r.URL.Query().Get("error"); e != "" {
+		p.g.cfg.Logger.Info("gateway: auth page: refused by "+r.URL.Path, "error", clip(e))
+		p.fail(w, http.StatusForbidden, title, detail)
+		return "", "", false
+	}
+	state, ok1 := query(r, "state")
+	code, ok2 := query(r, "code")
+	if !ok1 || !ok2 {
+		p.fail(w, http.StatusBadRequest, "Bad response", "The response is malformed: start again. Nothing was kept.")
+		return "", "", false
+	}
+	return state, code, true
 }
 
 // redeemSignIn redeems the sign-in's code and maps its ID token.
@@ -457,19 +470,13 @@ func (p *authPage) authCodeURL(u *Upstream, srv authServer, ac *authCookie) stri
 // state used up once for every replica; then the tokens are kept for the
 // person.
 func (p *authPage) callback(w http.ResponseWriter, r *http.Request) {
-	if e := r.URL.Query().Get("error"); e != "" {
-		p.g.cfg.Logger.Info("gateway: an upstream's authorization server refused", "error", clip(e))
-		p.fail(w, http.StatusForbidden, "Not authorized", "The upstream's authorization server did not authorize it. Nothing was kept.")
+	state, code, ok := p.redirected(w, r, "Not authorized", "The upstream's authorization server did not authorize it. Nothing was kept.")
+	if !ok {
 		return
 	}
-	state, ok1 := query(r, "state")
-	code, ok2 := query(r, "code")
 	var ac authCookie
 	sess, signedIn := p.session(r)
 	switch {
-	case !ok1 || !ok2:
-		p.fail(w, http.StatusBadRequest, "Bad response", "The authorization response is malformed. Nothing was kept.")
-		return
 	case !p.cookie(r, p.name+"-auth", &ac, func() int64 { return ac.Exp }) || !hmac.Equal([]byte(ac.State), []byte(state)):
 		p.fail(w, http.StatusBadRequest, "Authorization not recognised", "This authorization was not started in this browser, or it took too long: start again. Nothing was kept.")
 		return

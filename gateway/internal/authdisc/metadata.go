@@ -9,8 +9,8 @@ import (
 	"net/url"
 	"slices"
 	"strings"
-	"unicode/utf8"
 
+	"github.com/mcphandler/mcphandler/gateway/internal/wiretext"
 	"github.com/mcphandler/mcphandler/internal/canon"
 )
 
@@ -336,22 +336,5 @@ func canonical(u *url.URL) string {
 	return s
 }
 
-// cut cuts text received to 256 bytes at a UTF-8 boundary and replaces
-// control characters and invalid UTF-8, so that an error never carries
-// more than a line of what a server chose to send.
-func cut(s string) string {
-	var b strings.Builder
-	for i, r := range s {
-		if i >= maxErrorText {
-			b.WriteString("…")
-			break
-		}
-		switch {
-		case r == utf8.RuneError || r < 0x20 || r == 0x7f || (r >= 0x80 && r < 0xa0):
-			b.WriteByte('?')
-		default:
-			b.WriteRune(r)
-		}
-	}
-	return b.String()
-}
+// cut is wiretext.Cut.
+func cut(s string) string { return wiretext.Cut(s) }

@@ -6,8 +6,8 @@ import (
 	"fmt"
 	"strconv"
 	"strings"
-	"unicode/utf8"
 
+	"github.com/mcphandler/mcphandler/gateway/internal/wiretext"
 	"github.com/mcphandler/mcphandler/internal/canon"
 	"github.com/mcphandler/mcphandler/internal/jsonrpc"
 )
@@ -97,25 +97,8 @@ func rpcError(e *jsonrpc.Error) *RPCError {
 	return r
 }
 
-// cutText cuts upstream text to maxErrorText bytes at a UTF-8 boundary and
-// replaces control characters and invalid UTF-8, so that an error never
-// carries more than a line of what the upstream chose to send.
-func cutText(s string) string {
-	var b strings.Builder
-	for i, r := range s {
-		if i >= maxErrorText {
-			b.WriteString("…")
-			break
-		}
-		switch {
-		case r == utf8.RuneError || r < 0x20 || r == 0x7f || (r >= 0x80 && r < 0xa0):
-			b.WriteByte('?')
-		default:
-			b.WriteRune(r)
-		}
-	}
-	return b.String()
-}
+// cutText is wiretext.Cut.
+func cutText(s string) string { return wiretext.Cut(s) }
 
 // member is one member of a JSON object to build.
 type member struct {
