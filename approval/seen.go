@@ -179,9 +179,12 @@ func (s *Store) hear(sub session.Subscription) {
 
 // Close stops s from hearing the transitions other replicas make (the
 // one subscription and goroutine a Store holds once used). s keeps
-// working, remembering only its own. Call it when s is no longer used.
+// working, remembering only its own. It also cancels the OnPending
+// calls running, and drops the notices still waiting and any later one.
+// Call it when s is no longer used.
 // It is safe to call more than once.
 func (s *Store) Close() error {
+	s.notices.close()
 	m := &s.hearing
 	m.mu.Lock()
 	sub := m.sub

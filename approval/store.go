@@ -10,6 +10,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"log/slog"
 	"slices"
 	"time"
 	"unicode/utf8"
@@ -92,6 +93,23 @@ type Config struct {
 	// pending finds its approval, and is not refused). If zero,
 	// DefaultMaxPendingPerIdentity (20); at most 1024.
 	MaxPendingPerIdentity int
+	// OnPending, if set, is told of each new pending approval once, across
+	// every replica sharing Store: by the Store whose Begin made it, never
+	// for a Begin that found it (the same call repeated, or made at once
+	// on another replica). It gets the approval as made — its URL, tool,
+	// arguments, asker, expiry and Policy (who may decide it) — to post it
+	// to a chat or mail its approvers. It runs off the caller's goroutine,
+	// after Begin returned, so that a slow or failing hook never delays or
+	// fails the call: at most 4 at once per Store, each within
+	// NotifyTimeout; a notice past 256 waiting is dropped (logged). Close
+	// cancels the hooks running. It must not modify the Approval.
+	OnPending func(ctx context.Context, a *Approval)
+	// NotifyTimeout bounds one OnPending call (its ctx). If zero,
+	// DefaultNotifyTimeout (30 s).
+	NotifyTimeout time.Duration
+	// Logger receives what OnPending dropped or why it failed. If nil,
+	// slog.Default().
+	Logger *slog.Logger
 }
 
 // Store makes, decides and consumes approvals. It is safe for concurrent
@@ -104,6 +122,7 @@ type Store struct {
 	owners  *ownerindex.Index            // pending approvals per caller (pending.go)
 	seen    seen                         // approvals known to have left pending (seen.go)
 	hearing hearing
+	notices notifier // Config.OnPending (notify.go)
 	now     func() time.Time
 }
 
@@ -143,7 +162,14 @@ func New(cfg Config) (*Store, error) {
 	if err != nil {
 		return nil, fmt.Errorf("approval: Config.Keys: %w", err)
 	}
-	s := &Store{cfg: cfg, mac: mac, now: time.Now}
+	if cfg.NotifyTimeout <= 0 {
+		cfg.NotifyTimeout = DefaultNotifyTimeout
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.Default()
+	}
+	s := &Store{cfg: cfg, mac: mac, now: time.Now,
+		notices: notifier{hook: cfg.OnPending, timeout: cfg.NotifyTimeout, logger: cfg.Logger}}
 	s.records = record.Kind[stored, *stored]{Store: cfg.Store, Signer: mac, Implied: s.end, Now: func() time.Time { return s.now() }}
 	s.owners = ownerindex.New(ownerindex.Config{Store: cfg.Store, Signer: owner, Max: cfg.MaxPendingPerIdentity,
 		ValidID: ValidID, MaxIDLen: IDLen, Recheck: recheck, Now: func() time.Time { return s.now() }})
@@ -397,6 +423,7 @@ func (s *Store) Begin(ctx context.Context, req Request) (a *Approval, created bo
 			return nil, false, err
 		}
 		if ok {
+			s.notices.notify(s.approval(id, r)) // its own copy
 			return s.approval(id, r), true, nil
 		}
 	}

@@ -1,13 +1,17 @@
 package main
 
 import (
+	"bytes"
 	"context"
 	"crypto/rand"
+	"encoding/json"
 	"fmt"
+	"log"
 	"net/http"
 	"net/url"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/mcphandler/mcphandler"
 	"github.com/mcphandler/mcphandler/approval"
@@ -42,7 +46,11 @@ func (a *app) withApprovals(ctx context.Context, cfg *mcphandler.Config, mux *ht
 	keys := [][]byte{key}
 	store := session.NewMemory()
 	base := approvalBase(o.audience)
-	approvals, err := approval.New(approval.Config{Store: store, Keys: keys, URL: base + "/approvals/", TTL: o.approvalTTL, Roles: cfg.Roles})
+	acfg := approval.Config{Store: store, Keys: keys, URL: base + "/approvals/", TTL: o.approvalTTL, Roles: cfg.Roles}
+	if o.approvalWebhook != "" {
+		acfg.OnPending = notifyWebhook(o.approvalWebhook)
+	}
+	approvals, err := approval.New(acfg)
 	if err != nil {
 		return err
 	}
@@ -100,4 +108,40 @@ func (a *app) deleteTool() mcphandler.Tool {
 		}
 		return deleteOut{}, mcphandler.BadArgs("no note %s in workspace %s", in.ID, ws.id)
 	})
+}
+
+// pendingNotice is what -approval-webhook receives for each new pending
+// approval.
+type pendingNotice struct {
+	ID      string    `json:"id"`
+	URL     string    `json:"url"`
+	Tool    string    `json:"tool"`
+	Tenant  string    `json:"tenant"`
+	Asker   string    `json:"asker"`
+	Expires time.Time `json:"expires"`
+}
+
+// notifyWebhook posts each new pending approval to endpoint as JSON, once per
+// approval (approval.Config.OnPending): a chat's incoming webhook, say.
+// A failure is logged; the call never waits for it.
+func notifyWebhook(endpoint string) func(ctx context.Context, a *approval.Approval) {
+	client := &http.Client{Timeout: 10 * time.Second}
+	return func(ctx context.Context, a *approval.Approval) {
+		body, _ := json.Marshal(pendingNotice{ID: a.ID, URL: a.URL, Tool: a.Tool, Tenant: a.Asker.Tenant, Asker: a.Asker.Subject, Expires: a.Expires.UTC()})
+		req, err := http.NewRequestWithContext(ctx, http.MethodPost, endpoint, bytes.NewReader(body))
+		if err != nil {
+			log.Printf("saas: approval webhook: %v", err)
+			return
+		}
+		req.Header.Set("Content-Type", "application/json")
+		resp, err := client.Do(req)
+		if err != nil {
+			log.Printf("saas: approval webhook: %v", err)
+			return
+		}
+		resp.Body.Close()
+		if resp.StatusCode/100 != 2 {
+			log.Printf("saas: approval webhook answered %s", resp.Status)
+		}
+	}
 }

@@ -65,3 +65,76 @@ func TestDeleteNoteNeedsAnAdminsApproval(t *testing.T) {
 		t.Fatalf("after the delete: %v %v", res, err)
 	}
 }
+
+// TestApprovalWebhook: with -approval-webhook, each new pending approval
+// is posted once, as JSON naming its page, tool, tenant, asker and
+// expiry; a webhook that hangs holds no call up (the calls are answered,
+// and the approval declined on the page, while it hangs); the call
+// repeated while pending is not posted again, and once declined, the
+// same call is a new approval, posted once.
+func TestApprovalWebhook(t *testing.T) {
+	p := oidctest.New(t)
+	hooks := make(chan pendingNotice, 4)
+	hang := make(chan struct{})
+	webhook := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		var n pendingNotice
+		if err := json.NewDecoder(r.Body).Decode(&n); err != nil {
+			t.Errorf("webhook body: %v", err)
+		}
+		hooks <- n
+		select { // the host's endpoint does not answer
+		case <-hang:
+		case <-r.Context().Done():
+		}
+	}))
+	t.Cleanup(webhook.Close)
+	t.Cleanup(func() { close(hang) }) // first: the webhook's request returns
+	outer := http.NewServeMux()
+	srv := httptest.NewServer(outer)
+	t.Cleanup(srv.Close)
+	audience := srv.URL + "/mcp"
+	p.AddRedirect(srv.URL + "/approvals/callback")
+	mux, _, err := newServer(t.Context(), options{issuer: p.Issuer(), audience: audience, tenantClaim: "org_id",
+		scopes: []string{"mcp:tools"}, defaultRole: "editor", httpClient: p.Client(),
+		approvals: true, approvalID: p.ClientID, approvalSecret: p.ClientSecret, approvalTTL: 30 * time.Second,
+		approvalWebhook: webhook.URL})
+	if err != nil {
+		t.Fatal(err)
+	}
+	outer.Handle("/", mux)
+	token := p.Sign(map[string]any{"iss": p.Issuer(), "aud": audience, "sub": "ed", "org_id": "acme",
+		"scope": "mcp:tools notes:write", "exp": time.Now().Add(time.Hour).Unix()})
+	c := mcptest.Dial(audience, mcptest.WithToken(token)) // no URL mode: told the page, calls again
+	t.Cleanup(c.Close)
+	ctx := t.Context()
+	if _, err := c.Initialize(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if res, err := c.CallTool(ctx, "add_note", map[string]any{"text": "to delete"}); err != nil || res.IsError {
+		t.Fatalf("add_note: %v %v", res, err)
+	}
+	for range 2 { // the call, and the same call repeated while pending
+		if res, err := c.CallTool(ctx, "delete_note", map[string]any{"id": "1"}); err != nil || !res.IsError {
+			t.Fatalf("delete_note while pending: %+v %v", res, err)
+		}
+	}
+	n := <-hooks
+	if n.URL != srv.URL+"/approvals/"+n.ID || n.Tool != "delete_note" || n.Tenant != "acme" || n.Asker != "ed" || !n.Expires.After(time.Now()) {
+		t.Fatalf("notice %+v", n)
+	}
+	if page := p.Decide(t, map[string]any{"sub": "ada", "org_id": "acme", "role": "admin"}, n.URL, "decline"); !strings.Contains(page, "Declined") {
+		t.Fatalf("admin's page:\n%s", page)
+	}
+	// Declined, the same call is a new approval, and a new notice.
+	if res, err := c.CallTool(ctx, "delete_note", map[string]any{"id": "1"}); err != nil || !res.IsError {
+		t.Fatalf("delete_note once declined: %+v %v", res, err)
+	}
+	if n2 := <-hooks; n2.ID == n.ID || n2.Tool != "delete_note" {
+		t.Fatalf("the notice of the new approval: %+v after %+v", n2, n)
+	}
+	select {
+	case again := <-hooks:
+		t.Fatalf("a second notice: %+v", again)
+	default:
+	}
+}

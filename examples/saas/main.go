@@ -47,6 +47,7 @@ func main() {
 	approvalID := flag.String("approval-client-id", "", "client ID of the approval page at the issuer (authorization code flow; redirect URI <origin of -audience>/approvals/callback)")
 	approvalSecret := flag.String("approval-client-secret", "", "client secret of the approval page at the issuer")
 	approvalTTL := flag.Duration("approval-ttl", approval.DefaultTTL, "how long an approval link lives (the handler's ConfirmTimeout follows it)")
+	webhook := flag.String("approval-webhook", "", "with -approvals, post each new pending approval as JSON (id, url, tool, tenant, asker, expires) to this URL, once per approval")
 	flag.Parse()
 
 	if *issuer == "" {
@@ -69,6 +70,7 @@ func main() {
 		origins:     splitList(*origins),
 		approvals:   *approvals,
 		approvalID:  *approvalID, approvalSecret: *approvalSecret, approvalTTL: *approvalTTL,
+		approvalWebhook: *webhook,
 	})
 	cancel()
 	if err != nil {
@@ -101,6 +103,9 @@ type options struct {
 	approvals                  bool
 	approvalID, approvalSecret string
 	approvalTTL                time.Duration
+	// approvalWebhook, if set, is told of each new pending approval
+	// (notifyWebhook).
+	approvalWebhook string
 }
 
 // newServer returns the mux serving the MCP endpoint (at the audience URL's
