@@ -1,6 +1,7 @@
 package mcphandler
 
 import (
+	"bytes"
 	"context"
 	"encoding/hex"
 	"encoding/json"
@@ -327,7 +328,9 @@ func (r *nonceRecord) Valid() bool {
 	switch r.State {
 	case statePending, stateRunning:
 	case stateAwaiting:
-		if len(r.Result) > 0 && !isObject(r.Result) {
+		// A round's answer is replayed as the members of an input_required
+		// result (replayNonce): an object with at least one.
+		if len(r.Result) > 0 && (!isObject(r.Result) || len(bytes.TrimSpace(r.Result[1:len(r.Result)-1])) == 0) {
 			return false
 		}
 	case stateClosed, stateDone:
