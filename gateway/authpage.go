@@ -23,6 +23,7 @@ import (
 
 	"github.com/mcphandler/mcphandler"
 	"github.com/mcphandler/mcphandler/auth"
+	"github.com/mcphandler/mcphandler/internal/ownerindex"
 	"github.com/mcphandler/mcphandler/internal/sign"
 )
 
@@ -63,6 +64,11 @@ const (
 	maxCookieBytes = 4 << 10
 	maxParamBytes  = 4 << 10
 	maxFormBytes   = 4 << 10
+	// maxMarksPerPerson bounds the single-use marks of one person's
+	// sign-ins and authorizations kept at once (each for LoginTTL), across
+	// replicas: past it, the page answers 429 until the oldest lapses.
+	maxMarksPerPerson = 20
+	markLen           = 2 * sha256.Size // a mark: the hex SHA-256 of its state
 )
 
 //go:embed templates/auth.html
@@ -79,6 +85,7 @@ type authPage struct {
 	verifier *oidc.IDTokenVerifier
 	mac      *sign.Signer // cookies
 	csrf     *sign.Signer
+	marks    *ownerindex.Index // each person's single-use marks (useState)
 	cop      *http.CrossOriginProtection
 	base     string // the mount's path, ending in "/"
 	name     string // the session cookie's name; "-login" and "-auth" are added for the others
@@ -127,6 +134,7 @@ func (g *Gateway) AuthPage(ctx context.Context, cfg AuthPageConfig) (http.Handle
 	}
 	p.mac, _ = sign.NewSigner("gateway-auth-page-cookie", secrets...)
 	p.csrf, _ = sign.NewSigner("gateway-auth-page-csrf", secrets...)
+	marks, _ := sign.NewSigner("gateway-auth-page-marks", secrets...)
 	if p.cfg.Scopes == nil {
 		p.cfg.Scopes = []string{"profile", "email"}
 	}
@@ -143,6 +151,8 @@ func (g *Gateway) AuthPage(ctx context.Context, cfg AuthPageConfig) (http.Handle
 	if p.cfg.HTTPClient == nil {
 		p.cfg.HTTPClient = &http.Client{Timeout: 10 * time.Second}
 	}
+	p.marks = ownerindex.New(ownerindex.Config{Store: g.cfg.Store, Signer: marks, Max: maxMarksPerPerson,
+		ValidID: validMark, MaxIDLen: markLen})
 	prov, err := oidc.NewProvider(p.clientContext(ctx), cfg.Issuer)
 	if err != nil {
 		return nil, fmt.Errorf("gateway: AuthPage: discovery of %s: %w", cfg.Issuer, err)
@@ -307,7 +317,7 @@ func (p *authPage) loginCallback(w http.ResponseWriter, r *http.Request) {
 		p.fail(w, http.StatusBadRequest, "Sign-in failed", "The sign-in could not be verified: start again.")
 		return
 	}
-	if !p.useState(w, r.Context(), "gw-login/", state) {
+	if !p.useState(w, r.Context(), who, "gw-login/", state) {
 		return
 	}
 	p.setCookie(w, p.name+"-login", nil, -time.Second)
@@ -369,12 +379,26 @@ func (p *authPage) redeemSignIn(ctx context.Context, code string, lc *loginCooki
 }
 
 // useState marks state used, once for every replica sharing the store,
-// for LoginTTL; false (with the page written) when it was used before or
-// the store failed. It is marked once the code it came with was redeemed:
-// a mark costs a sign-in.
-func (p *authPage) useState(w http.ResponseWriter, ctx context.Context, prefix, state string) bool {
+// for LoginTTL; false (with the page written) when it was used before,
+// the person who just proved who they are (who) holds
+// maxMarksPerPerson marks already (429), or the store failed. It is
+// marked once the code it came with was redeemed: a mark costs a sign-in,
+// and each person's marks are counted in a signed index of theirs
+// (internal/ownerindex), so that no one piles them up.
+func (p *authPage) useState(w http.ResponseWriter, ctx context.Context, who mcphandler.Identity, prefix, state string) bool {
 	sum := sha256.Sum256([]byte(state))
-	ok, err := p.g.cfg.Store.PutIfAbsent(ctx, prefix+hex.EncodeToString(sum[:]), []byte{1}, p.cfg.LoginTTL)
+	mark := hex.EncodeToString(sum[:])
+	owner := sha256.Sum256(appendString(appendString(nil, who.Tenant), who.Subject))
+	err := p.marks.Admit(ctx, "gw-auth-marks/"+hex.EncodeToString(owner[:16]), mark, time.Now().Add(p.cfg.LoginTTL).UnixMilli(), nil)
+	if _, full := errors.AsType[*ownerindex.FullError](err); full {
+		p.fail(w, http.StatusTooManyRequests, "Too many sign-ins", "You signed in or authorized too often in the last "+
+			p.cfg.LoginTTL.String()+": try again later. Nothing was kept.")
+		return false
+	}
+	ok := false
+	if err == nil {
+		ok, err = p.g.cfg.Store.PutIfAbsent(ctx, prefix+mark, []byte{1}, p.cfg.LoginTTL)
+	}
 	switch {
 	case err != nil:
 		p.g.cfg.Logger.Error("gateway: auth page: store", "err", err)
@@ -383,6 +407,20 @@ func (p *authPage) useState(w http.ResponseWriter, ctx context.Context, prefix, 
 	case !ok:
 		p.fail(w, http.StatusBadRequest, "Already used", "This response was used before: start again.")
 		return false
+	}
+	return true
+}
+
+// validMark reports whether id has the shape of a mark: lower-case hex
+// of markLen digits.
+func validMark(id string) bool {
+	if len(id) != markLen {
+		return false
+	}
+	for i := 0; i < len(id); i++ {
+		if c := id[i]; (c < '0' || c > '9') && (c < 'a' || c > 'f') {
+			return false
+		}
 	}
 	return true
 }
@@ -496,7 +534,7 @@ func (p *authPage) callback(w http.ResponseWriter, r *http.Request) {
 		p.fail(w, http.StatusBadGateway, "Authorization failed", "The authorization could not be completed: start again. Nothing was kept.")
 		return
 	}
-	if !p.useState(w, r.Context(), "gw-authz/", state) {
+	if !p.useState(w, r.Context(), who, "gw-authz/", state) {
 		return
 	}
 	if err := p.a.put(r.Context(), who, u, gr); err != nil {

@@ -3,6 +3,8 @@ package gateway
 import (
 	"encoding/json"
 	"time"
+
+	"github.com/mcphandler/mcphandler"
 )
 
 // SetClock makes g read the time from now: the breakers, the grace
@@ -58,4 +60,9 @@ func ParseTokens(body []byte, now time.Time) (string, string, int64, error) {
 func OpenLink(g *Gateway, l string) (tenant, subject, upstream string, ok bool) {
 	c, ok := g.auths.openLink(l)
 	return c.Tenant, c.Subject, c.Upstream, ok
+}
+
+// AuthLink is the authorization link g makes for id and upstream.
+func AuthLink(g *Gateway, id mcphandler.Identity, upstream string) string {
+	return g.auths.link(id, &Upstream{ID: upstream})
 }

@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/mcphandler/mcphandler"
 	"github.com/mcphandler/mcphandler/gateway"
 )
 
@@ -165,5 +166,36 @@ func TestAuthPageAttacks(t *testing.T) {
 	}
 	if res, err := bob.CallTool(ctx, "docs_whoami", map[string]any{}); err != nil || res.IsError || resultText(res) != "whoami ran as acme/bob" {
 		t.Fatalf("bob's call after the refused revocations: %+v, %v", res, err)
+	}
+}
+
+// One person's sign-ins and authorizations are bounded: each uses up a
+// mark for LoginTTL, and past 20 held at once the page answers 429 and
+// keeps nothing; another person is not affected.
+func TestAuthPageMarksPerPerson(t *testing.T) {
+	rig := newOAuthRig(t, 1, false)
+	gw := rig.replicas[0].gw
+	link := func(sub string) string {
+		return gateway.AuthLink(gw, mcphandler.Identity{Tenant: "acme", Subject: sub}, "docs")
+	}
+	b := rig.browser(t)
+	if code, page := b.open(link("bob"), people["bob"], people["bob"]); code != http.StatusOK { // a sign-in and an authorization: 2
+		t.Fatalf("bob's first authorization: %d %s", code, page)
+	}
+	for i := 3; i <= 20; i++ {
+		if code, page := b.open(link("bob"), nil, people["bob"]); code != http.StatusOK {
+			t.Fatalf("bob's authorization %d: %d %s", i, code, page)
+		}
+	}
+	hits := rig.as.TokenHits.Load()
+	code, page := b.open(link("bob"), nil, people["bob"])
+	if code != http.StatusTooManyRequests || !strings.Contains(page, "Too many") {
+		t.Fatalf("bob's 21st mark: %d %s", code, page)
+	}
+	if rig.as.TokenHits.Load() != hits+1 {
+		t.Fatalf("token requests: %d more", rig.as.TokenHits.Load()-hits)
+	}
+	if code, _ := rig.browser(t).open(link("alice"), people["alice"], people["alice"]); code != http.StatusOK {
+		t.Fatalf("alice's authorization while bob is at his bound: %d", code)
 	}
 }
