@@ -458,19 +458,9 @@ func (x *Exchange) request(ctx context.Context, id, method string, params []byte
 			if !ok {
 				return nil, errStreamClosed
 			}
-			p, ok := q.open(b)
-			if !ok {
-				continue
+			if p, ok := q.open(b); ok {
+				return clientReply(p)
 			}
-			var r reply
-			var m jsonrpc.Message
-			if json.Unmarshal(p, &r) != nil || jsonrpc.Decode(r.Msg, &m) != nil {
-				return nil, errors.New("mcphandler: malformed client response")
-			}
-			if m.Error != nil {
-				return nil, &ClientError{Code: Code(m.Error.Code), Message: m.Error.Message}
-			}
-			return m.Result, nil
 		case <-q.gone:
 			return nil, ErrDisconnected
 		case <-q.lost:
@@ -480,4 +470,18 @@ func (x *Exchange) request(ctx context.Context, id, method string, params []byte
 			return nil, ctx.Err()
 		}
 	}
+}
+
+// clientReply reads the client's response a question heard: its result, or
+// its error as a *ClientError.
+func clientReply(p []byte) (json.RawMessage, error) {
+	var r reply
+	var m jsonrpc.Message
+	if json.Unmarshal(p, &r) != nil || jsonrpc.Decode(r.Msg, &m) != nil {
+		return nil, errors.New("mcphandler: malformed client response")
+	}
+	if m.Error != nil {
+		return nil, &ClientError{Code: Code(m.Error.Code), Message: m.Error.Message}
+	}
+	return m.Result, nil
 }

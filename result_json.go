@@ -49,22 +49,7 @@ func ResultJSON(b []byte) (*ToolResult, error) {
 		case "resultType":
 			return true
 		case "content":
-			if value[0] != '[' {
-				bad = errors.New("mcphandler: result: content is not an array")
-			}
 			hasContent = true
-		case "structuredContent":
-			if value[0] != '{' {
-				bad = errors.New("mcphandler: result: structuredContent is not an object")
-			}
-		case "isError":
-			switch string(value) {
-			case "true":
-				r.IsError = true
-			case "false":
-			default:
-				bad = errors.New("mcphandler: result: isError is not a boolean")
-			}
 		case "_meta":
 			if value[0] != '{' {
 				bad = errors.New("mcphandler: result: _meta is not an object")
@@ -73,6 +58,7 @@ func ResultJSON(b []byte) (*ToolResult, error) {
 			r.appendRaw(key, unreservedMeta(value))
 			return true
 		}
+		bad = r.checkMember(k, value)
 		r.appendRaw(key, value)
 		return bad == nil
 	})
@@ -109,4 +95,28 @@ func unreservedMeta(meta []byte) []byte {
 		return true
 	})
 	return append(out, '}')
+}
+
+// checkMember checks the value of result member k that ResultJSON keeps as
+// it is, and reads isError.
+func (r *ToolResult) checkMember(k string, value []byte) error {
+	switch k {
+	case "content":
+		if value[0] != '[' {
+			return errors.New("mcphandler: result: content is not an array")
+		}
+	case "structuredContent":
+		if value[0] != '{' {
+			return errors.New("mcphandler: result: structuredContent is not an object")
+		}
+	case "isError":
+		switch string(value) {
+		case "true":
+			r.IsError = true
+		case "false":
+		default:
+			return errors.New("mcphandler: result: isError is not a boolean")
+		}
+	}
+	return nil
 }

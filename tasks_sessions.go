@@ -1,6 +1,7 @@
 package mcphandler
 
 import (
+	"context"
 	"encoding/json"
 	"errors"
 	"maps"
@@ -221,26 +222,8 @@ func (t *tasks) awaitResultSessions(rq *request, id string) (task.DetailedTask, 
 		if err != nil || d.Status.Terminal() {
 			return d, err
 		}
-		for _, k := range slices.Sorted(maps.Keys(d.InputRequests)) {
-			if asked[k] {
-				continue
-			}
-			asked[k] = true
-			var in inputRequest
-			if err := json.Unmarshal(d.InputRequests[k], &in); err != nil {
-				return d, err
-			}
-			if !x.ClientCapabilities().Has(relayCap(in)) {
-				return d, ErrCannotAsk
-			}
-			got, err := x.request(ctx, newRequestID(), in.Method, withRelatedTask(in.Params, id))
-			if err != nil {
-				return d, err
-			}
-			// A task that ended meanwhile is read by the next wait.
-			if err := t.m.Update(ctx, owner, id, map[string]json.RawMessage{k: got}); err != nil && !errors.Is(err, task.ErrTerminal) {
-				return d, err
-			}
+		if err := t.relayInputs(ctx, x, owner, id, d, asked); err != nil {
+			return d, err
 		}
 	}
 }
@@ -278,4 +261,32 @@ func withRelatedTask(result json.RawMessage, id string) []byte {
 	r["_meta"], _ = json.Marshal(meta)
 	b, _ := json.Marshal(r)
 	return b
+}
+
+// relayInputs asks the client the input requests of task id that d holds
+// and asked does not, marking them asked, and stores each answer in the
+// task.
+func (t *tasks) relayInputs(ctx context.Context, x *Exchange, owner task.Owner, id string, d task.DetailedTask, asked map[string]bool) error {
+	for _, k := range slices.Sorted(maps.Keys(d.InputRequests)) {
+		if asked[k] {
+			continue
+		}
+		asked[k] = true
+		var in inputRequest
+		if err := json.Unmarshal(d.InputRequests[k], &in); err != nil {
+			return err
+		}
+		if !x.ClientCapabilities().Has(relayCap(in)) {
+			return ErrCannotAsk
+		}
+		got, err := x.request(ctx, newRequestID(), in.Method, withRelatedTask(in.Params, id))
+		if err != nil {
+			return err
+		}
+		// A task that ended meanwhile is read by the next wait.
+		if err := t.m.Update(ctx, owner, id, map[string]json.RawMessage{k: got}); err != nil && !errors.Is(err, task.ErrTerminal) {
+			return err
+		}
+	}
+	return nil
 }

@@ -553,18 +553,7 @@ func (ss *sessions) resume(w http.ResponseWriter, rq *request, last string) bool
 		poll:      ss.ct.poll,
 		onPoll: func() bool {
 			ss.h.confirms.watchConfirm(rq, streamID)
-			evs, err := ss.events(ctx, rs.key, rs.seen)
-			if err != nil {
-				return true
-			}
-			if rs.writeAll(evs) {
-				return false
-			}
-			// A log without an entry for ResumeWindow is one the store
-			// drops: its writer is gone (its replica stopped mid-call),
-			// or it writes its response where no resumption reads it.
-			// The stream ends; a confirm's is finished above instead.
-			return time.Since(rs.lastAt()) <= ss.cfg.Sessions.ResumeWindow
+			return rs.poll(ctx)
 		},
 		msgs:  live.C(),
 		onMsg: func(b []byte) bool { return rs.live(ctx, b) },
@@ -582,6 +571,22 @@ type resumed struct {
 	seen     uint64   // the last event sent, or passed over
 	order    logOrder // of the entries read so far, from the first
 	newest   int64    // the newest mark's time of the entries read (Unix ms); 0: none marked
+}
+
+// poll writes the entries of the log after the last one sent, and reports
+// whether the stream goes on. A log without an entry for ResumeWindow is
+// one the store drops: its writer is gone (its replica stopped mid-call),
+// or it writes its response where no resumption reads it. The stream ends;
+// a confirm's is finished by watchConfirm instead.
+func (rs *resumed) poll(ctx context.Context) bool {
+	evs, err := rs.ss.events(ctx, rs.key, rs.seen)
+	if err != nil {
+		return true
+	}
+	if rs.writeAll(evs) {
+		return false
+	}
+	return time.Since(rs.lastAt()) <= rs.ss.cfg.Sessions.ResumeWindow
 }
 
 // lastAt is when the newest entry read was written: now when none carried
