@@ -3,7 +3,6 @@ package main
 import (
 	"bytes"
 	"context"
-	"crypto/rand"
 	"encoding/json"
 	"fmt"
 	"log"
@@ -17,7 +16,6 @@ import (
 	"github.com/mcphandler/mcphandler/approval"
 	"github.com/mcphandler/mcphandler/approval/page"
 	"github.com/mcphandler/mcphandler/auth"
-	"github.com/mcphandler/mcphandler/session"
 )
 
 // approvalBase is the origin of the audience URL: the page lives at
@@ -34,17 +32,13 @@ func approvalBase(audience string) string {
 // withApprovals adds delete_note, which needs the approval of an admin of
 // the caller's workspace other than the caller, and mounts the approval
 // page on mux, which maps the approver's ID token with claims, the
-// mapping of the access tokens. The handler, the approvals and the page share one store
-// and one key (one replica; replicas would share a Redis store and
-// -state-keys).
+// mapping of the access tokens. The handler, the approvals and the page
+// share cfg's Store and StateKeys: with -redis, every replica's.
 func (a *app) withApprovals(ctx context.Context, cfg *mcphandler.Config, mux *http.ServeMux, o options, claims auth.ClaimsMapper) error {
 	if o.approvalID == "" || o.approvalSecret == "" {
 		return fmt.Errorf("-approvals needs -approval-client-id and -approval-client-secret")
 	}
-	key := make([]byte, 32)
-	rand.Read(key)
-	keys := [][]byte{key}
-	store := session.NewMemory()
+	store, keys := cfg.Store, cfg.StateKeys
 	base := approvalBase(o.audience)
 	acfg := approval.Config{Store: store, Keys: keys, URL: base + "/approvals/", TTL: o.approvalTTL, Roles: cfg.Roles}
 	if o.approvalWebhook != "" {
@@ -62,7 +56,7 @@ func (a *app) withApprovals(ctx context.Context, cfg *mcphandler.Config, mux *ht
 		return fmt.Errorf("approval page: %w", err)
 	}
 	mux.Handle("/approvals/", h)
-	cfg.Store, cfg.StateKeys, cfg.Approvals = store, keys, approvals
+	cfg.Approvals = approvals
 	cfg.ConfirmTimeout = max(approvals.TTL(), approval.DefaultTTL) // never shorter than an approval
 	cfg.BeforeCall = func(_ context.Context, call *mcphandler.ToolCall) (mcphandler.Decision, error) {
 		if call.Tool.Name != "delete_note" {

@@ -6,11 +6,13 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/mcphandler/mcphandler/internal/oidctest"
 	"github.com/mcphandler/mcphandler/mcptest"
+	"github.com/mcphandler/mcphandler/session/redisstore/redistest"
 )
 
 // TestDeleteNoteNeedsAnAdminsApproval: with -approvals, an editor's
@@ -136,5 +138,81 @@ func TestApprovalWebhook(t *testing.T) {
 	case again := <-hooks:
 		t.Fatalf("a second notice: %+v", again)
 	default:
+	}
+}
+
+// TestApprovalsAcrossReplicas: two replicas started with the same -redis
+// and -state-key, every request going to the other one: the webhook hears
+// of an approval once, though both replicas see the call (it is repeated
+// on the second while pending); the approval made on one is declined on
+// the page served by both, and the call made again is a new approval,
+// heard of once.
+func TestApprovalsAcrossReplicas(t *testing.T) {
+	p := oidctest.New(t)
+	rdb := redistest.Client(t)
+	prefix := redistest.Prefix(t, rdb)
+	hooks := make(chan pendingNotice, 8)
+	webhook := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		var n pendingNotice
+		if err := json.NewDecoder(r.Body).Decode(&n); err != nil {
+			t.Errorf("webhook body: %v", err)
+		}
+		hooks <- n
+	}))
+	t.Cleanup(webhook.Close)
+	var replicas [2]http.Handler
+	var turn atomic.Uint64
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		replicas[turn.Add(1)%2].ServeHTTP(w, r)
+	}))
+	t.Cleanup(srv.Close)
+	audience := srv.URL + "/mcp"
+	p.AddRedirect(srv.URL + "/approvals/callback")
+	for i := range replicas {
+		mux, _, err := newServer(t.Context(), options{issuer: p.Issuer(), audience: audience, tenantClaim: "org_id",
+			scopes: []string{"mcp:tools"}, defaultRole: "editor", httpClient: p.Client(),
+			approvals: true, approvalID: p.ClientID, approvalSecret: p.ClientSecret, approvalTTL: 30 * time.Second,
+			approvalWebhook: webhook.URL,
+			redis:           rdb, redisPrefix: prefix, stateKey: []byte("a state key of the test, 32 bytes or more")})
+		if err != nil {
+			t.Fatal(err)
+		}
+		replicas[i] = mux
+	}
+	token := p.Sign(map[string]any{"iss": p.Issuer(), "aud": audience, "sub": "ed", "org_id": "acme",
+		"scope": "mcp:tools notes:write", "exp": time.Now().Add(time.Hour).Unix()})
+	c := mcptest.Dial(audience, mcptest.WithToken(token)) // no URL mode: told the page, calls again
+	t.Cleanup(c.Close)
+	ctx := t.Context()
+	if _, err := c.Initialize(ctx); err != nil {
+		t.Fatal(err)
+	}
+	call := func() {
+		t.Helper()
+		if res, err := c.CallTool(ctx, "delete_note", map[string]any{"id": "1"}); err != nil || !res.IsError || !strings.Contains(res.Text(), srv.URL+"/approvals/") {
+			t.Fatalf("delete_note while pending: %+v %v", res, err)
+		}
+	}
+	call()
+	call() // the same call, on the other replica
+	n := <-hooks
+	if n.URL != srv.URL+"/approvals/"+n.ID || n.Tenant != "acme" || n.Asker != "ed" {
+		t.Fatalf("notice %+v", n)
+	}
+	if page := p.Decide(t, map[string]any{"sub": "ada", "org_id": "acme", "role": "admin"}, n.URL, "decline"); !strings.Contains(page, "Declined") {
+		t.Fatalf("admin's page:\n%s", page)
+	}
+	call() // declined: a new approval
+	call()
+	n2 := <-hooks
+	if n2.ID == n.ID {
+		t.Fatalf("the notice of the new approval names the declined one: %+v", n2)
+	}
+	// Every notice is posted by a worker of the replica that made the
+	// approval, at once; a second one would arrive within this.
+	select {
+	case again := <-hooks:
+		t.Fatalf("a second notice: %+v (first %+v, then %+v)", again, n, n2)
+	case <-time.After(500 * time.Millisecond):
 	}
 }

@@ -11,11 +11,17 @@
 //
 //	go run ./examples/saas -issuer https://login.example.com -tenant-claim org_id
 //
+// With -redis URL (or -redis-cluster, -redis-sentinel) and -state-key KEY
+// (or $MCP_STATE_KEY), replicas share sessions, confirms, approvals and
+// decisions; without them, everything is in memory.
+//
 // See README.md for how to point an MCP client with OAuth support at it.
 package main
 
 import (
 	"context"
+	"crypto/rand"
+	"errors"
 	"flag"
 	"fmt"
 	"log"
@@ -28,9 +34,14 @@ import (
 	"sync"
 	"time"
 
+	"github.com/redis/go-redis/v9"
+
 	"github.com/mcphandler/mcphandler"
 	"github.com/mcphandler/mcphandler/approval"
 	"github.com/mcphandler/mcphandler/auth"
+	"github.com/mcphandler/mcphandler/internal/redisflag"
+	"github.com/mcphandler/mcphandler/session"
+	"github.com/mcphandler/mcphandler/session/redisstore"
 )
 
 func main() {
@@ -48,7 +59,15 @@ func main() {
 	approvalSecret := flag.String("approval-client-secret", "", "client secret of the approval page at the issuer")
 	approvalTTL := flag.Duration("approval-ttl", approval.DefaultTTL, "how long an approval link lives (the handler's ConfirmTimeout follows it)")
 	webhook := flag.String("approval-webhook", "", "with -approvals, post each new pending approval as JSON (id, url, tool, tenant, asker, expires) to this URL, once per approval")
+	rf := redisflag.Register(flag.CommandLine, os.Getenv)
+	stateKey := flag.String("state-key", os.Getenv("MCP_STATE_KEY"), "with a Redis, the secret every process shares (at least 32 bytes), which signs approvals and confirms and seals 2026-07-28 request states (default $MCP_STATE_KEY)")
 	flag.Parse()
+	topo, err := rf.Topology()
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "saas:", err)
+		flag.Usage()
+		os.Exit(2)
+	}
 
 	if *issuer == "" {
 		fmt.Fprintln(os.Stderr, "saas: -issuer is required")
@@ -57,6 +76,12 @@ func main() {
 	}
 	if *audience == "" {
 		*audience = defaultAudience(*addr)
+	}
+	var rdb redis.UniversalClient
+	if topo.Kind != redisflag.None {
+		if rdb, err = redisflag.NewClient(topo, 0); err != nil { // tuned as package redisstore asks
+			log.Fatalf("saas: redis: %v", err)
+		}
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 15*time.Second)
 	mux, prm, err := newServer(ctx, options{
@@ -71,6 +96,7 @@ func main() {
 		approvals:   *approvals,
 		approvalID:  *approvalID, approvalSecret: *approvalSecret, approvalTTL: *approvalTTL,
 		approvalWebhook: *webhook,
+		redis:           rdb, redisPrefix: "mcph-saas:", stateKey: []byte(*stateKey),
 	})
 	cancel()
 	if err != nil {
@@ -80,6 +106,9 @@ func main() {
 	log.Printf("MCP endpoint:       %s", *audience)
 	log.Printf("resource metadata:  %s", prm.MetadataURL())
 	log.Printf("authorization server: %s (tenant claim %q, role claims %q)", *issuer, *tenantClaim, *roleClaims)
+	if rdb != nil {
+		log.Printf("sessions, approvals and decisions live in %s", topo)
+	}
 	if *approvals {
 		log.Printf("approval page:      %s", approvalBase(*audience)+"/approvals/")
 	}
@@ -106,6 +135,45 @@ type options struct {
 	// approvalWebhook, if set, is told of each new pending approval
 	// (notifyWebhook).
 	approvalWebhook string
+
+	// redis, if set, keeps sessions, confirms, approvals and decisions
+	// under redisPrefix, shared by every process using it with the same
+	// stateKey; nil keeps them in this process's memory.
+	redis       redis.UniversalClient
+	redisPrefix string
+	stateKey    []byte
+}
+
+// state returns where the handler, the approvals and the page keep what
+// they share, and the keys that sign and seal it: the Redis of o with its
+// state key (a demo key kept in Redis when none is given, as the
+// quickstart does, with a warning), or this process's memory and a random
+// key.
+func (o options) state(ctx context.Context) (session.Store, [][]byte, error) {
+	if o.redis == nil {
+		key := make([]byte, 32)
+		rand.Read(key)
+		return session.NewMemory(), [][]byte{key}, nil
+	}
+	key := o.stateKey
+	switch {
+	case len(key) == 0:
+		k := make([]byte, 32)
+		rand.Read(k)
+		name := o.redisPrefix + "state-key"
+		if err := o.redis.SetNX(ctx, name, k, 0).Err(); err != nil {
+			return nil, nil, err
+		}
+		got, err := o.redis.Get(ctx, name).Bytes()
+		if err != nil {
+			return nil, nil, err
+		}
+		key = got
+		log.Printf("saas: no -state-key: using a demo key kept in Redis; anything with access to that Redis can forge approvals and confirms (set -state-key or $MCP_STATE_KEY to a secret of at least 32 bytes)")
+	case len(key) < 32:
+		return nil, nil, errors.New("-state-key must be at least 32 bytes")
+	}
+	return redisstore.New(o.redis, redisstore.Options{Prefix: o.redisPrefix}), [][]byte{key}, nil
 }
 
 // newServer returns the mux serving the MCP endpoint (at the audience URL's
@@ -140,8 +208,14 @@ func newServer(ctx context.Context, o options) (*http.ServeMux, *auth.ProtectedR
 		Scopes:               o.scopes,
 		ResourceName:         "mcphandler SaaS demo",
 	}
+	store, keys, err := o.state(ctx)
+	if err != nil {
+		return nil, nil, err
+	}
 	a := newApp(o.pro)
 	cfg := mcphandler.Config{
+		Store:          store,
+		StateKeys:      keys,
 		Version:        "0.1.0",
 		ServerInfo:     a.serverInfo,
 		Authenticate:   oidc.Authenticate,
