@@ -239,6 +239,12 @@ type stored struct {
 	Expires int64           `json:"ex"` // unix ms
 	By      *Identity       `json:"by,omitempty"`
 	Decided int64           `json:"at,omitempty"`
+	// Ann are the tool's hints; absent when it gave none, so that the
+	// record of such a call keeps the bytes of earlier releases. A
+	// replica of an earlier release ignores the member when it reads the
+	// record, and drops it when it writes a transition (the page then
+	// shows the MCP defaults: destructive, open world).
+	Ann *Annotations `json:"ann,omitempty"`
 }
 
 // Valid checks a decoded record like client input.
@@ -264,7 +270,7 @@ func (r *stored) SetLife(record.Life) {}
 func (s *Store) approval(id string, r *stored) *Approval {
 	a := &Approval{
 		ID: id, URL: s.cfg.URL + id, State: r.State, Asker: r.Asker, Tool: r.Tool,
-		Arguments: slices.Clone([]byte(r.Args)), Message: r.Message, Policy: r.Policy,
+		Arguments: slices.Clone([]byte(r.Args)), Message: r.Message, Policy: r.Policy, Annotations: r.Ann.normal(),
 		Created: time.UnixMilli(r.Created), Expires: time.UnixMilli(r.Expires),
 	}
 	hex.Decode(a.Digest[:], []byte(r.Digest))
@@ -350,6 +356,12 @@ type Request struct {
 	Message string
 	// Policy says who may decide.
 	Policy Policy
+	// Annotations are the tool's hints, shown to the approver (nil, or
+	// every field unset: none). They are kept in the record as given, and
+	// bind like Message: Begin does not return an approval made with
+	// other hints (nor one made by an earlier release, which kept none,
+	// for a tool that gives some: that call asks again).
+	Annotations *Annotations
 }
 
 // check validates req and returns its canonical arguments and digest.
@@ -381,7 +393,7 @@ func (s *Store) check(req *Request) ([]byte, [32]byte, error) {
 
 // Begin returns the approval of the call req describes: the one bound to
 // the same caller (tenant and subject), tool and canonical arguments, with
-// the same policy and message, while it is pending or approved; else a new
+// the same policy, message and annotations, while it is pending or approved; else a new
 // pending one, which expires after TTL (so a policy the host tightened
 // applies at once: the approval made under the old one is not returned
 // again). created reports which. Of concurrent Begins for one call, on any
@@ -400,12 +412,13 @@ func (s *Store) Begin(ctx context.Context, req Request) (a *Approval, created bo
 		if err != nil {
 			return nil, false, err
 		}
-		if cur != nil && (cur.State == Pending || cur.State == Approved) && cur.Policy == req.Policy && cur.Message == req.Message {
+		if cur != nil && (cur.State == Pending || cur.State == Approved) && cur.Policy == req.Policy && cur.Message == req.Message &&
+			sameAnnotations(cur.Annotations, req.Annotations) {
 			return cur, false, nil
 		}
 		now := s.now()
 		r := &stored{State: Pending, Asker: req.Asker, Tool: req.Tool, Digest: hex.EncodeToString(digest[:]),
-			Args: args, Message: req.Message, Policy: req.Policy,
+			Args: args, Message: req.Message, Policy: req.Policy, Ann: req.Annotations.normal(),
 			Created: now.UnixMilli(), Expires: now.Add(s.cfg.TTL).UnixMilli()}
 		id := newID()
 		if err := s.admit(ctx, req.Asker, id, r.Expires); err != nil {

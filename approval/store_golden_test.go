@@ -100,6 +100,17 @@ func goldenRecords(t *testing.T, s *Store) map[State]*stored {
 	}
 }
 
+// goldenHints are the hints of a tool that says it is not destructive,
+// idempotent and reaches nothing outside.
+var goldenHints = &Annotations{Destructive: new(false), Idempotent: true, OpenWorld: new(false)}
+
+// goldenAnnotated is the golden pending approval of a tool with hints.
+func goldenAnnotated(t *testing.T, s *Store) *stored {
+	r := *goldenRecords(t, s)[Pending]
+	r.Ann = goldenHints
+	return &r
+}
+
 type goldenCase struct {
 	name  string
 	build func(t *testing.T, s *Store, sh *goldenShared) []byte
@@ -129,6 +140,24 @@ func TestGolden(t *testing.T) {
 			},
 		})
 	}
+	// A record of a tool that gives hints: the member "ann", absent from
+	// the records above (a tool without hints keeps their bytes).
+	cases = append(cases, goldenCase{
+		name: "record-pending-annotations.golden",
+		build: func(t *testing.T, s *Store, _ *goldenShared) []byte {
+			return s.records.Encode(recordKey(goldenID), goldenAnnotated(t, s))
+		},
+		check: func(t *testing.T, s *Store, b []byte) {
+			s.cfg.Store.PutIfAbsent(ctx, recordKey(goldenID), b, time.Hour)
+			a, err := s.Get(ctx, goldenID)
+			if err != nil {
+				t.Fatalf("Get: %v", err)
+			}
+			if want := s.approval(goldenID, goldenAnnotated(t, s)); !reflect.DeepEqual(a, want) || !sameAnnotations(a.Annotations, goldenHints) {
+				t.Errorf("read\n%+v\nwant\n%+v", a, want)
+			}
+		},
+	})
 	binding := func(t *testing.T, s *Store) string {
 		_, digest, err := s.check(&goldenRequest)
 		if err != nil {
