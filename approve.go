@@ -124,12 +124,12 @@ func (ap *approvals) openApproval(t *toolRun, d Decision) (a *approval.Approval,
 
 // approvalFailed answers a call whose approval could not be started or
 // used: too large to bind (a tool result), too many pending for the
-// caller (-32000 saying how many and until when), or a store failure
-// (503).
+// caller or its tenant (-32000 saying how many and until when), or a
+// store failure (503).
 func (ap *approvals) approvalFailed(rq *request, m *jsonrpc.Message, call *ToolCall, err error, ev *CallEvent) {
 	ev.Outcome = OutcomeError
 	switch {
-	case errors.Is(err, approval.ErrTooManyPending):
+	case errors.Is(err, approval.ErrTooManyPending), errors.Is(err, approval.ErrTooManyPendingInTenant):
 		ev.Outcome = OutcomeDenied
 		rq.fail(m.ID, rpcError(CodeRateLimited, err.Error()))
 	case errors.Is(err, approval.ErrTooLarge):

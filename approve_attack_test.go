@@ -220,3 +220,48 @@ func TestApprovalCarriesToolHints(t *testing.T) {
 		t.Fatalf("an untrusted upstream's hints were carried: %+v", h)
 	}
 }
+
+// TestAttackApprovalsPerTenant: the callers of one workspace together ask
+// for approvals past the tenant's bound (each within their own). The call
+// past it is refused with -32000 saying how many the tenant holds, on
+// every replica; nothing runs; another workspace is not affected.
+func TestAttackApprovalsPerTenant(t *testing.T) {
+	const max = 2
+	rig := newApprovalRigWith(t, 2, 5*time.Second, approvalPage, func(c *approval.Config) { c.MaxPendingPerTenant = max })
+	ctx := context.Background()
+	dial := func(token string) *mcptest.Client {
+		c := dialProxy(t, rig, mcptest.WithProtocolVersion("2025-06-18"), mcptest.WithToken(token))
+		t.Cleanup(c.Close)
+		if _, err := c.Initialize(ctx); err != nil {
+			t.Fatal(err)
+		}
+		return c
+	}
+	alice, bob := dial("acme-viewer"), dial("acme-admin")
+	call := func(c *mcptest.Client, i int) (*mcptest.ToolResult, error) {
+		return c.CallTool(ctx, "delete_thing", map[string]any{"id": fmt.Sprint(i)})
+	}
+	for i, c := range []*mcptest.Client{alice, bob} {
+		res, err := call(c, i)
+		if err != nil {
+			t.Fatal(err)
+		}
+		approvalIn(t, res)
+	}
+	for _, c := range []*mcptest.Client{alice, bob} { // through both replicas
+		_, err := call(c, 9)
+		var re *mcptest.RPCError
+		if !errors.As(err, &re) || re.Code != mcphandler.CodeRateLimited ||
+			!strings.Contains(re.Message, fmt.Sprintf("%d pending approvals held by the callers of this tenant, at most %d", max, max)) {
+			t.Fatalf("one approval more in the tenant: %v", err)
+		}
+	}
+	if res, err := call(dial("globex-editor"), 0); err != nil {
+		t.Fatalf("another tenant: %v", err)
+	} else {
+		approvalIn(t, res)
+	}
+	if n := rig.f.count("delete_thing"); n != 0 {
+		t.Fatalf("ran %d times", n)
+	}
+}

@@ -53,6 +53,13 @@
 // approval-owner/<digest>, signed and changed by CompareAndSwap only
 // (package internal/ownerindex).
 //
+// A tenant's callers together hold at most [Config.MaxPendingPerTenant]
+// (1000 by default): a Begin of one more is [ErrTooManyPendingInTenant].
+// It is counted the same way, in an index per tenant,
+// approval-tenant/<digest>, which is also what [Store.Inbox] reads: the
+// approvals waiting for a tenant's approvers, on any replica, in one read
+// of the index and at most one read per approval it names.
+//
 // # Write access to the store
 //
 // Whoever can write the store without the keys cannot make a record or
@@ -284,6 +291,11 @@ var (
 	// many and until when the oldest counts. Retry once one is decided or
 	// expired.
 	ErrTooManyPending = errors.New("approval: too many pending approvals for this identity")
+	// ErrTooManyPendingInTenant: Begin of a new approval for a caller
+	// whose tenant's callers hold Config.MaxPendingPerTenant pending
+	// approvals together; the message says how many and until when the
+	// oldest counts. Retry once one is decided or expired.
+	ErrTooManyPendingInTenant = errors.New("approval: too many pending approvals in this tenant")
 )
 
 // Reasons of a NotAllowedError.

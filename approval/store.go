@@ -45,6 +45,9 @@ const (
 	// Config.MaxPendingPerIdentity: each pending approval is a page an
 	// approver may be asked to look at.
 	DefaultMaxPendingPerIdentity = 20
+	// DefaultMaxPendingPerTenant is the default of
+	// Config.MaxPendingPerTenant.
+	DefaultMaxPendingPerTenant = 1000
 	// MaxFieldBytes bounds the subject, tenant, role and tool name an
 	// approval is bound to; longer ones are ErrTooLarge.
 	MaxFieldBytes = 512
@@ -93,6 +96,16 @@ type Config struct {
 	// pending finds its approval, and is not refused). If zero,
 	// DefaultMaxPendingPerIdentity (20); at most 1024.
 	MaxPendingPerIdentity int
+	// MaxPendingPerTenant bounds the approvals the callers of one tenant
+	// hold pending together, across every replica sharing Store, counted
+	// as MaxPendingPerIdentity is (a withdrawn one until its expiry). A
+	// Begin of a new approval past it is [ErrTooManyPendingInTenant],
+	// saying how many are held and until when. It also bounds the work of
+	// [Store.Inbox]: at most this many records read per view. One caller
+	// cannot reach it alone unless it is above MaxPendingPerIdentity; a
+	// tenant whose callers together reach it waits for decisions or
+	// expiries. If zero, DefaultMaxPendingPerTenant (1000); at most 1024.
+	MaxPendingPerTenant int
 	// OnPending, if set, is told of each new pending approval once, across
 	// every replica sharing Store: by the Store whose Begin made it, never
 	// for a Begin that found it (the same call repeated, or made at once
@@ -120,6 +133,7 @@ type Store struct {
 	mac     *sign.Signer
 	records record.Kind[stored, *stored] // approval/<id>
 	owners  *ownerindex.Index            // pending approvals per caller (pending.go)
+	tenants *ownerindex.Index            // pending approvals per tenant (pending.go, inbox.go)
 	seen    seen                         // approvals known to have left pending (seen.go)
 	hearing hearing
 	notices notifier // Config.OnPending (notify.go)
@@ -158,7 +172,15 @@ func New(cfg Config) (*Store, error) {
 	if cfg.MaxPendingPerIdentity <= 0 {
 		cfg.MaxPendingPerIdentity = DefaultMaxPendingPerIdentity
 	}
+	if cfg.MaxPendingPerTenant <= 0 {
+		cfg.MaxPendingPerTenant = DefaultMaxPendingPerTenant
+	}
+	cfg.MaxPendingPerTenant = min(cfg.MaxPendingPerTenant, ownerindex.MaxEntries)
 	owner, err := sign.NewSigner("approval-owner", cfg.Keys...)
+	if err != nil {
+		return nil, fmt.Errorf("approval: Config.Keys: %w", err)
+	}
+	tenant, err := sign.NewSigner("approval-tenant", cfg.Keys...)
 	if err != nil {
 		return nil, fmt.Errorf("approval: Config.Keys: %w", err)
 	}
@@ -172,6 +194,8 @@ func New(cfg Config) (*Store, error) {
 		notices: notifier{hook: cfg.OnPending, timeout: cfg.NotifyTimeout, logger: cfg.Logger}}
 	s.records = record.Kind[stored, *stored]{Store: cfg.Store, Signer: mac, Implied: s.end, Now: func() time.Time { return s.now() }}
 	s.owners = ownerindex.New(ownerindex.Config{Store: cfg.Store, Signer: owner, Max: cfg.MaxPendingPerIdentity,
+		ValidID: ValidID, MaxIDLen: IDLen, Recheck: recheck, Now: func() time.Time { return s.now() }})
+	s.tenants = ownerindex.New(ownerindex.Config{Store: cfg.Store, Signer: tenant, Max: cfg.MaxPendingPerTenant,
 		ValidID: ValidID, MaxIDLen: IDLen, Recheck: recheck, Now: func() time.Time { return s.now() }})
 	return s, nil
 }
@@ -399,7 +423,9 @@ func (s *Store) check(req *Request) ([]byte, [32]byte, error) {
 // again). created reports which. Of concurrent Begins for one call, on any
 // replica, all return the same approval, unless a store failure
 // interrupted them. A new approval past Config.MaxPendingPerIdentity of
-// the caller is ErrTooManyPending, and nothing is written but the index.
+// the caller is ErrTooManyPending, past Config.MaxPendingPerTenant of its
+// tenant ErrTooManyPendingInTenant, and nothing is written but the
+// indexes.
 func (s *Store) Begin(ctx context.Context, req Request) (a *Approval, created bool, err error) {
 	args, digest, err := s.check(&req)
 	if err != nil {
