@@ -381,3 +381,30 @@ func TestInboxReplicas(t *testing.T) {
 		t.Fatal("replica A does not see the decision")
 	}
 }
+
+// TestInboxSecureCookies: over HTTPS the inbox's sign-in sets the same
+// cookies as an approval's (__Host-, Path=/, no Domain, HttpOnly, Secure,
+// SameSite=Lax), and its decision goes through with them.
+func TestInboxSecureCookies(t *testing.T) {
+	e := newEnv(t, envOpt{tls: true})
+	a := e.ask(`{"id":"n1"}`)
+	b := e.tlsBrowser()
+	var setCookies []string
+	b.c.CheckRedirect = func(req *http.Request, via []*http.Request) error {
+		setCookies = append(setCookies, req.Response.Header.Values("Set-Cookie")...)
+		return nil
+	}
+	_, body := e.openInbox(b, admin)
+	if len(setCookies) != 3 { // login cookie; login cookie deleted and session
+		t.Fatalf("Set-Cookie: %q", setCookies)
+	}
+	for _, c := range setCookies {
+		if !strings.HasPrefix(c, "__Host-mcphandler-approval") || !strings.Contains(c, "; Path=/;") || strings.Contains(c, "Domain") ||
+			!strings.Contains(c, "; HttpOnly; Secure; SameSite=Lax") {
+			t.Fatalf("cookie %q", c)
+		}
+	}
+	if code, body := b.post(e.srv.URL+"/approvals/", decideIn(a.ID, "approve", csrfOf(t, body)), nil); code != http.StatusOK || e.state(a.ID) != approval.Approved {
+		t.Fatalf("decision: %d\n%s", code, body)
+	}
+}
