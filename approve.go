@@ -70,6 +70,19 @@ func approvalAsker(id Identity) approval.Identity {
 	return approval.Identity{Subject: id.Subject, Tenant: id.Tenant, Role: id.Role}
 }
 
+// approvalHints are the hints of tool the approval page shows: its
+// Annotations, except those of another server the host does not trust
+// (Origin set without TrustHints), which the page must not present as
+// facts; it then shows the MCP defaults (destructive, open world), as
+// Tool.Destructive reads them.
+func approvalHints(tool *Tool) *approval.Annotations {
+	a := tool.Annotations
+	if a == nil || tool.Origin != nil && !tool.Origin.TrustHints {
+		return nil
+	}
+	return &approval.Annotations{ReadOnly: a.ReadOnlyHint, Destructive: a.DestructiveHint, Idempotent: a.IdempotentHint, OpenWorld: a.OpenWorldHint}
+}
+
 // openApproval finds or starts the approval of call. If it is approved
 // already (the call is repeated after its approval), it is consumed here
 // and run is true: the tool runs. Otherwise the approval returned is
@@ -78,7 +91,8 @@ func approvalAsker(id Identity) approval.Identity {
 func (ap *approvals) openApproval(t *toolRun, d Decision) (a *approval.Approval, run, ok bool) {
 	rq, m, call, ev := t.rq, t.m, t.call, &t.ev
 	s := ap.cfg.Approvals
-	req := approval.Request{Asker: approvalAsker(call.Identity), Tool: call.Tool.Name, Arguments: call.Arguments, Message: d.Message, Policy: d.Policy}
+	req := approval.Request{Asker: approvalAsker(call.Identity), Tool: call.Tool.Name, Arguments: call.Arguments, Message: d.Message, Policy: d.Policy,
+		Annotations: approvalHints(&call.Tool)}
 	for range 3 {
 		var err error
 		a, _, err = s.Begin(context.WithoutCancel(rq.ctx), req)
@@ -110,12 +124,12 @@ func (ap *approvals) openApproval(t *toolRun, d Decision) (a *approval.Approval,
 
 // approvalFailed answers a call whose approval could not be started or
 // used: too large to bind (a tool result), too many pending for the
-// caller (-32000 saying how many and until when), or a store failure
-// (503).
+// caller or its tenant (-32000 saying how many and until when), or a
+// store failure (503).
 func (ap *approvals) approvalFailed(rq *request, m *jsonrpc.Message, call *ToolCall, err error, ev *CallEvent) {
 	ev.Outcome = OutcomeError
 	switch {
-	case errors.Is(err, approval.ErrTooManyPending):
+	case errors.Is(err, approval.ErrTooManyPending), errors.Is(err, approval.ErrTooManyPendingInTenant):
 		ev.Outcome = OutcomeDenied
 		rq.fail(m.ID, rpcError(CodeRateLimited, err.Error()))
 	case errors.Is(err, approval.ErrTooLarge):

@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/mcphandler/mcphandler"
+	"github.com/mcphandler/mcphandler/approval"
 	"github.com/mcphandler/mcphandler/mcptest"
 )
 
@@ -170,5 +171,97 @@ func TestAttackApprovalRolledBack(t *testing.T) {
 	}
 	if n := rig.f.count("delete_thing"); n != 1 {
 		t.Fatalf("ran %d times, want 1", n)
+	}
+}
+
+// TestApprovalCarriesToolHints: the approval of a call carries its tool's
+// hints as the tool declares them, for the page to show; those of a tool
+// of another server the host does not trust are not carried (the page
+// then shows the MCP defaults), so that an upstream cannot present its
+// call as harmless to the approver.
+func TestApprovalCarriesToolHints(t *testing.T) {
+	tools := func(f *fixture) []mcphandler.Tool {
+		wipe := f.tool("wipe", "")
+		wipe.Annotations = &mcphandler.ToolAnnotations{DestructiveHint: new(true), IdempotentHint: true, OpenWorldHint: new(false)}
+		relayed := f.tool("relayed", "")
+		relayed.Annotations = &mcphandler.ToolAnnotations{DestructiveHint: new(false), OpenWorldHint: new(false)}
+		relayed.Origin = &mcphandler.ToolOrigin{Upstream: "up", Name: "relayed"}
+		return []mcphandler.Tool{wipe, relayed}
+	}
+	var rig *approvalRig
+	rig = newApprovalRig(t, 1, 5*time.Second, func(c *mcphandler.Config) {
+		c.ListTools = func(context.Context) ([]mcphandler.Tool, error) { return tools(rig.f), nil }
+		c.BeforeCall = func(context.Context, *mcphandler.ToolCall) (mcphandler.Decision, error) {
+			return mcphandler.Approve("Run it?", approval.Policy{}), nil
+		}
+	})
+	ctx := context.Background()
+	c := dialProxy(t, rig, mcptest.WithProtocolVersion("2025-06-18"), mcptest.WithToken("acme-viewer"))
+	t.Cleanup(c.Close)
+	if _, err := c.Initialize(ctx); err != nil {
+		t.Fatal(err)
+	}
+	hints := func(tool string) *approval.Annotations {
+		t.Helper()
+		res, err := c.CallTool(ctx, tool, map[string]any{"id": "1"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		a, err := rig.stores[0].Get(ctx, approvalIn(t, res))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return a.Annotations
+	}
+	if h := hints("wipe"); h == nil || h.Destructive == nil || !*h.Destructive || !h.Idempotent || h.OpenWorld == nil || *h.OpenWorld || h.ReadOnly {
+		t.Fatalf("wipe's approval carries %+v", h)
+	}
+	if h := hints("relayed"); h != nil || !h.IsDestructive() || !h.IsOpenWorld() {
+		t.Fatalf("an untrusted upstream's hints were carried: %+v", h)
+	}
+}
+
+// TestAttackApprovalsPerTenant: the callers of one workspace together ask
+// for approvals past the tenant's bound (each within their own). The call
+// past it is refused with -32000 saying how many the tenant holds, on
+// every replica; nothing runs; another workspace is not affected.
+func TestAttackApprovalsPerTenant(t *testing.T) {
+	const max = 2
+	rig := newApprovalRigWith(t, 2, 5*time.Second, approvalPage, func(c *approval.Config) { c.MaxPendingPerTenant = max })
+	ctx := context.Background()
+	dial := func(token string) *mcptest.Client {
+		c := dialProxy(t, rig, mcptest.WithProtocolVersion("2025-06-18"), mcptest.WithToken(token))
+		t.Cleanup(c.Close)
+		if _, err := c.Initialize(ctx); err != nil {
+			t.Fatal(err)
+		}
+		return c
+	}
+	alice, bob := dial("acme-viewer"), dial("acme-admin")
+	call := func(c *mcptest.Client, i int) (*mcptest.ToolResult, error) {
+		return c.CallTool(ctx, "delete_thing", map[string]any{"id": fmt.Sprint(i)})
+	}
+	for i, c := range []*mcptest.Client{alice, bob} {
+		res, err := call(c, i)
+		if err != nil {
+			t.Fatal(err)
+		}
+		approvalIn(t, res)
+	}
+	for _, c := range []*mcptest.Client{alice, bob} { // through both replicas
+		_, err := call(c, 9)
+		var re *mcptest.RPCError
+		if !errors.As(err, &re) || re.Code != mcphandler.CodeRateLimited ||
+			!strings.Contains(re.Message, fmt.Sprintf("%d pending approvals held by the callers of this tenant, at most %d", max, max)) {
+			t.Fatalf("one approval more in the tenant: %v", err)
+		}
+	}
+	if res, err := call(dial("globex-editor"), 0); err != nil {
+		t.Fatalf("another tenant: %v", err)
+	} else {
+		approvalIn(t, res)
+	}
+	if n := rig.f.count("delete_thing"); n != 0 {
+		t.Fatalf("ran %d times", n)
 	}
 }

@@ -1530,6 +1530,13 @@ func newApprovalRig(t *testing.T, n int, ttl time.Duration, tweaks ...func(*mcph
 // newApprovalRigAt is newApprovalRig with the page at pageURL.
 func newApprovalRigAt(t *testing.T, n int, ttl time.Duration, pageURL string, tweaks ...func(*mcphandler.Config)) *approvalRig {
 	t.Helper()
+	return newApprovalRigWith(t, n, ttl, pageURL, nil, tweaks...)
+}
+
+// newApprovalRigWith is newApprovalRigAt whose approval stores' Config
+// acfg changes (if not nil).
+func newApprovalRigWith(t *testing.T, n int, ttl time.Duration, pageURL string, acfg func(*approval.Config), tweaks ...func(*mcphandler.Config)) *approvalRig {
+	t.Helper()
 	rig := &approvalRig{f: &fixture{}}
 	cfg := rig.f.config()
 	cfg.ConfirmTimeout = max(ttl, 2*time.Second)
@@ -1553,7 +1560,11 @@ func newApprovalRigAt(t *testing.T, n int, ttl time.Duration, pageURL string, tw
 		c := client()
 		st := redisstore.New(c, redisstore.Options{Prefix: prefix, OpTimeout: 500 * time.Millisecond})
 		t.Cleanup(func() { st.Close() })
-		as, err := approval.New(approval.Config{Store: st, Keys: keys, URL: pageURL, TTL: ttl, Roles: cfg.Roles, Poll: 100 * time.Millisecond})
+		ac := approval.Config{Store: st, Keys: keys, URL: pageURL, TTL: ttl, Roles: cfg.Roles, Poll: 100 * time.Millisecond}
+		if acfg != nil {
+			acfg(&ac)
+		}
+		as, err := approval.New(ac)
 		if err != nil {
 			t.Fatal(err)
 		}

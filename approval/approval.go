@@ -53,6 +53,13 @@
 // approval-owner/<digest>, signed and changed by CompareAndSwap only
 // (package internal/ownerindex).
 //
+// A tenant's callers together hold at most [Config.MaxPendingPerTenant]
+// (1000 by default): a Begin of one more is [ErrTooManyPendingInTenant].
+// It is counted the same way, in an index per tenant,
+// approval-tenant/<digest>, which is also what [Store.Inbox] reads: the
+// approvals waiting for a tenant's approvers, on any replica, in one read
+// of the index and at most one read per approval it names.
+//
 // # Write access to the store
 //
 // Whoever can write the store without the keys cannot make a record or
@@ -122,6 +129,66 @@ type Policy struct {
 	Rule string `json:"rule,omitempty"`
 }
 
+// Annotations are the hints a tool gives about itself (MCP
+// ToolAnnotations: readOnlyHint, destructiveHint, idempotentHint,
+// openWorldHint), carried with an approval so that the page tells the
+// approver what kind of call it is. They are the tool's claims, not
+// enforced by anything; a field left unset takes the MCP default, which
+// [Annotations.IsDestructive] and [Annotations.IsOpenWorld] apply (a nil
+// *Annotations is a tool that says nothing: destructive and open world).
+type Annotations struct {
+	// ReadOnly: the tool does not modify its environment.
+	ReadOnly bool `json:"ro,omitempty"`
+	// Destructive, when not ReadOnly: the tool may destroy or overwrite
+	// (nil: the MCP default, true).
+	Destructive *bool `json:"de,omitempty"`
+	// Idempotent: calling it again with the same arguments does nothing
+	// more.
+	Idempotent bool `json:"idem,omitempty"`
+	// OpenWorld: the tool reaches outside the server (other systems, the
+	// internet); nil: the MCP default, true.
+	OpenWorld *bool `json:"ow,omitempty"`
+}
+
+// IsDestructive reports whether a tool with these hints may destroy data,
+// by the MCP defaults: true unless ReadOnly, or Destructive is false. A
+// nil a is true.
+func (a *Annotations) IsDestructive() bool {
+	return a == nil || !a.ReadOnly && (a.Destructive == nil || *a.Destructive)
+}
+
+// IsOpenWorld reports whether a tool with these hints reaches outside the
+// server, by the MCP default: true unless OpenWorld is false. A nil a is
+// true.
+func (a *Annotations) IsOpenWorld() bool { return a == nil || a.OpenWorld == nil || *a.OpenWorld }
+
+// normal is a's canonical form for storing and comparing: nil when it
+// says nothing (every field unset), else a copy.
+func (a *Annotations) normal() *Annotations {
+	if a == nil || *a == (Annotations{}) {
+		return nil
+	}
+	c := *a
+	if a.Destructive != nil {
+		c.Destructive = new(*a.Destructive)
+	}
+	if a.OpenWorld != nil {
+		c.OpenWorld = new(*a.OpenWorld)
+	}
+	return &c
+}
+
+// sameAnnotations reports whether a and b say the same (nil and an
+// all-unset value are the same).
+func sameAnnotations(a, b *Annotations) bool {
+	a, b = a.normal(), b.normal()
+	if a == nil || b == nil {
+		return a == b
+	}
+	eq := func(x, y *bool) bool { return x == nil && y == nil || x != nil && y != nil && *x == *y }
+	return a.ReadOnly == b.ReadOnly && a.Idempotent == b.Idempotent && eq(a.Destructive, b.Destructive) && eq(a.OpenWorld, b.OpenWorld)
+}
+
 // State is where an approval is in its life.
 type State string
 
@@ -182,6 +249,9 @@ type Approval struct {
 	Message string
 	// Policy says who may decide.
 	Policy Policy
+	// Annotations are the tool's hints as the call was asked (nil: none,
+	// or an approval made by a release that did not keep them).
+	Annotations *Annotations
 	// Created is when the approval was made; Expires is when it expires if
 	// nobody decided.
 	Created, Expires time.Time
@@ -221,6 +291,11 @@ var (
 	// many and until when the oldest counts. Retry once one is decided or
 	// expired.
 	ErrTooManyPending = errors.New("approval: too many pending approvals for this identity")
+	// ErrTooManyPendingInTenant: Begin of a new approval for a caller
+	// whose tenant's callers hold Config.MaxPendingPerTenant pending
+	// approvals together; the message says how many and until when the
+	// oldest counts. Retry once one is decided or expired.
+	ErrTooManyPendingInTenant = errors.New("approval: too many pending approvals in this tenant")
 )
 
 // Reasons of a NotAllowedError.

@@ -45,6 +45,9 @@ const (
 	// Config.MaxPendingPerIdentity: each pending approval is a page an
 	// approver may be asked to look at.
 	DefaultMaxPendingPerIdentity = 20
+	// DefaultMaxPendingPerTenant is the default of
+	// Config.MaxPendingPerTenant.
+	DefaultMaxPendingPerTenant = 1000
 	// MaxFieldBytes bounds the subject, tenant, role and tool name an
 	// approval is bound to; longer ones are ErrTooLarge.
 	MaxFieldBytes = 512
@@ -93,6 +96,16 @@ type Config struct {
 	// pending finds its approval, and is not refused). If zero,
 	// DefaultMaxPendingPerIdentity (20); at most 1024.
 	MaxPendingPerIdentity int
+	// MaxPendingPerTenant bounds the approvals the callers of one tenant
+	// hold pending together, across every replica sharing Store, counted
+	// as MaxPendingPerIdentity is (a withdrawn one until its expiry). A
+	// Begin of a new approval past it is [ErrTooManyPendingInTenant],
+	// saying how many are held and until when. It also bounds the work of
+	// [Store.Inbox]: at most this many records read per view. One caller
+	// cannot reach it alone unless it is above MaxPendingPerIdentity; a
+	// tenant whose callers together reach it waits for decisions or
+	// expiries. If zero, DefaultMaxPendingPerTenant (1000); at most 1024.
+	MaxPendingPerTenant int
 	// OnPending, if set, is told of each new pending approval once, across
 	// every replica sharing Store: by the Store whose Begin made it, never
 	// for a Begin that found it (the same call repeated, or made at once
@@ -120,6 +133,7 @@ type Store struct {
 	mac     *sign.Signer
 	records record.Kind[stored, *stored] // approval/<id>
 	owners  *ownerindex.Index            // pending approvals per caller (pending.go)
+	tenants *ownerindex.Index            // pending approvals per tenant (pending.go, inbox.go)
 	seen    seen                         // approvals known to have left pending (seen.go)
 	hearing hearing
 	notices notifier // Config.OnPending (notify.go)
@@ -158,7 +172,15 @@ func New(cfg Config) (*Store, error) {
 	if cfg.MaxPendingPerIdentity <= 0 {
 		cfg.MaxPendingPerIdentity = DefaultMaxPendingPerIdentity
 	}
+	if cfg.MaxPendingPerTenant <= 0 {
+		cfg.MaxPendingPerTenant = DefaultMaxPendingPerTenant
+	}
+	cfg.MaxPendingPerTenant = min(cfg.MaxPendingPerTenant, ownerindex.MaxEntries)
 	owner, err := sign.NewSigner("approval-owner", cfg.Keys...)
+	if err != nil {
+		return nil, fmt.Errorf("approval: Config.Keys: %w", err)
+	}
+	tenant, err := sign.NewSigner("approval-tenant", cfg.Keys...)
 	if err != nil {
 		return nil, fmt.Errorf("approval: Config.Keys: %w", err)
 	}
@@ -172,6 +194,8 @@ func New(cfg Config) (*Store, error) {
 		notices: notifier{hook: cfg.OnPending, timeout: cfg.NotifyTimeout, logger: cfg.Logger}}
 	s.records = record.Kind[stored, *stored]{Store: cfg.Store, Signer: mac, Implied: s.end, Now: func() time.Time { return s.now() }}
 	s.owners = ownerindex.New(ownerindex.Config{Store: cfg.Store, Signer: owner, Max: cfg.MaxPendingPerIdentity,
+		ValidID: ValidID, MaxIDLen: IDLen, Recheck: recheck, Now: func() time.Time { return s.now() }})
+	s.tenants = ownerindex.New(ownerindex.Config{Store: cfg.Store, Signer: tenant, Max: cfg.MaxPendingPerTenant,
 		ValidID: ValidID, MaxIDLen: IDLen, Recheck: recheck, Now: func() time.Time { return s.now() }})
 	return s, nil
 }
@@ -239,6 +263,12 @@ type stored struct {
 	Expires int64           `json:"ex"` // unix ms
 	By      *Identity       `json:"by,omitempty"`
 	Decided int64           `json:"at,omitempty"`
+	// Ann are the tool's hints; absent when it gave none, so that the
+	// record of such a call keeps the bytes of earlier releases. A
+	// replica of an earlier release ignores the member when it reads the
+	// record, and drops it when it writes a transition (the page then
+	// shows the MCP defaults: destructive, open world).
+	Ann *Annotations `json:"ann,omitempty"`
 }
 
 // Valid checks a decoded record like client input.
@@ -264,7 +294,7 @@ func (r *stored) SetLife(record.Life) {}
 func (s *Store) approval(id string, r *stored) *Approval {
 	a := &Approval{
 		ID: id, URL: s.cfg.URL + id, State: r.State, Asker: r.Asker, Tool: r.Tool,
-		Arguments: slices.Clone([]byte(r.Args)), Message: r.Message, Policy: r.Policy,
+		Arguments: slices.Clone([]byte(r.Args)), Message: r.Message, Policy: r.Policy, Annotations: r.Ann.normal(),
 		Created: time.UnixMilli(r.Created), Expires: time.UnixMilli(r.Expires),
 	}
 	hex.Decode(a.Digest[:], []byte(r.Digest))
@@ -350,6 +380,12 @@ type Request struct {
 	Message string
 	// Policy says who may decide.
 	Policy Policy
+	// Annotations are the tool's hints, shown to the approver (nil, or
+	// every field unset: none). They are kept in the record as given, and
+	// bind like Message: Begin does not return an approval made with
+	// other hints (nor one made by an earlier release, which kept none,
+	// for a tool that gives some: that call asks again).
+	Annotations *Annotations
 }
 
 // check validates req and returns its canonical arguments and digest.
@@ -381,13 +417,15 @@ func (s *Store) check(req *Request) ([]byte, [32]byte, error) {
 
 // Begin returns the approval of the call req describes: the one bound to
 // the same caller (tenant and subject), tool and canonical arguments, with
-// the same policy and message, while it is pending or approved; else a new
+// the same policy, message and annotations, while it is pending or approved; else a new
 // pending one, which expires after TTL (so a policy the host tightened
 // applies at once: the approval made under the old one is not returned
 // again). created reports which. Of concurrent Begins for one call, on any
 // replica, all return the same approval, unless a store failure
 // interrupted them. A new approval past Config.MaxPendingPerIdentity of
-// the caller is ErrTooManyPending, and nothing is written but the index.
+// the caller is ErrTooManyPending, past Config.MaxPendingPerTenant of its
+// tenant ErrTooManyPendingInTenant, and nothing is written but the
+// indexes.
 func (s *Store) Begin(ctx context.Context, req Request) (a *Approval, created bool, err error) {
 	args, digest, err := s.check(&req)
 	if err != nil {
@@ -400,12 +438,13 @@ func (s *Store) Begin(ctx context.Context, req Request) (a *Approval, created bo
 		if err != nil {
 			return nil, false, err
 		}
-		if cur != nil && (cur.State == Pending || cur.State == Approved) && cur.Policy == req.Policy && cur.Message == req.Message {
+		if cur != nil && (cur.State == Pending || cur.State == Approved) && cur.Policy == req.Policy && cur.Message == req.Message &&
+			sameAnnotations(cur.Annotations, req.Annotations) {
 			return cur, false, nil
 		}
 		now := s.now()
 		r := &stored{State: Pending, Asker: req.Asker, Tool: req.Tool, Digest: hex.EncodeToString(digest[:]),
-			Args: args, Message: req.Message, Policy: req.Policy,
+			Args: args, Message: req.Message, Policy: req.Policy, Ann: req.Annotations.normal(),
 			Created: now.UnixMilli(), Expires: now.Add(s.cfg.TTL).UnixMilli()}
 		id := newID()
 		if err := s.admit(ctx, req.Asker, id, r.Expires); err != nil {

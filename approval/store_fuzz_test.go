@@ -55,9 +55,11 @@ func FuzzBinding(f *testing.F) {
 
 // FuzzStored signs arbitrary payloads as a replica would (one with a bug,
 // or another version) and feeds them, and the raw bytes unsigned, to what
-// reads the store: as an approval's record, as a caller's pending index
-// and as a transition heard from another replica. Nothing panics; an
-// accepted record keeps its state's invariants; nothing remembered is
+// reads the store: as an approval's record, as a caller's pending index,
+// as a tenant's pending index (the inbox's) and as a transition heard
+// from another replica. Nothing panics; an accepted record keeps its
+// state's invariants; an inbox shows only pending approvals of its
+// tenant that its reader may decide; nothing remembered is
 // pending; a caller never holds more than the bound.
 func FuzzStored(f *testing.F) {
 	now := time.Now().UnixMilli()
@@ -82,7 +84,12 @@ func FuzzStored(f *testing.F) {
 		id := strings.Repeat("a", IDLen)
 		ed := Identity{Subject: "ed", Tenant: "acme"}
 		ownerSigner, _ := sign.NewSigner("approval-owner", testKeys...)
-		for key, signer := range map[string]*sign.Signer{recordKey(id): s.mac, ownerKey(ed): ownerSigner} {
+		tenantSigner, _ := sign.NewSigner("approval-tenant", testKeys...)
+		// acme's index genuinely names the record; globex's is the payload.
+		if err := s.tenants.Admit(ctx, tenantKey("acme"), id, time.Now().Add(time.Minute).UnixMilli(), nil); err != nil {
+			t.Fatal(err)
+		}
+		for key, signer := range map[string]*sign.Signer{recordKey(id): s.mac, ownerKey(ed): ownerSigner, tenantKey("globex"): tenantSigner} {
 			raw := payload
 			if signed {
 				raw = signer.Sign(key, payload)
@@ -92,6 +99,18 @@ func FuzzStored(f *testing.F) {
 		if a, err := s.Get(ctx, id); err == nil {
 			if !a.State.valid() || a.Asker.Subject == "" || (a.State == Approved || a.State == Used) && a.DecidedBy.Subject == "" {
 				t.Fatalf("accepted %q as %+v", payload, a)
+			}
+		}
+		// The inboxes show only what the record and the policy allow.
+		for _, who := range []Identity{{Subject: "ada", Tenant: "acme"}, {Subject: "eve", Tenant: "globex"}, ed} {
+			list, _, err := s.Inbox(ctx, who, 0)
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, a := range list {
+				if a.State != Pending || a.Asker.Tenant != who.Tenant || s.Check(ctx, a, who) != nil || !a.Expires.After(time.Now()) {
+					t.Fatalf("the inbox of %+v over %q shows %+v", who, payload, a)
+				}
 			}
 		}
 		s.Decide(ctx, id, Identity{Subject: "ada", Tenant: "acme"}, true)

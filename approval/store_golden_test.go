@@ -100,6 +100,17 @@ func goldenRecords(t *testing.T, s *Store) map[State]*stored {
 	}
 }
 
+// goldenHints are the hints of a tool that says it is not destructive,
+// idempotent and reaches nothing outside.
+var goldenHints = &Annotations{Destructive: new(false), Idempotent: true, OpenWorld: new(false)}
+
+// goldenAnnotated is the golden pending approval of a tool with hints.
+func goldenAnnotated(t *testing.T, s *Store) *stored {
+	r := *goldenRecords(t, s)[Pending]
+	r.Ann = goldenHints
+	return &r
+}
+
 type goldenCase struct {
 	name  string
 	build func(t *testing.T, s *Store, sh *goldenShared) []byte
@@ -129,6 +140,24 @@ func TestGolden(t *testing.T) {
 			},
 		})
 	}
+	// A record of a tool that gives hints: the member "ann", absent from
+	// the records above (a tool without hints keeps their bytes).
+	cases = append(cases, goldenCase{
+		name: "record-pending-annotations.golden",
+		build: func(t *testing.T, s *Store, _ *goldenShared) []byte {
+			return s.records.Encode(recordKey(goldenID), goldenAnnotated(t, s))
+		},
+		check: func(t *testing.T, s *Store, b []byte) {
+			s.cfg.Store.PutIfAbsent(ctx, recordKey(goldenID), b, time.Hour)
+			a, err := s.Get(ctx, goldenID)
+			if err != nil {
+				t.Fatalf("Get: %v", err)
+			}
+			if want := s.approval(goldenID, goldenAnnotated(t, s)); !reflect.DeepEqual(a, want) || !sameAnnotations(a.Annotations, goldenHints) {
+				t.Errorf("read\n%+v\nwant\n%+v", a, want)
+			}
+		},
+	})
 	binding := func(t *testing.T, s *Store) string {
 		_, digest, err := s.check(&goldenRequest)
 		if err != nil {
@@ -185,6 +214,54 @@ func TestGolden(t *testing.T) {
 				exp := goldenRecords(t, s)[Pending].Expires
 				if err != nil || len(live) != 2 || live[0].ID != goldenID || live[1].ID != goldenID2 || live[0].Until != exp {
 					t.Errorf("Live: %+v, %v", live, err)
+				}
+			},
+		},
+	)
+	cases = append(cases,
+		goldenCase{
+			// approval-tenant/<digest>: the pending approvals of a
+			// tenant's callers, which the inbox reads.
+			name: "tenant-index.golden",
+			build: func(t *testing.T, s *Store, _ *goldenShared) []byte {
+				exp := goldenRecords(t, s)[Pending].Expires
+				for _, id := range []string{goldenID, goldenID2} {
+					if err := s.admit(ctx, goldenAsker, id, exp); err != nil {
+						t.Fatal(err)
+					}
+				}
+				b, err := s.cfg.Store.Load(ctx, tenantKey(goldenAsker.Tenant))
+				if err != nil {
+					t.Fatal(err)
+				}
+				return b
+			},
+			check: func(t *testing.T, s *Store, b []byte) {
+				s.cfg.Store.PutIfAbsent(ctx, tenantKey(goldenAsker.Tenant), b, time.Hour)
+				live, err := s.tenants.Live(ctx, tenantKey(goldenAsker.Tenant))
+				exp := goldenRecords(t, s)[Pending].Expires
+				if err != nil || len(live) != 2 || live[0].ID != goldenID || live[1].ID != goldenID2 || live[0].Until != exp {
+					t.Errorf("Live: %+v, %v", live, err)
+				}
+				// The inbox of the golden approver shows the approval it names.
+				s.cfg.Store.PutIfAbsent(ctx, recordKey(goldenID), s.records.Encode(recordKey(goldenID), goldenRecords(t, s)[Pending]), time.Hour)
+				s.cfg.Rules = map[string]RuleFunc{"same-team": func(context.Context, *Approval, Identity) error { return nil }}
+				list, _, err := s.Inbox(ctx, goldenAdmin, 0)
+				if err != nil || len(list) != 1 || list[0].ID != goldenID {
+					t.Errorf("Inbox: %+v, %v", list, err)
+				}
+			},
+		},
+		goldenCase{
+			// The key and purpose of the tenant index (keys.golden holds
+			// those of the kinds before it).
+			name: "tenant-keys.golden",
+			build: func(t *testing.T, s *Store, _ *goldenShared) []byte {
+				return fmt.Appendf(nil, "tenant index = %s\npurpose = approval-tenant\n", tenantKey(goldenAsker.Tenant))
+			},
+			check: func(t *testing.T, s *Store, b []byte) {
+				if !strings.Contains(string(b), "tenant index = approval-tenant/") {
+					t.Errorf("keys %q", b)
 				}
 			},
 		},

@@ -3,6 +3,7 @@ package page
 import (
 	"context"
 	"errors"
+	"fmt"
 	"html/template"
 	"maps"
 	"net/http"
@@ -92,21 +93,34 @@ func TestVisible(t *testing.T) {
 	}
 }
 
-// TestLongArguments: a value past the page's bounds is cut inside itself
-// with a visible marker, never silently; every key is shown.
+// TestLongArguments: the approval's page shows every argument in full,
+// canonical and indented, whatever its length (no value is cut there);
+// a row of the inbox cuts them after MaxSummaryBytes with a visible
+// marker counting what is left out, which no value can forge.
 func TestLongArguments(t *testing.T) {
 	e := newEnv(t, envOpt{})
 	long := strings.Repeat("x", 30_000)
-	a := e.ask(`{"a":"` + long + `","b":[` + strings.Repeat("1,", 12_000) + `1],"zz":true}`)
-	v := viewOf(a)
-	if len(v.Arguments) != 3 || v.Arguments[0].Name != "a" || v.Arguments[2].Name != "zz" || v.Arguments[2].Value != "true" {
-		t.Fatalf("arguments %v", v.Arguments[2])
+	a := e.ask(`{"a":"` + long + `","b":[` + strings.Repeat("1,", 12_000) + `1],"zz":true,"m":"\u2026 (cut, 5 bytes more)"}`)
+	v := viewOf(a, time.Now(), "/approvals/")
+	if len(v.Arguments) != 4 || v.Arguments[0].Name != "a" || v.Arguments[3].Name != "zz" || v.Arguments[3].Value != "true" {
+		t.Fatalf("arguments %v", v.Arguments[3])
 	}
 	if v.Arguments[0].Value != `"`+long+`"` {
-		t.Fatal("a 30 000-character string within the bounds was cut")
+		t.Fatal("a 30 000-character string was cut")
 	}
-	if b := v.Arguments[1].Value; !strings.Contains(b, "more items]") || len(b) > 40_000 {
-		t.Fatalf("the long array is not cut with a marker: %d bytes, %q…", len(b), b[:80])
+	if b := v.Arguments[1].Value; strings.Count(b, "\n  1") != 12_001 || strings.Contains(b, "more items") {
+		t.Fatalf("the long array is not shown whole, one item a line: %d bytes, %q…", len(b), b[:80])
+	}
+	if !strings.Contains(v.Pretty, long) || strings.Count(v.Pretty, "\n    1") != 12_001 || !strings.Contains(v.Pretty, `"m": "\u2026 (cut, 5 bytes more)"`) {
+		t.Fatal("the whole arguments are not shown in full")
+	}
+	s := cut(v.Pretty, MaxSummaryBytes)
+	head, tail, ok := strings.Cut(s, "… (cut, ")
+	if !ok || len(head) > MaxSummaryBytes || !strings.HasPrefix(v.Pretty, head) || tail != fmt.Sprintf("%d bytes more)", len(v.Pretty)-len(head)) {
+		t.Fatalf("the summary: %q", s)
+	}
+	if short := `{"id": "n1"}`; cut(short, MaxSummaryBytes) != short {
+		t.Fatal("a short summary was cut")
 	}
 }
 

@@ -1,9 +1,25 @@
 // Package page serves the approval page: an [http.Handler] the host mounts
 // (e.g. at /approvals/), where a person signs in with OpenID Connect and
-// approves or declines one call kept in an [approval.Store].
+// approves or declines one call kept in an [approval.Store], and their
+// inbox: every call waiting for them.
 //
 // # Flow
 //
+//	GET  <mount>/           the inbox: no inbox session: 303 to the
+//	                        provider as below; with one: the calls waiting
+//	                        for the person (approval.Store.Inbox: those
+//	                        of their tenant whose policy lets them decide,
+//	                        newest first, at most MaxInboxRows, saying
+//	                        when more wait), each with its asker, tool,
+//	                        hints, arguments (cut after MaxSummaryBytes
+//	                        with a visible marker), expiry, time left,
+//	                        a decision form and a link to its page; else
+//	                        "Nothing waits for you"
+//	POST <mount>/           a decision from a row: cross-origin check, an
+//	                        inbox session, its CSRF token, one id, one
+//	                        decision; its outcome is a line on top of the
+//	                        inbox (decided, or decided, expired or
+//	                        withdrawn meanwhile, not allowed, not found)
 //	GET  <mount>/<id>       no session for <id>: 303 to the provider's
 //	                        authorization endpoint (code flow, PKCE S256,
 //	                        state and nonce); with one: the approval and
@@ -14,13 +30,30 @@
 //	                        verifier, verifies the ID token (go-oidc) and
 //	                        its nonce, maps its claims to the approver,
 //	                        sets the session cookie, 303 to <mount>/<id>
+//	                        (or to the inbox)
 //	POST <mount>/<id>       the decision: cross-origin check, session
-//	                        cookie bound to <id>, CSRF token bound to the
-//	                        session and <id>, one decision field
+//	                        cookie bound to <id> (or an inbox session),
+//	                        CSRF token bound to the session and <id>, one
+//	                        decision field
 //
 // The session is a cookie signed with HMAC-SHA256 (keys from
-// [Config.Keys]), bound to one approval and to the approver, lasting
-// [Config.SessionTTL]; nothing about it is kept on the server. The
+// [Config.Keys]), bound to the approver and to one approval — or to the
+// inbox, which decides any approval its person may decide, there or on
+// the approval's page — lasting [Config.SessionTTL]; nothing about it is
+// kept on the server. A session made for one approval decides that one
+// only, and does not open the inbox (that signs in again). A sign-in to
+// one approval uses up its state before the code is redeemed, counted
+// against the approval ([Config.MaxSignInsPerApproval]); one to the
+// inbox, which anyone can start, redeems the code first and counts the
+// used state against the person signed in (the same bound per person),
+// so that only a person the provider signs in makes the store keep a
+// mark. Every page states in plain words what matters: the tool's hints
+// (destructive, open world, read-only, idempotent: the MCP annotations,
+// with their defaults when the tool gives none), the state ("Waiting for
+// a decision", "Approved — the call may run once", …), the time left,
+// computed when the page is made; the approval's own page shows the
+// arguments in full, canonical and indented, never cut. The pages read
+// on a phone (no horizontal scrolling; long values wrap). The
 // cookies are HttpOnly, SameSite=Lax and named with the __Host- prefix
 // (Secure, Path=/, no Domain), unless [Config.InsecureCookies]. The pages
 // are [html/template] templates the host may replace ([Config.Templates]),
@@ -29,7 +62,9 @@
 //
 // Whatever the input — a forged or replayed state or code, a cookie of
 // another approval or another purpose, a replayed or cross-site POST — the
-// answer is an error page and nothing is decided: a decision is only ever
+// answer is an error page (or, for a well-formed decision from the inbox
+// that the policy or the state refuses, a line on top of the inbox) and
+// nothing is decided: a decision is only ever
 // made by [approval.Store.Decide] for the signed-in approver, which checks
 // the approval's policy and state atomically.
 //

@@ -39,6 +39,7 @@ type envOpt struct {
 	ttl    time.Duration
 	tls    bool // serve over HTTPS, with the production cookies
 	mod    func(*Config)
+	amod   func(*approval.Config) // the approval store's
 }
 
 func newEnv(t testing.TB, o envOpt) *env {
@@ -60,8 +61,12 @@ func newEnv(t testing.TB, o envOpt) *env {
 	}
 	t.Cleanup(e.srv.Close)
 	var err error
-	e.approvals, err = approval.New(approval.Config{Store: o.shared, Keys: testKeys, URL: e.srv.URL + "/approvals/",
-		TTL: o.ttl, Roles: []string{"viewer", "editor", "admin"}})
+	acfg := approval.Config{Store: o.shared, Keys: testKeys, URL: e.srv.URL + "/approvals/",
+		TTL: o.ttl, Roles: []string{"viewer", "editor", "admin"}}
+	if o.amod != nil {
+		o.amod(&acfg)
+	}
+	e.approvals, err = approval.New(acfg)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -179,6 +184,13 @@ func (e *env) open(b *browser, who map[string]any, a *approval.Approval) (int, s
 	e.t.Helper()
 	e.idp.SignInAs(who)
 	return b.get(e.srv.URL + "/approvals/" + a.ID)
+}
+
+// openInbox signs in as who and opens the inbox.
+func (e *env) openInbox(b *browser, who map[string]any) (int, string) {
+	e.t.Helper()
+	e.idp.SignInAs(who)
+	return b.get(e.srv.URL + "/approvals/")
 }
 
 var csrfRE = regexp.MustCompile(`name="csrf" value="([^"]+)"`)

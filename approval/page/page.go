@@ -92,7 +92,9 @@ type Config struct {
 	// If zero, DefaultMaxSignInsPerApproval (20); at most 1024.
 	MaxSignInsPerApproval int
 	// Templates replaces the pages: it must define "page", which is
-	// executed with a *View. If nil, the built-in page is used.
+	// executed with a *View, and may define "inbox", executed with an
+	// *InboxView (else the built-in inbox is used). If nil, the built-in
+	// pages are used.
 	Templates *template.Template
 	// HTTPClient is used to reach the provider. If nil,
 	// http.DefaultClient.
@@ -117,7 +119,8 @@ type Handler struct {
 	logins   *ownerindex.Index // the sign-ins of each approval (session.go)
 	cop      *http.CrossOriginProtection
 	tmpl     *template.Template
-	base     string // path of the mount, ending in "/"
+	inboxT   *template.Template // defines "inbox"
+	base     string             // path of the mount, ending in "/"
 	// name is the name of the session cookie (the login cookie's adds
 	// "-login"); cookiePath their path.
 	name, cookiePath string
@@ -150,6 +153,10 @@ func New(ctx context.Context, cfg Config) (*Handler, error) {
 		h.tmpl = defaultTemplates
 	} else if h.tmpl.Lookup("page") == nil {
 		return nil, errors.New(`page: Templates must define "page"`)
+	}
+	h.inboxT = defaultTemplates
+	if h.tmpl.Lookup("inbox") != nil {
+		h.inboxT = h.tmpl
 	}
 	h.setDefaults()
 	h.logins = ownerindex.New(ownerindex.Config{Store: cfg.Store, Signer: logins, Max: h.cfg.MaxSignInsPerApproval,
@@ -201,19 +208,27 @@ func (h *Handler) clientContext(ctx context.Context) context.Context {
 	return oidc.ClientContext(context.WithValue(ctx, oauth2.HTTPClient, h.cfg.HTTPClient), h.cfg.HTTPClient)
 }
 
-// ServeHTTP routes on the last segment of the path: "callback", or an
-// approval id (approval.ValidID); anything else is 404.
+// ServeHTTP serves the inbox at the mount itself (<mount>/, or "/" when
+// the host strips the mount's prefix), and otherwise routes on the last
+// segment of the path: "callback", or an approval id (approval.ValidID);
+// anything else is 404.
 func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	setHeaders(w)
 	seg := r.URL.Path[strings.LastIndexByte(r.URL.Path, '/')+1:]
+	// The inbox is the mount itself: its path, or "/" under StripPrefix.
+	inbox := r.URL.Path == h.base || r.URL.Path == "/"
 	switch {
+	case inbox && (r.Method == http.MethodGet || r.Method == http.MethodHead):
+		h.inbox(w, r)
+	case inbox && r.Method == http.MethodPost:
+		h.decideInbox(w, r)
 	case seg == "callback" && r.Method == http.MethodGet:
 		h.callback(w, r)
 	case approval.ValidID(seg) && (r.Method == http.MethodGet || r.Method == http.MethodHead):
 		h.show(w, r, seg)
 	case approval.ValidID(seg) && r.Method == http.MethodPost:
 		h.decide(w, r, seg)
-	case seg == "callback" || approval.ValidID(seg):
+	case inbox || seg == "callback" || approval.ValidID(seg):
 		w.Header().Set("Allow", "GET, POST")
 		h.fail(w, http.StatusMethodNotAllowed, "Method not allowed", "")
 	default:
@@ -240,13 +255,13 @@ func (h *Handler) show(w http.ResponseWriter, r *http.Request, id string) {
 		return
 	}
 	sess, ok := h.session(r)
-	if !ok || sess.Approval != id {
+	if !ok || !sess.covers(id) {
 		h.login(w, r, id)
 		return
 	}
 	who := sess.identity()
 	refused := h.cfg.Approvals.Check(r.Context(), a, who)
-	v := &View{Approver: who, Approval: shown(a, refused)}
+	v := &View{Approver: who, Approval: h.shown(a, refused)}
 	switch {
 	case a.State == approval.Expired:
 		v.Status = StatusExpired
@@ -269,11 +284,11 @@ func (h *Handler) show(w http.ResponseWriter, r *http.Request, id string) {
 // shown is what of a the page shows to an approver the policy admits
 // (refused nil) or refuses: nothing of the call to a refused one, who may
 // be of another workspace.
-func shown(a *approval.Approval, refused error) *ApprovalView {
+func (h *Handler) shown(a *approval.Approval, refused error) *ApprovalView {
 	if refused != nil {
 		return nil
 	}
-	return viewOf(a)
+	return viewOf(a, time.Now(), h.base)
 }
 
 // storeFailed answers a failed read of an approval.
@@ -303,10 +318,10 @@ func (h *Handler) decide(w http.ResponseWriter, r *http.Request, id string) {
 	case !ok:
 		h.fail(w, http.StatusUnauthorized, "Not signed in", "Your sign-in is missing or expired: open the approval link again. Nothing was decided.")
 		return
-	case sess.Approval != id:
+	case !sess.covers(id):
 		h.fail(w, http.StatusForbidden, "Wrong approval", "Your sign-in is for another approval: open this approval's link again. Nothing was decided.")
 		return
-	case !hmac.Equal([]byte(token), []byte(h.csrfToken(sess))):
+	case !hmacEqual(token, h.csrfToken(sess)):
 		h.fail(w, http.StatusForbidden, "Form expired", "The form does not match your sign-in: open the approval link again. Nothing was decided.")
 		return
 	}
@@ -323,7 +338,7 @@ func (h *Handler) decide(w http.ResponseWriter, r *http.Request, id string) {
 func (h *Handler) result(w http.ResponseWriter, r *http.Request, who approval.Identity, a *approval.Approval, err error) {
 	v := &View{Approver: who}
 	if a != nil {
-		v.Approval = shown(a, h.cfg.Approvals.Check(r.Context(), a, who))
+		v.Approval = h.shown(a, h.cfg.Approvals.Check(r.Context(), a, who))
 	}
 	status := http.StatusOK
 	switch {
@@ -372,12 +387,20 @@ func readForm(w http.ResponseWriter, r *http.Request) (approve bool, token, msg 
 }
 
 // csrfToken is the form token of sess: an HMAC of the session's random
-// part and its approval, so a token is valid for one session and one
-// approval only.
+// part and its approval (or "inbox", which is no approval id), so a token
+// is valid for one session only, and a session's of one approval for
+// that approval only.
 func (h *Handler) csrfToken(sess *sessionCookie) string {
-	sum := sha256.Sum256(h.csrf.Sign(sess.Approval, []byte(sess.Nonce)))
+	scope := sess.Approval
+	if sess.Inbox {
+		scope = "inbox"
+	}
+	sum := sha256.Sum256(h.csrf.Sign(scope, []byte(sess.Nonce)))
 	return fmt.Sprintf("%x", sum[:16])
 }
+
+// hmacEqual compares two tokens in constant time.
+func hmacEqual(a, b string) bool { return hmac.Equal([]byte(a), []byte(b)) }
 
 // reasonOf is the text of a refusal, for the page.
 func reasonOf(err error) string {

@@ -101,7 +101,7 @@ func TestChromium(t *testing.T) {
 		}
 		// Single use: the link shows "already decided", without buttons.
 		status, text = visit(t, ctx, a.URL)
-		if !strings.Contains(status, "already decided") || !strings.Contains(text, "It was approved") || hasButtons(t, ctx) {
+		if !strings.Contains(status, "already decided") || !strings.Contains(text, "Approved — the call may run once") || hasButtons(t, ctx) {
 			t.Fatalf("revisit: %q\n%s", status, text)
 		}
 		// The call runs once.

@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/mcphandler/mcphandler/approval"
 	"github.com/mcphandler/mcphandler/internal/golden"
 	"github.com/mcphandler/mcphandler/session"
 )
@@ -44,6 +45,20 @@ func goldenSession() sessionCookie {
 func goldenLogin() loginCookie {
 	return loginCookie{Approval: goldenID, State: goldenState, Nonce: "GoldenLoginNonceRandom",
 		Verifier: "golden-pkce-verifier-0123456789abcdefghijklmnopq", Exp: goldenUntil.Unix()}
+}
+
+// goldenInboxSession and goldenInboxLogin are the inbox's: no approval,
+// the member "i".
+func goldenInboxSession() sessionCookie {
+	sc := goldenSession()
+	sc.Approval, sc.Inbox = "", true
+	return sc
+}
+
+func goldenInboxLogin() loginCookie {
+	lc := goldenLogin()
+	lc.Approval, lc.Inbox = "", true
+	return lc
 }
 
 func goldenMark() string {
@@ -89,7 +104,7 @@ func TestGolden(t *testing.T) {
 		{
 			name: "login-mark.golden",
 			build: func(t *testing.T, h *Handler, st *session.Memory) []byte {
-				if !h.useState(httptest.NewRecorder(), ctx, goldenID, goldenState) {
+				if !h.useState(httptest.NewRecorder(), ctx, "approval-logins/"+goldenID, goldenState) {
 					t.Fatal("useState refused a fresh sign-in")
 				}
 				b, err := st.Load(ctx, "approval-login/"+goldenMark())
@@ -100,7 +115,7 @@ func TestGolden(t *testing.T) {
 			},
 			check: func(t *testing.T, h *Handler, st *session.Memory, b []byte) {
 				st.PutIfAbsent(ctx, "approval-login/"+goldenMark(), b, time.Hour)
-				if h.useState(httptest.NewRecorder(), ctx, goldenID, goldenState) {
+				if h.useState(httptest.NewRecorder(), ctx, "approval-logins/"+goldenID, goldenState) {
 					t.Error("a used sign-in is used again")
 				}
 			},
@@ -141,6 +156,59 @@ func TestGolden(t *testing.T) {
 				sc := goldenSession()
 				if h.csrfToken(&sc) != string(b) {
 					t.Errorf("the form token %q is not the session's", b)
+				}
+			},
+		},
+		{
+			name: "inbox-session-cookie.golden",
+			build: func(t *testing.T, h *Handler, _ *session.Memory) []byte {
+				sc := goldenInboxSession()
+				return []byte(h.encodeCookie(h.name, &sc))
+			},
+			check: func(t *testing.T, h *Handler, _ *session.Memory, b []byte) {
+				var sc sessionCookie
+				if !h.openCookie(h.name, string(b), &sc) || sc != goldenInboxSession() || !sc.valid() || !sc.covers(goldenID) {
+					t.Errorf("cookie %+v", sc)
+				}
+			},
+		},
+		{
+			name: "inbox-login-cookie.golden",
+			build: func(t *testing.T, h *Handler, _ *session.Memory) []byte {
+				lc := goldenInboxLogin()
+				return []byte(h.encodeCookie(h.name+"-login", &lc))
+			},
+			check: func(t *testing.T, h *Handler, _ *session.Memory, b []byte) {
+				var lc loginCookie
+				if !h.openCookie(h.name+"-login", string(b), &lc) || lc != goldenInboxLogin() || !lc.valid() {
+					t.Errorf("cookie %+v", lc)
+				}
+			},
+		},
+		{
+			name: "inbox-csrf.golden",
+			build: func(t *testing.T, h *Handler, _ *session.Memory) []byte {
+				sc := goldenInboxSession()
+				return []byte(h.csrfToken(&sc))
+			},
+			check: func(t *testing.T, h *Handler, _ *session.Memory, b []byte) {
+				sc, one := goldenInboxSession(), goldenSession()
+				if h.csrfToken(&sc) != string(b) || h.csrfToken(&one) == string(b) {
+					t.Errorf("the form token %q is not the inbox session's alone", b)
+				}
+			},
+		},
+		{
+			// The index of a person's inbox sign-ins (keys.golden holds
+			// the keys before the inbox).
+			name: "inbox-keys.golden",
+			build: func(t *testing.T, h *Handler, _ *session.Memory) []byte {
+				return []byte("inbox sign-ins of a person = " + inboxLoginsKey(approval.Identity{Subject: "ada", Tenant: "acme"}) + "\n")
+			},
+			check: func(t *testing.T, h *Handler, st *session.Memory, b []byte) {
+				key := inboxLoginsKey(approval.Identity{Subject: "ada", Tenant: "acme"})
+				if string(b) != "inbox sign-ins of a person = "+key+"\n" || !h.useState(httptest.NewRecorder(), ctx, key, goldenState) {
+					t.Errorf("keys %q", b)
 				}
 			},
 		},

@@ -6,6 +6,7 @@ import (
 	"crypto/rand"
 	"crypto/sha256"
 	"encoding/base64"
+	"encoding/binary"
 	"encoding/hex"
 	"encoding/json"
 	"errors"
@@ -19,9 +20,15 @@ import (
 	"github.com/mcphandler/mcphandler/internal/ownerindex"
 )
 
-// sessionCookie is the signed-in approver for one approval.
+// sessionCookie is the signed-in approver, for one approval (Approval) or
+// for the inbox (Inbox, Approval empty): an inbox session decides any
+// approval its person may decide, a session of one approval that one
+// only. The member "i" is absent from a session of one approval, which
+// keeps the bytes of earlier releases; an earlier release reads an inbox
+// session as no session (its Approval is not an id).
 type sessionCookie struct {
 	Approval string `json:"a"`
+	Inbox    bool   `json:"i,omitempty"`
 	Subject  string `json:"s"`
 	Tenant   string `json:"t,omitempty"`
 	Role     string `json:"r,omitempty"`
@@ -29,18 +36,38 @@ type sessionCookie struct {
 	Exp      int64  `json:"e"` // unix s
 }
 
+// valid reports whether s is for exactly one thing: one approval, or
+// the inbox.
+func (s *sessionCookie) valid() bool {
+	return s.Subject != "" && (s.Inbox && s.Approval == "" || !s.Inbox && approval.ValidID(s.Approval))
+}
+
+// covers reports whether s may decide approval id: an inbox session any,
+// another only its own.
+func (s *sessionCookie) covers(id string) bool { return s.Inbox || s.Approval == id }
+
 func (s *sessionCookie) identity() approval.Identity {
 	return approval.Identity{Subject: s.Subject, Tenant: s.Tenant, Role: s.Role}
 }
 
-// loginCookie is a sign-in in progress in this browser.
+// loginCookie is a sign-in in progress in this browser, to one approval
+// or (Inbox) to the inbox; "i" is absent from the first, as in earlier
+// releases.
 type loginCookie struct {
 	Approval string `json:"a"`
+	Inbox    bool   `json:"i,omitempty"`
 	State    string `json:"s"`
 	Nonce    string `json:"n"`
 	Verifier string `json:"v"`
 	Exp      int64  `json:"e"` // unix s
 }
+
+func (l *loginCookie) valid() bool {
+	return l.Inbox && l.Approval == "" || !l.Inbox && approval.ValidID(l.Approval)
+}
+
+// target is where the sign-in returns: the approval's page, or the inbox.
+func (h *Handler) target(approvalID string) string { return h.base + approvalID }
 
 // encodeCookie signs v for the cookie name.
 func (h *Handler) encodeCookie(name string, v any) string {
@@ -85,7 +112,7 @@ func (h *Handler) setCookie(w http.ResponseWriter, name, value string, ttl time.
 // session returns the signed-in approver of r, if any.
 func (h *Handler) session(r *http.Request) (*sessionCookie, bool) {
 	var s sessionCookie
-	if !h.decodeCookie(r, h.name, &s, func() int64 { return s.Exp }) || !approval.ValidID(s.Approval) || s.Subject == "" {
+	if !h.decodeCookie(r, h.name, &s, func() int64 { return s.Exp }) || !s.valid() {
 		return nil, false
 	}
 	return &s, true
@@ -97,10 +124,11 @@ func randText() string {
 	return base64.RawURLEncoding.EncodeToString(b[:])
 }
 
-// login starts a sign-in for approval id: it sets the login cookie (state,
-// nonce, PKCE verifier) and redirects to the provider.
+// login starts a sign-in for approval id, or for the inbox (id ""): it
+// sets the login cookie (state, nonce, PKCE verifier) and redirects to the
+// provider.
 func (h *Handler) login(w http.ResponseWriter, r *http.Request, id string) {
-	lc := loginCookie{Approval: id, State: randText(), Nonce: randText(), Verifier: oauth2.GenerateVerifier(),
+	lc := loginCookie{Approval: id, Inbox: id == "", State: randText(), Nonce: randText(), Verifier: oauth2.GenerateVerifier(),
 		Exp: time.Now().Add(h.cfg.LoginTTL).Unix()}
 	h.setCookie(w, h.name+"-login", h.encodeCookie(h.name+"-login", &lc), h.cfg.LoginTTL)
 	u := h.oauth.AuthCodeURL(lc.State, oauth2.S256ChallengeOption(lc.Verifier), oauth2.SetAuthURLParam("nonce", lc.Nonce))
@@ -108,8 +136,15 @@ func (h *Handler) login(w http.ResponseWriter, r *http.Request, id string) {
 }
 
 // callback answers the provider's redirect. Every check comes before the
-// session cookie is set, and the state is used up before the code is
-// redeemed, so a replayed callback fails whatever its code.
+// session cookie is set. For a sign-in to one approval the state is used
+// up before the code is redeemed, so a replayed callback fails whatever
+// its code; the mark counts against the approval. A sign-in to the inbox
+// has no approval to count against, and anyone can start one: its code is
+// redeemed and the ID token verified first, and the state then used up,
+// counted against the person signed in (useInboxState), so that only
+// someone the provider signs in makes marks. Its replayed callback fails
+// too (the state is used), after a second redemption that the provider
+// refuses for a used code.
 func (h *Handler) callback(w http.ResponseWriter, r *http.Request) {
 	q := r.URL.Query()
 	if e := q.Get("error"); e != "" {
@@ -123,40 +158,57 @@ func (h *Handler) callback(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	var lc loginCookie
-	if !h.decodeCookie(r, h.name+"-login", &lc, func() int64 { return lc.Exp }) || !approval.ValidID(lc.Approval) ||
+	if !h.decodeCookie(r, h.name+"-login", &lc, func() int64 { return lc.Exp }) || !lc.valid() ||
 		!hmac.Equal([]byte(lc.State), []byte(state)) {
 		h.fail(w, http.StatusBadRequest, "Sign-in not recognised", "This sign-in was not started in this browser, or it took too long: open the approval link again. Nothing was decided.")
 		return
 	}
-	if !h.useState(w, r.Context(), lc.Approval, state) {
+	if !lc.Inbox && !h.useState(w, r.Context(), "approval-logins/"+lc.Approval, state) {
 		return
 	}
 	who, err := h.redeem(r.Context(), code, &lc)
 	if err != nil {
 		h.cfg.Logger.Info("page: sign-in failed", "err", err)
-		h.fail(w, http.StatusBadRequest, "Sign-in failed", "The sign-in could not be verified: open the approval link again. Nothing was decided.")
+		h.fail(w, http.StatusBadRequest, "Sign-in failed", "The sign-in could not be verified: open the link again. Nothing was decided.")
 		return
 	}
-	sc := sessionCookie{Approval: lc.Approval, Subject: who.Subject, Tenant: who.Tenant, Role: who.Role,
+	if lc.Inbox && !h.useState(w, r.Context(), inboxLoginsKey(who), state) {
+		return
+	}
+	sc := sessionCookie{Approval: lc.Approval, Inbox: lc.Inbox, Subject: who.Subject, Tenant: who.Tenant, Role: who.Role,
 		Nonce: randText(), Exp: time.Now().Add(h.cfg.SessionTTL).Unix()}
 	h.setCookie(w, h.name+"-login", "", -time.Second)
 	h.setCookie(w, h.name, h.encodeCookie(h.name, &sc), h.cfg.SessionTTL)
-	http.Redirect(w, r, h.base+lc.Approval, http.StatusSeeOther)
+	http.Redirect(w, r, h.target(lc.Approval), http.StatusSeeOther)
 }
 
-// useState marks state, of a sign-in to approval id, used, once for every
-// replica; false (with the page written) if it was used before, the
-// approval had Config.MaxSignInsPerApproval sign-ins within LoginTTL, or
-// the store failed. Each mark first counts against its approval, in the
-// index approval-logins/<id> (signed, purpose "approval-page-logins",
-// package internal/ownerindex) for LoginTTL, as long as the mark lives:
-// a mark costs two requests and the approval's URL, not a sign-in.
-func (h *Handler) useState(w http.ResponseWriter, ctx context.Context, id, state string) bool {
+// inboxLoginsKey names the index of the inbox sign-ins of who (tenant and
+// subject, length-prefixed and hashed).
+func inboxLoginsKey(who approval.Identity) string {
+	sum := sha256.New()
+	for _, p := range []string{who.Tenant, who.Subject} {
+		sum.Write(binary.AppendUvarint(nil, uint64(len(p))))
+		sum.Write([]byte(p))
+	}
+	return "approval-inbox-logins/" + hex.EncodeToString(sum.Sum(nil))
+}
+
+// useState marks state, of a sign-in counted in the index under key,
+// used, once for every replica; false (with the page written) if it was
+// used before, the index held Config.MaxSignInsPerApproval sign-ins
+// within LoginTTL, or the store failed. Each mark first counts in its
+// index (signed, purpose "approval-page-logins", package
+// internal/ownerindex) for LoginTTL, as long as the mark lives: the
+// index approval-logins/<id> of the approval signed in to (a mark costs
+// two requests and the approval's URL, not a sign-in), or
+// approval-inbox-logins/<digest> of the person who signed in to the
+// inbox (inboxLoginsKey).
+func (h *Handler) useState(w http.ResponseWriter, ctx context.Context, key, state string) bool {
 	sum := sha256.Sum256([]byte(state))
 	mark := hex.EncodeToString(sum[:])
-	err := h.logins.Admit(ctx, "approval-logins/"+id, mark, time.Now().Add(h.cfg.LoginTTL).UnixMilli(), nil)
+	err := h.logins.Admit(ctx, key, mark, time.Now().Add(h.cfg.LoginTTL).UnixMilli(), nil)
 	if _, full := errors.AsType[*ownerindex.FullError](err); full {
-		h.fail(w, http.StatusTooManyRequests, "Too many sign-ins", "Too many sign-ins to this approval were started in the last "+
+		h.fail(w, http.StatusTooManyRequests, "Too many sign-ins", "Too many sign-ins to this page were started in the last "+
 			h.cfg.LoginTTL.String()+": try again later. Nothing was decided.")
 		return false
 	}
@@ -170,7 +222,7 @@ func (h *Handler) useState(w http.ResponseWriter, ctx context.Context, id, state
 		h.fail(w, http.StatusServiceUnavailable, "Unavailable", "The sign-in cannot be checked right now; try again in a moment.")
 		return false
 	case !ok:
-		h.fail(w, http.StatusBadRequest, "Sign-in already used", "This sign-in response was used before: open the approval link again. Nothing was decided.")
+		h.fail(w, http.StatusBadRequest, "Sign-in already used", "This sign-in response was used before: open the link again. Nothing was decided.")
 		return false
 	}
 	return true
