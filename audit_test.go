@@ -670,3 +670,34 @@ func TestAuditAttack(t *testing.T) {
 		}
 	})
 }
+
+// TestAuditTask: a confirmed call that became a task names it in its
+// record, on 2026-07-28 (RunAsTask in the retry that answered) and on
+// 2025-11-25 (params.task).
+func TestAuditTask(t *testing.T) {
+	ct := &confirmTasks{}
+	cfg := ct.config()
+	events := make(chan mcphandler.CallEvent, 16)
+	cfg.OnCall = func(ev mcphandler.CallEvent) { events <- ev }
+	h := mcphandler.New(cfg)
+	t.Cleanup(func() { h.Close() })
+	url := newServer(t, h).URL
+
+	key, state, _ := taskRound(t, callURL(t, url, "acme-admin", "purge", `"arguments":{}`, capsTasks))
+	modern := taskOf(t, callURL(t, url, "acme-admin", "purge", roundAnswer(`{}`, key, "accept", state), capsTasks))
+	a, _ := theAudit(t, eventsUntilIdle(events, 100*time.Millisecond))
+	if a.TaskID != modern || a.By != "client" || a.Outcome != mcphandler.OutcomeConfirmed {
+		t.Fatalf("2026-07-28: task %s, audit %+v", modern, *a)
+	}
+
+	c := v1Client(t, h, "acme-admin", mcptest.WithElicitationHandler(answer("accept", map[string]any{"confirm": true})))
+	created, err := callJSON(t, c, "tools/call", map[string]any{"name": "purge", "arguments": map[string]any{}, "task": map[string]any{"ttl": 60000}})
+	task, _ := created["task"].(map[string]any)
+	if err != nil || task == nil {
+		t.Fatalf("2025-11-25 task: %v, %v", created, err)
+	}
+	a, _ = theAudit(t, eventsUntilIdle(events, 100*time.Millisecond))
+	if a.TaskID != task["taskId"] || a.TaskID == modern || a.SessionID != c.SessionID() || a.Outcome != mcphandler.OutcomeConfirmed {
+		t.Fatalf("2025-11-25: task %v, audit %+v", task["taskId"], *a)
+	}
+}
