@@ -44,6 +44,7 @@ func (ap *approvals) decide(t *toolRun, d Decision) bool {
 	if ap.cfg.Approvals == nil {
 		ap.logger().Error("mcphandler: BeforeCall decided Approve, but Config.Approvals is nil; not run", "tool", call.Tool.Name)
 		t.ev.Outcome, t.ev.IsError = OutcomeError, true
+		t.ev.Audit.end(OutcomeError)
 		t.rq.sendResult(t.m.ID, ErrorResult("Not run: "+call.Tool.Name+" needs an approval, and this server cannot ask for one."))
 		return false
 	}
@@ -101,12 +102,15 @@ func (ap *approvals) openApproval(t *toolRun, d Decision) (a *approval.Approval,
 			return nil, false, false
 		}
 		ev.ConfirmID = a.ID
+		ev.Audit.approval(a)
 		if a.State != approval.Approved {
 			return a, false, true
 		}
 		_, err = s.Consume(context.WithoutCancel(rq.ctx), a.ID, req.Asker, call.Tool.Name, call.Arguments)
 		if err == nil {
 			ev.Outcome = OutcomeConfirmed
+			ev.Audit.decidedBy(a, false) // approved, as read from the store
+			ev.Audit.end(OutcomeConfirmed)
 			by := a.DecidedBy
 			call.approver = &by
 			return a, true, true
@@ -128,6 +132,7 @@ func (ap *approvals) openApproval(t *toolRun, d Decision) (a *approval.Approval,
 // store failure (503).
 func (ap *approvals) approvalFailed(rq *request, m *jsonrpc.Message, call *ToolCall, err error, ev *CallEvent) {
 	ev.Outcome = OutcomeError
+	defer func() { ev.Audit.end(ev.Outcome) }()
 	switch {
 	case errors.Is(err, approval.ErrTooManyPending), errors.Is(err, approval.ErrTooManyPendingInTenant):
 		ev.Outcome = OutcomeDenied
@@ -158,6 +163,7 @@ func (ap *approvals) approveByRepeat(t *toolRun, d Decision) bool {
 		return run
 	}
 	ev.Outcome, ev.IsError = OutcomeFallback, true
+	ev.Audit = nil // the approval is pending: the repeated call that finds it decided has the record
 	rq.sendResult(m.ID, ErrorResult("Not run: "+call.Tool.Name+" needs an approval. Ask a person who may approve it to open "+
 		a.URL+" and decide before "+a.Expires.UTC().Format(time.RFC3339)+"; once approved, call "+call.Tool.Name+
 		" again with the same arguments: it runs once."))

@@ -172,6 +172,20 @@ func TestAttackApprovalRolledBack(t *testing.T) {
 	if n := rig.f.count("delete_thing"); n != 1 {
 		t.Fatalf("ran %d times, want 1", n)
 	}
+	// One decision was made, on the page: one record says so, and the
+	// calls told to repeat (the approval pending or gone) carry none.
+	ran := 0
+	for _, ev := range eventsUntilIdle(rig.f.events, 100*time.Millisecond) {
+		switch a := ev.Audit; {
+		case a != nil && a.By == "page" && a.Outcome == mcphandler.OutcomeConfirmed && a.ApprovalID == id:
+			ran++
+		case a != nil:
+			t.Errorf("a %s call yielded the audit record %+v", ev.Outcome, *a)
+		}
+	}
+	if ran != 1 {
+		t.Fatalf("%d audit records of the approved run, want 1", ran)
+	}
 }
 
 // TestApprovalCarriesToolHints: the approval of a call carries its tool's

@@ -32,7 +32,7 @@ const approvalPrefix = "mcpha-"
 func (ap *approvals) approvePush(t *toolRun, d Decision, a *approval.Approval) bool {
 	rq, m, call, ev := t.rq, t.m, t.call, &t.ev
 	x := call.Exchange
-	c := &confirmCall{cs: ap.confirms, id: confirmPrefix + rand.Text(), tool: call.Tool.Name, ident: call.Identity, found: call.Tool, x: x}
+	c := &confirmCall{cs: ap.confirms, id: confirmPrefix + rand.Text(), tool: call.Tool.Name, ident: call.Identity, found: call.Tool, x: x, audit: ev.Audit}
 	// The arguments are kept whatever their size: the approval bounds
 	// them (approval.Config.MaxArgumentBytes), and its use checks them.
 	c.rec = confirmRecord{State: statePending, Session: x.sess.ID, Owner: call.Identity.key(), Tool: call.Tool.Name,
@@ -42,16 +42,20 @@ func (ap *approvals) approvePush(t *toolRun, d Decision, a *approval.Approval) b
 	ctx := context.WithoutCancel(rq.ctx)
 	if err := ap.confirms.admitConfirm(ctx, call.Identity, c.id); err != nil {
 		ap.confirms.confirmRefused(rq, m, err, ev)
+		ev.Audit.end(ev.Outcome)
 		return false
 	}
 	if err := c.record(ctx); err != nil {
 		ap.logger().Error("mcphandler: storing an approval's confirm", "err", err)
 		ev.Outcome, ev.IsError = OutcomeError, true
+		ev.Audit.end(OutcomeError)
 		rq.sendResult(m.ID, ErrorResult("Not run: the approval could not be recorded."))
 		return false
 	}
+	c.audit.confirm(c.id)
 	outcome, result, run := c.waitApproval(rq.ctx, a, approvalMessage(call, d))
 	ev.Outcome = outcome
+	ev.Audit.end(outcome)
 	switch {
 	case outcome == outcomeHandedOver:
 		return false
@@ -129,6 +133,7 @@ func (c *confirmCall) awaitDecision(ctx context.Context, a *approval.Approval, q
 			if !ok {
 				hints = nil
 			} else if p, ok := q.open(b); ok && refusedToOpen(p) {
+				c.refused = true // the client's answer, not a cancellation
 				cs.cfg.Approvals.Withdraw(context.WithoutCancel(ctx), a.ID, approvalAsker(c.ident))
 			}
 		case <-done: // cancelled: withdraw; the decided read follows
@@ -170,6 +175,10 @@ func (c *confirmCall) approvalDecided(ctx context.Context, got *approval.Approva
 		return outcomeHandedOver, nil, nil
 	}
 	outcome, result := approvalOutcome(got, c.tool)
+	// What the page showed and who decided there, as the approval store
+	// says (a copy the asker made up when cancelled claims nothing).
+	c.audit.approval(got)
+	c.audit.decidedBy(got, c.refused)
 	if result == nil && c.x != nil && !c.x.st.callerHolds() {
 		// Approved, but the caller's credentials failed meanwhile: the
 		// call does not run on this request, and the approval stays.
@@ -232,11 +241,13 @@ func (ap *approvals) adoptApproval(rq *request, id string, rec confirmRecord, ra
 	}
 	out := ap.adoptRequest(ctx, rq, rec.Stream)
 	x := &Exchange{h: rq.h, st: out.st, sess: rq.sess, version: out.version, caps: rq.sess.Capabilities, logLevel: LogLevel(rq.sess.LogLevel), reqID: rec.ReqID}
-	c := &confirmCall{cs: ap.confirms, id: id, tool: rec.Tool, ident: rq.id, ls: ls, rec: rec, raw: raw, x: x}
 	ev := CallEvent{Tool: rec.Tool, Identity: rq.id, SessionID: rq.sess.ID, ConfirmID: rec.Approval, Arguments: rec.Args}
+	ev.Audit = ap.confirms.recordAudit(rq.id, id, &rec)
+	c := &confirmCall{cs: ap.confirms, id: id, tool: rec.Tool, ident: rq.id, ls: ls, rec: rec, raw: raw, x: x, audit: ev.Audit}
 	start := time.Now()
 	outcome, result, run := c.approvalDecided(out.ctx, got)
 	ev.Outcome = outcome
+	ev.Audit.end(outcome)
 	switch {
 	case outcome == outcomeHandedOver:
 		return
@@ -259,6 +270,7 @@ func (ap *approvals) runAdopted(out *request, c *confirmCall, run *confirmRun, e
 	tool, ok, err := ap.catalog.findTool(out.ctx, c.ident, c.tool)
 	if err != nil || !ok {
 		ev.Outcome = OutcomeRevoked
+		ev.Audit.end(OutcomeRevoked) // approved, but not run
 		out.fail(c.rec.ReqID, errUnknownTool(c.tool))
 		return
 	}
@@ -267,6 +279,7 @@ func (ap *approvals) runAdopted(out *request, c *confirmCall, run *confirmRun, e
 	t := toolRun{rq: out, m: &jsonrpc.Message{ID: c.rec.ReqID, Method: "tools/call"}, call: call, ev: *ev}
 	t.proceed()
 	*ev = t.ev
+	ev.Audit.taskOf(call)
 }
 
 // adoptRequest is a request that writes to the event log of streamID only,

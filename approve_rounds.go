@@ -34,6 +34,7 @@ func (ap *approvals) approveRounds(t *toolRun, d Decision) bool {
 	}
 	rec, raw, ok := ap.confirms.loadRound(rq, m, r.state.Nonce, ev)
 	if !ok {
+		ev.Audit = nil // nothing decided here
 		return false
 	}
 	switch {
@@ -43,10 +44,12 @@ func (ap *approvals) approveRounds(t *toolRun, d Decision) bool {
 	case rec.State == statePending && r.state.Round == 1:
 		return ap.answerApprovalRound(t, rec, raw)
 	case rec.State == stateAwaiting && rec.Round == r.state.Round:
+		ev.Audit = nil // a later round: its decision was recorded when made
 		return ap.confirms.resumeRound(t, rec, raw)
 	default:
 		ap.confirms.replayNonce(rq, m, rec, r.state.Round, ev)
 	}
+	ev.Audit = nil // a replay: nothing decided here
 	return false
 }
 
@@ -63,10 +66,12 @@ func (ap *approvals) openApprovalRound(t *toolRun, d Decision) bool {
 	n := rand.Text()
 	if err := ap.confirms.admitConfirm(rq.ctx, call.Identity, n); err != nil {
 		ap.confirms.confirmRefused(rq, m, err, ev)
+		ev.Audit.end(ev.Outcome)
 		return false
 	}
 	if err := ap.confirms.createNonce(rq.ctx, n, &nonceRecord{State: statePending, Round: 1, Approval: a.ID}); err != nil {
 		ev.Outcome = OutcomeError
+		ev.Audit.end(OutcomeError)
 		rq.storeFailed(m, err)
 		return false
 	}
@@ -74,11 +79,13 @@ func (ap *approvals) openApprovalRound(t *toolRun, d Decision) bool {
 	params, err := x.elicitParams(ElicitRequest{Message: approvalMessage(call, d), URL: a.URL})
 	if err != nil {
 		ev.Outcome = OutcomeError
+		ev.Audit.end(OutcomeError)
 		rq.fail(m.ID, errInternal())
 		return false
 	}
 	x.mr.askConfirm(params)
 	ev.Outcome = OutcomeInputRequired
+	ev.Audit = nil // asked: the retry that ends the decision has the record
 	rq.inputRequired(m.ID, x.mr)
 	return false
 }
@@ -91,8 +98,10 @@ func (ap *approvals) answerApprovalRound(t *toolRun, rec nonceRecord, raw []byte
 	s, n := ap.cfg.Approvals, call.Exchange.mr.state.Nonce
 	ctx := context.WithoutCancel(rq.ctx)
 	ev.ConfirmID = rec.Approval
+	refused := false
 	if a, ok := call.Exchange.mr.confirmAnswer(); ok {
 		if res, err := elicitation.ParseResult(a); err != nil || res.Action != elicitation.Accept {
+			refused = true // the client's answer withdraws the approval
 			s.Withdraw(ctx, rec.Approval, approvalAsker(call.Identity))
 		}
 	}
@@ -103,18 +112,26 @@ func (ap *approvals) answerApprovalRound(t *toolRun, rec nonceRecord, raw []byte
 		// with that failure, and the nonce stays pending for a retry with
 		// valid ones (the approval stays too).
 		ev.Outcome = OutcomeRevoked
+		ev.Audit = nil // still open: a retry ends it
 		return false
 	case rq.ctx.Err() != nil || err == nil && got.State == approval.Pending:
 		// The client went away (or stopped waiting): the nonce stays
 		// pending for its next retry.
 		ev.Outcome, ev.IsError = OutcomeDisconnected, true
+		ev.Audit = nil
 		rq.sendResult(m.ID, ErrorResult("Not run yet: the approval of "+call.Tool.Name+" is pending; retry with the same requestState."))
 		return false
 	case err != nil:
 		ev.Outcome = OutcomeError
+		ev.Audit = nil
 		rq.storeFailed(m, err)
 		return false
 	}
+	// What the page showed and who decided there, as the approval store
+	// says; the record this retry's round runs under.
+	ev.Audit.approval(got)
+	ev.Audit.decidedBy(got, refused)
+	ev.Audit.confirm(n)
 	outcome, result := approvalOutcome(got, call.Tool.Name)
 	if result != nil {
 		ap.closeApprovalRound(rq, m, ev, n, raw, outcome, result)
@@ -129,10 +146,12 @@ func (ap *approvals) closeApprovalRound(rq *request, m *jsonrpc.Message, ev *Cal
 	b, _ := result.appendJSON(nil)
 	next := nonceRecord{State: stateClosed, Round: 1, Outcome: outcome, Result: b}
 	if _, ok, err := ap.confirms.moveNonce(context.WithoutCancel(rq.ctx), n, raw, statePending, &next); !ok {
+		ev.Audit = nil // another retry recorded the decision
 		ap.confirms.nonceRaced(rq, m, n, 1, err, ev)
 		return
 	}
 	ev.Outcome, ev.IsError = outcome, true
+	ev.Audit.end(outcome)
 	rq.sendResult(m.ID, result)
 }
 
@@ -144,6 +163,7 @@ func (ap *approvals) runApprovedRound(t *toolRun, rec nonceRecord, raw []byte, g
 	ctx, n := context.WithoutCancel(rq.ctx), call.Exchange.mr.state.Nonce
 	b, ok, err := ap.confirms.moveNonce(ctx, n, raw, statePending, &nonceRecord{State: stateRunning, Round: 1})
 	if !ok {
+		ev.Audit = nil // another retry recorded the decision
 		ap.confirms.nonceRaced(rq, m, n, 1, err, ev)
 		return false
 	}
@@ -152,11 +172,13 @@ func (ap *approvals) runApprovedRound(t *toolRun, rec nonceRecord, raw []byte, g
 		res, _ := result.appendJSON(nil)
 		ap.confirms.moveNonce(ctx, n, b, stateRunning, &nonceRecord{State: stateDone, Round: 1, Outcome: outcome, Result: res})
 		ev.Outcome, ev.IsError = outcome, true
+		ev.Audit.end(outcome)
 		rq.sendResult(m.ID, result)
 		return false
 	}
 	by := got.DecidedBy
 	call.approver = &by
+	ev.Audit.end(OutcomeConfirmed)
 	return t.grantRound(n, rec, b)
 }
 

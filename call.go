@@ -128,6 +128,7 @@ func (t *toolRun) report() {
 	rq.ic.callEnded(&t.ev) // for Config.Interceptors (intercept.go)
 	if rq.h.cfg.OnCall != nil && t.ev.Outcome != outcomeHandedOver {
 		t.ev.Duration = time.Since(rq.start)
+		t.ev.Audit.taskOf(t.call)
 		emitCall(&rq.h.cfg, t.ev)
 	}
 }
@@ -279,13 +280,24 @@ func (t *toolRun) decide() bool {
 			return false
 		}
 	}
+	decided := h.cfg.BeforeCall != nil // else nothing was decided: no Audit
 	switch d.Kind {
 	case DecisionDeny:
 		ev.Outcome = OutcomeDenied
+		ev.Audit = policyAudit(&h.cfg, auditDeny, call, OutcomeDenied)
 		rq.fail(m.ID, denyError(h.cfg.Logger, d))
 		return false
 	case DecisionConfirm, DecisionApprove:
-		if !t.canonicalize() {
+		kind := auditConfirm
+		if d.Kind == DecisionApprove {
+			kind = auditApprove
+		}
+		ok := t.canonicalize()
+		// The record of the question, filled in as it travels (confirm*.go,
+		// approve*.go), with the digest of what runs: canonical arguments.
+		ev.Audit = newAudit(&h.cfg, kind, call.Identity, call.Tool.Name, call.SessionID, call.Arguments)
+		if !ok {
+			ev.Audit.end(OutcomeError)
 			return false
 		}
 		if d.Kind == DecisionApprove {
@@ -294,8 +306,17 @@ func (t *toolRun) decide() bool {
 		return h.confirms.decide(t, d)
 	case DecisionAllow:
 		ev.Outcome = OutcomeAllowed
+		if decided {
+			ev.Audit = policyAudit(&h.cfg, auditAllow, call, OutcomeAllowed)
+		}
 		if r := call.Exchange.mr; r != nil && r.state.Held && r.state.Nonce != "" {
-			return h.confirms.heldRound(t) // a held call's rounds are single use
+			// A held call's rounds are single use: a round that does not
+			// run ends the policy's decision with why.
+			ok := h.confirms.heldRound(t)
+			if !ok && ev.Audit != nil {
+				ev.Audit.Outcome = ev.Outcome
+			}
+			return ok
 		}
 		return true
 	}
@@ -303,6 +324,7 @@ func (t *toolRun) decide() bool {
 	// the tool: it is refused like a Deny.
 	h.cfg.Logger.Error("mcphandler: BeforeCall returned an unknown Decision.Kind; refused", "tool", call.Tool.Name, "kind", d.Kind)
 	ev.Outcome = OutcomeDenied
+	ev.Audit = policyAudit(&h.cfg, auditDeny, call, OutcomeDenied)
 	rq.fail(m.ID, rpcError(CodeForbidden, "Forbidden"))
 	return false
 }

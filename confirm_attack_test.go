@@ -154,6 +154,7 @@ func TestAttackConfirmForgedAnswer(t *testing.T) {
 			t.Fatalf("a forged reply ran the tool %d times (client told %v)", n, told)
 		}
 		checkConfirmInvariants(t, l, pc, 1, told, "forged reply")
+		noAnswerAudited(t, l, pc, "forged reply")
 
 		// The same with a forged record: the old, unsigned shape of an
 		// answered confirm, written over the pending one.
@@ -176,7 +177,26 @@ func TestAttackConfirmForgedAnswer(t *testing.T) {
 			t.Fatalf("an answer to a forged record: %v, want 400", err)
 		}
 		checkConfirmInvariants(t, l, pc, 2, told, "forged record")
+		noAnswerAudited(t, l, pc, "forged record")
 	})
+}
+
+// noAnswerAudited fails unless the one Audit record of lab call pc says
+// that nobody answered: no answer was accepted for it.
+func noAnswerAudited(t *testing.T, l *lab, pc *pendingCall, note string) {
+	t.Helper()
+	n := 0
+	for _, ev := range l.eventsFor(pc.confirmID()) {
+		if a := ev.Audit; a != nil {
+			n++
+			if a.By != "" || a.DeciderSubject != "" || a.Outcome == mcphandler.OutcomeConfirmed {
+				t.Errorf("%s: the audit claims a decision nobody made: %+v", note, *a)
+			}
+		}
+	}
+	if n != 1 {
+		t.Errorf("%s: %d audit records, want 1", note, n)
+	}
 }
 
 // Records of unexpected shape — garbage, truncated, the old unsigned
@@ -225,6 +245,7 @@ func TestAttackConfirmGarbageRecords(t *testing.T) {
 					t.Fatalf("ran %d times (client told %v)", n, told)
 				}
 				checkConfirmInvariants(t, l, pc, i, told, name)
+				noAnswerAudited(t, l, pc, name)
 			})
 		}
 		other.disconnect()

@@ -32,15 +32,18 @@ func (cs *confirms) confirmPush(t *toolRun, d Decision) bool {
 	switch {
 	case refused != nil:
 		cs.confirmRefused(rq, m, refused, ev)
+		ev.Audit.end(ev.Outcome)
 		return false
 	case outcome == outcomeHandedOver:
 		return false // the replica that finished the confirm answers
 	case outcome == OutcomeRevoked:
+		ev.Audit.end(outcome)
 		rq.fail(m.ID, errUnknownTool(call.Tool.Name))
 		return false
 	case result != nil || run == nil:
 		// After a disconnect nobody listens: the result goes to the
 		// stream's log only, for a client that resumes.
+		ev.Audit.end(outcome)
 		ev.IsError = result != nil && result.IsError
 		if result == nil {
 			result = ErrorResult("Not run.")
@@ -50,6 +53,7 @@ func (cs *confirms) confirmPush(t *toolRun, d Decision) bool {
 	}
 	// The run holds the confirm's lease while the tool runs, and records
 	// its end once the response went out.
+	ev.Audit.end(OutcomeConfirmed)
 	t.lease = run
 	return true
 }
@@ -94,11 +98,13 @@ func (cs *confirms) confirm(ctx context.Context, call *ToolCall, d Decision, ev 
 		cs.logger().Error("mcphandler: confirm form", "tool", call.Tool.Name, "err", err)
 		return OutcomeError, ErrorResult("Not run: the confirmation could not be asked."), nil, nil
 	}
-	c := &confirmCall{cs: cs, id: id, tool: call.Tool.Name, ident: call.Identity, form: form, expect: expect, found: call.Tool}
+	c := &confirmCall{cs: cs, id: id, tool: call.Tool.Name, ident: call.Identity, form: form, expect: expect, found: call.Tool, audit: ev.Audit}
+	now := time.Now()
 	c.rec = confirmRecord{State: statePending, Session: x.sess.ID, Owner: call.Identity.key(), Tool: call.Tool.Name,
-		Digest: argsDigest(call.Arguments), Deadline: time.Now().Add(cs.cfg.ConfirmTimeout).UnixMilli(),
-		Expect: expect, Task: taskRequest(call)}
+		Digest: argsDigest(call.Arguments), Deadline: now.Add(cs.cfg.ConfirmTimeout).UnixMilli(),
+		Expect: expect, Task: taskRequest(call), Msg: msg, Asked: now.UnixMilli(), ARole: call.Identity.Role}
 	c.rec.keepCall(x, call.Arguments)
+	// The bytes elicitParams sent as the requestedSchema.
 	c.rec.Form, _ = json.Marshal(form)
 	if err := cs.admitConfirm(ctx, call.Identity, id); err != nil {
 		return OutcomeDenied, nil, nil, err
@@ -107,6 +113,7 @@ func (cs *confirms) confirm(ctx context.Context, call *ToolCall, d Decision, ev 
 		cs.logger().Error("mcphandler: storing a confirm", "err", err)
 		return OutcomeError, ErrorResult("Not run: the confirmation could not be recorded."), nil, nil
 	}
+	c.audit.asked(c.rec.Msg, c.rec.Form, c.rec.Asked, c.rec.ARole, id)
 	outcome, result, run := c.wait(ctx, x, params)
 	return outcome, result, run, nil
 }
@@ -149,6 +156,13 @@ type confirmCall struct {
 	// approver is who approved the call, once its approval is decided
 	// approved (approvalDecided): ToolCall.ApprovedBy.
 	approver *approval.Identity
+	// audit is the record of the decision (nil without OnCall): who
+	// answered is set where the answer is acted on (decideAnswer,
+	// approvalDecided), the outcome by whoever reports the call.
+	audit *Audit
+	// refused says the client declined to open an approval's page, which
+	// withdrew it (awaitDecision).
+	refused bool
 }
 
 // confirmRun is a confirmed call about to run: its record is running and
@@ -340,8 +354,12 @@ func (c *confirmCall) decideAnswer(ctx context.Context, rec confirmRecord, raw [
 	} else {
 		outcome, result = refuse, c.notRun(refuse)
 	}
+	// The answer in the signed record decides, whichever way: the caller
+	// sent it (an answer is accepted from its tenant and subject only),
+	// with the role stored with it.
+	c.audit.byClient(Identity{Tenant: c.ident.Tenant, Subject: c.ident.Subject, Role: rec.Role})
 	next := rec
-	next.By = c.ls.Token()
+	next.By, next.Decided = c.ls.Token(), time.Now().UnixMilli()
 	if outcome == OutcomeConfirmed {
 		next.State = stateRunning
 	} else {
@@ -489,10 +507,12 @@ func (cs *confirms) adopt(ctx context.Context, from *request, start time.Time, i
 		ls.Release()
 		return
 	}
-	c := &confirmCall{cs: cs, id: id, tool: rec.Tool, ident: ident, form: form, expect: rec.Expect, ls: ls, rec: rec, raw: raw}
 	ev := CallEvent{Tool: rec.Tool, Identity: ident, SessionID: sess.ID, ConfirmID: id, Arguments: rec.Args}
+	ev.Audit = cs.recordAudit(ident, id, &rec)
+	c := &confirmCall{cs: cs, id: id, tool: rec.Tool, ident: ident, form: form, expect: rec.Expect, ls: ls, rec: rec, raw: raw, audit: ev.Audit}
 	outcome, result, run := c.follow(rq.ctx, rec, raw, nil, "")
 	ev.Outcome = outcome
+	ev.Audit.end(outcome)
 	switch {
 	case outcome == outcomeHandedOver:
 		return
@@ -504,6 +524,7 @@ func (cs *confirms) adopt(ctx context.Context, from *request, start time.Time, i
 		t := toolRun{rq: rq, m: &jsonrpc.Message{ID: rec.ReqID, Method: "tools/call"}, call: call, ev: ev, lease: run}
 		t.proceed()
 		ev = t.ev
+		ev.Audit.taskOf(call)
 	case result != nil:
 		ev.IsError = result.IsError
 		rq.sendResult(rec.ReqID, result)
@@ -593,10 +614,65 @@ func (cs *confirms) watchConfirm(rq *request, streamID string) {
 	if msg == nil {
 		return
 	}
+	ev.Audit = cs.recordAudit(rq.id, id, &rec)
+	if rec.State == stateRunning {
+		// It ran (or began to): the decision the record says was made.
+		cs.ranUnder(ctx, ev.Audit, &rec)
+	}
+	ev.Audit.end(ev.Outcome)
 	out := &request{h: rq.h, r: rq.r, st: cs.logOnly(sid, streamID), era: eraSessions}
 	out.sendResult(rec.ReqID, msg)
 	if cs.cfg.OnCall != nil {
 		emitCall(cs.cfg, ev)
+	}
+}
+
+// recordAudit starts the Audit of the decision record rec (confirm id)
+// waits for, on a replica that ends it for an asker that is gone, from
+// the identity ident of the request that led here (the record's owner:
+// an answer or a resume comes from its tenant and subject only): the
+// question as the record holds it, the digest of the arguments that run.
+func (cs *confirms) recordAudit(ident Identity, id string, rec *confirmRecord) *Audit {
+	kind := auditConfirm
+	if rec.Approval != "" {
+		kind = auditApprove
+	}
+	a := newAudit(cs.cfg, kind, ident, rec.Tool, rec.Session, rec.Args)
+	if a == nil {
+		return nil
+	}
+	if len(rec.Args) == 0 {
+		a.ArgsDigest = rec.Digest
+	}
+	if rec.Approval != "" {
+		a.ConfirmID, a.ApprovalID = id, rec.Approval
+		return a
+	}
+	a.asked(rec.Msg, rec.Form, rec.Asked, rec.ARole, id)
+	return a
+}
+
+// ranUnder records in a who decided the call of running record rec,
+// which left pending only by a decision to run: the client's answer
+// stored in it, or its approval's page (read again; claimed only as the
+// approval store says).
+func (cs *confirms) ranUnder(ctx context.Context, a *Audit, rec *confirmRecord) {
+	if a == nil {
+		return
+	}
+	if rec.Approval == "" {
+		a.byClient(Identity{Tenant: a.Tenant, Subject: a.Subject, Role: rec.Role})
+		if rec.Decided > 0 {
+			a.Decided = time.UnixMilli(rec.Decided).UTC()
+		}
+		return
+	}
+	if cs.cfg.Approvals == nil {
+		return
+	}
+	if got, err := cs.cfg.Approvals.Get(ctx, rec.Approval); err == nil {
+		a.approval(got)
+		a.decidedBy(got, false)
 	}
 }
 

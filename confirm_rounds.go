@@ -5,6 +5,7 @@ import (
 	"crypto/rand"
 	"encoding/json"
 	"errors"
+	"time"
 
 	"github.com/mcphandler/mcphandler/elicitation"
 	"github.com/mcphandler/mcphandler/internal/jsonrpc"
@@ -37,6 +38,7 @@ func (cs *confirms) confirmRounds(t *toolRun, d Decision) bool {
 	if !x.caps.Has(session.CapElicitationForm) {
 		r := fallbackResult(call, d)
 		ev.Outcome, ev.IsError = OutcomeFallback, r.IsError
+		ev.Audit.end(OutcomeFallback)
 		rq.sendResult(m.ID, r)
 		return false
 	}
@@ -44,6 +46,7 @@ func (cs *confirms) confirmRounds(t *toolRun, d Decision) bool {
 	q, err := newConfirmAsk(call, d)
 	if err != nil {
 		ev.Outcome, ev.IsError = OutcomeError, true
+		ev.Audit.end(OutcomeError)
 		rq.sendResult(m.ID, errTooLongToConfirm(call))
 		return false
 	}
@@ -53,14 +56,17 @@ func (cs *confirms) confirmRounds(t *toolRun, d Decision) bool {
 	}
 	rec, raw, ok := cs.loadRound(rq, m, r.state.Nonce, ev)
 	if !ok {
+		ev.Audit = nil // nothing decided here
 		return false
 	}
 	switch {
 	case rec.State == statePending && r.state.Round == 1:
 		return cs.answerConfirmRound(t, q, rec, raw)
 	case rec.State == stateAwaiting && rec.Round == r.state.Round:
+		ev.Audit = nil // a later round: its decision was recorded when made
 		return cs.resumeRound(t, rec, raw)
 	}
+	ev.Audit = nil // a replay: nothing decided here
 	cs.replayNonce(rq, m, rec, r.state.Round, ev)
 	return false
 }
@@ -146,10 +152,17 @@ func (cs *confirms) openConfirmRound(rq *request, m *jsonrpc.Message, x *Exchang
 	ev.ConfirmID = n
 	if err := cs.admitConfirm(rq.ctx, rq.id, n); err != nil {
 		cs.confirmRefused(rq, m, err, ev)
+		ev.Audit.end(ev.Outcome)
 		return
 	}
-	if err := cs.createNonce(rq.ctx, n, &nonceRecord{State: statePending, Round: 1}); err != nil {
+	// The record keeps what this round asks, for the Audit of the retry
+	// that decides: the message, and the bytes elicitParams sends as the
+	// requestedSchema.
+	form, _ := json.Marshal(q.form)
+	rec := nonceRecord{State: statePending, Round: 1, Msg: q.msg, Form: form, Asked: time.Now().UnixMilli(), ARole: rq.id.Role}
+	if err := cs.createNonce(rq.ctx, n, &rec); err != nil {
 		ev.Outcome = OutcomeError
+		ev.Audit.end(OutcomeError)
 		rq.storeFailed(m, err)
 		return
 	}
@@ -208,6 +221,7 @@ func (cs *confirms) answerConfirmRound(t *toolRun, q confirmAsk, rec nonceRecord
 	}
 	if err != nil || !validInput("elicitation/create", a) {
 		ev.Outcome = OutcomeError
+		ev.Audit = nil // nothing decided: the confirm stays pending
 		rq.fail(m.ID, invalidParams("Invalid params: the confirm answer does not match its form"))
 		return false
 	}
@@ -219,13 +233,23 @@ func (cs *confirms) answerConfirmRound(t *toolRun, q confirmAsk, rec nonceRecord
 		next = nonceRecord{State: stateClosed, Round: 1, Outcome: outcome, Result: b}
 	}
 	b, ok, err := cs.moveNonce(rq.ctx, n, raw, statePending, &next)
+	if ok {
+		// This retry's answer decided: the question as round 1 asked it
+		// (the pending record's), answered by the caller the sealed
+		// requestState is bound to.
+		ev.Audit.asked(rec.Msg, rec.Form, rec.Asked, rec.ARole, n)
+		ev.Audit.byClient(rq.id)
+	}
 	switch {
 	case !ok:
+		ev.Audit = nil // another retry decided, and has the record
 		cs.nonceRaced(rq, m, n, r.state.Round, err, ev)
 	case result != nil:
 		ev.Outcome, ev.IsError = outcome, true
+		ev.Audit.end(outcome)
 		rq.sendResult(m.ID, result)
 	default:
+		ev.Audit.end(OutcomeConfirmed)
 		return t.grantRound(n, rec, b)
 	}
 	return false
@@ -236,12 +260,14 @@ func (cs *confirms) askConfirmRounds(rq *request, m *jsonrpc.Message, x *Exchang
 	params, err := x.elicitParams(ElicitRequest{Message: msg, Schema: form})
 	if err != nil {
 		ev.Outcome = OutcomeError
+		ev.Audit.end(OutcomeError)
 		rq.fail(m.ID, errInternal())
 		return
 	}
 	x.mr.askConfirm(params)
 	step(rq.ctx, StepConfirmAsked, ev.ConfirmID) // for Config.Interceptors (intercept.go)
 	ev.Outcome = OutcomeInputRequired
+	ev.Audit = nil // asked: the retry that answers has the record
 	rq.inputRequired(m.ID, x.mr)
 }
 

@@ -138,6 +138,20 @@ type confirmRecord struct {
 	// one task this request asked for.
 	Task *confirmTask `json:"task,omitempty"`
 
+	// What the question showed, for the Audit of whichever replica ends
+	// the confirm: the message sent (Form is the schema sent), when it
+	// was asked (unix ms), and the asker's role then. A record of an
+	// earlier release holds none (its Audit then says "" and the
+	// deadline's time), and a wait for an approval none (the approval
+	// holds what its page shows).
+	Msg   string `json:"msg,omitempty"`
+	Asked int64  `json:"ak,omitempty"`
+	ARole string `json:"arole,omitempty"`
+	// Decided is when its answer was acted on (unix ms): set by the
+	// transition out of answered, for the Audit of a replica that finds
+	// the run's lease lapsed.
+	Decided int64 `json:"dk,omitempty"`
+
 	// Rev and End make a rolled-back record detectable (see recordLife).
 	recordLife
 }
@@ -256,6 +270,9 @@ func (r *confirmRecord) Valid() bool {
 	if r.State == stateAnswered && !r.Failed && !isObject(r.Answer) {
 		return false
 	}
+	if r.Asked < 0 || r.Decided < 0 {
+		return false
+	}
 	if t := r.Task; t != nil {
 		owner := Identity{Tenant: t.Tenant, Subject: t.Subject}
 		return t.TTL >= 0 && t.TTL <= 1<<53 && owner.key() == r.Owner
@@ -316,13 +333,22 @@ type nonceRecord struct {
 	// of the CreateTaskResult it was answered with.
 	Task bool `json:"tk,omitempty"`
 
+	// What round 1 of a confirm asked, kept while pending for the Audit
+	// of the retry that decides it (on any replica): the message and the
+	// requested schema sent, when (unix ms), and the asker's role then.
+	// Not kept past pending; a record of an earlier release holds none.
+	Msg   string          `json:"msg,omitempty"`
+	Form  json.RawMessage `json:"form,omitempty"`
+	Asked int64           `json:"ak,omitempty"`
+	ARole string          `json:"arole,omitempty"`
+
 	// Rev and End make a rolled-back record detectable (see recordLife).
 	recordLife
 }
 
 // Valid checks a decoded record like client input.
 func (r *nonceRecord) Valid() bool {
-	if r.Task && r.State != stateDone {
+	if r.Task && r.State != stateDone || r.Asked < 0 || len(r.Form) > 0 && !isObject(r.Form) {
 		return false
 	}
 	switch r.State {

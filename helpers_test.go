@@ -3,6 +3,8 @@ package mcphandler_test
 import (
 	"bytes"
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -1437,7 +1439,57 @@ func checkConfirmInvariants(t *testing.T, l *lab, pc *pendingCall, i int, told v
 			fail("it ran, but the outcome reported is %s", o)
 		}
 	}
+	checkConfirmAudits(t, l.eventsFor(pc.confirmID()), pc.confirmID(), i, runs, fail)
 }
+
+// checkConfirmAudits checks the Audit records of the events of one lab
+// confirm (of delete_thing {"i": i}, which ran runs times): the event
+// that ends the confirm carries one, no other does (a refused answer
+// none); it says what the lab asked, the digest of what ran, and claims
+// a run exactly when there was one; nobody but the client or nobody
+// decides a confirm.
+func checkConfirmAudits(t *testing.T, events []mcphandler.CallEvent, id string, i int, runs int64, fail func(string, ...any)) {
+	t.Helper()
+	args := sha256.Sum256([]byte(`{"i":` + strconv.Itoa(i) + `}`))
+	var audits []*mcphandler.Audit
+	terminal := 0
+	for _, ev := range events {
+		if ev.Outcome != mcphandler.OutcomeReplayRefused {
+			terminal++
+		} else if ev.Audit != nil {
+			fail("a refused answer carries an audit record: %+v", *ev.Audit)
+		}
+		if ev.Audit != nil {
+			audits = append(audits, ev.Audit)
+		}
+	}
+	if len(audits) != terminal {
+		fail("%d audit records for %d outcomes", len(audits), terminal)
+	}
+	for _, a := range audits {
+		switch {
+		case a.Decision != "confirm" || a.Tool != "delete_thing" || a.ConfirmID != id:
+			fail("audit of another decision: %+v", *a)
+		case a.Message != "Really delete?" || !bytes.Equal(a.Form, confirmFormBytes):
+			fail("audit of another question: %q %s", a.Message, a.Form)
+		case a.ArgsDigest != hex.EncodeToString(args[:]):
+			fail("audit digest %s, not of the arguments {\"i\":%d}", a.ArgsDigest, i)
+		case a.By != "client" && a.By != "":
+			fail("a confirm decided by %q", a.By)
+		case a.Outcome == mcphandler.OutcomeConfirmed && runs != 1:
+			fail("the audit says it ran, and it did not")
+		case runs == 1 && a.Outcome != mcphandler.OutcomeConfirmed && a.Outcome != mcphandler.OutcomeUnknown:
+			fail("it ran, and the audit says %s", a.Outcome)
+		case a.Outcome == mcphandler.OutcomeConfirmed && a.By != "client":
+			fail("it ran, and the audit says nobody answered")
+		case a.Asked.IsZero() || a.Decided.Before(a.Asked):
+			fail("audit times: asked %v, decided %v", a.Asked, a.Decided)
+		}
+	}
+}
+
+// confirmFormBytes is the default confirm form as sent to the client.
+var confirmFormBytes = []byte(`{"type":"object","properties":{"confirm":{"type":"boolean","title":"Confirm","default":false}},"required":["confirm"]}`)
 
 // redisAttacker reaches the Redis the replicas share with a client of its
 // own, as another application holding the Redis password would.

@@ -289,6 +289,11 @@ type CallEvent struct {
 	// refused replay of its answer, and (on 2026-07-28) the retry that
 	// ran it. Empty when no confirm was involved.
 	ConfirmID string
+	// Audit is the record of the call's decision — who asked, what was
+	// shown, who decided and how, the digest of the arguments that ran —
+	// on the event of the request that ended the decision, nil on every
+	// other (see [Audit] for which). It is built only when OnCall is set.
+	Audit *Audit
 
 	// Upstream, UpstreamEra and CredentialKind describe the call the tool
 	// made to another MCP server for the caller, through

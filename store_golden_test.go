@@ -203,7 +203,15 @@ func goldenConfirmRecords(t *testing.T, h *Handler) map[string]confirmRecord {
 	closed.State, closed.Failed, closed.By, closed.Outcome = stateClosed, true, "GOLDENLEASETOKENRANDOM2345", OutcomeTimedOut
 	closed.Approval = goldenApprovalID
 	closed.recordLife.Rev = 3
-	return map[string]confirmRecord{"pending": pending, "answered": answered, "closed": closed}
+	// What the question showed, for the Audit of the replica that ends it
+	// (these members are new: a record without them reads as before).
+	asked := pending
+	asked.Msg, asked.Asked, asked.ARole = "Allow delete_file to run with path: \"/srv/docs/readme.md\"?", goldenNow.UnixMilli(), goldenAlice.Role
+	decided := asked
+	decided.State, decided.Answer, decided.Role = stateRunning, answered.Answer, goldenAlice.Role
+	decided.By, decided.Decided = "GOLDENLEASETOKENRANDOM2345", goldenNow.Add(time.Second).UnixMilli()
+	decided.recordLife.Rev = 3
+	return map[string]confirmRecord{"pending": pending, "answered": answered, "closed": closed, "asked": asked, "decided": decided}
 }
 
 // The nonce records of 2026-07-28 (nonce/<n>).
@@ -223,6 +231,9 @@ func goldenNonceRecords(t *testing.T) map[string]nonceRecord {
 		"closed":   {State: stateClosed, Round: 1, Outcome: OutcomeDeclined, Result: goldenResult(t, ErrorResult("Not run: the user declined "+goldenTool+".")), recordLife: life(2)},
 		"done":     {State: stateDone, Round: 2, Outcome: OutcomeConfirmed, Result: goldenResult(t, TextResult("deleted")), recordLife: life(4)},
 		"task":     {State: stateDone, Round: 1, Outcome: OutcomeConfirmed, Result: created, Task: true, recordLife: life(3)},
+		// What round 1 asked, for the Audit of the retry that decides.
+		"asked": {State: statePending, Round: 1, Msg: "Really delete?", Form: goldenForm(t), Asked: goldenNow.UnixMilli(),
+			ARole: goldenAlice.Role, recordLife: life(1)},
 	}
 }
 
@@ -274,7 +285,7 @@ type goldenCase struct {
 func TestGolden(t *testing.T) {
 	ctx := context.Background()
 	var cases []goldenCase
-	for _, state := range []string{"pending", "answered", "closed"} {
+	for _, state := range []string{"pending", "answered", "closed", "asked", "decided"} {
 		cases = append(cases, goldenCase{
 			name: "confirm-record-" + state + ".golden",
 			build: func(t *testing.T, h *Handler, _ *goldenStore) []byte {
@@ -293,7 +304,7 @@ func TestGolden(t *testing.T) {
 			},
 		})
 	}
-	for _, state := range []string{"pending", "running", "awaiting", "closed", "done", "task"} {
+	for _, state := range []string{"pending", "running", "awaiting", "closed", "done", "task", "asked"} {
 		cases = append(cases, goldenCase{
 			name: "nonce-record-" + state + ".golden",
 			build: func(t *testing.T, h *Handler, _ *goldenStore) []byte {

@@ -22,6 +22,7 @@ import (
 	"context"
 	"crypto/rand"
 	"errors"
+	"encoding/json"
 	"flag"
 	"fmt"
 	"log"
@@ -61,6 +62,7 @@ func main() {
 	webhook := flag.String("approval-webhook", "", "with -approvals, post each new pending approval as JSON (id, url, tool, tenant, asker, expires) to this URL, once per approval")
 	rf := redisflag.Register(flag.CommandLine, os.Getenv)
 	stateKey := flag.String("state-key", os.Getenv("MCP_STATE_KEY"), "with a Redis, the secret every process shares (at least 32 bytes), which signs approvals and confirms and seals 2026-07-28 request states (default $MCP_STATE_KEY)")
+	auditPath := flag.String("audit", "", "append one JSON line per decided call (mcphandler.Audit: who asked, what was shown, who decided, the digest of what ran) to this file, created 0600 if missing")
 	flag.Parse()
 	topo, err := rf.Topology()
 	if err != nil {
@@ -97,6 +99,7 @@ func main() {
 		approvalID:  *approvalID, approvalSecret: *approvalSecret, approvalTTL: *approvalTTL,
 		approvalWebhook: *webhook,
 		redis:           rdb, redisPrefix: "mcph-saas:", stateKey: []byte(*stateKey),
+		audit:           *auditPath,
 	})
 	cancel()
 	if err != nil {
@@ -142,6 +145,10 @@ type options struct {
 	redis       redis.UniversalClient
 	redisPrefix string
 	stateKey    []byte
+
+	// audit, if set, is the file the audit record of each decided call
+	// is appended to, one JSON line each (auditLog).
+	audit string
 }
 
 // state returns where the handler, the approvals and the page keep what
@@ -213,6 +220,12 @@ func newServer(ctx context.Context, o options) (*http.ServeMux, *auth.ProtectedR
 		return nil, nil, err
 	}
 	a := newApp(o.pro)
+	var audit *auditLog
+	if o.audit != "" {
+		if audit, err = openAuditLog(o.audit); err != nil {
+			return nil, nil, err
+		}
+	}
 	cfg := mcphandler.Config{
 		Store:          store,
 		StateKeys:      keys,
@@ -227,6 +240,9 @@ func newServer(ctx context.Context, o options) (*http.ServeMux, *auth.ProtectedR
 		OnCall: func(ev mcphandler.CallEvent) {
 			log.Printf("call tool=%s workspace=%s subject=%s outcome=%s in %v",
 				ev.Tool, ev.Identity.Tenant, ev.Identity.Subject, ev.Outcome, ev.Duration)
+			if ev.Audit != nil && audit != nil {
+				audit.write(ev.Audit)
+			}
 		},
 	}
 	mux := http.NewServeMux()
@@ -238,6 +254,42 @@ func newServer(ctx context.Context, o options) (*http.ServeMux, *auth.ProtectedR
 	prm.Mount(mux)
 	mux.Handle(mcpPath, mcphandler.New(cfg)) // AllowedOrigins also answers their CORS preflights
 	return mux, prm, nil
+}
+
+// auditLog appends the audit record of each decided call to a file, one
+// JSON line each, as mcphandler encodes it (its member names are stable).
+// It is safe for concurrent use: each line is one write under mu, so the
+// lines of concurrent calls never interleave. A write that fails is
+// logged; the call it records has already been answered.
+type auditLog struct {
+	mu   sync.Mutex
+	f    *os.File
+	path string
+}
+
+// openAuditLog opens path for appending, creating it (0600: the records
+// name people and arguments) if it does not exist.
+func openAuditLog(path string) (*auditLog, error) {
+	f, err := os.OpenFile(path, os.O_WRONLY|os.O_APPEND|os.O_CREATE, 0o600)
+	if err != nil {
+		return nil, fmt.Errorf("-audit: %w", err)
+	}
+	return &auditLog{f: f, path: path}, nil
+}
+
+func (l *auditLog) write(a *mcphandler.Audit) {
+	line, err := json.Marshal(a)
+	if err != nil {
+		log.Printf("saas: audit record of %s: %v", a.Tool, err)
+		return
+	}
+	line = append(line, '\n')
+	l.mu.Lock()
+	_, err = l.f.Write(line)
+	l.mu.Unlock()
+	if err != nil {
+		log.Printf("saas: audit log %s: %v", l.path, err)
+	}
 }
 
 // defaultAudience is http://<addr>/mcp, with "localhost" for an address
