@@ -21,8 +21,8 @@ package main
 import (
 	"context"
 	"crypto/rand"
-	"errors"
 	"encoding/json"
+	"errors"
 	"flag"
 	"fmt"
 	"log"
@@ -99,7 +99,7 @@ func main() {
 		approvalID:  *approvalID, approvalSecret: *approvalSecret, approvalTTL: *approvalTTL,
 		approvalWebhook: *webhook,
 		redis:           rdb, redisPrefix: "mcph-saas:", stateKey: []byte(*stateKey),
-		audit:           *auditPath,
+		audit: *auditPath,
 	})
 	cancel()
 	if err != nil {
