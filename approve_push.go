@@ -31,14 +31,7 @@ const approvalPrefix = "mcpha-"
 // repeated call with valid credentials.
 func (ap *approvals) approvePush(t *toolRun, d Decision, a *approval.Approval) bool {
 	rq, m, call, ev := t.rq, t.m, t.call, &t.ev
-	x := call.Exchange
-	c := &confirmCall{cs: ap.confirms, id: confirmPrefix + rand.Text(), tool: call.Tool.Name, ident: call.Identity, found: call.Tool, x: x, audit: ev.Audit}
-	// The arguments are kept whatever their size: the approval bounds
-	// them (approval.Config.MaxArgumentBytes), and its use checks them.
-	c.rec = confirmRecord{State: statePending, Session: x.sess.ID, Owner: call.Identity.key(), Tool: call.Tool.Name,
-		Digest: argsDigest(call.Arguments), Deadline: a.Expires.UnixMilli(), Stream: x.st.streamID(), ReqID: x.reqID,
-		Args: call.Arguments, Approval: a.ID, Task: taskRequest(call)}
-	c.rec.Form, _ = json.Marshal(elicitation.Confirm(confirmField, "Confirm")) // never asked; records carry a form
+	c := ap.approvalCall(call, a, ev.Audit)
 	ctx := context.WithoutCancel(rq.ctx)
 	if err := ap.confirms.admitConfirm(ctx, call.Identity, c.id); err != nil {
 		ap.confirms.confirmRefused(rq, m, err, ev)
@@ -70,6 +63,20 @@ func (ap *approvals) approvePush(t *toolRun, d Decision, a *approval.Approval) b
 	t.lease = run
 	call.approver = c.approver
 	return true
+}
+
+// approvalCall is the confirm that carries call across replicas while
+// approval a waits for its decision, its record not yet stored.
+func (ap *approvals) approvalCall(call *ToolCall, a *approval.Approval, audit *Audit) *confirmCall {
+	x := call.Exchange
+	c := &confirmCall{cs: ap.confirms, id: confirmPrefix + rand.Text(), tool: call.Tool.Name, ident: call.Identity, found: call.Tool, x: x, audit: audit}
+	// The arguments are kept whatever their size: the approval bounds
+	// them (approval.Config.MaxArgumentBytes), and its use checks them.
+	c.rec = confirmRecord{State: statePending, Session: x.sess.ID, Owner: call.Identity.key(), Tool: call.Tool.Name,
+		Digest: argsDigest(call.Arguments), Deadline: a.Expires.UnixMilli(), Stream: x.st.streamID(), ReqID: x.reqID,
+		Args: call.Arguments, Approval: a.ID, Task: taskRequest(call)}
+	c.rec.Form, _ = json.Marshal(elicitation.Confirm(confirmField, "Confirm")) // never asked; records carry a form
+	return c
 }
 
 // waitApproval sends the URL elicitation and waits for the approval's
@@ -105,7 +112,7 @@ func (c *confirmCall) waitApproval(ctx context.Context, a *approval.Approval, ms
 // the page (one of the question's replies), and stopping when its caller
 // fails a re-check (lost). The client's disconnect does not end it.
 func (c *confirmCall) awaitDecision(ctx context.Context, a *approval.Approval, q *question, decided <-chan *approval.Approval) (Outcome, *ToolResult, *confirmRun) {
-	cs, x := c.cs, c.x
+	cs := c.cs
 	hints := q.replies()
 	keep := time.NewTicker(cs.cfg.Sessions.KeepAlive)
 	defer keep.Stop()
@@ -139,13 +146,21 @@ func (c *confirmCall) awaitDecision(ctx context.Context, a *approval.Approval, q
 		case <-done: // cancelled: withdraw; the decided read follows
 			done = nil
 			cs.cfg.Approvals.Withdraw(context.WithoutCancel(ctx), a.ID, approvalAsker(c.ident))
-		case <-keep.C: // progress if the client asked for it, else a comment
-			if n++; len(x.progressToken) > 0 {
-				x.Progress(float64(n), 0, "waiting for an approval")
-			} else {
-				x.st.comment()
-			}
+		case <-keep.C:
+			n++
+			c.stillWaiting(n)
 		}
+	}
+}
+
+// stillWaiting tells the client the n-th time that the call still waits
+// for its approval: progress if the client asked for it, else a comment
+// that keeps the stream open.
+func (c *confirmCall) stillWaiting(n int) {
+	if len(c.x.progressToken) > 0 {
+		c.x.Progress(float64(n), 0, "waiting for an approval")
+	} else {
+		c.x.st.comment()
 	}
 }
 
@@ -184,13 +199,7 @@ func (c *confirmCall) approvalDecided(ctx context.Context, got *approval.Approva
 		// call does not run on this request, and the approval stays.
 		return c.giveUp(ctx, OutcomeRevoked)
 	}
-	next := c.rec
-	next.By = c.ls.Token()
-	if result == nil {
-		next.State = stateRunning
-	} else {
-		next.State, next.Outcome = stateClosed, outcome
-	}
+	next := c.rec.decided(c.ls.Token(), outcome, result)
 	raw, ok, _ := cs.moveConfirm(ctx, c.id, c.raw, statePending, &next)
 	if !ok {
 		c.ls.Release()
@@ -203,16 +212,35 @@ func (c *confirmCall) approvalDecided(ctx context.Context, got *approval.Approva
 		return outcome, result, nil
 	}
 	if _, err := cs.cfg.Approvals.Consume(ctx, got.ID, approvalAsker(c.ident), c.tool, c.rec.Args); err != nil {
-		done := c.rec
-		done.State, done.Outcome = stateDone, OutcomeReplayRefused
-		cs.moveConfirm(ctx, c.id, c.raw, stateRunning, &done)
-		c.ls.Release()
-		o, r := approvalOutcome(&approval.Approval{State: approval.Used}, c.tool)
-		return o, r, nil
+		return c.usedElsewhere(ctx)
 	}
 	by := got.DecidedBy
 	c.approver = &by
 	return OutcomeConfirmed, nil, &confirmRun{c: c, raw: raw}
+}
+
+// usedElsewhere ends a call whose approval was approved but could not be
+// used here (another call used it first): nothing runs.
+func (c *confirmCall) usedElsewhere(ctx context.Context) (Outcome, *ToolResult, *confirmRun) {
+	done := c.rec
+	done.State, done.Outcome = stateDone, OutcomeReplayRefused
+	c.cs.moveConfirm(ctx, c.id, c.raw, stateRunning, &done)
+	c.ls.Release()
+	o, r := approvalOutcome(&approval.Approval{State: approval.Used}, c.tool)
+	return o, r, nil
+}
+
+// decided is r once a decision was read, by the process holding the
+// lease token: running, or closed with outcome when result is sent
+// instead of a run.
+func (r confirmRecord) decided(token string, outcome Outcome, result *ToolResult) confirmRecord {
+	r.By = token
+	if result == nil {
+		r.State = stateRunning
+	} else {
+		r.State, r.Outcome = stateClosed, outcome
+	}
+	return r
 }
 
 // completeElicitation tells the client the approval's page is done with

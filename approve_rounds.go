@@ -106,25 +106,7 @@ func (ap *approvals) answerApprovalRound(t *toolRun, rec nonceRecord, raw []byte
 		}
 	}
 	got, err := ap.waitRound(rq, rec.Approval)
-	switch {
-	case err == nil && got.State == approval.Approved && !rq.st.callerHolds(), rq.st.callerLost():
-		// The caller's credentials failed a re-check: the request ended
-		// with that failure, and the nonce stays pending for a retry with
-		// valid ones (the approval stays too).
-		ev.Outcome = OutcomeRevoked
-		ev.Audit = nil // still open: a retry ends it
-		return false
-	case rq.ctx.Err() != nil || err == nil && got.State == approval.Pending:
-		// The client went away (or stopped waiting): the nonce stays
-		// pending for its next retry.
-		ev.Outcome, ev.IsError = OutcomeDisconnected, true
-		ev.Audit = nil
-		rq.sendResult(m.ID, ErrorResult("Not run yet: the approval of "+call.Tool.Name+" is pending; retry with the same requestState."))
-		return false
-	case err != nil:
-		ev.Outcome = OutcomeError
-		ev.Audit = nil
-		rq.storeFailed(m, err)
+	if ap.undecidedRound(t, got, err) {
 		return false
 	}
 	// What the page showed and who decided there, as the approval store
@@ -138,6 +120,36 @@ func (ap *approvals) answerApprovalRound(t *toolRun, rec nonceRecord, raw []byte
 		return false
 	}
 	return ap.runApprovedRound(t, rec, raw, got)
+}
+
+// undecidedRound ends a retry whose approval (got, or the failure to read
+// it) decides nothing yet, and reports whether it did: the caller's
+// credentials failed a re-check, the client stopped waiting, or the store
+// failed. The nonce and the approval stay for the next retry.
+func (ap *approvals) undecidedRound(t *toolRun, got *approval.Approval, err error) bool {
+	rq, m, call, ev := t.rq, t.m, t.call, &t.ev
+	switch {
+	case err == nil && got.State == approval.Approved && !rq.st.callerHolds(), rq.st.callerLost():
+		// The caller's credentials failed a re-check: the request ended
+		// with that failure, and the nonce stays pending for a retry with
+		// valid ones (the approval stays too).
+		ev.Outcome = OutcomeRevoked
+		ev.Audit = nil // still open: a retry ends it
+		return true
+	case rq.ctx.Err() != nil || err == nil && got.State == approval.Pending:
+		// The client went away (or stopped waiting): the nonce stays
+		// pending for its next retry.
+		ev.Outcome, ev.IsError = OutcomeDisconnected, true
+		ev.Audit = nil
+		rq.sendResult(m.ID, ErrorResult("Not run yet: the approval of "+call.Tool.Name+" is pending; retry with the same requestState."))
+		return true
+	case err != nil:
+		ev.Outcome = OutcomeError
+		ev.Audit = nil
+		rq.storeFailed(m, err)
+		return true
+	}
+	return false
 }
 
 // closeApprovalRound records the result of an approval that was not given

@@ -288,37 +288,9 @@ func (t *toolRun) decide() bool {
 		rq.fail(m.ID, denyError(h.cfg.Logger, d))
 		return false
 	case DecisionConfirm, DecisionApprove:
-		kind := auditConfirm
-		if d.Kind == DecisionApprove {
-			kind = auditApprove
-		}
-		ok := t.canonicalize()
-		// The record of the question, filled in as it travels (confirm*.go,
-		// approve*.go), with the digest of what runs: canonical arguments.
-		ev.Audit = newAudit(&h.cfg, kind, call.Identity, call.Tool.Name, call.SessionID, call.Arguments)
-		if !ok {
-			ev.Audit.end(OutcomeError)
-			return false
-		}
-		if d.Kind == DecisionApprove {
-			return h.approvals.decide(t, d)
-		}
-		return h.confirms.decide(t, d)
+		return t.ask(d)
 	case DecisionAllow:
-		ev.Outcome = OutcomeAllowed
-		if decided {
-			ev.Audit = policyAudit(&h.cfg, auditAllow, call, OutcomeAllowed)
-		}
-		if r := call.Exchange.mr; r != nil && r.state.Held && r.state.Nonce != "" {
-			// A held call's rounds are single use: a round that does not
-			// run ends the policy's decision with why.
-			ok := h.confirms.heldRound(t)
-			if !ok && ev.Audit != nil {
-				ev.Audit.Outcome = ev.Outcome
-			}
-			return ok
-		}
-		return true
+		return t.allow(decided)
 	}
 	// A kind this handler does not know (a newer hook, a cast) never runs
 	// the tool: it is refused like a Deny.
@@ -327,6 +299,48 @@ func (t *toolRun) decide() bool {
 	ev.Audit = policyAudit(&h.cfg, auditDeny, call, OutcomeDenied)
 	rq.fail(m.ID, rpcError(CodeForbidden, "Forbidden"))
 	return false
+}
+
+// ask sends the call to a human: a confirm of the client or an approval
+// on the page, d says which. The call's Audit is the record of the
+// question, filled in as it travels (confirm*.go, approve*.go), with the
+// digest of what runs: canonical arguments.
+func (t *toolRun) ask(d Decision) bool {
+	h, call, ev := t.rq.h, t.call, &t.ev
+	kind := auditConfirm
+	if d.Kind == DecisionApprove {
+		kind = auditApprove
+	}
+	ok := t.canonicalize()
+	ev.Audit = newAudit(&h.cfg, kind, call.Identity, call.Tool.Name, call.SessionID, call.Arguments)
+	if !ok {
+		ev.Audit.end(OutcomeError)
+		return false
+	}
+	if d.Kind == DecisionApprove {
+		return h.approvals.decide(t, d)
+	}
+	return h.confirms.decide(t, d)
+}
+
+// allow goes on with a call the policy allowed (decided: BeforeCall said
+// so, rather than there being none).
+func (t *toolRun) allow(decided bool) bool {
+	h, call, ev := t.rq.h, t.call, &t.ev
+	ev.Outcome = OutcomeAllowed
+	if decided {
+		ev.Audit = policyAudit(&h.cfg, auditAllow, call, OutcomeAllowed)
+	}
+	if r := call.Exchange.mr; r != nil && r.state.Held && r.state.Nonce != "" {
+		// A held call's rounds are single use: a round that does not
+		// run ends the policy's decision with why.
+		ok := h.confirms.heldRound(t)
+		if !ok && ev.Audit != nil {
+			ev.Audit.Outcome = ev.Outcome
+		}
+		return ok
+	}
+	return true
 }
 
 // canonicalize makes the call's arguments canonical before a human is

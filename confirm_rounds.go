@@ -215,11 +215,8 @@ func (cs *confirms) answerConfirmRound(t *toolRun, q confirmAsk, rec nonceRecord
 		cs.askConfirmRounds(rq, m, x, q.form, q.msg, ev)
 		return false
 	}
-	res, err := elicitation.ParseResult(a)
-	if err == nil && res.Action == elicitation.Accept {
-		err = q.form.Validate(res.Content)
-	}
-	if err != nil || !validInput("elicitation/create", a) {
+	res, err := checkedAnswer(a, q.form)
+	if err != nil {
 		ev.Outcome = OutcomeError
 		ev.Audit = nil // nothing decided: the confirm stays pending
 		rq.fail(m.ID, invalidParams("Invalid params: the confirm answer does not match its form"))
@@ -227,32 +224,49 @@ func (cs *confirms) answerConfirmRound(t *toolRun, q confirmAsk, rec nonceRecord
 	}
 	step(rq.ctx, StepConfirmAnswered, n) // for Config.Interceptors (intercept.go)
 	outcome, result := decide(res, q.form, q.expect, call.Tool.Name)
-	next := nonceRecord{State: stateRunning, Round: 1}
-	if result != nil {
-		b, _ := result.appendJSON(nil)
-		next = nonceRecord{State: stateClosed, Round: 1, Outcome: outcome, Result: b}
-	}
-	b, ok, err := cs.moveNonce(rq.ctx, n, raw, statePending, &next)
-	if ok {
-		// This retry's answer decided: the question as round 1 asked it
-		// (the pending record's), answered by the caller the sealed
-		// requestState is bound to.
-		ev.Audit.asked(rec.Msg, rec.Form, rec.Asked, rec.ARole, n)
-		ev.Audit.byClient(rq.id)
-	}
-	switch {
-	case !ok:
+	b, ok, err := cs.moveNonce(rq.ctx, n, raw, statePending, nonceAfter(outcome, result))
+	if !ok {
 		ev.Audit = nil // another retry decided, and has the record
 		cs.nonceRaced(rq, m, n, r.state.Round, err, ev)
-	case result != nil:
+		return false
+	}
+	// This retry's answer decided: the question as round 1 asked it (the
+	// pending record's), answered by the caller the sealed requestState is
+	// bound to.
+	ev.Audit.asked(rec.Msg, rec.Form, rec.Asked, rec.ARole, n)
+	ev.Audit.byClient(rq.id)
+	if result != nil {
 		ev.Outcome, ev.IsError = outcome, true
 		ev.Audit.end(outcome)
 		rq.sendResult(m.ID, result)
-	default:
-		ev.Audit.end(OutcomeConfirmed)
-		return t.grantRound(n, rec, b)
+		return false
 	}
-	return false
+	ev.Audit.end(OutcomeConfirmed)
+	return t.grantRound(n, rec, b)
+}
+
+// checkedAnswer reads a client's answer to a confirm asked with form: an
+// error when it is no elicitation result, or accepts with content the
+// form refuses.
+func checkedAnswer(a []byte, form *elicitation.Schema) (elicitation.Result, error) {
+	res, err := elicitation.ParseResult(a)
+	if err == nil && res.Action == elicitation.Accept {
+		err = form.Validate(res.Content)
+	}
+	if err == nil && !validInput("elicitation/create", a) {
+		err = errors.New("mcphandler: malformed confirm answer")
+	}
+	return res, err
+}
+
+// nonceAfter is the record of a round's nonce once its answer decided:
+// running, or closed with outcome and the result sent instead of a run.
+func nonceAfter(outcome Outcome, result *ToolResult) *nonceRecord {
+	if result == nil {
+		return &nonceRecord{State: stateRunning, Round: 1}
+	}
+	b, _ := result.appendJSON(nil)
+	return &nonceRecord{State: stateClosed, Round: 1, Outcome: outcome, Result: b}
 }
 
 // askConfirmRounds ends the round asking the confirm's question.
