@@ -11,7 +11,7 @@
 //
 //	go run ./examples/saas -issuer https://login.example.com -tenant-claim org_id
 //
-// With -redis URL (or -redis-cluster, -redis-sentinel) and -state-key KEY
+// With -redis URL and -state-key KEY
 // (or $MCP_STATE_KEY), replicas share sessions, confirms, approvals and
 // decisions; without them, everything is in memory.
 //
@@ -40,7 +40,6 @@ import (
 	"github.com/mcphandler/mcphandler"
 	"github.com/mcphandler/mcphandler/approval"
 	"github.com/mcphandler/mcphandler/auth"
-	"github.com/mcphandler/mcphandler/internal/redisflag"
 	"github.com/mcphandler/mcphandler/session"
 	"github.com/mcphandler/mcphandler/session/redisstore"
 )
@@ -60,16 +59,10 @@ func main() {
 	approvalSecret := flag.String("approval-client-secret", "", "client secret of the approval page at the issuer")
 	approvalTTL := flag.Duration("approval-ttl", approval.DefaultTTL, "how long an approval link lives (the handler's ConfirmTimeout follows it)")
 	webhook := flag.String("approval-webhook", "", "with -approvals, post each new pending approval as JSON (id, url, tool, tenant, asker, expires) to this URL, once per approval")
-	rf := redisflag.Register(flag.CommandLine, os.Getenv)
+	redisURL := flag.String("redis", os.Getenv("REDIS_URL"), "a Redis URL (redis://host:port/db) where sessions, confirms, approvals and decisions are kept, shared by every replica using it (default $REDIS_URL; none: in memory)")
 	stateKey := flag.String("state-key", os.Getenv("MCP_STATE_KEY"), "with a Redis, the secret every process shares (at least 32 bytes), which signs approvals and confirms and seals 2026-07-28 request states (default $MCP_STATE_KEY)")
 	auditPath := flag.String("audit", "", "append one JSON line per decided call (mcphandler.Audit: who asked, what was shown, who decided, the digest of what ran) to this file, created 0600 if missing")
 	flag.Parse()
-	topo, err := rf.Topology()
-	if err != nil {
-		fmt.Fprintln(os.Stderr, "saas:", err)
-		flag.Usage()
-		os.Exit(2)
-	}
 
 	if *issuer == "" {
 		fmt.Fprintln(os.Stderr, "saas: -issuer is required")
@@ -80,9 +73,12 @@ func main() {
 		*audience = defaultAudience(*addr)
 	}
 	var rdb redis.UniversalClient
-	if topo.Kind != redisflag.None {
-		if rdb, err = redisflag.NewClient(topo, 0); err != nil { // tuned as package redisstore asks
-			log.Fatalf("saas: redis: %v", err)
+	if *redisURL != "" {
+		var err error
+		// Tuned as package redisstore asks: see "Client settings" there.
+		if rdb, err = redisstore.NewClient(redisstore.Single, *redisURL); err != nil {
+			fmt.Fprintln(os.Stderr, "saas: -redis:", err)
+			os.Exit(2)
 		}
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 15*time.Second)
@@ -110,7 +106,7 @@ func main() {
 	log.Printf("resource metadata:  %s", prm.MetadataURL())
 	log.Printf("authorization server: %s (tenant claim %q, role claims %q)", *issuer, *tenantClaim, *roleClaims)
 	if rdb != nil {
-		log.Printf("sessions, approvals and decisions live in %s", topo)
+		log.Printf("sessions, approvals and decisions live in Redis at %s", redactURL(*redisURL))
 	}
 	if *approvals {
 		log.Printf("approval page:      %s", approvalBase(*audience)+"/approvals/")
@@ -519,4 +515,13 @@ func (a *app) exportTool() mcphandler.Tool {
 		}
 		return exportOut{Markdown: b.String()}, nil
 	})
+}
+
+// redactURL is u without its password, for the log.
+func redactURL(u string) string {
+	p, err := url.Parse(u)
+	if err != nil {
+		return "(a malformed URL)"
+	}
+	return p.Redacted()
 }
