@@ -54,3 +54,40 @@ func BenchmarkCall(b *testing.B) {
 		})
 	}
 }
+
+// BenchmarkCallParallel is BenchmarkCall's direct and 2026-07-28 calls
+// made by 16 clients per CPU at once, as a loaded gateway sees them: the
+// gateway's connections to the upstream are reused only if it keeps
+// enough of them idle between calls.
+func BenchmarkCallParallel(b *testing.B) {
+	up := newUpstream(b, upstreamTool{name: "search", readOnly: true})
+	run := func(b *testing.B, url, name string) {
+		ctx := context.Background()
+		b.ReportAllocs()
+		b.SetParallelism(16)
+		b.RunParallel(func(pb *testing.PB) {
+			c := mcptest.Dial(url, mcptest.WithToken("acme-admin"))
+			defer c.Close()
+			if _, err := c.Initialize(ctx); err != nil {
+				b.Error(err)
+				return
+			}
+			for pb.Next() {
+				if res, err := c.CallTool(ctx, name, map[string]any{"q": "x"}); err != nil || res.IsError {
+					b.Error(res, err)
+					return
+				}
+			}
+		})
+	}
+	b.Run("direct", func(b *testing.B) { run(b, up.srv.URL, "search") })
+	b.Run("gateway-"+string(gateway.EraStateless), func(b *testing.B) {
+		gh := newGateway(b, gateway.Config{MaxWatches: 256,
+			Upstreams: func(ctx context.Context, id mcphandler.Identity) ([]gateway.Upstream, error) {
+				return []gateway.Upstream{{ID: "docs", URL: up.srv.URL, Era: gateway.EraStateless}}, nil
+			}})
+		srv := httptest.NewServer(gh.h)
+		defer srv.Close()
+		run(b, srv.URL, "docs_search")
+	})
+}
