@@ -209,7 +209,10 @@ type UpstreamsFunc func(ctx context.Context, id mcphandler.Identity) ([]Upstream
 type Config struct {
 	Upstreams UpstreamsFunc
 	// HTTPClient makes the requests upstream; nil means a client of its
-	// own. Its CheckRedirect is replaced: redirects are never followed.
+	// own, which keeps up to MaxConcurrent connections to each upstream
+	// host open between requests (64 when MaxConcurrent is negative), so
+	// that concurrent calls reuse them rather than open one each. Its
+	// CheckRedirect is replaced: redirects are never followed.
 	HTTPClient *http.Client
 	// Timeout bounds one upstream operation (a list, a call, its
 	// questions included); 0 means 60 s.
@@ -409,7 +412,8 @@ type Gateway struct {
 	lists    *listStore
 	callers  *listCache // each caller's last list of an upstream with Credentials (missingCredentials)
 	breakers *breakers
-	keeper   *keeper // upstream sessions kept in Config.Store (sessions.go)
+	hc       *http.Client // Config.HTTPClient, or the Gateway's own (upstreamClient)
+	keeper   *keeper      // upstream sessions kept in Config.Store (sessions.go)
 	watches  *watches
 	inflight *inflight       // Config.MaxConcurrent (limit.go)
 	flights  *flights        // one fetch of a list at a time (flight.go)
@@ -481,7 +485,7 @@ func New(cfg Config) (*Gateway, error) {
 		return nil, err
 	}
 	g := &Gateway{cfg: cfg, callers: newListCache(cfg.MaxCachedLists), breakers: newBreakers(&cfg), now: time.Now,
-		inflight: newInflight(cfg.MaxConcurrent), flights: newFlights()}
+		inflight: newInflight(cfg.MaxConcurrent), flights: newFlights(), hc: upstreamClient(&cfg)}
 	if g.keeper, err = newKeeper(&g.cfg, secrets, func() time.Time { return g.now() }); err != nil {
 		return nil, err
 	}
@@ -503,12 +507,40 @@ func New(cfg Config) (*Gateway, error) {
 
 // Close stops what the Gateway runs in the background: its subscription
 // to other replicas' list invalidations (and the watches of upstream
-// lists). Calls in flight are not interrupted. It is safe to call more
+// lists), and closes the idle connections of its own HTTP client (not of
+// Config.HTTPClient's). Calls in flight are not interrupted. It is safe to call more
 // than once.
 func (g *Gateway) Close() error {
 	g.watches.close()
 	g.lists.close()
+	if g.hc != g.cfg.HTTPClient {
+		g.hc.CloseIdleConnections() // the Gateway's own
+	}
 	return nil
+}
+
+// upstreamClient is the client of the requests upstream: cfg.HTTPClient,
+// or one whose transport keeps as many connections idle per host as may
+// be in flight to one upstream (Config.MaxConcurrent), where
+// http.DefaultTransport keeps 2: past those, every concurrent call would
+// open a connection and close it after its answer. A DefaultTransport a
+// program replaced by another RoundTripper is used as it is.
+func upstreamClient(cfg *Config) *http.Client {
+	if cfg.HTTPClient != nil {
+		return cfg.HTTPClient
+	}
+	dt, ok := http.DefaultTransport.(*http.Transport)
+	if !ok {
+		return &http.Client{Transport: http.DefaultTransport}
+	}
+	idle := cfg.MaxConcurrent
+	if idle <= 0 {
+		idle = defaultMaxConcurrent
+	}
+	t := dt.Clone()
+	t.MaxIdleConnsPerHost = idle
+	t.MaxIdleConns = max(t.MaxIdleConns, idle)
+	return &http.Client{Transport: t}
 }
 
 // maxParallel bounds the upstreams listed at once for one request.
@@ -818,7 +850,7 @@ func (g *Gateway) tools(u *Upstream, hdr http.Header, l *list) []mcphandler.Tool
 // endpoint is how u is reached with the headers hdr: its URL, the
 // caller's credentials, era and bounds.
 func (g *Gateway) endpoint(u *Upstream, hdr http.Header) upstream.Endpoint {
-	ep := upstream.Endpoint{URL: u.URL, Header: hdr, HTTP: g.cfg.HTTPClient,
+	ep := upstream.Endpoint{URL: u.URL, Header: hdr, HTTP: g.hc,
 		MaxResponseBytes: g.cfg.MaxResponseBytes, Timeout: g.cfg.Timeout}
 	switch u.Era {
 	case EraSessions:

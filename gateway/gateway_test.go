@@ -3,10 +3,13 @@ package gateway_test
 import (
 	"context"
 	"fmt"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"slices"
 	"strings"
+	"sync"
+	"sync/atomic"
 	"testing"
 
 	"github.com/mcphandler/mcphandler"
@@ -273,5 +276,44 @@ func TestListNotSharedAcrossCredentials(t *testing.T) {
 	c := connect(t, gh.h, "globex-editor")
 	if _, err := c.CallTool(context.Background(), "docs_only_for_acme", nil); err == nil {
 		t.Fatal("globex called acme's tool")
+	}
+}
+
+// Without Config.HTTPClient, concurrent calls of one upstream reuse the
+// gateway's connections to it: a batch of 16 calls at once, made 4
+// times, opens about 16 connections, where a transport that keeps 2 idle
+// would open some 16 more per batch.
+func TestConnectionsReused(t *testing.T) {
+	up := newUpstream(t, upstreamTool{name: "search", readOnly: true})
+	var opened atomic.Int64
+	srv := httptest.NewUnstartedServer(up.h)
+	srv.Config.ConnState = func(_ net.Conn, s http.ConnState) {
+		if s == http.StateNew {
+			opened.Add(1)
+		}
+	}
+	srv.Start()
+	defer srv.Close()
+	gh := newGateway(t, gateway.Config{Upstreams: func(context.Context, mcphandler.Identity) ([]gateway.Upstream, error) {
+		return []gateway.Upstream{{ID: "docs", URL: srv.URL, Era: gateway.EraStateless}}, nil
+	}})
+	const n = 16
+	clients := make([]*mcptest.Client, n)
+	for i := range clients {
+		clients[i] = connect(t, gh.h, "acme-admin")
+	}
+	for range 4 {
+		var wg sync.WaitGroup
+		for _, c := range clients {
+			wg.Go(func() {
+				if res, err := c.CallTool(context.Background(), "docs_search", map[string]any{"q": "x"}); err != nil || res.IsError {
+					t.Error(res, err)
+				}
+			})
+		}
+		wg.Wait()
+	}
+	if got := opened.Load(); got > 2*n {
+		t.Fatalf("%d connections opened upstream for 4 batches of %d calls: they are not kept for reuse", got, n)
 	}
 }
