@@ -32,6 +32,32 @@ type list struct {
 	invalid bool          // a list_changed came after it: stale, though kept
 	hinted  bool          // the upstream gave a ttlMs (2026-07-28): hintTTL
 	hintTTL time.Duration
+	defs    *listDefs // its tools' definitions, decoded once: shared by its copies
+}
+
+// listDefs are a list's tools' definitions, decoded when first served
+// (list.decoded), so that a list served many times is decoded once. It is
+// safe for concurrent use.
+type listDefs struct {
+	once sync.Once
+	defs []decodedDef // by index in list.tools
+}
+
+// decoded returns the definitions of l's tools, by index, decoded once
+// for l and its copies (l.defs; a list without one decodes them now).
+// What they hold is shared: read only.
+func (l *list) decoded() []decodedDef {
+	d := l.defs
+	if d == nil {
+		d = new(listDefs)
+	}
+	d.once.Do(func() {
+		d.defs = make([]decodedDef, len(l.tools))
+		for i, t := range l.tools {
+			d.defs[i] = decodeDef(t)
+		}
+	})
+	return d.defs
 }
 
 // freshAt reports whether l may be served as fresh at now: for a list,

@@ -814,7 +814,7 @@ func (g *Gateway) fetch(ctx context.Context, u *Upstream, hdr http.Header, caps 
 	if err != nil {
 		return nil, err
 	}
-	return &list{era: ep.Era, version: version, tools: tools, hinted: hints.Given, hintTTL: hints.TTL}, nil
+	return &list{era: ep.Era, version: version, tools: tools, hinted: hints.Given, hintTTL: hints.TTL, defs: new(listDefs)}, nil
 }
 
 // stale answers for u, with the headers hdr, when it was not listed now
@@ -835,9 +835,10 @@ func (g *Gateway) stale(ctx context.Context, u *Upstream, hdr http.Header, ref l
 // tools are the tools served for the upstream tools of l, listed with
 // the headers hdr.
 func (g *Gateway) tools(u *Upstream, hdr http.Header, l *list) []mcphandler.Tool {
+	defs := l.decoded()
 	out := make([]mcphandler.Tool, 0, len(l.tools))
-	for _, t := range l.tools {
-		tool, err := g.tool(u, hdr, l, t)
+	for i, t := range l.tools {
+		tool, err := g.tool(u, hdr, l, t, &defs[i])
 		if err != nil {
 			g.cfg.Logger.Warn("gateway: upstream tool left out", "upstream", u.ID, "tool", clip(t.Name), "err", err)
 			continue
@@ -873,9 +874,30 @@ type toolDef struct {
 	Icons        []mcphandler.Icon           `json:"icons"`
 }
 
+// decodedDef is an upstream tool's definition as decoded once for its
+// list (list.decoded): what the gateway reads of it and its digest, or
+// why it cannot be served.
+type decodedDef struct {
+	def    toolDef
+	digest string // hexadecimal SHA-256 of the definition's bytes
+	err    error
+}
+
+// decodeDef decodes the definition of t.
+func decodeDef(t upstream.Tool) decodedDef {
+	var d decodedDef
+	if err := json.Unmarshal(t.Def, &d.def); err != nil {
+		return decodedDef{err: errors.New("its definition does not decode")}
+	}
+	sum := sha256.Sum256(t.Def)
+	d.digest = hex.EncodeToString(sum[:])
+	return d
+}
+
 // tool is the tool served for upstream tool t of u, listed with the
-// headers hdr.
-func (g *Gateway) tool(u *Upstream, hdr http.Header, l *list, t upstream.Tool) (mcphandler.Tool, error) {
+// headers hdr, of definition d. What d holds (schemas, annotations,
+// icons) is shared by every tool served of it: read only.
+func (g *Gateway) tool(u *Upstream, hdr http.Header, l *list, t upstream.Tool, d *decodedDef) (mcphandler.Tool, error) {
 	name, ok := u.Aliases[t.Name]
 	if !ok {
 		name = u.ID + "_" + t.Name
@@ -883,20 +905,18 @@ func (g *Gateway) tool(u *Upstream, hdr http.Header, l *list, t upstream.Tool) (
 	if !validName(name) {
 		return mcphandler.Tool{}, errors.New("its name is not 1 to 64 bytes of A-Z a-z 0-9 _ - .: " + clip(name))
 	}
-	var d toolDef
-	if err := json.Unmarshal(t.Def, &d); err != nil {
-		return mcphandler.Tool{}, errors.New("its definition does not decode")
+	if d.err != nil {
+		return mcphandler.Tool{}, d.err
 	}
-	sum := sha256.Sum256(t.Def)
-	origin := &mcphandler.ToolOrigin{Upstream: u.ID, Name: t.Name, Digest: hex.EncodeToString(sum[:]),
+	origin := &mcphandler.ToolOrigin{Upstream: u.ID, Name: t.Name, Digest: d.digest,
 		Era: l.version, TrustHints: u.TrustHints}
 	f := &forward{g: g, u: u, ep: g.endpoint(u, hdr), name: t.Name, upstream: u.ID, era: l.version, kind: u.CredentialKind,
 		sessions: u.Sessions, ttl: u.SessionTTL}
 	f.ep.Era = l.era
 	return mcphandler.Tool{
-		Name: name, Title: d.Title, Description: d.Description,
-		InputSchema: d.InputSchema, OutputSchema: d.OutputSchema,
-		Annotations: d.Annotations, Icons: d.Icons,
+		Name: name, Title: d.def.Title, Description: d.def.Description,
+		InputSchema: d.def.InputSchema, OutputSchema: d.def.OutputSchema,
+		Annotations: d.def.Annotations, Icons: d.def.Icons,
 		Origin:      origin,
 		TaskSupport: mcphandler.TaskOptional,
 		Handler:     f.handle,
