@@ -548,7 +548,11 @@ const maxParallel = 8
 
 // Tools returns the tools of the upstreams of the caller in ctx, in a
 // stable order (by name), each with Origin set and a Handler that calls it
-// upstream. A name that breaks the spec's rules for this handler (1–64
+// upstream. The slice is new at each call, the caller's to change; what
+// its tools point to (Origin, Annotations, Icons, schemas) is shared with
+// other calls, and is not to be changed. The tools of an upstream's list
+// are made once for each configuration of it (Upstream) and headers
+// sent, not at every call. A name that breaks the spec's rules for this handler (1–64
 // bytes of A-Z a-z 0-9 _ - .) or that two tools claim is dropped, every
 // claimant, and logged: never truncated, never one of them picked.
 //
@@ -579,7 +583,7 @@ func (g *Gateway) Tools(ctx context.Context) ([]mcphandler.Tool, error) {
 			return
 		}
 		if ups[i].Pin {
-			lists[i] = g.filterPinned(ctx, id.Tenant, &ups[i], lists[i])
+			lists[i] = g.filterPinned(ctx, id.Tenant, &ups[i], slices.Clone(lists[i])) // filtered in place; the list's are shared
 		}
 	}
 	if len(ups) == 1 {
@@ -598,11 +602,15 @@ func (g *Gateway) Tools(ctx context.Context) ([]mcphandler.Tool, error) {
 			<-done
 		}
 	}
-	var all []mcphandler.Tool
+	n := 0
 	for i, u := range ups {
 		if sts[i].status == statusFailed && sts[i].authorize == nil && g.cfg.Strict {
 			return nil, fmt.Errorf("gateway: upstream %s: %w", u.ID, sts[i].err)
 		}
+		n += len(lists[i])
+	}
+	all := make([]mcphandler.Tool, 0, n) // the caller's: lists[i] may be shared (Gateway.tools)
+	for i := range ups {
 		all = append(all, lists[i]...)
 	}
 	g.report(ctx, ups, sts)
@@ -833,19 +841,28 @@ func (g *Gateway) stale(ctx context.Context, u *Upstream, hdr http.Header, ref l
 }
 
 // tools are the tools served for the upstream tools of l, listed with
-// the headers hdr.
+// the headers hdr, sorted by name. They are made once for an upstream
+// and headers equal to u and hdr, and shared by every list and call that
+// finds them so (list.served): the slice is read only.
 func (g *Gateway) tools(u *Upstream, hdr http.Header, l *list) []mcphandler.Tool {
+	if tools, ok := l.served(u, hdr); ok {
+		return tools
+	}
+	s := &servedTools{u: *u, hdr: hdr}
+	u = &s.u // the tools' Handlers call upstream as this copy says
 	defs := l.decoded()
-	out := make([]mcphandler.Tool, 0, len(l.tools))
+	s.tools = make([]mcphandler.Tool, 0, len(l.tools))
 	for i, t := range l.tools {
 		tool, err := g.tool(u, hdr, l, t, &defs[i])
 		if err != nil {
 			g.cfg.Logger.Warn("gateway: upstream tool left out", "upstream", u.ID, "tool", clip(t.Name), "err", err)
 			continue
 		}
-		out = append(out, tool)
+		s.tools = append(s.tools, tool)
 	}
-	return out
+	sortByName(s.tools)
+	l.keepServed(s)
+	return s.tools
 }
 
 // endpoint is how u is reached with the headers hdr: its URL, the
@@ -923,18 +940,10 @@ func (g *Gateway) tool(u *Upstream, hdr http.Header, l *list, t upstream.Tool, d
 	}, nil
 }
 
-// dropClaimedTwice sorts tools by name and leaves out every tool whose
-// name another claims too.
+// dropClaimedTwice sorts tools by name, unless they are already, and
+// leaves out every tool whose name another claims too.
 func (g *Gateway) dropClaimedTwice(tools []mcphandler.Tool) []mcphandler.Tool {
-	slices.SortStableFunc(tools, func(a, b mcphandler.Tool) int {
-		switch {
-		case a.Name < b.Name:
-			return -1
-		case a.Name > b.Name:
-			return 1
-		}
-		return 0
-	})
+	sortByName(tools)
 	out := tools[:0]
 	for i := 0; i < len(tools); {
 		j := i + 1
@@ -954,6 +963,14 @@ func (g *Gateway) dropClaimedTwice(tools []mcphandler.Tool) []mcphandler.Tool {
 		i = j
 	}
 	return out
+}
+
+// sortByName sorts tools by name, stably, unless they are already.
+func sortByName(tools []mcphandler.Tool) {
+	byName := func(a, b mcphandler.Tool) int { return strings.Compare(a.Name, b.Name) }
+	if !slices.IsSortedFunc(tools, byName) {
+		slices.SortStableFunc(tools, byName)
+	}
 }
 
 // validID reports whether id is 1–32 bytes of a-z, 0-9 and '-'.
