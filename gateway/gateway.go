@@ -943,6 +943,9 @@ func (g *Gateway) tool(u *Upstream, hdr http.Header, l *list, t upstream.Tool, d
 // dropClaimedTwice sorts tools by name, unless they are already, and
 // leaves out every tool whose name another claims too.
 func (g *Gateway) dropClaimedTwice(tools []mcphandler.Tool) []mcphandler.Tool {
+	if sortedOnce(tools) {
+		return tools // the usual merged list: each upstream's sorted, their names apart
+	}
 	sortByName(tools)
 	out := tools[:0]
 	for i := 0; i < len(tools); {
@@ -963,6 +966,16 @@ func (g *Gateway) dropClaimedTwice(tools []mcphandler.Tool) []mcphandler.Tool {
 		i = j
 	}
 	return out
+}
+
+// sortedOnce reports whether tools are sorted by name, each name once.
+func sortedOnce(tools []mcphandler.Tool) bool {
+	for i := 1; i < len(tools); i++ {
+		if tools[i-1].Name >= tools[i].Name {
+			return false
+		}
+	}
+	return true
 }
 
 // sortByName sorts tools by name, stably, unless they are already.
