@@ -7,7 +7,9 @@ import (
 	"encoding/json"
 	"hash"
 	"io"
+	"maps"
 	"net/http"
+	"reflect"
 	"slices"
 	"strings"
 	"sync"
@@ -32,6 +34,131 @@ type list struct {
 	invalid bool          // a list_changed came after it: stale, though kept
 	hinted  bool          // the upstream gave a ttlMs (2026-07-28): hintTTL
 	hintTTL time.Duration
+	defs    *listDefs // its tools' definitions, decoded once: shared by its copies
+}
+
+// listDefs are a list's tools' definitions, decoded when first served
+// (list.decoded), so that a list served many times is decoded once, and
+// the tools last served of it (Gateway.tools). It is safe for concurrent
+// use.
+type listDefs struct {
+	once sync.Once
+	defs []decodedDef // by index in list.tools
+
+	mu   sync.Mutex
+	last *servedTools
+}
+
+// servedTools are the tools served of a list for one upstream, as the
+// caller's Upstreams gave it, and the headers it was listed with.
+type servedTools struct {
+	u     Upstream
+	hdr   http.Header
+	tools []mcphandler.Tool // sorted by name; read only
+}
+
+// decoded returns the definitions of l's tools, by index, decoded once
+// for l and its copies (l.defs; a list without one decodes them now).
+// What they hold is shared: read only.
+func (l *list) decoded() []decodedDef {
+	d := l.defs
+	if d == nil {
+		d = new(listDefs)
+	}
+	d.once.Do(func() {
+		d.defs = make([]decodedDef, len(l.tools))
+		for i, t := range l.tools {
+			d.defs[i] = decodeDef(t)
+		}
+	})
+	return d.defs
+}
+
+// served returns the tools last served of l when they were made for an
+// Upstream and headers equal to u and hdr (sameUpstream, sameHeader).
+func (l *list) served(u *Upstream, hdr http.Header) ([]mcphandler.Tool, bool) {
+	if l.defs == nil {
+		return nil, false
+	}
+	l.defs.mu.Lock()
+	s := l.defs.last
+	l.defs.mu.Unlock()
+	if s == nil || !sameUpstream(&s.u, u) || !sameHeader(s.hdr, hdr) {
+		return nil, false
+	}
+	return s.tools, true
+}
+
+// keepServed keeps s as the tools last served of l.
+func (l *list) keepServed(s *servedTools) {
+	if l.defs == nil {
+		return
+	}
+	l.defs.mu.Lock()
+	l.defs.last = s
+	l.defs.mu.Unlock()
+}
+
+// sameUpstream reports whether a and b are the same upstream as a caller
+// reaches it: every field equal, its Header and Aliases holding the same
+// entries, its Credentials the same source (a source of a type that
+// cannot be compared is never the same).
+func sameUpstream(a, b *Upstream) bool {
+	return a.ID == b.ID && a.URL == b.URL && a.Era == b.Era && sameHeader(a.Header, b.Header) &&
+		sameSource(a.Credentials, b.Credentials) && a.CredentialKind == b.CredentialKind && sameOAuth(a.OAuth, b.OAuth) &&
+		sameAliases(a.Aliases, b.Aliases) && a.TrustHints == b.TrustHints && a.Confirms == b.Confirms &&
+		a.Pin == b.Pin && a.Sessions == b.Sessions && a.SessionTTL == b.SessionTTL
+}
+
+// sameSource reports whether a and b are one CredentialSource (both nil,
+// equal values of one comparable type, or StaticCredentials of the same
+// headers).
+func sameSource(a, b CredentialSource) bool {
+	if a == nil || b == nil {
+		return a == nil && b == nil
+	}
+	if sa, ok := a.(staticCredentials); ok {
+		sb, ok := b.(staticCredentials)
+		return ok && sameHeader(sa.h, sb.h)
+	}
+	t := reflect.TypeOf(a)
+	return t == reflect.TypeOf(b) && t.Comparable() && a == b
+}
+
+// sameOAuth reports whether a and b are the same client (both nil, or
+// equal).
+func sameOAuth(a, b *OAuthClient) bool {
+	if a == nil || b == nil {
+		return a == b
+	}
+	return a == b || a.ClientID == b.ClientID && a.ClientSecret == b.ClientSecret && slices.Equal(a.Scopes, b.Scopes)
+}
+
+// sameHeader reports whether a and b hold the same names with the same
+// values, in order.
+func sameHeader(a, b http.Header) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	if len(a) == 0 || reflect.ValueOf(a).UnsafePointer() == reflect.ValueOf(b).UnsafePointer() {
+		return true
+	}
+	for k, va := range a {
+		vb, ok := b[k]
+		if !ok || !slices.Equal(va, vb) {
+			return false
+		}
+	}
+	return true
+}
+
+// sameAliases reports whether a and b map the same names to the same
+// names.
+func sameAliases(a, b map[string]string) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	return len(a) == 0 || reflect.ValueOf(a).UnsafePointer() == reflect.ValueOf(b).UnsafePointer() || maps.Equal(a, b)
 }
 
 // freshAt reports whether l may be served as fresh at now: for a list,

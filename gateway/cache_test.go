@@ -1,10 +1,14 @@
 package gateway
 
 import (
+	"context"
 	"net/http"
+	"reflect"
 	"strings"
 	"testing"
 	"unicode/utf8"
+
+	"github.com/mcphandler/mcphandler"
 )
 
 // What reaches the upstream decides which list a caller is served: a
@@ -53,3 +57,73 @@ func TestClipKeepsUTF8(t *testing.T) {
 		}
 	}
 }
+
+// The tools made of a list for one Upstream are served for another only
+// when every field of the two is the same: one that differs in any field
+// gets tools of its own (Gateway.tools).
+func TestSameUpstreamEveryField(t *testing.T) {
+	var set func(v reflect.Value, name string)
+	set = func(v reflect.Value, name string) {
+		switch {
+		case v.Type() == reflect.TypeFor[CredentialSource]():
+			v.Set(reflect.ValueOf(StaticCredentials(http.Header{"X": {"y"}})))
+		case v.Kind() == reflect.String:
+			v.SetString("x")
+		case v.Kind() == reflect.Bool:
+			v.SetBool(true)
+		case v.CanInt():
+			v.SetInt(1)
+		case v.Kind() == reflect.Pointer:
+			v.Set(reflect.New(v.Type().Elem()))
+		case v.Kind() == reflect.Slice:
+			v.Set(reflect.MakeSlice(v.Type(), 1, 1))
+			set(v.Index(0), name)
+		case v.Kind() == reflect.Map:
+			k, e := reflect.New(v.Type().Key()).Elem(), reflect.New(v.Type().Elem()).Elem()
+			set(k, name)
+			set(e, name)
+			v.Set(reflect.MakeMap(v.Type()))
+			v.SetMapIndex(k, e)
+		default:
+			t.Fatalf("Upstream.%s: a field of a kind this test cannot set (%s): teach it, and sameUpstream", name, v.Type())
+		}
+	}
+	var zero Upstream
+	for i := range reflect.TypeFor[Upstream]().NumField() {
+		name := reflect.TypeFor[Upstream]().Field(i).Name
+		var a, b Upstream
+		set(reflect.ValueOf(&a).Elem().Field(i), name)
+		set(reflect.ValueOf(&b).Elem().Field(i), name) // equal, not the same maps or sources
+		if sameUpstream(&zero, &a) || sameUpstream(&a, &zero) {
+			t.Errorf("Upstream.%s set counts as the same upstream as none set", name)
+		}
+		if !sameUpstream(&a, &b) {
+			t.Errorf("two Upstreams with equal %s count as different", name)
+		}
+	}
+	for i := range reflect.TypeFor[OAuthClient]().NumField() {
+		name := "OAuth." + reflect.TypeFor[OAuthClient]().Field(i).Name
+		none, a, b := Upstream{OAuth: &OAuthClient{}}, Upstream{OAuth: &OAuthClient{}}, Upstream{OAuth: &OAuthClient{}}
+		set(reflect.ValueOf(a.OAuth).Elem().Field(i), name)
+		set(reflect.ValueOf(b.OAuth).Elem().Field(i), name)
+		if sameUpstream(&none, &a) || !sameUpstream(&a, &b) {
+			t.Errorf("Upstream.%s does not count, or two equal ones count as different", name)
+		}
+	}
+}
+
+// A source whose values cannot be compared is never the same as
+// another, nor as itself, and comparing it does not panic.
+func TestSameSourceUncomparable(t *testing.T) {
+	s := uncomparableSource{h: http.Header{"X": {"y"}}}
+	if sameSource(s, s) || sameSource(s, StaticCredentials(s.h)) || !sameSource(nil, nil) || sameSource(s, nil) {
+		t.Fatal("uncomparable sources compared as the same")
+	}
+}
+
+type uncomparableSource struct{ h http.Header }
+
+func (s uncomparableSource) Credentials(context.Context, mcphandler.Identity, *Upstream) (http.Header, error) {
+	return s.h, nil
+}
+func (uncomparableSource) Kind() string { return "test" }

@@ -209,7 +209,10 @@ type UpstreamsFunc func(ctx context.Context, id mcphandler.Identity) ([]Upstream
 type Config struct {
 	Upstreams UpstreamsFunc
 	// HTTPClient makes the requests upstream; nil means a client of its
-	// own. Its CheckRedirect is replaced: redirects are never followed.
+	// own, which keeps up to MaxConcurrent connections to each upstream
+	// host open between requests (64 when MaxConcurrent is negative), so
+	// that concurrent calls reuse them rather than open one each. Its
+	// CheckRedirect is replaced: redirects are never followed.
 	HTTPClient *http.Client
 	// Timeout bounds one upstream operation (a list, a call, its
 	// questions included); 0 means 60 s.
@@ -409,7 +412,8 @@ type Gateway struct {
 	lists    *listStore
 	callers  *listCache // each caller's last list of an upstream with Credentials (missingCredentials)
 	breakers *breakers
-	keeper   *keeper // upstream sessions kept in Config.Store (sessions.go)
+	hc       *http.Client // Config.HTTPClient, or the Gateway's own (upstreamClient)
+	keeper   *keeper      // upstream sessions kept in Config.Store (sessions.go)
 	watches  *watches
 	inflight *inflight       // Config.MaxConcurrent (limit.go)
 	flights  *flights        // one fetch of a list at a time (flight.go)
@@ -481,7 +485,7 @@ func New(cfg Config) (*Gateway, error) {
 		return nil, err
 	}
 	g := &Gateway{cfg: cfg, callers: newListCache(cfg.MaxCachedLists), breakers: newBreakers(&cfg), now: time.Now,
-		inflight: newInflight(cfg.MaxConcurrent), flights: newFlights()}
+		inflight: newInflight(cfg.MaxConcurrent), flights: newFlights(), hc: upstreamClient(&cfg)}
 	if g.keeper, err = newKeeper(&g.cfg, secrets, func() time.Time { return g.now() }); err != nil {
 		return nil, err
 	}
@@ -503,12 +507,40 @@ func New(cfg Config) (*Gateway, error) {
 
 // Close stops what the Gateway runs in the background: its subscription
 // to other replicas' list invalidations (and the watches of upstream
-// lists). Calls in flight are not interrupted. It is safe to call more
+// lists), and closes the idle connections of its own HTTP client (not of
+// Config.HTTPClient's). Calls in flight are not interrupted. It is safe to call more
 // than once.
 func (g *Gateway) Close() error {
 	g.watches.close()
 	g.lists.close()
+	if g.hc != g.cfg.HTTPClient {
+		g.hc.CloseIdleConnections() // the Gateway's own
+	}
 	return nil
+}
+
+// upstreamClient is the client of the requests upstream: cfg.HTTPClient,
+// or one whose transport keeps as many connections idle per host as may
+// be in flight to one upstream (Config.MaxConcurrent), where
+// http.DefaultTransport keeps 2: past those, every concurrent call would
+// open a connection and close it after its answer. A DefaultTransport a
+// program replaced by another RoundTripper is used as it is.
+func upstreamClient(cfg *Config) *http.Client {
+	if cfg.HTTPClient != nil {
+		return cfg.HTTPClient
+	}
+	dt, ok := http.DefaultTransport.(*http.Transport)
+	if !ok {
+		return &http.Client{Transport: http.DefaultTransport}
+	}
+	idle := cfg.MaxConcurrent
+	if idle <= 0 {
+		idle = defaultMaxConcurrent
+	}
+	t := dt.Clone()
+	t.MaxIdleConnsPerHost = idle
+	t.MaxIdleConns = max(t.MaxIdleConns, idle)
+	return &http.Client{Transport: t}
 }
 
 // maxParallel bounds the upstreams listed at once for one request.
@@ -516,7 +548,11 @@ const maxParallel = 8
 
 // Tools returns the tools of the upstreams of the caller in ctx, in a
 // stable order (by name), each with Origin set and a Handler that calls it
-// upstream. A name that breaks the spec's rules for this handler (1–64
+// upstream. The slice is new at each call, the caller's to change; what
+// its tools point to (Origin, Annotations, Icons, schemas) is shared with
+// other calls, and is not to be changed. The tools of an upstream's list
+// are made once for each configuration of it (Upstream) and headers
+// sent, not at every call. A name that breaks the spec's rules for this handler (1–64
 // bytes of A-Z a-z 0-9 _ - .) or that two tools claim is dropped, every
 // claimant, and logged: never truncated, never one of them picked.
 //
@@ -547,7 +583,7 @@ func (g *Gateway) Tools(ctx context.Context) ([]mcphandler.Tool, error) {
 			return
 		}
 		if ups[i].Pin {
-			lists[i] = g.filterPinned(ctx, id.Tenant, &ups[i], lists[i])
+			lists[i] = g.filterPinned(ctx, id.Tenant, &ups[i], slices.Clone(lists[i])) // filtered in place; the list's are shared
 		}
 	}
 	if len(ups) == 1 {
@@ -566,11 +602,15 @@ func (g *Gateway) Tools(ctx context.Context) ([]mcphandler.Tool, error) {
 			<-done
 		}
 	}
-	var all []mcphandler.Tool
+	n := 0
 	for i, u := range ups {
 		if sts[i].status == statusFailed && sts[i].authorize == nil && g.cfg.Strict {
 			return nil, fmt.Errorf("gateway: upstream %s: %w", u.ID, sts[i].err)
 		}
+		n += len(lists[i])
+	}
+	all := make([]mcphandler.Tool, 0, n) // the caller's: lists[i] may be shared (Gateway.tools)
+	for i := range ups {
 		all = append(all, lists[i]...)
 	}
 	g.report(ctx, ups, sts)
@@ -782,7 +822,7 @@ func (g *Gateway) fetch(ctx context.Context, u *Upstream, hdr http.Header, caps 
 	if err != nil {
 		return nil, err
 	}
-	return &list{era: ep.Era, version: version, tools: tools, hinted: hints.Given, hintTTL: hints.TTL}, nil
+	return &list{era: ep.Era, version: version, tools: tools, hinted: hints.Given, hintTTL: hints.TTL, defs: new(listDefs)}, nil
 }
 
 // stale answers for u, with the headers hdr, when it was not listed now
@@ -801,24 +841,34 @@ func (g *Gateway) stale(ctx context.Context, u *Upstream, hdr http.Header, ref l
 }
 
 // tools are the tools served for the upstream tools of l, listed with
-// the headers hdr.
+// the headers hdr, sorted by name. They are made once for an upstream
+// and headers equal to u and hdr, and shared by every list and call that
+// finds them so (list.served): the slice is read only.
 func (g *Gateway) tools(u *Upstream, hdr http.Header, l *list) []mcphandler.Tool {
-	out := make([]mcphandler.Tool, 0, len(l.tools))
-	for _, t := range l.tools {
-		tool, err := g.tool(u, hdr, l, t)
+	if tools, ok := l.served(u, hdr); ok {
+		return tools
+	}
+	s := &servedTools{u: *u, hdr: hdr}
+	u = &s.u // the tools' Handlers call upstream as this copy says
+	defs := l.decoded()
+	s.tools = make([]mcphandler.Tool, 0, len(l.tools))
+	for i, t := range l.tools {
+		tool, err := g.tool(u, hdr, l, t, &defs[i])
 		if err != nil {
 			g.cfg.Logger.Warn("gateway: upstream tool left out", "upstream", u.ID, "tool", clip(t.Name), "err", err)
 			continue
 		}
-		out = append(out, tool)
+		s.tools = append(s.tools, tool)
 	}
-	return out
+	sortByName(s.tools)
+	l.keepServed(s)
+	return s.tools
 }
 
 // endpoint is how u is reached with the headers hdr: its URL, the
 // caller's credentials, era and bounds.
 func (g *Gateway) endpoint(u *Upstream, hdr http.Header) upstream.Endpoint {
-	ep := upstream.Endpoint{URL: u.URL, Header: hdr, HTTP: g.cfg.HTTPClient,
+	ep := upstream.Endpoint{URL: u.URL, Header: hdr, HTTP: g.hc,
 		MaxResponseBytes: g.cfg.MaxResponseBytes, Timeout: g.cfg.Timeout}
 	switch u.Era {
 	case EraSessions:
@@ -841,9 +891,30 @@ type toolDef struct {
 	Icons        []mcphandler.Icon           `json:"icons"`
 }
 
+// decodedDef is an upstream tool's definition as decoded once for its
+// list (list.decoded): what the gateway reads of it and its digest, or
+// why it cannot be served.
+type decodedDef struct {
+	def    toolDef
+	digest string // hexadecimal SHA-256 of the definition's bytes
+	err    error
+}
+
+// decodeDef decodes the definition of t.
+func decodeDef(t upstream.Tool) decodedDef {
+	var d decodedDef
+	if err := json.Unmarshal(t.Def, &d.def); err != nil {
+		return decodedDef{err: errors.New("its definition does not decode")}
+	}
+	sum := sha256.Sum256(t.Def)
+	d.digest = hex.EncodeToString(sum[:])
+	return d
+}
+
 // tool is the tool served for upstream tool t of u, listed with the
-// headers hdr.
-func (g *Gateway) tool(u *Upstream, hdr http.Header, l *list, t upstream.Tool) (mcphandler.Tool, error) {
+// headers hdr, of definition d. What d holds (schemas, annotations,
+// icons) is shared by every tool served of it: read only.
+func (g *Gateway) tool(u *Upstream, hdr http.Header, l *list, t upstream.Tool, d *decodedDef) (mcphandler.Tool, error) {
 	name, ok := u.Aliases[t.Name]
 	if !ok {
 		name = u.ID + "_" + t.Name
@@ -851,38 +922,31 @@ func (g *Gateway) tool(u *Upstream, hdr http.Header, l *list, t upstream.Tool) (
 	if !validName(name) {
 		return mcphandler.Tool{}, errors.New("its name is not 1 to 64 bytes of A-Z a-z 0-9 _ - .: " + clip(name))
 	}
-	var d toolDef
-	if err := json.Unmarshal(t.Def, &d); err != nil {
-		return mcphandler.Tool{}, errors.New("its definition does not decode")
+	if d.err != nil {
+		return mcphandler.Tool{}, d.err
 	}
-	sum := sha256.Sum256(t.Def)
-	origin := &mcphandler.ToolOrigin{Upstream: u.ID, Name: t.Name, Digest: hex.EncodeToString(sum[:]),
+	origin := &mcphandler.ToolOrigin{Upstream: u.ID, Name: t.Name, Digest: d.digest,
 		Era: l.version, TrustHints: u.TrustHints}
 	f := &forward{g: g, u: u, ep: g.endpoint(u, hdr), name: t.Name, upstream: u.ID, era: l.version, kind: u.CredentialKind,
 		sessions: u.Sessions, ttl: u.SessionTTL}
 	f.ep.Era = l.era
 	return mcphandler.Tool{
-		Name: name, Title: d.Title, Description: d.Description,
-		InputSchema: d.InputSchema, OutputSchema: d.OutputSchema,
-		Annotations: d.Annotations, Icons: d.Icons,
+		Name: name, Title: d.def.Title, Description: d.def.Description,
+		InputSchema: d.def.InputSchema, OutputSchema: d.def.OutputSchema,
+		Annotations: d.def.Annotations, Icons: d.def.Icons,
 		Origin:      origin,
 		TaskSupport: mcphandler.TaskOptional,
 		Handler:     f.handle,
 	}, nil
 }
 
-// dropClaimedTwice sorts tools by name and leaves out every tool whose
-// name another claims too.
+// dropClaimedTwice sorts tools by name, unless they are already, and
+// leaves out every tool whose name another claims too.
 func (g *Gateway) dropClaimedTwice(tools []mcphandler.Tool) []mcphandler.Tool {
-	slices.SortStableFunc(tools, func(a, b mcphandler.Tool) int {
-		switch {
-		case a.Name < b.Name:
-			return -1
-		case a.Name > b.Name:
-			return 1
-		}
-		return 0
-	})
+	if sortedOnce(tools) {
+		return tools // the usual merged list: each upstream's sorted, their names apart
+	}
+	sortByName(tools)
 	out := tools[:0]
 	for i := 0; i < len(tools); {
 		j := i + 1
@@ -902,6 +966,24 @@ func (g *Gateway) dropClaimedTwice(tools []mcphandler.Tool) []mcphandler.Tool {
 		i = j
 	}
 	return out
+}
+
+// sortedOnce reports whether tools are sorted by name, each name once.
+func sortedOnce(tools []mcphandler.Tool) bool {
+	for i := 1; i < len(tools); i++ {
+		if tools[i-1].Name >= tools[i].Name {
+			return false
+		}
+	}
+	return true
+}
+
+// sortByName sorts tools by name, stably, unless they are already.
+func sortByName(tools []mcphandler.Tool) {
+	byName := func(a, b mcphandler.Tool) int { return strings.Compare(a.Name, b.Name) }
+	if !slices.IsSortedFunc(tools, byName) {
+		slices.SortStableFunc(tools, byName)
+	}
 }
 
 // validID reports whether id is 1–32 bytes of a-z, 0-9 and '-'.

@@ -3,10 +3,13 @@ package gateway_test
 import (
 	"context"
 	"fmt"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"slices"
 	"strings"
+	"sync"
+	"sync/atomic"
 	"testing"
 
 	"github.com/mcphandler/mcphandler"
@@ -273,5 +276,86 @@ func TestListNotSharedAcrossCredentials(t *testing.T) {
 	c := connect(t, gh.h, "globex-editor")
 	if _, err := c.CallTool(context.Background(), "docs_only_for_acme", nil); err == nil {
 		t.Fatal("globex called acme's tool")
+	}
+}
+
+// Without Config.HTTPClient, concurrent calls of one upstream reuse the
+// gateway's connections to it: a batch of 16 calls at once, made 4
+// times, opens about 16 connections, where a transport that keeps 2 idle
+// would open some 16 more per batch.
+func TestConnectionsReused(t *testing.T) {
+	up := newUpstream(t, upstreamTool{name: "search", readOnly: true})
+	var opened atomic.Int64
+	srv := httptest.NewUnstartedServer(up.h)
+	srv.Config.ConnState = func(_ net.Conn, s http.ConnState) {
+		if s == http.StateNew {
+			opened.Add(1)
+		}
+	}
+	srv.Start()
+	defer srv.Close()
+	gh := newGateway(t, gateway.Config{Upstreams: func(context.Context, mcphandler.Identity) ([]gateway.Upstream, error) {
+		return []gateway.Upstream{{ID: "docs", URL: srv.URL, Era: gateway.EraStateless}}, nil
+	}})
+	const n = 16
+	clients := make([]*mcptest.Client, n)
+	for i := range clients {
+		clients[i] = connect(t, gh.h, "acme-admin")
+	}
+	for range 4 {
+		var wg sync.WaitGroup
+		for _, c := range clients {
+			wg.Go(func() {
+				if res, err := c.CallTool(context.Background(), "docs_search", map[string]any{"q": "x"}); err != nil || res.IsError {
+					t.Error(res, err)
+				}
+			})
+		}
+		wg.Wait()
+	}
+	if got := opened.Load(); got > 2*n {
+		t.Fatalf("%d connections opened upstream for 4 batches of %d calls: they are not kept for reuse", got, n)
+	}
+}
+
+// The tools of a list kept are made again for an upstream whose
+// configuration changed since (here its aliases and hints): what a list
+// or a call finds is always what the host's Upstreams says now, and what
+// a host changes in the tools Tools returned is its own.
+func TestToolsFollowUpstreamConfig(t *testing.T) {
+	docs := newUpstream(t, upstreamTool{name: "search", readOnly: true})
+	var alias atomic.Value
+	alias.Store("")
+	gh := newGateway(t, gateway.Config{Upstreams: func(context.Context, mcphandler.Identity) ([]gateway.Upstream, error) {
+		u := gateway.Upstream{ID: "docs", URL: docs.srv.URL}
+		if a := alias.Load().(string); a != "" {
+			u.Aliases, u.TrustHints = map[string]string{"search": a}, true
+		}
+		return []gateway.Upstream{u}, nil
+	}})
+	ctx := ctxAs(t, gh, "acme-admin")
+	names := func() []string {
+		tools, err := gh.gw.Tools(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var out []string
+		for i := range tools {
+			out = append(out, fmt.Sprintf("%s trusted=%v", tools[i].Name, tools[i].Origin.TrustHints))
+			tools[i].Name = "changed by the host"
+		}
+		return out
+	}
+	for _, want := range []string{"docs_search trusted=false", "docs_search trusted=false", "find trusted=true", "find trusted=true"} {
+		if want == "find trusted=true" {
+			alias.Store("find")
+		}
+		if got := names(); !slices.Equal(got, []string{want}) {
+			t.Fatalf("tools %v, want [%s]", got, want)
+		}
+	}
+	c := connect(t, gh.h, "acme-admin")
+	if res, err := c.CallTool(context.Background(), "find", map[string]any{"q": "x"}); err != nil || res.IsError {
+		t.Fatalf("find: %+v, %v", res, err)
 	}
 }

@@ -185,7 +185,7 @@ func (s *listStore) load(ctx context.Context, r listRef) (*list, []byte, error) 
 		return nil, nil, err
 	}
 	l := &list{era: upstream.Era(v.Era), version: v.Version, fetched: time.UnixMilli(v.Fetched),
-		fresh: time.Duration(v.Fresh) * time.Millisecond, gen: v.Gen, scope: r.scope, invalid: v.Gen != gen}
+		fresh: time.Duration(v.Fresh) * time.Millisecond, gen: v.Gen, scope: r.scope, invalid: v.Gen != gen, defs: new(listDefs)}
 	l.tools = make([]upstream.Tool, 0, len(v.Tools))
 	for _, def := range v.Tools {
 		var t struct{ Name string }

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"strconv"
 	"strings"
+	"unicode/utf8"
 
 	"github.com/mcphandler/mcphandler/gateway/internal/wiretext"
 	"github.com/mcphandler/mcphandler/internal/canon"
@@ -143,6 +144,56 @@ func members(obj []byte) map[string]json.RawMessage {
 	return m
 }
 
+// memberValue returns the value of obj's member key, as members(obj)[key]
+// does, without making the map.
+func memberValue(obj []byte, key string) json.RawMessage {
+	var out json.RawMessage
+	jsonrpc.Members(obj, func(k, v []byte) bool {
+		if keyIs(k, key) {
+			out = v
+			return false
+		}
+		return true
+	})
+	return out
+}
+
+// keyIs reports whether the quoted key k is name, exactly, as
+// jsonrpc.String reads it; a key of plain ASCII is compared without
+// making a string of it.
+func keyIs(k []byte, name string) bool {
+	if inner, ok := plainKey(k); ok {
+		return string(inner) == name
+	}
+	s, ok := jsonrpc.String(k)
+	return ok && s == name
+}
+
+// keyHasPrefix reports whether the quoted key k begins with prefix, as
+// keyIs reads it.
+func keyHasPrefix(k []byte, prefix string) bool {
+	if inner, ok := plainKey(k); ok {
+		return bytes.HasPrefix(inner, []byte(prefix))
+	}
+	s, _ := jsonrpc.String(k)
+	return strings.HasPrefix(s, prefix)
+}
+
+// plainKey returns the text of the quoted key k when it is plain ASCII
+// without escapes, which is what jsonrpc.String would read of it.
+func plainKey(k []byte) ([]byte, bool) {
+	if len(k) < 2 || k[0] != '"' {
+		return nil, false
+	}
+	inner := k[1 : len(k)-1]
+	for _, c := range inner {
+		if c == '\\' || c >= utf8.RuneSelf {
+			return nil, false
+		}
+	}
+	return inner, true
+}
+
 // reservedMeta is the prefix of the _meta keys the protocol reserves
 // (protocol version, client capabilities, serverInfo, …).
 const reservedMeta = "io.modelcontextprotocol/"
@@ -156,11 +207,10 @@ func finalResult(res []byte) []byte {
 	out := make([]byte, 0, len(res))
 	out = append(out, '{')
 	jsonrpc.Members(res, func(k, v []byte) bool {
-		key, _ := jsonrpc.String(k)
-		switch key {
-		case "resultType":
+		switch {
+		case keyIs(k, "resultType"):
 			return true
-		case "_meta":
+		case keyIs(k, "_meta"):
 			if v = stripMeta(v); v == nil {
 				return true
 			}
@@ -184,7 +234,7 @@ func stripMeta(meta []byte) []byte {
 	}
 	out := []byte{'{'}
 	jsonrpc.Members(meta, func(k, v []byte) bool {
-		if key, _ := jsonrpc.String(k); strings.HasPrefix(key, reservedMeta) {
+		if keyHasPrefix(k, reservedMeta) {
 			return true
 		}
 		if len(out) > 1 {

@@ -101,7 +101,7 @@ func (s *stateless) open(ctx context.Context, method string, params []member, na
 // resultType returns a result's resultType ("" when absent, as from a
 // server of an older revision).
 func resultType(res []byte) string {
-	t, _ := jsonrpc.String(members(res)["resultType"])
+	t, _ := jsonrpc.String(memberValue(res, "resultType"))
 	return t
 }
 
