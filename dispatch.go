@@ -3,9 +3,11 @@ package mcphandler
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"strconv"
 
 	"github.com/mcphandler/mcphandler/internal/jsonrpc"
+	"github.com/mcphandler/mcphandler/session"
 )
 
 // serveRequest answers one JSON-RPC request of an established session (or
@@ -68,7 +70,12 @@ func (ss *sessions) notification(rq *request, m *jsonrpc.Message) {
 	case "notifications/initialized":
 		if rq.sess != nil && !rq.sess.Initialized {
 			rq.sess.Initialized = true
-			if err := ss.store.Update(rq.context(), rq.sess); err != nil {
+			switch err := ss.store.Update(rq.context(), rq.sess); {
+			case errors.Is(err, session.ErrNotFound):
+				// Ended meanwhile (a DELETE, or a 2024-11-05 stream
+				// closed right after its last answer): nothing to mark.
+				ss.h.logger().Debug("mcphandler: notifications/initialized for a session that ended")
+			case err != nil:
 				ss.h.logger().Error("mcphandler: session store", "err", err)
 			}
 		}

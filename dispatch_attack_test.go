@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"io"
+	"log/slog"
 	"net/http"
 	"net/http/httptest"
 	"runtime"
@@ -15,6 +16,7 @@ import (
 
 	"github.com/mcphandler/mcphandler"
 	"github.com/mcphandler/mcphandler/mcptest"
+	"github.com/mcphandler/mcphandler/session"
 )
 
 // unknownCall sends one request of method with params and returns the
@@ -387,4 +389,65 @@ func TestAttackVersionEchoBounded(t *testing.T) {
 	check("2026-07-28, a header that differs from _meta", status, b)
 	status, _, b = modernPost(t, srv, "acme-viewer", modern, func(h http.Header) { h.Set("MCP-Protocol-Version", long) })
 	check("2026-07-28, an unsupported version", status, b)
+}
+
+// endsOnUpdate is a store in which every session ends just before it is
+// updated (a DELETE on another replica, a 2024-11-05 stream closed right
+// after its last answer), or whose Update fails with fail.
+type endsOnUpdate struct {
+	session.Store
+	fail error
+}
+
+func (s *endsOnUpdate) Update(ctx context.Context, sess *session.Session) error {
+	if s.fail != nil {
+		return s.fail
+	}
+	s.Store.Delete(ctx, sess.ID)
+	return s.Store.Update(ctx, sess)
+}
+
+// TestInitializedForEndedSession: notifications/initialized for a session
+// that ended between its read and its update is no store failure: nothing
+// is logged as an error (a real failure of the update still is).
+func TestInitializedForEndedSession(t *testing.T) {
+	for name, c := range map[string]struct {
+		fail      error
+		wantError bool
+	}{
+		"ended":       {nil, false},
+		"unavailable": {session.ErrUnavailable, true},
+	} {
+		t.Run(name, func(t *testing.T) {
+			var log syncBuffer
+			h := mcphandler.New(mcphandler.Config{Authenticate: bearer, StateKeys: testStateKeys,
+				Store:     &endsOnUpdate{Store: session.NewMemory(), fail: c.fail},
+				Logger:    slog.New(slog.NewTextHandler(&log, nil)),
+				ListTools: func(context.Context) ([]mcphandler.Tool, error) { return nil, nil }})
+			t.Cleanup(func() { h.Close() })
+			post := func(body, sid string) *httptest.ResponseRecorder {
+				req := httptest.NewRequest("POST", "/", strings.NewReader(body))
+				req.Header.Set("Authorization", "Bearer acme-admin")
+				req.Header.Set("Content-Type", "application/json")
+				req.Header.Set("Accept", "application/json, text/event-stream")
+				if sid != "" {
+					req.Header.Set("Mcp-Session-Id", sid)
+					req.Header.Set("Mcp-Protocol-Version", "2025-11-25")
+				}
+				rec := httptest.NewRecorder()
+				h.ServeHTTP(rec, req)
+				return rec
+			}
+			sid := post(initBody, "").Header().Get("Mcp-Session-Id")
+			if sid == "" {
+				t.Fatal("no session")
+			}
+			if rec := post(`{"jsonrpc":"2.0","method":"notifications/initialized"}`, sid); rec.Code != http.StatusAccepted {
+				t.Fatalf("notifications/initialized: %d %s", rec.Code, rec.Body)
+			}
+			if got := strings.Contains(log.String(), "level=ERROR"); got != c.wantError {
+				t.Fatalf("logged an error: %v, want %v\n%s", got, c.wantError, log.String())
+			}
+		})
+	}
 }
