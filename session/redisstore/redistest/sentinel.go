@@ -293,17 +293,26 @@ func (s *Sentinel) KillMaster(t testing.TB) (promoted string, restart func()) {
 		once.Do(func() {
 			s.mu.Lock()
 			defer s.mu.Unlock()
-			ctx, cancel := context.WithTimeout(context.Background(), settleTimeout)
-			defer cancel()
 			h, p, _ := net.SplitHostPort(promoted)
 			dead.args = []string{"--replicaof", h, p}
-			err := dead.start()
-			if err == nil {
-				err = s.settle(ctx, promoted, false)
+			// On a starved machine the restarted server's replication link
+			// has been seen to stay down for the whole settle timeout,
+			// though it links within a second otherwise; it is stopped and
+			// started again, up to three times, as a topology that never
+			// links at its start is made again (startSentinel).
+			var err error
+			for range 3 {
+				ctx, cancel := context.WithTimeout(context.Background(), settleTimeout/2)
+				if err = dead.start(); err == nil {
+					err = s.settle(ctx, promoted, false)
+				}
+				cancel()
+				if err == nil {
+					return
+				}
+				dead.stop()
 			}
-			if err != nil {
-				t.Errorf("redistest: restarting %s: %v", dead.addr, err)
-			}
+			t.Errorf("redistest: restarting %s: %v", dead.addr, err)
 		})
 	}
 	t.Cleanup(restart)
