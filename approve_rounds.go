@@ -155,9 +155,7 @@ func (ap *approvals) undecidedRound(t *toolRun, got *approval.Approval, err erro
 // closeApprovalRound records the result of an approval that was not given
 // (declined, expired, withdrawn) in the call's nonce, and sends it.
 func (ap *approvals) closeApprovalRound(rq *request, m *jsonrpc.Message, ev *CallEvent, n string, raw []byte, outcome Outcome, result *ToolResult) {
-	b, _ := result.appendJSON(nil)
-	next := nonceRecord{State: stateClosed, Round: 1, Outcome: outcome, Result: b}
-	if _, ok, err := ap.confirms.moveNonce(context.WithoutCancel(rq.ctx), n, raw, statePending, &next); !ok {
+	if _, ok, err := ap.confirms.moveNonce(context.WithoutCancel(rq.ctx), n, raw, statePending, nonceAfter(outcome, result)); !ok {
 		ev.Audit = nil // another retry recorded the decision
 		ap.confirms.nonceRaced(rq, m, n, 1, err, ev)
 		return
