@@ -6,8 +6,6 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
-	"net/http"
-	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"slices"
@@ -15,7 +13,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/mcphandler/mcphandler/internal/oidctest"
 	"github.com/mcphandler/mcphandler/mcptest"
 )
 
@@ -27,21 +24,9 @@ import (
 // outcome; add_note, allowed by the policy, has its line too. The file
 // is created 0600, and its lines are the records' stable member names.
 func TestAuditLog(t *testing.T) {
-	p := oidctest.New(t)
-	outer := http.NewServeMux()
-	srv := httptest.NewServer(outer)
-	t.Cleanup(srv.Close)
-	audience := srv.URL + "/mcp"
-	p.AddRedirect(srv.URL + "/approvals/callback")
 	path := filepath.Join(t.TempDir(), "audit.jsonl")
-	mux, _, err := newServer(t.Context(), options{issuer: p.Issuer(), audience: audience, tenantClaim: "org_id",
-		scopes: []string{"mcp:tools"}, defaultRole: "editor", httpClient: p.Client(),
-		approvals: true, approvalID: p.ClientID, approvalSecret: p.ClientSecret, approvalTTL: 30 * time.Second,
-		audit: path})
-	if err != nil {
-		t.Fatal(err)
-	}
-	outer.Handle("/", mux)
+	env := startApprovals(t, options{audit: path})
+	p, srv, audience := env.p, env.srv, env.audience
 	if fi, err := os.Stat(path); err != nil || fi.Mode().Perm() != 0o600 {
 		t.Fatalf("the audit file: %v, %v", fi, err)
 	}
@@ -55,8 +40,7 @@ func TestAuditLog(t *testing.T) {
 	}
 	shownURL := map[string]string{} // org/id -> the URL the client received
 	for _, era := range eras {
-		token := p.Sign(map[string]any{"iss": p.Issuer(), "aud": audience, "sub": "ed", "org_id": era.org,
-			"scope": "mcp:tools notes:write", "exp": time.Now().Add(time.Hour).Unix()})
+		token := env.token(map[string]any{"sub": "ed", "org_id": era.org})
 		decision := make(chan string, 1)
 		opts := append([]mcptest.Option{mcptest.WithToken(token), mcptest.WithCapabilities(json.RawMessage(`{"elicitation":{"url":{}}}`)),
 			mcptest.WithElicitationHandler(func(_ context.Context, e mcptest.ElicitParams) (mcptest.ElicitResult, error) {

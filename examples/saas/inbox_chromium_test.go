@@ -4,8 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"net/http"
-	"net/http/httptest"
 	"strings"
 	"testing"
 	"time"
@@ -15,7 +13,6 @@ import (
 	"github.com/chromedp/chromedp"
 
 	"github.com/mcphandler/mcphandler/internal/chromiumtest"
-	"github.com/mcphandler/mcphandler/internal/oidctest"
 	"github.com/mcphandler/mcphandler/mcptest"
 )
 
@@ -27,21 +24,9 @@ import (
 // approves it from the list, and the waiting call deletes the note, once.
 func TestInboxInChromium(t *testing.T) {
 	browser := chromiumtest.New(t)
-	p := oidctest.New(t)
-	outer := http.NewServeMux()
-	srv := httptest.NewServer(outer)
-	t.Cleanup(srv.Close)
-	audience := srv.URL + "/mcp"
-	p.AddRedirect(srv.URL + "/approvals/callback")
-	mux, _, err := newServer(t.Context(), options{issuer: p.Issuer(), audience: audience, tenantClaim: "org_id",
-		scopes: []string{"mcp:tools"}, defaultRole: "editor", httpClient: p.Client(),
-		approvals: true, approvalID: p.ClientID, approvalSecret: p.ClientSecret, approvalTTL: time.Minute})
-	if err != nil {
-		t.Fatal(err)
-	}
-	outer.Handle("/", mux)
-	token := p.Sign(map[string]any{"iss": p.Issuer(), "aud": audience, "sub": "ed", "org_id": "acme",
-		"scope": "mcp:tools notes:write", "exp": time.Now().Add(time.Hour).Unix()})
+	env := startApprovals(t, options{approvalTTL: time.Minute})
+	p, srv, audience := env.p, env.srv, env.audience
+	token := env.token(map[string]any{"sub": "ed", "org_id": "acme"})
 	asked := make(chan string, 1)
 	c := mcptest.Dial(audience, mcptest.WithToken(token), mcptest.WithCapabilities(json.RawMessage(`{"elicitation":{"url":{}}}`)),
 		mcptest.WithElicitationHandler(func(_ context.Context, e mcptest.ElicitParams) (mcptest.ElicitResult, error) {
