@@ -7,6 +7,7 @@ import (
 	"net/url"
 	"regexp"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -406,5 +407,64 @@ func TestInboxSecureCookies(t *testing.T) {
 	}
 	if code, body := b.post(e.srv.URL+"/approvals/", decideIn(a.ID, "approve", csrfOf(t, body)), nil); code != http.StatusOK || e.state(a.ID) != approval.Approved {
 		t.Fatalf("decision: %d\n%s", code, body)
+	}
+}
+
+// downStore is a shared store whose records cannot be reached while down
+// is set (Redis gone, a network cut): every Load, PutIfAbsent and
+// CompareAndSwap fails with session.ErrUnavailable.
+type downStore struct {
+	*session.Memory
+	down atomic.Bool
+}
+
+func (s *downStore) Load(ctx context.Context, key string) ([]byte, error) {
+	if s.down.Load() {
+		return nil, session.ErrUnavailable
+	}
+	return s.Memory.Load(ctx, key)
+}
+
+func (s *downStore) PutIfAbsent(ctx context.Context, key string, value []byte, ttl time.Duration) (bool, error) {
+	if s.down.Load() {
+		return false, session.ErrUnavailable
+	}
+	return s.Memory.PutIfAbsent(ctx, key, value, ttl)
+}
+
+func (s *downStore) CompareAndSwap(ctx context.Context, key string, old, new []byte, ttl time.Duration) (bool, error) {
+	if s.down.Load() {
+		return false, session.ErrUnavailable
+	}
+	return s.Memory.CompareAndSwap(ctx, key, old, new, ttl)
+}
+
+// TestInboxStoreDown: while the store cannot be reached, the inbox of a
+// signed-in admin answers 503 with a plain page, listing nothing, and a
+// decision posted from it decides nothing; once the store is back, the
+// same form decides, once.
+func TestInboxStoreDown(t *testing.T) {
+	st := &downStore{Memory: session.NewMemory()}
+	e := newEnv(t, envOpt{shared: st})
+	a := e.ask(`{"id":"n1"}`)
+	b := newBrowser(t)
+	_, body := e.openInbox(b, admin)
+	csrf := csrfOf(t, body)
+	st.down.Store(true)
+	code, body := b.get(e.srv.URL + "/approvals/")
+	if code != http.StatusServiceUnavailable || len(rows(body)) != 0 || strings.Contains(body, "n1") {
+		t.Fatalf("inbox with the store down: %d\n%s", code, body)
+	}
+	code, body = b.post(e.srv.URL+"/approvals/", decideIn(a.ID, "approve", csrf), nil)
+	if code != http.StatusServiceUnavailable || strings.Contains(body, "Approved:") {
+		t.Fatalf("decision with the store down: %d\n%s", code, body)
+	}
+	st.down.Store(false)
+	if e.state(a.ID) != approval.Pending {
+		t.Fatal("decided while the store was down")
+	}
+	code, body = b.post(e.srv.URL+"/approvals/", decideIn(a.ID, "approve", csrf), nil)
+	if code != http.StatusOK || !strings.Contains(body, "Approved: delete_note") || e.state(a.ID) != approval.Approved {
+		t.Fatalf("decision once the store is back: %d\n%s", code, body)
 	}
 }
